@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// georelay: an offline-first store-and-forward relay for GPS positions.
+///
+/// The core is split into targets along the path a position takes
+/// (core model → spool → ingest / forward → service) so that the compiler
+/// guards the direction: ingest cannot reach the forwarder, and the spool
+/// cannot know its readers.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "georelay",
+    products: [
+        .executable(name: "georelay", targets: ["georelay"]),
+        .executable(name: "georelay-bench", targets: ["georelay-bench"]),
+    ],
+    targets: [
+        // System C libraries: a module map and a shim header each.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        // Linux system calls that Glibc's Swift module does not export (epoll, eventfd).
+        .systemLibrary(name: "CLinux"),
+
+        // Positions, their codecs, configuration and small runtime helpers.
+        .target(name: "GeoRelayCore", swiftSettings: swiftSettings),
+        // The durable SQLite spool and every destination's delivery state.
+        .target(name: "GeoRelaySpool", dependencies: ["GeoRelayCore", "CSQLite"], swiftSettings: swiftSettings),
+        // The Unix-socket line protocol feeding the spool.
+        .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CLinux"], swiftSettings: swiftSettings),
+        // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
+        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd"], swiftSettings: swiftSettings),
+        // The daemon's lifecycle and the commands: wires the parts together.
+        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward"], swiftSettings: swiftSettings),
+        // The thin executable: argument parsing only.
+        .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
+
+        // Fakes of the remote servers, shared by tests and benchmarks.
+        .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
+        .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayTestKit", "GeoRelaySpool", "CSQLite"], swiftSettings: swiftSettings),
+
+        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelayTestKit"], swiftSettings: swiftSettings),
+    ]
+)

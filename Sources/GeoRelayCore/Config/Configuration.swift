@@ -1,0 +1,150 @@
+import Foundation
+
+/// Everything the relay reads from `config/georelay.json5`.
+///
+/// Every key has a default, so `{}` runs a relay that spools in `spool/` and
+/// forwards to a Traccar server on this machine's OsmAnd port.
+package struct Configuration: Sendable, Equatable {
+    package var spool = SpoolSettings()
+    package var ingest = IngestSettings()
+    package var destinations: [DestinationSettings] = [DestinationSettings()]
+
+    package init() {}
+
+    package struct SpoolSettings: Sendable, Equatable {
+        package var path = "spool/georelay.db"
+        /// Delivered positions are kept this long for replay and export.
+        package var retainHours = 168.0
+        package var maxBytes: Int64 = 1 << 30
+        package var whenFull = WhenFull.dropOldest
+        package init() {}
+    }
+
+    /// What to do when the spool reaches its quota with nothing delivered left to drop.
+    package enum WhenFull: String, Sendable, CaseIterable {
+        case dropOldest = "drop-oldest"
+        case reject
+    }
+
+    package struct IngestSettings: Sendable, Equatable {
+        package var socket = "spool/georelay.sock"
+        package var maxLineBytes = 8192
+        package var maxFutureSeconds = 600
+        package var maxConnections = 1024
+        package init() {}
+    }
+
+    package enum DestinationKind: String, Sendable, CaseIterable {
+        case traccar
+    }
+
+    package struct DestinationSettings: Sendable, Equatable {
+        package var name = "traccar"
+        package var kind = DestinationKind.traccar
+        package var url = "http://127.0.0.1:5055"
+        /// `false` makes the destination real-time only: each position is tried once, nothing queues.
+        package var buffer = true
+        /// How many devices may have a request in flight at once.
+        package var concurrency = 4
+        package var backoffMinSeconds = 5.0
+        package var backoffMaxSeconds = 300.0
+        /// A URL to GET while backing off instead of a TCP connect to `url`'s host.
+        package var probeURL: String?
+        package var requestTimeoutSeconds = 30.0
+        package var connectTimeoutSeconds = 10.0
+        /// How long a device the server does not know stays parked before one retry.
+        package var parkSeconds = 600.0
+        package init() {}
+    }
+}
+
+extension Configuration {
+    /// Reads a configuration file (JSON5).
+    package static func load(path: String) throws(ConfigError) -> Configuration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError(path: "", "cannot read config file \(path)")
+        }
+        do {
+            return try parse(String(decoding: data, as: UTF8.self))
+        } catch {
+            throw ConfigError(path: error.path, error.path.isEmpty ? "\(path): \(error.message)" : error.message)
+        }
+    }
+
+    /// Parses configuration text (JSON5), validating every key.
+    package static func parse(_ text: String) throws(ConfigError) -> Configuration {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(text, options: .init(json5: true))
+        } catch {
+            throw ConfigError(path: "", error.description)
+        }
+        var root = try ConfigNode(value)
+        var config = Configuration()
+
+        var spool = try root.node("spool")
+        config.spool.path = try spool.string("path", default: config.spool.path)
+        config.spool.retainHours = try spool.number("retainHours", default: config.spool.retainHours, min: 0)
+        config.spool.maxBytes = Int64(try spool.integer("maxBytes", default: Int(config.spool.maxBytes), min: 1 << 20))
+        config.spool.whenFull = try spool.choice("whenFull", default: config.spool.whenFull)
+        try spool.finish()
+
+        var ingest = try root.node("ingest")
+        config.ingest.socket = try ingest.string("socket", default: config.ingest.socket)
+        config.ingest.maxLineBytes = try ingest.integer("maxLineBytes", default: config.ingest.maxLineBytes, min: 256, max: 1 << 20)
+        config.ingest.maxFutureSeconds = try ingest.integer("maxFutureSeconds", default: config.ingest.maxFutureSeconds, min: 0)
+        config.ingest.maxConnections = try ingest.integer("maxConnections", default: config.ingest.maxConnections, min: 1, max: 65536)
+        try ingest.finish()
+        if config.ingest.socket.utf8.count > 107 {
+            throw ConfigError(path: "ingest.socket", "path longer than the 107 bytes a Unix socket address holds")
+        }
+
+        if let items = try root.array("destinations") {
+            config.destinations = []
+            for (index, item) in items.enumerated() {
+                let destination = try DestinationSettings(try ConfigNode(item, path: "destinations[\(index)]"))
+                if config.destinations.contains(where: { $0.name == destination.name }) {
+                    throw ConfigError(path: "destinations[\(index)].name", "duplicate destination name \"\(destination.name)\"")
+                }
+                config.destinations.append(destination)
+            }
+        }
+        try root.finish()
+        return config
+    }
+}
+
+extension Configuration.DestinationSettings {
+    init(_ node: ConfigNode) throws(ConfigError) {
+        var node = node
+        self.init()
+        kind = try node.choice("type", default: kind)
+        name = try node.string("name", default: kind.rawValue)
+        if name.isEmpty || name.utf8.count > 64 || name.contains(where: { $0.isWhitespace || $0.isNewline }) {
+            throw ConfigError(path: node.child("name"), "expected 1 to 64 characters without spaces")
+        }
+        url = try node.string("url", default: url)
+        try Self.validateURL(url, at: node.child("url"))
+        buffer = try node.bool("buffer", default: buffer)
+        concurrency = try node.integer("concurrency", default: concurrency, min: 1, max: 64)
+        requestTimeoutSeconds = try node.number("timeoutSeconds", default: requestTimeoutSeconds, min: 1)
+        connectTimeoutSeconds = try node.number("connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1)
+        parkSeconds = try node.number("unknownDeviceRetrySeconds", default: parkSeconds, min: 1)
+        var backoff = try node.node("backoff")
+        backoffMinSeconds = try backoff.number("minSeconds", default: backoffMinSeconds, min: 0.1)
+        backoffMaxSeconds = try backoff.number("maxSeconds", default: backoffMaxSeconds, min: backoffMinSeconds)
+        try backoff.finish()
+        var probe = try node.node("probe")
+        probeURL = try probe.optionalString("url")
+        if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
+        try probe.finish()
+        try node.finish()
+    }
+
+    static func validateURL(_ text: String, at path: String) throws(ConfigError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = url.host, !host.isEmpty else {
+            throw ConfigError(path: path, "expected an http:// or https:// URL with a host")
+        }
+    }
+}

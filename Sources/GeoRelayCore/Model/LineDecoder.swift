@@ -1,0 +1,260 @@
+/// What one line of the socket protocol holds.
+package enum IngestLine: Sendable, Equatable {
+    /// A position to store.
+    case position(Position)
+    /// `{"hello": {...}}`: the connection's default device and whether it wants acks.
+    case hello(device: String?, ack: Bool?)
+    /// A valid line that holds no position (`skip <reason>`).
+    case skip(String)
+}
+
+/// Decodes the socket protocol's three line forms into positions.
+///
+/// The first character decides the form: `{` a JSON object (a position, a
+/// gpsd report, or a hello), `$` NMEA 0183 (a later issue), anything else an
+/// OsmAnd query string as the Traccar client sends it.
+package struct LineDecoder: Sendable {
+    /// How far ahead of the relay's clock a fix time may be.
+    package var maxFutureMs: Int64
+
+    package init(maxFutureSeconds: Int = 600) {
+        self.maxFutureMs = Int64(maxFutureSeconds) * 1000
+    }
+
+    /// Decodes one line without its terminator.
+    /// - Parameters:
+    ///   - defaultDevice: the connection's hello device, for lines that name none.
+    ///   - nowMs: the relay's clock, for the future-time check.
+    package func decode(_ line: UnsafeBufferPointer<UInt8>, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+        var start = 0
+        var end = line.count
+        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
+        let body = UnsafeBufferPointer(rebasing: line[start..<end])
+        guard let first = body.first else { return .skip("empty") }
+        switch first {
+        case UInt8(ascii: "{"):
+            let value: JSONValue
+            do {
+                value = try JSONParser.parse(body)
+            } catch {
+                throw .parse("\(error.message) at byte \(error.offset + start + 1)")
+            }
+            guard case .object(let object) = value else { throw .parse("expected a JSON object") }
+            return try decodeObject(object, defaultDevice: defaultDevice, nowMs: nowMs)
+        case UInt8(ascii: "$"), UInt8(ascii: "!"):
+            throw .unsupported("NMEA 0183 sentences are not supported yet")
+        default:
+            let text = String(decoding: body, as: UTF8.self)
+            let position = try OsmAndQuery.decode(text, defaultDevice: defaultDevice)
+            try validate(position, nowMs: nowMs)
+            return .position(position)
+        }
+    }
+
+    package func decode(_ line: String, defaultDevice: String? = nil, nowMs: Int64) throws(IngestError) -> IngestLine {
+        var copy = line
+        let result: Result<IngestLine, IngestError> = copy.withUTF8 { buffer in
+            do throws(IngestError) {
+                return .success(try decode(buffer, defaultDevice: defaultDevice, nowMs: nowMs))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    // MARK: - JSON forms
+
+    private func decodeObject(_ object: JSONObject, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+        if let hello = object["hello"] {
+            guard case .object(let fields) = hello else { throw .parse("hello: expected an object") }
+            var reader = FieldReader(object: fields, prefix: "hello.")
+            let device = try reader.string("device")
+            let ack = try reader.bool("ack")
+            try reader.rejectUnknown()
+            if let device, device.isEmpty { throw .device("hello.device: empty device id") }
+            return .hello(device: device, ack: ack)
+        }
+        if let classValue = object["class"] {
+            guard case .string(let name) = classValue else { throw .parse("class: expected a string") }
+            guard name == "TPV" else { return .skip("class \(name)") }
+            return try decodeTPV(object, defaultDevice: defaultDevice, nowMs: nowMs)
+        }
+        var reader = FieldReader(object: object, prefix: "")
+        let device = try reader.string("device", alias: "id") ?? defaultDevice
+        let time = try reader.time("time")
+        let lat = try reader.number("lat")
+        let lon = try reader.number("lon")
+        var position = Position(
+            device: try requireDevice(device),
+            timeMs: try requireTime(time),
+            lat: try require(lat, "lat"),
+            lon: try require(lon, "lon"))
+        position.speed = try reader.number("speed")
+        position.course = try reader.number("course", alias: "track", "bearing")
+        position.altitude = try reader.number("alt")
+        position.accuracy = try reader.number("accuracy", alias: "eph")
+        position.battery = try reader.number("batt")
+        position.charging = try reader.bool("charge")
+        position.alarm = try reader.string("alarm")
+        if let attributes = reader.take("attributes") {
+            guard case .object(let fields) = attributes else { throw .parse("attributes: expected an object") }
+            for member in fields.members {
+                position.attributes.append(Attribute(member.key, try scalar(member.value, at: "attributes.\(member.key)")))
+            }
+        }
+        // Any other scalar key is kept as an attribute, as Traccar keeps unknown OsmAnd parameters.
+        for member in reader.remaining {
+            position.attributes.append(Attribute(member.key, try scalar(member.value, at: member.key)))
+        }
+        try validate(position, nowMs: nowMs)
+        return .position(position)
+    }
+
+    /// A gpsd TPV report, so that `gpspipe -w` can feed the socket directly.
+    private func decodeTPV(_ object: JSONObject, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+        var reader = FieldReader(object: object, prefix: "")
+        let mode = try reader.number("mode") ?? 0
+        if mode < 2 { return .skip("no-fix") }
+        let gpsdDevice = try reader.string("device")
+        let device = defaultDevice ?? gpsdDevice
+        guard let lat = try reader.number("lat"), let lon = try reader.number("lon") else { return .skip("no-fix") }
+        var position = Position(
+            device: try requireDevice(device),
+            timeMs: try requireTime(try reader.time("time")),
+            lat: lat, lon: lon)
+        position.speed = try reader.number("speed")
+        position.course = try reader.number("track")
+        let altHAE = try reader.number("altHAE"), alt = try reader.number("alt"), altMSL = try reader.number("altMSL")
+        position.altitude = altHAE ?? alt ?? altMSL
+        let eph = try reader.number("eph"), epx = try reader.number("epx")
+        position.accuracy = eph ?? epx
+        try validate(position, nowMs: nowMs)
+        return .position(position)
+    }
+
+    private func scalar(_ value: JSONValue, at path: String) throws(IngestError) -> AttributeValue {
+        switch value {
+        case .string(let s): .string(s)
+        case .number(let n): .number(n)
+        case .bool(let b): .bool(b)
+        default: throw .parse("\(path): expected a string, number or boolean, got \(value.kindName)")
+        }
+    }
+
+    private func requireDevice(_ device: String?) throws(IngestError) -> String {
+        guard let device, !device.isEmpty else {
+            throw .device("no device id: give \"device\" or send a hello first")
+        }
+        guard device.utf8.count <= 128 else { throw .device("device id longer than 128 bytes") }
+        return device
+    }
+
+    private func requireTime(_ time: Int64?) throws(IngestError) -> Int64 {
+        guard let time else { throw .time("missing time") }
+        return time
+    }
+
+    private func require(_ value: Double?, _ name: String) throws(IngestError) -> Double {
+        guard let value else { throw .parse("missing \(name)") }
+        return value
+    }
+
+    /// The checks every form shares: coordinates on the globe, a plausible time.
+    package func validate(_ position: Position, nowMs: Int64) throws(IngestError) {
+        guard position.lat.isFinite, (-90...90).contains(position.lat) else {
+            throw .range("lat \(position.lat) outside -90...90")
+        }
+        guard position.lon.isFinite, (-180...180).contains(position.lon) else {
+            throw .range("lon \(position.lon) outside -180...180")
+        }
+        for (name, value) in [("speed", position.speed), ("course", position.course), ("alt", position.altitude), ("accuracy", position.accuracy)] {
+            if let value, !value.isFinite { throw .range("\(name) is not a finite number") }
+        }
+        if let speed = position.speed, speed < 0 { throw .range("speed \(speed) is negative") }
+        if let accuracy = position.accuracy, accuracy < 0 { throw .range("accuracy \(accuracy) is negative") }
+        if let battery = position.battery, !(0...100).contains(battery) { throw .range("batt \(battery) outside 0...100") }
+        if position.timeMs > nowMs + maxFutureMs {
+            throw .time("fix time \(Timestamp.iso8601(milliseconds: position.timeMs)) is more than \(maxFutureMs / 1000) s ahead of the relay's clock")
+        }
+        if position.timeMs < 0 { throw .time("fix time before 1970") }
+    }
+}
+
+/// Reads typed fields of one JSON object, remembering which were used.
+struct FieldReader {
+    private var object: JSONObject
+    private let prefix: String
+    private var used: Set<String> = []
+
+    init(object: JSONObject, prefix: String) {
+        self.object = object
+        self.prefix = prefix
+    }
+
+    mutating func take(_ key: String) -> JSONValue? {
+        used.insert(key)
+        return object[key]
+    }
+
+    private mutating func first(_ key: String, _ aliases: [String]) -> (String, JSONValue)? {
+        for name in [key] + aliases {
+            if let value = take(name), value != .null { return (name, value) }
+        }
+        return nil
+    }
+
+    mutating func string(_ key: String, alias aliases: String...) throws(IngestError) -> String? {
+        guard let (name, value) = first(key, aliases) else { return nil }
+        switch value {
+        case .string(let s): return s
+        case .number(let n): return JSONValue.format(number: n)
+        default: throw .parse("\(prefix)\(name): expected a string, got \(value.kindName)")
+        }
+    }
+
+    mutating func number(_ key: String, alias aliases: String...) throws(IngestError) -> Double? {
+        guard let (name, value) = first(key, aliases) else { return nil }
+        switch value {
+        case .number(let n): return n
+        case .string(let s):
+            if let n = Double(s) { return n }
+            throw .parse("\(prefix)\(name): expected a number, got \"\(s.prefix(40))\"")
+        default: throw .parse("\(prefix)\(name): expected a number, got \(value.kindName)")
+        }
+    }
+
+    mutating func bool(_ key: String) throws(IngestError) -> Bool? {
+        guard let (name, value) = first(key, []) else { return nil }
+        switch value {
+        case .bool(let b): return b
+        case .string("true"): return true
+        case .string("false"): return false
+        default: throw .parse("\(prefix)\(name): expected a boolean, got \(value.kindName)")
+        }
+    }
+
+    mutating func time(_ key: String) throws(IngestError) -> Int64? {
+        guard let (name, value) = first(key, []) else { return nil }
+        switch value {
+        case .number(let n):
+            guard let ms = Timestamp.milliseconds(fromUnix: n) else { throw .time("\(prefix)\(name): \(n) is not a Unix time") }
+            return ms
+        case .string(let s):
+            if let ms = Timestamp.milliseconds(fromISO8601: s) { return ms }
+            if let n = Double(s), let ms = Timestamp.milliseconds(fromUnix: n) { return ms }
+            throw .time("\(prefix)\(name): \"\(s.prefix(40))\" is not ISO 8601 with a zone or a Unix time")
+        default:
+            throw .time("\(prefix)\(name): expected a string or number, got \(value.kindName)")
+        }
+    }
+
+    var remaining: [(key: String, value: JSONValue)] {
+        object.members.filter { !used.contains($0.key) }
+    }
+
+    func rejectUnknown() throws(IngestError) {
+        if let extra = remaining.first { throw .parse("\(prefix)\(extra.key): unknown key") }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+
+/// Severity of a log event, numbered as syslog and journald number them.
+package enum LogLevel: Int, Sendable, Comparable, CaseIterable {
+    case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+
+    package var name: String {
+        switch self {
+        case .error: "error"
+        case .warning: "warning"
+        case .notice: "notice"
+        case .info: "info"
+        case .debug: "debug"
+        }
+    }
+
+    package static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One event of the diagnostic log.
+package struct LogEntry: Sendable, Equatable {
+    package var timeMs: Int64
+    package var level: LogLevel
+    package var message: String
+
+    package init(timeMs: Int64, level: LogLevel, message: String) {
+        self.timeMs = timeMs
+        self.level = level
+        self.message = message
+    }
+}
+
+/// Somewhere log entries go: standard error, the spool's diagnostic log, a test's buffer.
+package protocol LogSink: Sendable {
+    func record(_ entry: LogEntry)
+}
+
+/// A cheap, copyable handle for logging with a label ("ingest", "forward[traccar]").
+///
+/// - Important: messages must never contain secrets; callers pass URLs through
+///   `Redaction.url` and never interpolate a `Secret`'s value.
+package struct Logger: Sendable {
+    package var label: String
+    package var sinks: [any LogSink]
+    package var minimumLevel: LogLevel
+
+    package init(label: String, sinks: [any LogSink], minimumLevel: LogLevel = .info) {
+        self.label = label
+        self.sinks = sinks
+        self.minimumLevel = minimumLevel
+    }
+
+    /// A logger that drops everything (for tools and tests that do not care).
+    package static let disabled = Logger(label: "", sinks: [])
+
+    package func with(label: String) -> Logger {
+        var copy = self
+        copy.label = label
+        return copy
+    }
+
+    package func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        guard level <= minimumLevel, !sinks.isEmpty else { return }
+        let entry = LogEntry(timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? message() : "\(label): \(message())")
+        for sink in sinks { sink.record(entry) }
+    }
+
+    package func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+    package func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
+    package func notice(_ message: @autoclosure () -> String) { log(.notice, message()) }
+    package func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    package func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+}
+
+/// Writes one line per event to standard error; with journald
+/// (`JOURNAL_STREAM` set) each line carries a `<N>` level prefix instead of a timestamp.
+package struct StandardErrorLogSink: LogSink {
+    private let journal: Bool
+
+    package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        journal = environment["JOURNAL_STREAM"] != nil
+    }
+
+    package func record(_ entry: LogEntry) {
+        let line = journal
+            ? "<\(entry.level.rawValue)>\(entry.message)\n"
+            : "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(entry.message)\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+/// The wall clock in milliseconds since the epoch.
+package enum WallClock {
+    package static func nowMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// A monotonic clock in nanoseconds, for durations that must not jump with NTP.
+    package static func monotonicNs() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

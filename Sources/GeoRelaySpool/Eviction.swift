@@ -1,0 +1,94 @@
+import GeoRelayCore
+
+/// Deletes positions: delivered ones past retention, and whatever the quota demands.
+///
+/// A position is delivered when every buffered destination's cursor for its
+/// device has passed it. Quarantined positions are kept (an operator decides
+/// about them) unless the quota forces them out with `drop-oldest`.
+struct Eviction {
+    let db: SQLiteDatabase
+    let settings: Spool.Settings
+
+    /// Rows deleted per statement, so one pass never holds the writer for long.
+    static let chunk = 5_000
+
+    /// Per device, the highest seq every buffered destination has acknowledged.
+    func deliveredThrough() throws -> [(deviceID: Int64, seq: Int64)] {
+        let select = try db.statement("""
+            SELECT d.id, coalesce((
+                SELECT min(coalesce(c.acked_seq, dst.start_seq)) FROM destinations dst
+                LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
+                WHERE dst.buffered = 1), d.last_seq)
+            FROM devices d
+            """)
+        var rows: [(Int64, Int64)] = []
+        while try select.step() { rows.append((select.int64(0), select.int64(1))) }
+        return rows
+    }
+
+    /// Deletes delivered positions received before `retainHours` ago.
+    func deleteExpired(nowMs: Int64) throws -> Int {
+        let cutoff = nowMs - Int64(settings.retainHours * 3_600_000)
+        return try deleteDelivered(receivedBefore: cutoff, limit: .max)
+    }
+
+    private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int) throws -> Int {
+        var deleted = 0
+        let delete = try db.statement("""
+            DELETE FROM positions WHERE seq IN (
+                SELECT seq FROM positions WHERE device_id = ? AND seq <= ? AND received_ms < ?
+                AND seq NOT IN (SELECT seq FROM quarantine) ORDER BY seq LIMIT ?)
+            """)
+        for (deviceID, seq) in try deliveredThrough() where deleted < limit {
+            while deleted < limit {
+                delete.reset()
+                delete.bind(1, deviceID)
+                delete.bind(2, seq)
+                delete.bind(3, cutoff)
+                delete.bind(4, min(Self.chunk, limit - deleted))
+                try delete.run()
+                let n = db.changes
+                deleted += n
+                if n == 0 { break }
+            }
+        }
+        return deleted
+    }
+
+    /// Bytes of the database file in use (free pages are reused before the file grows).
+    func usedBytes() throws -> Int64 {
+        let pages = Int64(try db.pragma("page_count") ?? "0") ?? 0
+        let free = Int64(try db.pragma("freelist_count") ?? "0") ?? 0
+        let size = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
+        return (pages - free) * size
+    }
+
+    struct Outcome {
+        var dropped = 0
+        /// At quota with nothing deletable under the `reject` policy.
+        var full = false
+    }
+
+    /// Brings the spool under its quota: delivered positions first, then the
+    /// `whenFull` policy. Frees a margin below the quota so this does not run
+    /// on every group once the spool is full.
+    func enforceQuota() throws -> Outcome {
+        var outcome = Outcome()
+        guard try usedBytes() >= settings.maxBytes else { return outcome }
+        let target = settings.maxBytes - settings.maxBytes / 20
+        try db.transaction {
+            while try usedBytes() > target {
+                if try deleteDelivered(receivedBefore: .max, limit: Self.chunk) > 0 { continue }
+                guard settings.whenFull == .dropOldest else {
+                    outcome.full = true
+                    break
+                }
+                try db.execute("DELETE FROM positions WHERE seq IN (SELECT seq FROM positions ORDER BY seq LIMIT \(Self.chunk))")
+                let n = db.changes
+                if n == 0 { break }
+                outcome.dropped += n
+            }
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,84 @@
+import CSQLite
+
+/// Owns one prepared statement.
+package final class SQLiteStatement {
+    private let handle: OpaquePointer
+    private unowned let database: SQLiteDatabase
+    let sql: String
+
+    init(database: SQLiteDatabase, sql: String) throws(SQLiteError) {
+        var statement: OpaquePointer?
+        try check(sqlite3_prepare_v3(database.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil), database.handle, sql: sql)
+        guard let statement else { throw SQLiteError(code: SQLITE_MISUSE, message: "empty statement", sql: sql) }
+        self.handle = statement
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    package func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    // MARK: Binding (1-based, as SQLite counts)
+
+    package func bind(_ index: Int32, _ value: Int64?) {
+        if let value { sqlite3_bind_int64(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+    }
+
+    package func bind(_ index: Int32, _ value: Int?) { bind(index, value.map(Int64.init)) }
+
+    package func bind(_ index: Int32, _ value: Double?) {
+        if let value { sqlite3_bind_double(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+    }
+
+    package func bind(_ index: Int32, _ value: String?) {
+        guard let value else {
+            sqlite3_bind_null(handle, index)
+            return
+        }
+        // SQLITE_TRANSIENT: SQLite copies the text before this returns.
+        value.withCString { chars in
+            _ = georelay_sqlite3_bind_text_transient(handle, index, chars, Int32(value.utf8.count))
+        }
+    }
+
+    package func bind(_ index: Int32, _ value: Bool?) { bind(index, value.map { $0 ? Int64(1) : Int64(0) }) }
+
+    // MARK: Stepping
+
+    /// Advances to the next row; `false` when done.
+    @discardableResult
+    package func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(handle)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        sqlite3_reset(handle)
+        try check(rc, database.handle, sql: sql)
+        return false
+    }
+
+    /// Runs a statement that returns no rows.
+    package func run() throws(SQLiteError) {
+        while try step() {}
+    }
+
+    // MARK: Columns (0-based)
+
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    package func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
+    package func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    package func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : double(column) }
+    package func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+
+    package func text(_ column: Int32) -> String? {
+        guard let pointer = sqlite3_column_text(handle, column) else { return nil }
+        return String(cString: pointer)
+    }
+}
+
+@available(*, unavailable)
+extension SQLiteStatement: Sendable {}

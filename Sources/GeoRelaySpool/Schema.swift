@@ -1,0 +1,87 @@
+/// The spool's schema, versioned with `PRAGMA user_version` from the first release on.
+///
+/// Each migration moves the schema one version forward inside the writer's
+/// transaction; a spool written by a newer relay is refused rather than guessed at.
+enum Schema {
+    static let migrations: [String] = [
+        // Version 1.
+        """
+        CREATE TABLE devices(
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            last_seq INTEGER NOT NULL DEFAULT 0,
+            last_fix_ms INTEGER,
+            last_received_ms INTEGER
+        );
+        -- seq never repeats (AUTOINCREMENT), so a destination's cursor stays meaningful after deletions.
+        CREATE TABLE positions(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            device_id INTEGER NOT NULL,
+            fix_ms INTEGER NOT NULL,
+            received_ms INTEGER NOT NULL,
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
+            charging INTEGER, alarm TEXT, attributes TEXT
+        );
+        -- Idempotent ingest: one row per device and fix time.
+        CREATE UNIQUE INDEX positions_fix ON positions(device_id, fix_ms);
+        -- A destination reads each device's positions in seq order (the index holds the rowid).
+        CREATE INDEX positions_device ON positions(device_id);
+        CREATE TABLE destinations(
+            name TEXT PRIMARY KEY,
+            start_seq INTEGER NOT NULL,
+            buffered INTEGER NOT NULL DEFAULT 1,
+            state TEXT NOT NULL DEFAULT 'online',
+            last_success_ms INTEGER,
+            last_error TEXT,
+            next_attempt_ms INTEGER,
+            sent INTEGER NOT NULL DEFAULT 0,
+            wire_bytes INTEGER NOT NULL DEFAULT 0,
+            updated_ms INTEGER
+        );
+        CREATE TABLE cursors(
+            destination TEXT NOT NULL,
+            device_id INTEGER NOT NULL,
+            acked_seq INTEGER NOT NULL,
+            parked_until_ms INTEGER,
+            parked_reason TEXT,
+            PRIMARY KEY(destination, device_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE quarantine(
+            destination TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            time_ms INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            PRIMARY KEY(destination, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE log(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, level INTEGER NOT NULL, message TEXT NOT NULL);
+        """,
+    ]
+
+    static var currentVersion: Int { migrations.count }
+
+    /// Brings the database to the current version.
+    static func migrate(_ db: SQLiteDatabase) throws(SpoolError) {
+        do {
+            let version = Int(try db.pragma("user_version") ?? "0") ?? 0
+            if version > currentVersion {
+                throw SpoolError.incompatible("spool schema version \(version) is newer than this relay's \(currentVersion); use a newer georelay")
+            }
+            guard version < currentVersion else { return }
+            try db.transaction {
+                for index in version..<currentVersion {
+                    try db.execute(migrations[index])
+                }
+                try db.execute("PRAGMA user_version = \(currentVersion)")
+            }
+        } catch let error as SpoolError {
+            throw error
+        } catch let error as SQLiteError {
+            throw SpoolError.storage(error)
+        } catch {
+            throw SpoolError.incompatible("\(error)")
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import GeoRelayCore
+
+/// The durable spool: every position answered `ok` is in here, committed and synced.
+///
+/// One SQLite database in WAL mode. Writes go through a single writer with
+/// group commit; readers (forwarders, `georelay status`) use their own
+/// connections and see the last commit without blocking the writer.
+package final class Spool: Sendable {
+    package struct Settings: Sendable {
+        package var path: String
+        package var retainHours: Double = 168
+        package var maxBytes: Int64 = 1 << 30
+        package var whenFull: Configuration.WhenFull = .dropOldest
+        /// How often retention and the quota are checked when nothing is written.
+        package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
+
+        package init(path: String) {
+            self.path = path
+        }
+
+        package init(_ configuration: Configuration.SpoolSettings) {
+            path = configuration.path
+            retainHours = configuration.retainHours
+            maxBytes = configuration.maxBytes
+            whenFull = configuration.whenFull
+        }
+    }
+
+    private let writer: SpoolWriter
+    package let path: String
+    /// Signals each commit that stored new positions.
+    package let commits: CommitSignal
+
+    package init(settings: Settings, logger: Logger = .disabled) throws(SpoolError) {
+        let signal = CommitSignal()
+        writer = try SpoolWriter(settings: settings, signal: signal)
+        writer.logger = logger
+        path = settings.path
+        commits = signal
+    }
+
+    /// Stores positions; `completion` runs once they are committed and synced
+    /// (or failed), on the writer's queue: keep it short.
+    package func append(_ positions: [Position], receivedMs: Int64 = WallClock.nowMs(), completion: @escaping @Sendable ([AppendResult]) -> Void) {
+        writer.submit(.append(positions, receivedMs: receivedMs, completion: completion))
+    }
+
+    package func append(_ positions: [Position], receivedMs: Int64 = WallClock.nowMs()) async -> [AppendResult] {
+        await withCheckedContinuation { continuation in
+            append(positions, receivedMs: receivedMs) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Records a destination's progress in the next commit, without waiting.
+    package func record(_ update: DeliveryUpdate) {
+        guard !update.isEmpty else { return }
+        writer.submit(.delivery(update))
+    }
+
+    /// Adds to named counters (`ingest.rejected.parse`, …) in the next commit.
+    package func add(counters: [String: Int64]) {
+        guard !counters.isEmpty else { return }
+        writer.submit(.counters(counters))
+    }
+
+    /// Appends an entry to the diagnostic log.
+    package func log(_ entry: LogEntry) {
+        writer.submit(.log(entry))
+    }
+
+    /// Runs a write in the writer's next group and waits for its commit.
+    func perform(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writer.submit(.operation(body) { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            })
+        }
+    }
+
+    /// Makes the spool's destination table match the configuration.
+    ///
+    /// A new destination starts after the newest stored position; a removed
+    /// one loses its delivery state; the others are untouched.
+    package func register(destinations: [DestinationRegistration]) async throws {
+        try await perform { db in
+            let next = try db.statement("SELECT coalesce(max(seq), 0) FROM positions")
+            _ = try next.step()
+            let newest = next.int64(0)
+            let upsert = try db.statement("""
+                INSERT INTO destinations(name, start_seq, buffered) VALUES(?, ?, ?)
+                ON CONFLICT(name) DO UPDATE SET buffered = excluded.buffered
+                """)
+            for destination in destinations {
+                upsert.reset()
+                upsert.bind(1, destination.name)
+                upsert.bind(2, newest)
+                upsert.bind(3, destination.buffered)
+                try upsert.run()
+            }
+            let names = destinations.map { "'\($0.name.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ",")
+            let keep = names.isEmpty ? "" : "WHERE name NOT IN (\(names))"
+            let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
+            try db.execute("DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);")
+        }
+    }
+
+    /// Empties the diagnostic log.
+    package func clearLog() async throws {
+        try await perform { db in try db.execute("DELETE FROM log") }
+    }
+
+    /// Opens a read-only connection for one reader.
+    package func makeReader() throws(SpoolError) -> SpoolReader {
+        try SpoolReader(path: path)
+    }
+
+    /// Finishes queued writes, checkpoints and closes. Appends after this fail with `internal`.
+    package func close() {
+        writer.close()
+    }
+
+    /// Runs a block on the writer's connection (maintenance passes and tests).
+    package func withWriterConnection<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        try writer.sync(body)
+    }
+
+    /// Runs the retention pass now instead of at the next maintenance tick.
+    package func deleteExpired(nowMs: Int64 = WallClock.nowMs()) throws -> Int {
+        try writer.sync { db in
+            try db.transaction { try Eviction(db: db, settings: writer.settings).deleteExpired(nowMs: nowMs) }
+        }
+    }
+}
+
+/// Sends log entries to the spool's diagnostic log (`georelay logs`).
+package struct SpoolLogSink: LogSink {
+    let spool: Spool
+
+    package init(spool: Spool) {
+        self.spool = spool
+    }
+
+    package func record(_ entry: LogEntry) {
+        spool.log(entry)
+    }
+}

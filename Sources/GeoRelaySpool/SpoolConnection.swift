@@ -1,0 +1,66 @@
+import CSQLite
+import Foundation
+
+/// Opens spool connections with the settings the durability promise rests on.
+enum SpoolConnection {
+    /// The writer: WAL, `synchronous=FULL` (an `ok` survives power loss, not
+    /// just a crash), file mode 0600, schema migrated.
+    static func openWriter(path: String) throws(SpoolError) -> SQLiteDatabase {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw .incompatible("cannot create spool directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        // Create the file with 0600 before SQLite does, so positions are never world-readable.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 { close(fd) }
+        chmod(path, 0o600)
+        do {
+            let db = try SQLiteDatabase(path: path)
+            let mode = try db.pragma("journal_mode = WAL")
+            guard mode?.lowercased() == "wal" else {
+                throw SpoolError.incompatible("spool \(path): journal_mode=WAL answered \(mode ?? "nothing")")
+            }
+            try db.execute("PRAGMA synchronous = FULL")
+            guard try db.pragma("synchronous") == "2" else {
+                throw SpoolError.incompatible("spool \(path): synchronous=FULL was not accepted")
+            }
+            // Keep the WAL file from staying large after a burst.
+            try db.execute("PRAGMA journal_size_limit = 16777216")
+            try db.execute("PRAGMA foreign_keys = OFF")
+            try Schema.migrate(db)
+            for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
+            return db
+        } catch let error as SpoolError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch {
+            throw .incompatible("\(error)")
+        }
+    }
+
+    /// A reader for forwarders and `georelay status`: never writes, sees the last commit.
+    static func openReader(path: String) throws(SpoolError) -> SQLiteDatabase {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw .notFound("no spool at \(path)")
+        }
+        do {
+            let db = try SQLiteDatabase(path: path, readOnly: true)
+            let version = Int(try db.pragma("user_version") ?? "0") ?? 0
+            guard version == Schema.currentVersion else {
+                throw SpoolError.incompatible("spool \(path) has schema version \(version), this relay reads \(Schema.currentVersion)")
+            }
+            return db
+        } catch let error as SpoolError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch {
+            throw .incompatible("\(error)")
+        }
+    }
+}

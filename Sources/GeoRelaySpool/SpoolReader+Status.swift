@@ -1,0 +1,105 @@
+import Foundation
+import GeoRelayCore
+
+/// What `georelay status` shows, read from the spool alone, so it works with the daemon down.
+package struct SpoolStatus: Sendable, Equatable {
+    package struct Destination: Sendable, Equatable {
+        package var name: String
+        package var buffered: Bool
+        package var state: String
+        package var pending: Int
+        package var oldestPendingFixMs: Int64?
+        package var lastSuccessMs: Int64?
+        package var lastError: String?
+        package var nextAttemptMs: Int64?
+        package var sent: Int64
+        package var wireBytes: Int64
+        package var quarantined: Int
+        /// Positions of devices the server does not know, waiting.
+        package var parked: Int
+        package var parkedDevices: [String]
+    }
+
+    package struct Device: Sendable, Equatable {
+        package var name: String
+        package var lastFixMs: Int64?
+        package var lastReceivedMs: Int64?
+    }
+
+    package var destinations: [Destination]
+    package var devices: [Device]
+    package var rows: Int
+    package var fileBytes: Int64
+    package var usedBytes: Int64
+    package var counters: [String: Int64]
+}
+
+extension SpoolReader {
+    package func status(nowMs: Int64 = WallClock.nowMs()) throws(SpoolError) -> SpoolStatus {
+        try wrapStatus {
+            var destinations: [SpoolStatus.Destination] = []
+            let select = try db.statement("""
+                SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
+                       (SELECT count(*) FROM quarantine q WHERE q.destination = name)
+                FROM destinations ORDER BY name
+                """)
+            while try select.step() {
+                destinations.append(SpoolStatus.Destination(
+                    name: select.text(0) ?? "", buffered: select.int64(1) != 0, state: select.text(2) ?? "online",
+                    pending: 0, oldestPendingFixMs: nil,
+                    lastSuccessMs: select.optionalInt64(3), lastError: select.text(4), nextAttemptMs: select.optionalInt64(5),
+                    sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: []))
+            }
+            let count = try db.statement("SELECT count(*), min(fix_ms) FROM positions WHERE device_id = ? AND seq > ?")
+            for index in destinations.indices where destinations[index].buffered {
+                for cursor in try pendingDevices(destination: destinations[index].name) {
+                    count.reset()
+                    count.bind(1, cursor.deviceID)
+                    count.bind(2, cursor.ackedSeq)
+                    guard try count.step() else { continue }
+                    let n = count.int(0)
+                    destinations[index].pending += n
+                    if let oldest = count.optionalInt64(1) {
+                        destinations[index].oldestPendingFixMs = min(destinations[index].oldestPendingFixMs ?? .max, oldest)
+                    }
+                    if let until = cursor.parkedUntilMs, n > 0 {
+                        _ = until
+                        destinations[index].parked += n
+                        destinations[index].parkedDevices.append(cursor.device)
+                    }
+                }
+            }
+            var devices: [SpoolStatus.Device] = []
+            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms FROM devices ORDER BY name")
+            while try deviceRows.step() {
+                devices.append(SpoolStatus.Device(name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1), lastReceivedMs: deviceRows.optionalInt64(2)))
+            }
+            var counters: [String: Int64] = [:]
+            let counterRows = try db.statement("SELECT name, value FROM counters")
+            while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }
+            let rows = try db.statement("SELECT count(*) FROM positions")
+            _ = try rows.step()
+            let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
+            let used = ((Int64(try db.pragma("page_count") ?? "0") ?? 0) - (Int64(try db.pragma("freelist_count") ?? "0") ?? 0)) * pageSize
+            var fileBytes: Int64 = 0
+            for suffix in ["", "-wal"] {
+                if let size = (try? FileManager.default.attributesOfItem(atPath: db.path + suffix))?[.size] as? NSNumber {
+                    fileBytes += size.int64Value
+                }
+            }
+            return SpoolStatus(destinations: destinations, devices: devices, rows: rows.int(0), fileBytes: fileBytes, usedBytes: used, counters: counters)
+        }
+    }
+
+    private func wrapStatus<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch let error as SpoolError {
+            throw error
+        } catch {
+            throw .incompatible("\(error)")
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import GeoRelayCore
+
+/// A read-only view of the spool on its own connection.
+///
+/// Not `Sendable`: each forwarder owns one and uses it from one serial queue.
+/// Reads see the last committed state and never block the writer (WAL).
+package final class SpoolReader {
+    let db: SQLiteDatabase
+
+    init(path: String) throws(SpoolError) {
+        db = try SpoolConnection.openReader(path: path)
+    }
+
+    /// Opens a reader on a spool file directly (`georelay status` with the daemon down).
+    package static func open(path: String) throws(SpoolError) -> SpoolReader {
+        try SpoolReader(path: path)
+    }
+
+    private func wrap<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch let error as SpoolError {
+            throw error
+        } catch {
+            throw .incompatible("\(error)")
+        }
+    }
+
+    /// The highest seq ever stored (0 for an empty spool).
+    package func newestSeq() throws(SpoolError) -> Int64 {
+        try wrap {
+            let select = try db.statement("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0)")
+            _ = try select.step()
+            return select.int64(0)
+        }
+    }
+
+    /// Every device with positions this destination has not acknowledged.
+    package func pendingDevices(destination: String) throws(SpoolError) -> [DeviceCursor] {
+        try wrap {
+            let select = try db.statement("""
+                SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms
+                FROM destinations dst CROSS JOIN devices d
+                LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
+                WHERE dst.name = ? AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
+                ORDER BY d.id
+                """)
+            select.bind(1, destination)
+            var cursors: [DeviceCursor] = []
+            while try select.step() {
+                cursors.append(DeviceCursor(
+                    deviceID: select.int64(0), device: select.text(1) ?? "", ackedSeq: select.int64(2),
+                    lastSeq: select.int64(3), parkedUntilMs: select.optionalInt64(4)))
+            }
+            return cursors
+        }
+    }
+
+    /// A device's positions after `seq`, oldest first.
+    package func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
+        try wrap {
+            let select = try db.statement("""
+                SELECT seq, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+                FROM positions WHERE device_id = ? AND seq > ? ORDER BY seq LIMIT ?
+                """)
+            select.bind(1, deviceID)
+            select.bind(2, seq)
+            select.bind(3, limit)
+            var rows: [StoredPosition] = []
+            while try select.step() {
+                rows.append(StoredPosition(seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1), position: readPosition(select, device: device)))
+            }
+            return rows
+        }
+    }
+
+    /// Positions stored after `seq` across all devices, oldest first (real-time-only destinations).
+    package func positions(after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
+        try wrap {
+            let select = try db.statement("""
+                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
+                       p.charging, p.alarm, p.attributes, p.device_id, d.name
+                FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.seq > ? ORDER BY p.seq LIMIT ?
+                """)
+            select.bind(1, seq)
+            select.bind(2, limit)
+            var rows: [StoredPosition] = []
+            while try select.step() {
+                rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
+                                           position: readPosition(select, device: select.text(14) ?? "")))
+            }
+            return rows
+        }
+    }
+
+    private func readPosition(_ s: SQLiteStatement, device: String) -> Position {
+        Position(
+            device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
+            speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
+            accuracy: s.optionalDouble(8), battery: s.optionalDouble(9),
+            charging: s.isNull(10) ? nil : s.int64(10) != 0, alarm: s.text(11),
+            attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
+    }
+
+    /// The diagnostic log, oldest first.
+    package func logEntries(limit: Int = 10_000) throws(SpoolError) -> [LogEntry] {
+        try wrap {
+            let select = try db.statement("SELECT time_ms, level, message FROM (SELECT * FROM log ORDER BY id DESC LIMIT ?) ORDER BY id")
+            select.bind(1, limit)
+            var entries: [LogEntry] = []
+            while try select.step() {
+                entries.append(LogEntry(timeMs: select.int64(0), level: LogLevel(rawValue: select.int(1)) ?? .info, message: select.text(2) ?? ""))
+            }
+            return entries
+        }
+    }
+}
+
+@available(*, unavailable)
+extension SpoolReader: Sendable {}

@@ -1,0 +1,94 @@
+import GeoRelayCore
+
+/// What the spool did with one position handed to `append`.
+package enum AppendResult: Sendable, Equatable {
+    /// Stored as a new row, committed and synced.
+    case stored(seq: Int64)
+    /// The same device and fix time was already stored (a resend): answered with the stored seq.
+    case duplicate(seq: Int64)
+    /// The same device and fix time was stored with other coordinates: the first is kept.
+    case conflict(seq: Int64)
+    /// Not stored; the reply is `err <code>`.
+    case failed(IngestError)
+
+    /// The seq to answer `ok` with, if any.
+    package var seq: Int64? {
+        switch self {
+        case .stored(let seq), .duplicate(let seq), .conflict(let seq): seq
+        case .failed: nil
+        }
+    }
+}
+
+/// A position as stored, with its place in the spool.
+package struct StoredPosition: Sendable, Equatable {
+    package var seq: Int64
+    package var deviceID: Int64
+    package var receivedMs: Int64
+    package var position: Position
+}
+
+/// A destination's view of one device: how far it has acknowledged, whether it is parked.
+package struct DeviceCursor: Sendable, Equatable {
+    package var deviceID: Int64
+    package var device: String
+    package var ackedSeq: Int64
+    package var lastSeq: Int64
+    package var parkedUntilMs: Int64?
+}
+
+/// A destination's connection state, as status shows it.
+package enum DestinationState: String, Sendable, CaseIterable {
+    case online, backoff, probing, disabled
+}
+
+/// Changes to one destination's delivery state, applied in the writer's next commit.
+///
+/// Forwarders send these without waiting: an acknowledgement lost in a crash
+/// only means the position is sent again, which the at-least-once promise allows.
+package struct DeliveryUpdate: Sendable {
+    package var destination: String
+    /// Per device, the highest seq the server acknowledged (cursors only move forward).
+    package var acknowledged: [(deviceID: Int64, seq: Int64)] = []
+    /// Positions the server refused outright: kept, counted, never retried automatically.
+    package var quarantined: [(deviceID: Int64, seq: Int64, reason: String)] = []
+    /// Devices the server does not know: parked until the time given, or unparked (nil).
+    package var parked: [(deviceID: Int64, untilMs: Int64?, reason: String?)] = []
+    package var sent = 0
+    package var wireBytes = 0
+    package var state: StateChange?
+
+    package init(destination: String) {
+        self.destination = destination
+    }
+
+    package struct StateChange: Sendable {
+        package var state: DestinationState
+        package var lastError: String?
+        package var nextAttemptMs: Int64?
+        package var lastSuccessMs: Int64?
+
+        package init(state: DestinationState, lastError: String? = nil, nextAttemptMs: Int64? = nil, lastSuccessMs: Int64? = nil) {
+            self.state = state
+            self.lastError = lastError
+            self.nextAttemptMs = nextAttemptMs
+            self.lastSuccessMs = lastSuccessMs
+        }
+    }
+
+    package var isEmpty: Bool {
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil
+    }
+}
+
+/// A destination as the spool tracks it.
+package struct DestinationRegistration: Sendable, Equatable {
+    package var name: String
+    /// `false` for real-time-only destinations: they hold nothing back from deletion.
+    package var buffered: Bool
+
+    package init(name: String, buffered: Bool) {
+        self.name = name
+        self.buffered = buffered
+    }
+}
