@@ -445,3 +445,10 @@ struct RateLimiter {
         return count <= perWindow
     }
 }
+
+extension IngestServer {
+    /// Whether a relay is accepting connections on `socketPath`.
+    package static func isRunning(socketPath: String) -> Bool {
+        UnixListener.isLive(path: socketPath)
+    }
+}

@@ -145,3 +145,12 @@ package struct SpoolLogSink: LogSink {
         spool.log(entry)
     }
 }
+
+extension Spool {
+    /// Empties the diagnostic log of the spool at `path`, beside a running writer if there is one.
+    package static func clearLog(path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("DELETE FROM log")
+    }
+}

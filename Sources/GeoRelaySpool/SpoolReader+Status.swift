@@ -18,6 +18,12 @@ package struct SpoolStatus: Sendable, Equatable {
         /// Positions of devices the server does not know, waiting.
         package var parked: Int
         package var parkedDevices: [String]
+
+        /// A destination the spool has no record of yet.
+        package static func notStarted(name: String, buffered: Bool) -> Destination {
+            Destination(name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil, lastSuccessMs: nil,
+                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [])
+        }
     }
 
     package struct Device: Sendable, Equatable {

@@ -1,1 +1,209 @@
+import Foundation
+import GeoRelayCore
 import GeoRelayService
+
+// The thin executable: parse arguments, load the configuration, call the core.
+
+let usage = """
+    usage: georelay <command> [options]
+
+    commands:
+      run      run the relay in the foreground (SIGTERM/SIGINT stop, SIGHUP reloads)
+      status   show delivery state, backlog and counters (works while the relay is down)
+      logs     print the diagnostic log, oldest first
+      send     upload one position now, bypassing the spool
+
+    common options:
+      --config PATH   configuration file (default config/georelay.json5)
+      --help          help for a command
+    """
+
+let commandHelp: [String: String] = [
+    "run": """
+        usage: georelay run [--config PATH] [--log-level error|warning|notice|info|debug]
+        Runs the relay in the foreground: ingest socket, spool, forwarders.
+        """,
+    "status": """
+        usage: georelay status [--config PATH] [--json]
+        Shows each destination's state, backlog, oldest pending age, last success and error,
+        the spool's size against its quota and the ingest counters. Reads the spool read-only.
+        """,
+    "logs": """
+        usage: georelay logs [--config PATH] [--clear] [--limit N]
+        Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
+        """,
+    "send": """
+        usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]
+        Uploads one position (time: now) straight to the destination(s), bypassing the spool.
+        Exit status 0 only when every upload succeeded.
+        """,
+]
+
+/// A usage error: one line, exit status 64 (EX_USAGE).
+struct UsageError: Error {
+    let message: String
+}
+
+struct Arguments {
+    var command: String
+    var options: [String: String] = [:]
+    var flags: Set<String> = []
+
+    static let valued: Set<String> = ["--config", "--device", "--lat", "--lon", "--alarm", "--destination", "--limit", "--log-level"]
+    static let allowed: [String: Set<String>] = [
+        "run": ["--config", "--log-level"],
+        "status": ["--config", "--json"],
+        "logs": ["--config", "--clear", "--limit"],
+        "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
+    ]
+
+    init(_ argv: [String]) throws(UsageError) {
+        guard let first = argv.first else { throw UsageError(message: "no command given (try georelay --help)") }
+        if first == "--help" || first == "-h" || first == "help" {
+            command = "help"
+            return
+        }
+        command = first
+        guard let allowed = Self.allowed[command] else { throw UsageError(message: "unknown command '\(command)' (try georelay --help)") }
+        var index = 1
+        while index < argv.count {
+            let arg = argv[index]
+            if arg == "--help" || arg == "-h" {
+                flags.insert("--help")
+                return
+            }
+            guard allowed.contains(arg) else { throw UsageError(message: "\(command): unknown option '\(arg)'") }
+            if Self.valued.contains(arg) {
+                guard index + 1 < argv.count else { throw UsageError(message: "\(command): \(arg) needs a value") }
+                options[arg] = argv[index + 1]
+                index += 2
+            } else {
+                flags.insert(arg)
+                index += 1
+            }
+        }
+    }
+
+    func number(_ name: String) throws(UsageError) -> Double {
+        guard let text = options[name] else { throw UsageError(message: "\(command): \(name) is required") }
+        guard let value = Double(text), value.isFinite else { throw UsageError(message: "\(command): \(name) '\(text)' is not a number") }
+        return value
+    }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data("georelay: \(message)\n".utf8))
+}
+
+func loadConfiguration(_ arguments: Arguments) -> Configuration? {
+    let path = arguments.options["--config"] ?? "config/georelay.json5"
+    if arguments.options["--config"] == nil, !FileManager.default.fileExists(atPath: path) {
+        return Configuration()
+    }
+    do {
+        return try Configuration.load(path: path)
+    } catch {
+        printError("configuration \(path): \(error)")
+        return nil
+    }
+}
+
+func main() async -> Int32 {
+    let arguments: Arguments
+    do {
+        arguments = try Arguments(Array(CommandLine.arguments.dropFirst()))
+    } catch {
+        printError(error.message)
+        return 64
+    }
+    if arguments.command == "help" {
+        print(usage)
+        return 0
+    }
+    if arguments.flags.contains("--help") {
+        print(commandHelp[arguments.command] ?? usage)
+        return 0
+    }
+    guard let configuration = loadConfiguration(arguments) else { return 78 }
+
+    switch arguments.command {
+    case "run":
+        var relay = Relay(configuration: configuration, configPath: arguments.options["--config"] ?? (FileManager.default.fileExists(atPath: "config/georelay.json5") ? "config/georelay.json5" : nil))
+        if let level = arguments.options["--log-level"] {
+            guard let parsed = LogLevel.allCases.first(where: { $0.name == level }) else {
+                printError("run: --log-level '\(level)' is not one of error, warning, notice, info, debug")
+                return 64
+            }
+            relay.logLevel = parsed
+        }
+        do {
+            try await relay.run()
+            return 0
+        } catch {
+            printError("\(error)")
+            return 1
+        }
+    case "status":
+        do {
+            let report = try StatusReport.load(configuration: configuration)
+            print(arguments.flags.contains("--json") ? report.json.jsonText : report.text, terminator: arguments.flags.contains("--json") ? "\n" : "")
+            return 0
+        } catch {
+            printError("status: \(error)")
+            return 1
+        }
+    case "logs":
+        do {
+            if arguments.flags.contains("--clear") {
+                try Commands.clearLogs(configuration: configuration)
+                return 0
+            }
+            var limit = 10_000
+            if let text = arguments.options["--limit"] {
+                guard let n = Int(text), n > 0 else {
+                    printError("logs: --limit '\(text)' is not a positive whole number")
+                    return 64
+                }
+                limit = n
+            }
+            print(try Commands.logs(configuration: configuration, limit: limit), terminator: "")
+            return 0
+        } catch {
+            printError("logs: \(error)")
+            return 1
+        }
+    case "send":
+        do throws(UsageError) {
+            guard let device = arguments.options["--device"], !device.isEmpty else { throw UsageError(message: "send: --device is required") }
+            let lat = try arguments.number("--lat")
+            let lon = try arguments.number("--lon")
+            guard (-90...90).contains(lat) else { throw UsageError(message: "send: --lat \(lat) outside -90...90") }
+            guard (-180...180).contains(lon) else { throw UsageError(message: "send: --lon \(lon) outside -180...180") }
+            let position = Position(device: device, timeMs: WallClock.nowMs() / 1000 * 1000, lat: lat, lon: lon, alarm: arguments.options["--alarm"])
+            do {
+                let results = try Commands.send(position, destination: arguments.options["--destination"], configuration: configuration)
+                var ok = true
+                for result in results {
+                    if case .delivered = result.outcome {
+                        print("\(result.destination): delivered")
+                    } else {
+                        ok = false
+                        print("\(result.destination): not delivered (\(result.outcome))")
+                    }
+                }
+                return ok ? 0 : 1
+            } catch {
+                printError("send: \(error)")
+                return 1
+            }
+        } catch {
+            printError(error.message)
+            return 64
+        }
+    default:
+        printError("unknown command '\(arguments.command)'")
+        return 64
+    }
+}
+
+exit(await main())

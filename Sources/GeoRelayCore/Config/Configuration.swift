@@ -50,6 +50,8 @@ package struct Configuration: Sendable, Equatable {
         package var backoffMaxSeconds = 300.0
         /// A URL to GET while backing off instead of a TCP connect to `url`'s host.
         package var probeURL: String?
+        /// While the link is down, how often to probe it (at most), however long the backoff.
+        package var probeIntervalSeconds = 15.0
         package var requestTimeoutSeconds = 30.0
         package var connectTimeoutSeconds = 10.0
         /// How long a device the server does not know stays parked before one retry.
@@ -137,6 +139,7 @@ extension Configuration.DestinationSettings {
         var probe = try node.node("probe")
         probeURL = try probe.optionalString("url")
         if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
+        probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1)
         try probe.finish()
         try node.finish()
     }

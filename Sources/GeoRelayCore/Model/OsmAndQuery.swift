@@ -32,7 +32,10 @@ package enum OsmAndQuery {
             return n
         }
         let pairs = parameters(query)
-        if pairs.isEmpty { throw .parse("not a JSON object, NMEA sentence or OsmAnd query") }
+        let known: Set<String> = ["id", "deviceid", "timestamp", "lat", "lon", "location"]
+        if !pairs.contains(where: { known.contains($0.key) && !$0.value.isEmpty }) {
+            throw .parse("not a JSON object, NMEA sentence or OsmAnd query (no id, timestamp, lat or lon)")
+        }
         for (key, value) in pairs {
             switch key {
             case "id", "deviceid": device = value

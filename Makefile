@@ -1,0 +1,35 @@
+# georelay: the README's two commands.
+#   make run   install missing Debian packages, build in release mode, run on config/georelay.json5
+#   make test  the same install, then every test
+
+APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev pkg-config socat
+CONFIG ?= config/georelay.json5
+SWIFT ?= swift
+
+.PHONY: run test build deps bench clean
+
+# Installs only what is missing, so a ready machine does not touch the network.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build -c release --product georelay
+
+run: build
+	$$($(SWIFT) build -c release --show-bin-path)/georelay run --config $(CONFIG)
+
+# Tests start the real georelay binary, so it is built first and handed to them.
+test: deps
+	$(SWIFT) build --build-tests
+	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build --parallel --num-workers 2
+
+bench: deps
+	$(SWIFT) run -c release georelay-bench
+
+clean:
+	rm -rf .build

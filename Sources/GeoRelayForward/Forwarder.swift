@@ -1,0 +1,297 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import Synchronization
+
+/// Delivers the spool to one destination, oldest first per device.
+///
+/// Each round reads which devices have positions this destination has not
+/// acknowledged, then works through up to `concurrency` devices at once, each
+/// strictly in order. Acknowledgements go to the spool without waiting for
+/// the commit: a crash can only cause a resend of what was in flight.
+/// When the destination is unavailable the forwarder backs off and probes
+/// (a TCP connect, or `probe.url`) instead of resending payloads, and resumes
+/// at once when a probe succeeds. Each destination has its own forwarder, so
+/// one outage never slows another.
+package final class Forwarder: Sendable {
+    package let settings: Configuration.DestinationSettings
+    private let spool: Spool
+    private let logger: Logger
+    private let traccar: TraccarProtocol
+    private let workers: [HTTPWorker]
+    private let prober: HTTPWorker
+    private let reader: QueueConfined<SpoolReader>
+
+    /// Positions read per device per round.
+    static let chunk = 256
+    /// Acknowledgements gathered before they are handed to the spool.
+    static let ackFlush = 64
+    /// While the link is down, probe at least this often (seconds), however long the backoff.
+    package let probeIntervalSeconds: Double
+
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger) throws {
+        self.settings = settings
+        self.spool = spool
+        self.logger = logger.with(label: "forward[\(settings.name)]")
+        self.traccar = TraccarProtocol(settings: settings)
+        self.workers = try (0..<settings.concurrency).map { try HTTPWorker(label: "georelay.http.\(settings.name).\($0)") }
+        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)")
+        self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
+        self.probeIntervalSeconds = settings.probeIntervalSeconds
+    }
+
+    /// Runs until the task is cancelled.
+    package func run() async {
+        let wake = spool.commits.subscribe()
+        defer { spool.commits.unsubscribe(wake) }
+        if settings.buffer {
+            await runBuffered(wake: wake)
+        } else {
+            await runRealTime(wake: wake)
+        }
+    }
+
+    // MARK: - Buffered delivery
+
+    private struct DeviceResult: Sendable {
+        var deviceID: Int64
+        var ackedSeq: Int64?
+        var delivered = 0
+        var unavailable: DeliveryOutcome?
+    }
+
+    private func runBuffered(wake: WakeSignal) async {
+        var acked: [Int64: Int64] = [:]
+        var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
+        var state = DestinationState.online
+        while !Task.isCancelled {
+            let nowMs = WallClock.nowMs()
+            let cursors: [DeviceCursor]
+            do {
+                let name = settings.name
+                cursors = try await reader.run { try $0.pendingDevices(destination: name) }
+            } catch {
+                logger.error("cannot read the spool: \(error)")
+                try? await Task.sleep(for: .seconds(5))
+                continue
+            }
+            var ready: [DeviceCursor] = []
+            var nextUnpark: Int64?
+            for var cursor in cursors {
+                cursor.ackedSeq = max(cursor.ackedSeq, acked[cursor.deviceID] ?? 0)
+                guard cursor.ackedSeq < cursor.lastSeq else { continue }
+                if let until = cursor.parkedUntilMs, until > nowMs {
+                    nextUnpark = min(nextUnpark ?? .max, until)
+                    continue
+                }
+                ready.append(cursor)
+            }
+            if ready.isEmpty {
+                await wake.wait(timeout: nextUnpark.map { .milliseconds(max(1, $0 - nowMs)) })
+                continue
+            }
+
+            let results = await deliverRound(ready)
+            var failure: DeliveryOutcome?
+            var delivered = 0
+            for result in results {
+                if let seq = result.ackedSeq { acked[result.deviceID] = max(acked[result.deviceID] ?? 0, seq) }
+                delivered += result.delivered
+                if failure == nil { failure = result.unavailable }
+            }
+            if Task.isCancelled { break }
+            if let failure, case .unavailable(let reason, let retryAfter, let transport) = failure {
+                _ = await backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                state = .probing
+            } else if delivered > 0 {
+                backoff.reset()
+                if state != .online {
+                    logger.notice("delivering again")
+                }
+                state = .online
+            }
+        }
+    }
+
+    /// Delivers the next chunk of each ready device, `concurrency` devices at a time.
+    private func deliverRound(_ devices: [DeviceCursor]) async -> [DeviceResult] {
+        let stop = StopFlag()
+        return await withTaskGroup(of: (Int, DeviceResult).self) { group in
+            var results: [DeviceResult] = []
+            var next = 0
+            func start(_ index: Int) {
+                let device = devices[next]
+                let worker = workers[index]
+                next += 1
+                group.addTask { (index, await self.deliver(device, via: worker, stop: stop)) }
+            }
+            for index in workers.indices where next < devices.count { start(index) }
+            // A finished device frees its worker (its connection) for the next device.
+            while let (index, result) = await group.next() {
+                results.append(result)
+                if result.unavailable != nil { stop.set() }
+                if next < devices.count, !stop.isSet { start(index) }
+            }
+            return results
+        }
+    }
+
+    private func deliver(_ cursor: DeviceCursor, via worker: HTTPWorker, stop: StopFlag) async -> DeviceResult {
+        var result = DeviceResult(deviceID: cursor.deviceID)
+        let positions: [StoredPosition]
+        do {
+            let (id, device, after) = (cursor.deviceID, cursor.device, cursor.ackedSeq)
+            positions = try await reader.run { try $0.positions(deviceID: id, device: device, after: after, limit: Self.chunk) }
+        } catch {
+            logger.error("cannot read positions of \(cursor.device): \(error)")
+            return result
+        }
+        var update = DeliveryUpdate(destination: settings.name)
+        defer { spool.record(update) }
+        let wasParked = cursor.parkedUntilMs != nil
+        for stored in positions {
+            if stop.isSet || Task.isCancelled { break }
+            let request = traccar.request(for: stored.position)
+            var response = await worker.perform(request)
+            var outcome = traccar.outcome(of: response)
+            if case .rejected = outcome, case .failure = response {
+                // A connection closed with no answer may also be a dying link: ask once more before quarantining.
+                response = await worker.perform(request)
+                outcome = traccar.outcome(of: response)
+            }
+            if case .success(let http) = response { update.wireBytes += http.wireBytes }
+            switch outcome {
+            case .delivered:
+                update.acknowledged.append((stored.deviceID, stored.seq))
+                update.sent += 1
+                result.ackedSeq = stored.seq
+                result.delivered += 1
+                if wasParked, result.delivered == 1 {
+                    update.parked.append((stored.deviceID, nil, nil))
+                    logger.notice("device \(cursor.device) is known to the server again")
+                }
+            case .rejected(let reason):
+                logger.warning("quarantined position \(stored.seq) of \(cursor.device): \(reason)")
+                update.quarantined.append((stored.deviceID, stored.seq, reason))
+                result.ackedSeq = stored.seq
+            case .unknownDevice(let reason):
+                let until = WallClock.nowMs() + Int64(settings.parkSeconds * 1000)
+                logger.warning("parked device \(cursor.device) for \(Int(settings.parkSeconds)) s: \(reason)")
+                update.parked.append((stored.deviceID, until, reason))
+                return result
+            case .unavailable:
+                result.unavailable = outcome
+                return result
+            }
+            if update.acknowledged.count >= Self.ackFlush {
+                spool.record(update)
+                update = DeliveryUpdate(destination: settings.name)
+            }
+        }
+        if result.delivered > 0 {
+            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+        }
+        return result
+    }
+
+    // MARK: - Backoff and probing
+
+    /// Waits out a failure. Returns true when a probe says the destination is reachable again.
+    private func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async -> Bool {
+        var delay = max(backoff.nextDelay(), retryAfter ?? 0)
+        logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
+        while !Task.isCancelled {
+            let nextAttempt = WallClock.nowMs() + Int64(delay * 1000)
+            recordState(.backoff, error: reason, nextAttemptMs: nextAttempt)
+            // After a transport failure a probe every `probe.intervalSeconds` notices the link's return
+            // early; after an HTTP error the server was reachable, so the full delay is waited.
+            let step = transport ? min(delay, probeIntervalSeconds) : delay
+            var waited = 0.0
+            while waited < delay, !Task.isCancelled {
+                let slice = min(step, delay - waited)
+                try? await Task.sleep(for: .milliseconds(Int(slice * 1000)))
+                waited += slice
+                if !transport { break }
+                if waited < delay, await probe() {
+                    return true
+                }
+            }
+            if Task.isCancelled { return false }
+            recordState(.probing, error: reason, nextAttemptMs: nil)
+            if await probe() { return true }
+            delay = backoff.nextDelay()
+        }
+        return false
+    }
+
+    /// A cheap check that the destination is back: GET `probe.url` (2xx and
+    /// not an HTML page), or a TCP connect to the destination's host.
+    private func probe() async -> Bool {
+        if let url = settings.probeURL {
+            let request = HTTPRequest(method: "GET", url: url, timeoutSeconds: settings.connectTimeoutSeconds * 2, connectTimeoutSeconds: settings.connectTimeoutSeconds)
+            switch await prober.perform(request) {
+            case .success(let response):
+                spool.record({ var u = DeliveryUpdate(destination: settings.name); u.wireBytes = response.wireBytes; return u }())
+                return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response)
+            case .failure:
+                return false
+            }
+        }
+        if case .success = await prober.connect(url: settings.url, timeoutSeconds: settings.connectTimeoutSeconds) {
+            return true
+        }
+        return false
+    }
+
+    private func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {
+        var update = DeliveryUpdate(destination: settings.name)
+        update.state = .init(state: state, lastError: error, nextAttemptMs: nextAttemptMs)
+        spool.record(update)
+    }
+
+    // MARK: - Real-time only (`buffer: false`)
+
+    /// Tries each new position once when it arrives; drops it on failure, as
+    /// the Traccar client does with its buffer off. Nothing queues.
+    private func runRealTime(wake: WakeSignal) async {
+        var after: Int64
+        do {
+            after = try await reader.run { try $0.newestSeq() }
+        } catch {
+            logger.error("cannot read the spool: \(error)")
+            return
+        }
+        while !Task.isCancelled {
+            await wake.wait()
+            guard !Task.isCancelled else { break }
+            let from = after
+            guard let batch = try? await reader.run({ try $0.positions(after: from, limit: 10_000) }), let last = batch.last else { continue }
+            after = last.seq
+            var update = DeliveryUpdate(destination: settings.name)
+            var dropped = 0
+            for stored in batch {
+                let response = await workers[0].perform(traccar.request(for: stored.position))
+                if case .success(let http) = response { update.wireBytes += http.wireBytes }
+                if case .delivered = traccar.outcome(of: response) {
+                    update.sent += 1
+                } else {
+                    dropped += 1
+                }
+            }
+            if dropped > 0 {
+                logger.warning("real-time destination dropped \(dropped) of \(batch.count) positions (buffer is off)")
+                update.state = .init(state: .backoff, lastError: "dropped \(dropped) positions")
+            } else {
+                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+            }
+            spool.record(update)
+        }
+    }
+}
+
+/// Tells a round's other devices to stop once the destination proved unavailable.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .relaxed) }
+    var isSet: Bool { flag.load(ordering: .relaxed) }
+}

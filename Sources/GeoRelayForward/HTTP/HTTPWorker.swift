@@ -1,0 +1,41 @@
+import GeoRelayCore
+
+/// One curl handle on its own serial queue: one kept-alive connection.
+///
+/// Cancelling the calling task abandons the transfer (curl's progress callback
+/// sees the abort flag within about a second), so shutdown never waits for a
+/// 30-second timeout on a dead uplink.
+package final class HTTPWorker: Sendable {
+    private let easy: QueueConfined<CurlEasy>
+
+    package init(label: String) throws(CurlError) {
+        easy = QueueConfined(label: label, try CurlEasy())
+    }
+
+    package func perform(_ request: HTTPRequest) async -> Result<HTTPResponse, CurlError> {
+        let abort = AbortFlag()
+        return await withTaskCancellationHandler {
+            await easy.run { easy -> Result<HTTPResponse, CurlError> in
+                do throws(CurlError) {
+                    return .success(try easy.perform(request, abort: abort))
+                } catch {
+                    return .failure(error)
+                }
+            }
+        } onCancel: {
+            abort.set()
+        }
+    }
+
+    /// A TCP connect to the URL's host: is the uplink back?
+    package func connect(url: String, timeoutSeconds: Double) async -> Result<Void, CurlError> {
+        await easy.run { easy -> Result<Void, CurlError> in
+            do throws(CurlError) {
+                try easy.connectOnly(url: url, timeoutSeconds: timeoutSeconds)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import GeoRelayCore
+
+/// How a Traccar server (its OsmAnd port) takes positions and answers.
+///
+/// One position per request: the server takes no batches. Form POST with the
+/// parameters in the body and none in the URL, because `OsmAndProtocolDecoder`
+/// reads the body only when the URL carries no parameters. No compression:
+/// the server has no decompressor.
+package struct TraccarProtocol: Sendable {
+    package let url: String
+    package let timeoutSeconds: Double
+    package let connectTimeoutSeconds: Double
+
+    package init(settings: Configuration.DestinationSettings) {
+        url = settings.url
+        timeoutSeconds = settings.requestTimeoutSeconds
+        connectTimeoutSeconds = settings.connectTimeoutSeconds
+    }
+
+    package func request(for position: Position) -> HTTPRequest {
+        HTTPRequest(
+            method: "POST", url: url,
+            headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            body: Array(OsmAndQuery.encode(position).utf8),
+            timeoutSeconds: timeoutSeconds, connectTimeoutSeconds: connectTimeoutSeconds)
+    }
+
+    /// Maps Traccar's answers onto what the forwarder does next.
+    package func outcome(of result: Result<HTTPResponse, CurlError>) -> DeliveryOutcome {
+        switch result {
+        case .success(let response):
+            return outcome(of: response)
+        case .failure(let error):
+            // Traccar closes the connection without a response when its decoder
+            // throws on the payload: that payload will never be taken.
+            if error.isNoResponse { return .rejected("server closed the connection without a response") }
+            return .unavailable(error.message, retryAfter: nil, transport: true)
+        }
+    }
+
+    func outcome(of response: HTTPResponse) -> DeliveryOutcome {
+        switch response.status {
+        case 200..<300:
+            // Traccar answers an empty body or a queued command, never a page:
+            // an HTML 200 is a captive portal or a proxy, not the server.
+            if Self.looksLikeHTML(response) {
+                return .unavailable("HTTP \(response.status) with an HTML page: not the Traccar server (captive portal?)", retryAfter: nil, transport: true)
+            }
+            return .delivered
+        case 400, 404:
+            return .unknownDevice("HTTP \(response.status): the server does not know this device")
+        case 413, 414, 415, 422:
+            return .rejected("HTTP \(response.status): the server refused the payload")
+        case 429, 503:
+            return .unavailable("HTTP \(response.status)", retryAfter: Self.retryAfter(response), transport: false)
+        default:
+            return .unavailable("HTTP \(response.status)", retryAfter: nil, transport: false)
+        }
+    }
+
+    static func looksLikeHTML(_ response: HTTPResponse) -> Bool {
+        if let type = response.header("Content-Type"), type.lowercased().contains("html") { return true }
+        let head = response.body.prefix(64).drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        return head.first == UInt8(ascii: "<")
+    }
+
+    /// `Retry-After` in seconds (the HTTP-date form is rare from these servers and read as absent).
+    static func retryAfter(_ response: HTTPResponse) -> Double? {
+        guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        return min(seconds, 3600)
+    }
+}

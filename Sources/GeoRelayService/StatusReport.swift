@@ -1,0 +1,135 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayIngest
+import GeoRelaySpool
+
+/// `georelay status`: what the spool says, joined with the configuration.
+///
+/// Read from the spool alone (read-only), so it works while the daemon is down.
+/// The JSON form is one stable object; its keys are documented in the README.
+package struct StatusReport: Sendable {
+    package var status: SpoolStatus
+    package var configuration: Configuration
+    package var running: Bool
+    package var nowMs: Int64
+
+    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
+        let reader = try SpoolReader.open(path: configuration.spool.path)
+        return StatusReport(status: try reader.status(nowMs: nowMs), configuration: configuration,
+                            running: IngestServer.isRunning(socketPath: configuration.ingest.socket), nowMs: nowMs)
+    }
+
+    private func iso(_ ms: Int64?) -> JSONValue { ms.map { .string(Timestamp.iso8601(milliseconds: $0)) } ?? .null }
+    private func num(_ n: Int64) -> JSONValue { .number(Double(n)) }
+    private func num(_ n: Int) -> JSONValue { .number(Double(n)) }
+
+    private var destinationRows: [(settings: Configuration.DestinationSettings?, status: SpoolStatus.Destination)] {
+        configuration.destinations.map { settings in
+            (settings, status.destinations.first { $0.name == settings.name } ?? .notStarted(name: settings.name, buffered: settings.buffer))
+        }
+    }
+
+    package var json: JSONValue {
+        let c = status.counters
+        let rejected = JSONObject(IngestError.allCodes.map { ($0, num(c["ingest.rejected.\($0)"] ?? 0)) })
+        let destinations: [JSONValue] = destinationRows.map { row in
+            let d = row.status
+            return .object(JSONObject([
+                ("name", .string(d.name)),
+                ("type", .string(row.settings?.kind.rawValue ?? "traccar")),
+                ("url", .string(Redaction.url(row.settings?.url ?? ""))),
+                ("buffered", .bool(d.buffered)),
+                ("state", .string(running || d.state == "not started" ? d.state : "stopped")),
+                ("pending", num(d.pending)),
+                ("oldestPendingAgeSeconds", d.oldestPendingFixMs.map { .number(Double(max(0, nowMs - $0) / 1000)) } ?? .null),
+                ("lastSuccess", iso(d.lastSuccessMs)),
+                ("lastError", d.lastError.map { .string($0) } ?? .null),
+                ("nextAttempt", iso(d.nextAttemptMs)),
+                ("sent", num(d.sent)),
+                ("wireBytes", num(d.wireBytes)),
+                ("quarantined", num(d.quarantined)),
+                ("parked", num(d.parked)),
+                ("parkedDevices", .array(d.parkedDevices.map { .string($0) })),
+            ]))
+        }
+        let devices: [JSONValue] = status.devices.map { d in
+            .object(JSONObject([("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs))]))
+        }
+        return .object(JSONObject([
+            ("time", iso(nowMs)),
+            ("running", .bool(running)),
+            ("spool", .object(JSONObject([
+                ("path", .string(configuration.spool.path)),
+                ("rows", num(status.rows)),
+                ("fileBytes", num(status.fileBytes)),
+                ("usedBytes", num(status.usedBytes)),
+                ("maxBytes", num(configuration.spool.maxBytes)),
+                ("whenFull", .string(configuration.spool.whenFull.rawValue)),
+                ("dropped", num(c["spool.dropped"] ?? 0)),
+            ]))),
+            ("ingest", .object(JSONObject([
+                ("accepted", num(c["ingest.accepted"] ?? 0)),
+                ("duplicates", num(c["ingest.duplicates"] ?? 0)),
+                ("conflicts", num(c["ingest.conflicts"] ?? 0)),
+                ("rejected", .object(rejected)),
+            ]))),
+            ("destinations", .array(destinations)),
+            ("devices", .array(devices)),
+        ]))
+    }
+
+    /// One screen for a person on a terminal.
+    package var text: String {
+        var out = "georelay \(running ? "running" : "not running") at \(Timestamp.iso8601(milliseconds: nowMs))\n"
+        out += "spool   \(configuration.spool.path): \(status.rows) positions, \(bytes(status.usedBytes)) used of \(bytes(configuration.spool.maxBytes)) (file \(bytes(status.fileBytes))), when full: \(configuration.spool.whenFull.rawValue)"
+        if let dropped = status.counters["spool.dropped"], dropped > 0 { out += ", dropped \(dropped)" }
+        out += "\n"
+        let c = status.counters
+        let rejected = IngestError.allCodes.compactMap { code in c["ingest.rejected.\(code)"].flatMap { $0 > 0 ? "\(code) \($0)" : nil } }
+        out += "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
+        out += "\ndestinations\n"
+        for row in destinationRows {
+            let d = row.status
+            let state = running || d.state == "not started" ? d.state : "stopped"
+            out += "  \(d.name) (\(Redaction.url(row.settings?.url ?? ""))): \(state)\(d.buffered ? "" : ", real-time only")\n"
+            var line = "    pending \(d.pending)"
+            if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs - oldest)) old" }
+            line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"
+            if d.quarantined > 0 { line += ", quarantined \(d.quarantined)" }
+            if d.parked > 0 { line += ", parked \(d.parked) (\(d.parkedDevices.joined(separator: ", ")))" }
+            out += line + "\n"
+            var times = "    last success \(d.lastSuccessMs.map { "\(duration(nowMs - $0)) ago" } ?? "never")"
+            if let next = d.nextAttemptMs, d.state != "online" { times += ", next attempt in \(duration(max(0, next - nowMs)))" }
+            if let error = d.lastError, d.state != "online" { times += ", last error: \(error)" }
+            out += times + "\n"
+        }
+        if !status.devices.isEmpty {
+            out += "\ndevices\n"
+            for device in status.devices {
+                out += "  \(device.name): last fix \(device.lastFixMs.map { Timestamp.iso8601(milliseconds: $0) } ?? "none")"
+                if let received = device.lastReceivedMs { out += ", received \(duration(nowMs - received)) ago" }
+                out += "\n"
+            }
+        }
+        return out
+    }
+
+    private func bytes(_ n: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    private func duration(_ ms: Int64) -> String {
+        let s = max(0, ms / 1000)
+        if s < 120 { return "\(s) s" }
+        if s < 7200 { return "\(s / 60) min" }
+        if s < 172_800 { return "\(s / 3600) h" }
+        return "\(s / 86400) d"
+    }
+}

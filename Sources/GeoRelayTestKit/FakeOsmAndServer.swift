@@ -1,0 +1,195 @@
+import Foundation
+import GeoRelayCore
+import Synchronization
+
+/// A Traccar OsmAnd endpoint that decodes requests exactly as Traccar's
+/// `OsmAndProtocolDecoder` does (2025 query path), and records what it stored.
+///
+/// - Parameters come from the URL query; only when it has none, from the body (read as US-ASCII).
+/// - `id`/`deviceid` naming an unknown device: 400 at once; no id at all: 400.
+/// - A value that does not parse (a bad number or date): the connection is closed with no response.
+/// - `speed` is knots and stored as knots; unknown keys become attributes typed as Traccar types them.
+/// It is kept independent of the relay's own OsmAnd codec on purpose, so tests are not circular.
+package final class FakeOsmAndServer: Sendable {
+    /// A position as Traccar would store it.
+    package struct Stored: Sendable, Equatable {
+        package var uniqueId: String
+        package var fixTimeMs: Int64
+        package var valid: Bool
+        package var lat: Double
+        package var lon: Double
+        package var speedKnots: Double
+        package var course: Double
+        package var altitude: Double
+        package var accuracy: Double
+        package var attributes: [String: AttributeValue]
+        /// The keep-alive connection that carried it.
+        package var connection: Int
+    }
+
+    /// How the server answers, for fault tests.
+    package enum Behaviour: Sendable {
+        case normal
+        case status(Int, headers: [(String, String)])
+        case closeWithoutResponse
+        case htmlPage
+    }
+
+    private struct State {
+        var positions: [Stored] = []
+        var requests = 0
+        var bodyBytes = 0
+        var unknownDevices: Set<String> = []
+        var behaviour = Behaviour.normal
+        var rejectedRequests = 0
+    }
+
+    private let state = Mutex(State())
+    private let changed = WakeSignal()
+    package let http: HTTPTestServer
+
+    package init() throws {
+        var server: HTTPTestServer?
+        let box = Box()
+        server = try HTTPTestServer { request in box.value?.handle(request) }
+        http = server!
+        box.value = self
+    }
+
+    private final class Box: @unchecked Sendable {
+        weak var value: FakeOsmAndServer?
+    }
+
+    package var url: String { http.url }
+    package var positions: [Stored] { state.withLock { $0.positions } }
+    package var requestCount: Int { state.withLock { $0.requests } }
+    package var bodyBytes: Int { state.withLock { $0.bodyBytes } }
+
+    package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
+    package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
+
+    /// Waits until `condition` holds over the stored positions, or `timeout` passes.
+    /// Returns whether it held.
+    @discardableResult
+    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if state.withLock({ condition($0.positions) }) { return true }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { return false }
+            await changed.wait(timeout: min(remaining, .milliseconds(500)))
+        }
+    }
+
+    private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        let behaviour = state.withLock { state -> Behaviour in
+            state.requests += 1
+            state.bodyBytes += request.body.count
+            return state.behaviour
+        }
+        switch behaviour {
+        case .normal: break
+        case .status(let code, let headers): return HTTPTestResponse(status: code, headers: headers)
+        case .closeWithoutResponse: return nil
+        case .htmlPage:
+            return HTTPTestResponse(status: 200, headers: [("Content-Type", "text/html")], body: Array("<html><body>Welcome to the hotspot</body></html>".utf8))
+        }
+        if request.header("Content-Type")?.hasPrefix("application/json") == true {
+            return nil // the relay never uses the JSON path; treat it as a decode failure
+        }
+        var parameters = Self.parameters(request.target.firstIndex(of: "?").map { String(request.target[request.target.index(after: $0)...]) } ?? "")
+        if parameters.isEmpty {
+            parameters = Self.parameters(String(decoding: request.body.map { $0 & 0x7F }, as: UTF8.self))
+        }
+        do {
+            let decoded = try decode(parameters, connection: request.connection)
+            guard let decoded else { return HTTPTestResponse(status: 400) }
+            state.withLock { $0.positions.append(decoded) }
+            changed.signal()
+            return HTTPTestResponse(status: 200)
+        } catch {
+            state.withLock { $0.rejectedRequests += 1 }
+            return nil
+        }
+    }
+
+    struct DecodeFailure: Error {}
+
+    /// Traccar's decodeQuery: returns nil for "400 Bad Request", throws for "close the channel".
+    private func decode(_ parameters: [(String, String)], connection: Int) throws -> Stored? {
+        var stored = Stored(uniqueId: "", fixTimeMs: 0, valid: true, lat: 0, lon: 0, speedKnots: 0, course: 0, altitude: 0, accuracy: 0, attributes: [:], connection: connection)
+        var latitude: Double?
+        var longitude: Double?
+        var haveTime = false
+        let unknown = state.withLock { $0.unknownDevices }
+        for (key, value) in parameters {
+            switch key {
+            case "id", "deviceid":
+                if unknown.contains(value) { return nil }
+                stored.uniqueId = value
+            case "valid":
+                stored.valid = value.lowercased() == "true" || value == "1"
+            case "timestamp":
+                if let integer = Int64(value) {
+                    stored.fixTimeMs = integer < Int64(Int32.max) ? integer * 1000 : integer
+                } else if value.contains("T"), let ms = Timestamp.milliseconds(fromISO8601: value) {
+                    stored.fixTimeMs = ms
+                } else if let ms = Timestamp.milliseconds(fromISO8601: value.replacingOccurrences(of: " ", with: "T") + "Z") {
+                    stored.fixTimeMs = ms
+                } else {
+                    throw DecodeFailure()
+                }
+                haveTime = true
+            case "lat": latitude = try Self.double(value)
+            case "lon": longitude = try Self.double(value)
+            case "location":
+                let parts = value.split(separator: ",", omittingEmptySubsequences: false)
+                guard parts.count >= 2 else { throw DecodeFailure() }
+                latitude = try Self.double(String(parts[0]))
+                longitude = try Self.double(String(parts[1]))
+            case "speed": stored.speedKnots = try Self.double(value)
+            case "bearing", "heading": stored.course = try Self.double(value)
+            case "altitude": stored.altitude = try Self.double(value)
+            case "accuracy": stored.accuracy = try Self.double(value)
+            case "hdop": stored.attributes["hdop"] = .number(try Self.double(value))
+            case "batt": stored.attributes["batteryLevel"] = .number(try Self.double(value))
+            case "driverUniqueId": stored.attributes["driverUniqueId"] = .string(value)
+            case "charge": stored.attributes["charge"] = .bool(value.lowercased() == "true")
+            default:
+                if let number = try? Self.double(value) {
+                    stored.attributes[key] = .number(number)
+                } else if value == "true" || value == "false" {
+                    stored.attributes[key] = .bool(value == "true")
+                } else {
+                    stored.attributes[key] = .string(value)
+                }
+            }
+        }
+        guard !stored.uniqueId.isEmpty else { return nil }
+        if !haveTime { stored.fixTimeMs = WallClock.nowMs() }
+        if let latitude, let longitude {
+            stored.lat = latitude
+            stored.lon = longitude
+        }
+        return stored
+    }
+
+    /// Java's Double.parseDouble, near enough: surrounding whitespace allowed, NaN and Infinity accepted.
+    private static func double(_ value: String) throws -> Double {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let d = Double(trimmed) { return d }
+        throw DecodeFailure()
+    }
+
+    /// Netty's QueryStringDecoder: `&`-separated, `+` is a space, `%XX` decoded as UTF-8.
+    private static func parameters(_ query: String) -> [(String, String)] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            guard let eq = pair.firstIndex(of: "=") else { return (decode(pair), "") }
+            return (decode(pair[..<eq]), decode(pair[pair.index(after: eq)...]))
+        }
+    }
+
+    private static func decode(_ text: Substring) -> String {
+        (String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding) ?? String(text)
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import Glibc
+import GeoRelayCore
+import Synchronization
+
+/// A request as a fake server saw it.
+package struct HTTPTestRequest: Sendable {
+    package var method: String
+    package var target: String
+    package var headers: [(String, String)]
+    package var body: [UInt8]
+    /// Which accepted connection carried it (keep-alive checks).
+    package var connection: Int
+
+    package func header(_ name: String) -> String? {
+        headers.first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+}
+
+/// What a fake server answers; `nil` from a handler closes the connection without a response.
+package struct HTTPTestResponse: Sendable {
+    package var status: Int
+    package var headers: [(String, String)]
+    package var body: [UInt8]
+
+    package init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// A small blocking HTTP/1.1 server on loopback for tests and benchmarks:
+/// a thread per connection, keep-alive, Content-Length bodies.
+///
+/// It can be stopped and started again on the same port, which is how tests
+/// make the destination go away and come back.
+package final class HTTPTestServer: Sendable {
+    package typealias Handler = @Sendable (HTTPTestRequest) -> HTTPTestResponse?
+
+    private struct State {
+        var listenFD: Int32 = -1
+        var connections: Set<Int32> = []
+        var accepted = 0
+    }
+
+    private let state = Mutex(State())
+    private let handler: Handler
+    private let portValue = Atomic<Int>(0)
+
+    package var port: Int { portValue.load(ordering: .relaxed) }
+    package var url: String { "http://127.0.0.1:\(port)" }
+    package var connectionsAccepted: Int { state.withLock { $0.accepted } }
+
+    /// Starts on an ephemeral loopback port.
+    package init(handler: @escaping Handler) throws {
+        self.handler = handler
+        try start(port: 0)
+    }
+
+    /// Listens (again) on `port` (0: any free port).
+    package func start(port: Int) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SystemError(call: "socket", errno: errno) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else {
+            let code = errno
+            close(fd)
+            throw SystemError(call: "bind", errno: code, context: "127.0.0.1:\(port)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        portValue.store(Int(UInt16(bigEndian: actual.sin_port)), ordering: .relaxed)
+        state.withLock { $0.listenFD = fd }
+        let thread = Thread { [self] in acceptLoop(fd) }
+        thread.name = "http-test-accept"
+        thread.start()
+    }
+
+    /// Closes the listener and every open connection: the server is gone.
+    package func stop() {
+        let (listener, connections) = state.withLock { state in
+            defer {
+                state.listenFD = -1
+                state.connections.removeAll()
+            }
+            return (state.listenFD, state.connections)
+        }
+        if listener >= 0 {
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+        }
+        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    deinit { stop() }
+
+    private func acceptLoop(_ listener: Int32) {
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            let number = state.withLock { state -> Int? in
+                guard state.listenFD == listener else { return nil }
+                state.connections.insert(fd)
+                state.accepted += 1
+                return state.accepted
+            }
+            guard let number else {
+                close(fd)
+                return
+            }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let thread = Thread { [self] in serve(fd, number: number) }
+            thread.name = "http-test-conn"
+            thread.start()
+        }
+    }
+
+    private func serve(_ fd: Int32, number: Int) {
+        defer {
+            state.withLock { _ = $0.connections.remove(fd) }
+            close(fd)
+        }
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            // Read until the end of the headers.
+            var headerEnd: Int?
+            while headerEnd == nil {
+                headerEnd = Self.find([13, 10, 13, 10], in: buffer)
+                if headerEnd != nil { break }
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { return }
+                buffer.append(contentsOf: chunk[0..<n])
+                if buffer.count > 1 << 20 { return }
+            }
+            guard let end = headerEnd else { return }
+            let head = String(decoding: buffer[0..<end], as: UTF8.self)
+            var lines = head.components(separatedBy: "\r\n")
+            let requestLine = lines.removeFirst().split(separator: " ")
+            guard requestLine.count == 3 else { return }
+            let headers = lines.compactMap { line -> (String, String)? in
+                guard let colon = line.firstIndex(of: ":") else { return nil }
+                return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            let length = Int(headers.first { $0.0.lowercased() == "content-length" }?.1 ?? "0") ?? 0
+            let bodyStart = end + 4
+            while buffer.count < bodyStart + length {
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { return }
+                buffer.append(contentsOf: chunk[0..<n])
+            }
+            let request = HTTPTestRequest(
+                method: String(requestLine[0]), target: String(requestLine[1]), headers: headers,
+                body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
+            buffer.removeFirst(bodyStart + length)
+            guard let response = handler(request) else { return }
+            var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
+            for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
+            out += "Content-Length: \(response.body.count)\r\n\r\n"
+            let bytes = Array(out.utf8) + response.body
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { return }
+                offset += n
+            }
+            if request.header("Connection")?.lowercased() == "close" { return }
+        }
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
+            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
+        }
+        return nil
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 404: "Not Found"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}
