@@ -42,7 +42,7 @@ package struct SpoolStatus: Sendable, Equatable {
 
 extension SpoolReader {
     package func status(nowMs: Int64 = WallClock.nowMs()) throws(SpoolError) -> SpoolStatus {
-        try wrapStatus {
+        try wrap {
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement("""
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
@@ -97,15 +97,4 @@ extension SpoolReader {
         }
     }
 
-    private func wrapStatus<T>(_ body: () throws -> T) throws(SpoolError) -> T {
-        do {
-            return try body()
-        } catch let error as SQLiteError {
-            throw .storage(error)
-        } catch let error as SpoolError {
-            throw error
-        } catch {
-            throw .incompatible("\(error)")
-        }
-    }
 }

@@ -16,7 +16,8 @@ package final class SpoolReader {
         try SpoolReader(path: path)
     }
 
-    private func wrap<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+    func wrap<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+        defer { db.resetStatements() }
         do {
             return try body()
         } catch let error as SQLiteError {

@@ -169,8 +169,10 @@ final class SpoolWriter: @unchecked Sendable {
                 }
             }
             try counters.write(db)
+            db.resetStatements()
             try db.execute("COMMIT")
         } catch {
+            db.resetStatements()
             let sqlError = error as? SQLiteError
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             deviceIDs.removeAll()
@@ -210,7 +212,6 @@ final class SpoolWriter: @unchecked Sendable {
         let insert = try db.statement("""
             INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT(device_id, fix_ms) DO NOTHING RETURNING seq
             """)
         var results: [AppendResult] = []
         results.reserveCapacity(positions.count)
@@ -241,9 +242,10 @@ final class SpoolWriter: @unchecked Sendable {
             insert.bind(11, p.charging)
             insert.bind(12, p.alarm)
             insert.bind(13, p.attributes.isEmpty ? nil : p.attributes.jsonText)
-            if try insert.step() {
-                let seq = insert.int64(0)
-                try insert.run()
+            // A plain INSERT, not ON CONFLICT DO NOTHING: a skipped insert would still
+            // use up an AUTOINCREMENT value, leaving gaps in the seqs collectors see.
+            if try insertNew(insert, db: db) {
+                let seq = db.lastInsertRowID
                 results.append(.stored(seq: seq))
                 counters.stored += 1
                 let previous = touched[deviceID]
@@ -268,6 +270,16 @@ final class SpoolWriter: @unchecked Sendable {
             try update.run()
         }
         return results
+    }
+
+    /// Runs the insert; false when the device already has a position at that fix time.
+    private func insertNew(_ insert: SQLiteStatement, db: SQLiteDatabase) throws -> Bool {
+        do {
+            try insert.run()
+            return true
+        } catch let error as SQLiteError where error.isUniqueViolation {
+            return false
+        }
     }
 
     private func existing(deviceID: Int64, fixMs: Int64, matching p: Position, db: SQLiteDatabase) throws -> AppendResult? {

@@ -46,6 +46,13 @@ package final class SQLiteDatabase {
         return statement
     }
 
+    /// Resets every cached statement. A statement left mid-result keeps its
+    /// read transaction open, and with it an old snapshot: readers call this
+    /// after each operation so the next one sees the latest commit.
+    package func resetStatements() {
+        for statement in statements.values { statement.reset() }
+    }
+
     /// Runs a PRAGMA and returns the first column of its first row, as text.
     @discardableResult
     package func pragma(_ text: String) throws(SQLiteError) -> String? {

@@ -11,6 +11,8 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
 
     /// The disk or the quota is full: ingest answers `spool-full`.
     package var isFull: Bool { primaryCode == SQLITE_FULL }
+    /// SQLITE_CONSTRAINT_UNIQUE, a macro Swift cannot import.
+    package var isUniqueViolation: Bool { code == SQLITE_CONSTRAINT | (8 << 8) }
     package var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
 
     package var description: String {

@@ -1,0 +1,84 @@
+import Foundation
+import Glibc
+import GeoRelayCore
+
+/// The real `georelay` binary, run as a child process on a test's config.
+package final class RelayProcess {
+    package let process = Process()
+    package let configPath: String
+    package let socketPath: String
+    /// Standard error goes to a file: a pipe nobody drains would block the relay's logging.
+    package let stderrPath: String
+
+    /// The binary under test: `GEORELAY_BIN` (set by `make test`), else the debug build.
+    package static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["GEORELAY_BIN"], !path.isEmpty { return path }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/georelay").path
+    }
+
+    /// Starts `georelay run` and waits until its socket accepts connections.
+    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = []) throws {
+        self.configPath = configPath
+        self.socketPath = socketPath
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["run", "--config", configPath] + arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        stderrPath = "\(directory)/relay-\(UUID().uuidString.prefix(8)).stderr"
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if (try? UnixLineClient(path: socketPath, receiveTimeoutSeconds: 1)) != nil { return }
+            if !process.isRunning { break }
+            usleep(20_000) // waiting for a child process to bind: no event to await
+        }
+        throw RelayProcessError(message: "relay did not start listening on \(socketPath): \(stderrText())")
+    }
+
+    /// Standard error so far.
+    package func stderrText() -> String {
+        (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
+    }
+
+    package var pid: Int32 { process.processIdentifier }
+
+    /// Sends a signal and, for TERM/INT/KILL, waits for the exit.
+    package func signal(_ number: Int32) {
+        kill(process.processIdentifier, number)
+        if number != SIGHUP { process.waitUntilExit() }
+    }
+
+    package var exitStatus: Int32 { process.terminationStatus }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Runs a one-shot command (`status --json`, `logs`, …) and returns its exit status and output.
+    package static func command(_ arguments: [String], directory: String) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+package struct RelayProcessError: Error, CustomStringConvertible {
+    package let message: String
+    package var description: String { message }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+@testable import GeoRelayCore
+
+@Suite struct ConfigurationTests {
+    @Test func emptyObjectGivesDefaults() throws {
+        let config = try Configuration.parse("{}")
+        #expect(config.spool.path == "spool/georelay.db")
+        #expect(config.ingest.socket == "spool/georelay.sock")
+        #expect(config.ingest.maxLineBytes == 8192)
+        #expect(config.destinations.count == 1)
+        #expect(config.destinations[0].url == "http://127.0.0.1:5055")
+        #expect(config.destinations[0].backoffMinSeconds == 5)
+        #expect(config.destinations[0].backoffMaxSeconds == 300)
+        #expect(config.spool.whenFull == .dropOldest)
+    }
+
+    @Test func shippedConfigParses() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let config = try Configuration.load(path: root.appendingPathComponent("config/georelay.json5").path)
+        #expect(config == (try Configuration.parse("{}")))
+    }
+
+    @Test(arguments: [
+        (#"{destinations: [{url: 5}]}"#, "destinations[0].url: expected a string, got a number"),
+        (#"{destinations: [{}, {name: "b", urll: "x"}]}"#, "destinations[1].urll: unknown key"),
+        (#"{spool: {maxBytes: "big"}}"#, "spool.maxBytes: expected a number, got a string"),
+        (#"{spool: {whenFull: "panic"}}"#, #"spool.whenFull: expected one of "drop-oldest", "reject", got "panic""#),
+        (#"{ingest: {maxLineBytes: 10}}"#, "ingest.maxLineBytes: must be at least 256, got 10"),
+        (#"{destinations: [{url: "ftp://x"}]}"#, "destinations[0].url: expected an http:// or https:// URL with a host"),
+        (#"{destinations: [{}, {}]}"#, #"destinations[1].name: duplicate destination name "traccar""#),
+        (#"{destinations: [{backoff: {minSeconds: 10, maxSeconds: 5}}]}"#, "destinations[0].backoff.maxSeconds: must be at least 10, got 5"),
+        (#"{destinations: [{concurrency: 2.5}]}"#, "destinations[0].concurrency: expected a whole number, got 2.5"),
+        (#"{spol: {}}"#, "spol: unknown key"),
+        (#"[]"#, "expected an object, got an array"),
+    ])
+    func errorsNameTheKeyPath(text: String, message: String) {
+        do {
+            _ = try Configuration.parse(text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.description == message)
+        }
+    }
+
+    @Test func syntaxErrorsGiveLineAndColumn() {
+        do {
+            _ = try Configuration.parse("{\n  spool: {\n    path: 'x' 'y'\n  }\n}")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description.contains("line 3"))
+        }
+    }
+
+    @Test func secretsFromLiteralEnvironmentAndFile() throws {
+        var node = try ConfigNode(try JSONParser.parse(#"{"a": "lit", "b": {"env": "GEORELAY_TEST_SECRET_B"}, "c": {"file": "/nonexistent/x"}, "d": {"env": "X", "file": "Y"}}"#))
+        let a = try #require(try node.secret("a"))
+        #expect(try a.reveal() == "lit")
+        #expect(a.description == "<secret>")
+        setenv("GEORELAY_TEST_SECRET_B", "  s3cret\n", 1)
+        let b = try #require(try node.secret("b"))
+        #expect(try b.reveal() == "s3cret")
+        #expect(!b.description.contains("s3cret"))
+        let c = try #require(try node.secret("c"))
+        #expect(throws: ConfigError.self) { try c.reveal() }
+        #expect(throws: ConfigError.self) { try node.secret("d") }
+    }
+
+    @Test func fileSecretIsReadAgainEachTime() throws {
+        let path = NSTemporaryDirectory() + "georelay-secret-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "one\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let secret = Secret(.file(path), path: "destinations[0].apiKey")
+        #expect(try secret.reveal() == "one")
+        try "two".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try secret.reveal() == "two")
+        #expect(!secret.description.contains("one") && !secret.description.contains("two"))
+    }
+
+    @Test func redactsCredentialsInURLs() {
+        #expect(Redaction.url("https://user:pass@example.com/path?key=abc") == "https://***@example.com/path?***")
+        #expect(Redaction.url("http://127.0.0.1:5055") == "http://127.0.0.1:5055")
+    }
+}

@@ -1,0 +1,118 @@
+import Testing
+@testable import GeoRelayCore
+
+@Suite struct LineDecoderTests {
+    let decoder = LineDecoder(maxFutureSeconds: 600)
+    let now: Int64 = 1_784_953_800_000 // 2026-07-25T04:30:00Z
+
+    func position(_ line: String, device: String? = nil) throws -> Position {
+        guard case .position(let p) = try decoder.decode(line, defaultDevice: device, nowMs: now) else {
+            throw IngestError.parse("not a position")
+        }
+        return p
+    }
+
+    @Test func jsonPositionWithEveryField() throws {
+        let p = try position(#"{"device":"gps-bow","time":"2026-07-25T04:29:00Z","lat":59.5,"lon":10.25,"speed":3.5,"course":180,"alt":12,"accuracy":4,"batt":87,"charge":true,"alarm":"sos","attributes":{"hdop":0.9,"fix":"3d"}}"#)
+        #expect(p == Position(device: "gps-bow", timeMs: now - 60_000, lat: 59.5, lon: 10.25, speed: 3.5, course: 180, altitude: 12,
+                              accuracy: 4, battery: 87, charging: true, alarm: "sos",
+                              attributes: [Attribute("hdop", .number(0.9)), Attribute("fix", .string("3d"))]))
+    }
+
+    @Test func aliasesAndNumericTimes() throws {
+        let a = try position(#"{"id":"a","time":1784953740,"lat":1,"lon":2,"track":90,"eph":5}"#)
+        #expect(a.device == "a")
+        #expect(a.timeMs == now - 60_000)
+        #expect(a.course == 90)
+        #expect(a.accuracy == 5)
+        let b = try position(#"{"time":1784953740500,"lat":1,"lon":2,"bearing":45}"#, device: "hello-device")
+        #expect(b.device == "hello-device")
+        #expect(b.timeMs == now - 59_500)
+        #expect(b.course == 45)
+    }
+
+    @Test func unknownScalarKeysBecomeAttributes() throws {
+        let p = try position(#"{"device":"a","time":1784953740,"lat":1,"lon":2,"ignition":true,"rpm":900}"#)
+        #expect(p.attributes == [Attribute("ignition", .bool(true)), Attribute("rpm", .number(900))])
+    }
+
+    @Test func gpsdTPV() throws {
+        let p = try position(#"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":40.5,"speed":1.2,"track":270.1,"eph":3.2}"#, device: "gps-mast")
+        #expect(p.device == "gps-mast")
+        #expect(p.timeMs == now - 1000)
+        #expect(p.altitude == 40.5)
+        #expect(p.course == 270.1)
+        #expect(p.accuracy == 3.2)
+        #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#, nowMs: now) == .skip("no-fix"))
+        #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#, nowMs: now) == .skip("class SKY"))
+    }
+
+    @Test func hello() throws {
+        #expect(try decoder.decode(#"{"hello":{"device":"gps-bow","ack":true}}"#, nowMs: now) == .hello(device: "gps-bow", ack: true))
+        #expect(throws: IngestError.self) { try decoder.decode(#"{"hello":{"device":"x","acks":true}}"#, nowMs: now) }
+    }
+
+    @Test func osmAndQuery() throws {
+        let p = try position("/?id=gps-bow&timestamp=1784953740&lat=59.5&lon=10.25&speed=10&bearing=90&altitude=5&accuracy=3&batt=50&charge=true&alarm=sos&hdop=1.5&driver=bob")
+        #expect(p.device == "gps-bow")
+        #expect(p.timeMs == now - 60_000)
+        #expect(abs(p.speed! - 10 * 1852.0 / 3600.0) < 1e-9)
+        #expect(p.course == 90)
+        #expect(p.charging == true)
+        #expect(p.alarm == "sos")
+        #expect(p.attributes == [Attribute("hdop", .number(1.5)), Attribute("driver", .string("bob"))])
+        let q = try position("id=x&timestamp=2026-07-25T04%3A29%3A00Z&location=1.5,2.5")
+        #expect(q.lat == 1.5 && q.lon == 2.5 && q.timeMs == now - 60_000)
+    }
+
+    @Test(arguments: [
+        (#"{"device":"a","time":1784953740,"lat":1,"lon":2"#, "parse"),
+        (#"{"device":"a","time":1784953740,"lat":"north","lon":2}"#, "parse"),
+        (#"{"device":"a","time":1784953740,"lon":2}"#, "parse"),
+        (#"{"device":"a","time":1784953740,"lat":91,"lon":2}"#, "range"),
+        (#"{"device":"a","time":1784953740,"lat":1,"lon":-180.5}"#, "range"),
+        (#"{"device":"a","time":1784953740,"lat":1,"lon":2,"batt":101}"#, "range"),
+        (#"{"device":"a","lat":1,"lon":2}"#, "time"),
+        (#"{"device":"a","time":"yesterday","lat":1,"lon":2}"#, "time"),
+        (#"{"device":"a","time":1784954500,"lat":1,"lon":2}"#, "time"),
+        (#"{"time":1784953740,"lat":1,"lon":2}"#, "device"),
+        (#"{"device":"","time":1784953740,"lat":1,"lon":2}"#, "device"),
+        ("id=a&timestamp=1784953740&lat=NaN&lon=2", "range"),
+        ("id=a&timestamp=1784953740&lat=abc&lon=2", "parse"),
+        ("hello world", "parse"),
+        ("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W*6A", "unsupported"),
+        ("[1,2,3]", "parse"),
+    ])
+    func rejections(line: String, code: String) {
+        #expect {
+            try decoder.decode(line, nowMs: now)
+        } throws: { error in
+            (error as? IngestError)?.code == code
+        }
+    }
+
+    @Test func blankLinesAreSkipped() throws {
+        #expect(try decoder.decode("   \r", nowMs: now) == .skip("empty"))
+    }
+}
+
+@Suite struct OsmAndQueryTests {
+    @Test func encodesFormBodyInTraccarUnits() {
+        let p = Position(device: "gps bow/1", timeMs: 1_784_953_800_000, lat: 59.5, lon: -10.25, speed: 5.144444444444445, course: 90,
+                         altitude: 12.5, accuracy: 3, battery: 80, charging: true, alarm: "sos",
+                         attributes: [Attribute("ignition", .bool(true)), Attribute("id", .string("spoof"))])
+        #expect(OsmAndQuery.encode(p) == "id=gps%20bow%2F1&timestamp=1784953800&lat=59.5&lon=-10.25&speed=10&bearing=90&altitude=12.5&accuracy=3&batt=80&charge=true&alarm=sos&ignition=true")
+    }
+
+    @Test func millisecondTimesKeepTheirMilliseconds() {
+        let p = Position(device: "a", timeMs: 1_784_953_800_250, lat: 1, lon: 2)
+        #expect(OsmAndQuery.encode(p) == "id=a&timestamp=1784953800250&lat=1&lon=2")
+        #expect(OsmAndQuery.timestamp("1784953800250") == 1_784_953_800_250)
+    }
+
+    @Test func percentCodingRoundTrips() {
+        let text = "a b&c=d/é+%"
+        #expect(OsmAndQuery.percentDecode(OsmAndQuery.percentEncode(text)) == text)
+        #expect(OsmAndQuery.percentDecode("a+b%20c") == "a b c")
+    }
+}

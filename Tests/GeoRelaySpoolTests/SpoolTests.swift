@@ -1,0 +1,245 @@
+import Foundation
+import Testing
+import GeoRelayCore
+@testable import GeoRelaySpool
+
+/// A spool in its own temporary directory.
+final class SpoolFixture {
+    let directory: String
+    var settings: Spool.Settings
+
+    init(maxBytes: Int64 = 1 << 30, whenFull: Configuration.WhenFull = .dropOldest) {
+        var template = Array("/tmp/grs.XXXXXX".utf8CString)
+        directory = String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
+        settings = Spool.Settings(path: directory + "/spool/georelay.db")
+        settings.maxBytes = maxBytes
+        settings.whenFull = whenFull
+    }
+
+    func open() throws -> Spool { try Spool(settings: settings) }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+}
+
+func fix(_ device: String, _ second: Int64, lat: Double = 59, lon: Double = 10) -> Position {
+    Position(device: device, timeMs: 1_784_953_800_000 + second * 1000, lat: lat, lon: lon, speed: 1.5)
+}
+
+@Suite struct SpoolTests {
+    @Test func opensInWALWithFullSyncAndPrivateFile() throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        let pragmas = try spool.withWriterConnection { db in
+            [try db.pragma("journal_mode"), try db.pragma("synchronous"), try db.pragma("user_version")]
+        }
+        #expect(pragmas == ["wal", "2", "\(Schema.currentVersion)"])
+        let attributes = try FileManager.default.attributesOfItem(atPath: fixture.settings.path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+    }
+
+    @Test func appendIsIdempotentPerDeviceAndFixTime() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        let first = await spool.append([fix("a", 0), fix("a", 1), fix("b", 0)])
+        #expect(first == [.stored(seq: 1), .stored(seq: 2), .stored(seq: 3)])
+        let again = await spool.append([fix("a", 1), fix("a", 0, lat: 60), fix("a", 2), fix("a", 2)])
+        #expect(again == [.duplicate(seq: 2), .conflict(seq: 1), .stored(seq: 4), .duplicate(seq: 4)])
+        let reader = try spool.makeReader()
+        let status = try reader.status()
+        #expect(status.rows == 4)
+        #expect(status.counters["ingest.accepted"] == 4)
+        #expect(status.counters["ingest.duplicates"] == 2)
+        #expect(status.counters["ingest.conflicts"] == 1)
+        let stored = try reader.positions(deviceID: 1, device: "a", after: 0, limit: 10)
+        #expect(stored.map(\.position.lat) == [59, 59, 59])
+    }
+
+    @Test func positionsRoundTripWithEveryField() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        let full = Position(device: "x", timeMs: 1_784_953_800_123, lat: -33.5, lon: 151.25, speed: 2, course: 359.5, altitude: -3,
+                            accuracy: 4.5, battery: 12, charging: false, alarm: "sos",
+                            attributes: [Attribute("k", .string("v")), Attribute("n", .number(1.5)), Attribute("b", .bool(true))])
+        _ = await spool.append([full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)])
+        let rows = try spool.makeReader().positions(after: 0, limit: 10)
+        #expect(rows.map(\.position) == [full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)])
+    }
+
+    @Test func survivesReopenAndKeepsSeqsIncreasing() async throws {
+        let fixture = SpoolFixture()
+        do {
+            let spool = try fixture.open()
+            _ = await spool.append([fix("a", 0), fix("a", 1)])
+            spool.close()
+        }
+        let spool = try fixture.open()
+        defer { spool.close() }
+        #expect(await spool.append([fix("a", 1), fix("a", 2)]) == [.duplicate(seq: 2), .stored(seq: 3)])
+    }
+
+    @Test func destinationsTrackTheirOwnCursors() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        _ = await spool.append([fix("old", 0)])
+        try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true)])
+        _ = await spool.append([fix("a", 0), fix("a", 1), fix("b", 0)])
+        try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true), DestinationRegistration(name: "two", buffered: true)])
+        _ = await spool.append([fix("a", 2)])
+        let reader = try spool.makeReader()
+        // "one" sees everything after it was added; "two" only what came after it.
+        #expect(try reader.pendingDevices(destination: "one").map(\.device) == ["a", "b"])
+        #expect(try reader.pendingDevices(destination: "two").map(\.device) == ["a"])
+        #expect(try reader.pendingDevices(destination: "two")[0].ackedSeq == 4)
+
+        var update = DeliveryUpdate(destination: "one")
+        update.acknowledged = [(2, 3)]
+        update.quarantined = [(3, 4, "HTTP 413")]
+        update.sent = 2
+        spool.record(update)
+        _ = await spool.append([]) // a barrier: the update is committed in an earlier or the same group
+        let status = try reader.status()
+        let one = try #require(status.destinations.first { $0.name == "one" })
+        #expect(one.pending == 1) // a's seq 5
+        #expect(one.quarantined == 1)
+        #expect(one.sent == 2)
+        let two = try #require(status.destinations.first { $0.name == "two" })
+        #expect(two.pending == 1)
+
+        // Removing a destination drops its state only.
+        try await spool.register(destinations: [DestinationRegistration(name: "two", buffered: true)])
+        #expect(try reader.status().destinations.map(\.name) == ["two"])
+    }
+
+    @Test func parkedDevicesShowInStatus() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true)])
+        _ = await spool.append([fix("ghost", 0), fix("ghost", 1), fix("real", 0)])
+        var update = DeliveryUpdate(destination: "d")
+        update.parked = [(1, WallClock.nowMs() + 60_000, "HTTP 400")]
+        spool.record(update)
+        _ = await spool.append([])
+        let d = try #require(try spool.makeReader().status().destinations.first)
+        #expect(d.parked == 2)
+        #expect(d.parkedDevices == ["ghost"])
+        #expect(d.pending == 3)
+    }
+
+    @Test func retentionDeletesOnlyDeliveredAndOld() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "rt", buffered: false)])
+        let receivedLongAgo = WallClock.nowMs() - 200 * 3_600_000
+        _ = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)], receivedMs: receivedLongAgo)
+        _ = await spool.append([fix("a", 3)])
+        var update = DeliveryUpdate(destination: "d")
+        update.acknowledged = [(1, 4)]
+        update.quarantined = [(1, 2, "refused")]
+        spool.record(update)
+        _ = await spool.append([])
+        // seq 1 and 3: delivered and old; seq 2: quarantined (kept); seq 4: delivered but recent.
+        #expect(try spool.deleteExpired() == 2)
+        let left = try spool.makeReader().positions(after: 0, limit: 10).map(\.seq)
+        #expect(left == [2, 4])
+    }
+
+    @Test func quotaDropsOldestWhenNothingIsDelivered() async throws {
+        let fixture = SpoolFixture(maxBytes: 1 << 20, whenFull: .dropOldest)
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
+        var results: [AppendResult] = []
+        for batch in 0..<40 {
+            results += await spool.append((0..<500).map { fix("a", Int64(batch * 500 + $0)) })
+        }
+        #expect(results.allSatisfy { $0.seq != nil })
+        let status = try spool.makeReader().status()
+        #expect(status.usedBytes <= 1 << 20)
+        #expect(status.counters["spool.dropped", default: 0] > 0)
+        #expect(status.rows + Int(status.counters["spool.dropped"]!) == 20_000)
+        // The newest survive.
+        let newest = try spool.makeReader().positions(after: 19_990, limit: 100)
+        #expect(newest.count == 10)
+    }
+
+    @Test func quotaRejectsWhenConfiguredAndKeepsWhatIsStored() async throws {
+        let fixture = SpoolFixture(maxBytes: 1 << 20, whenFull: .reject)
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
+        var results: [AppendResult] = []
+        for batch in 0..<40 {
+            results += await spool.append((0..<500).map { fix("a", Int64(batch * 500 + $0)) })
+        }
+        let stored = results.compactMap(\.seq)
+        let rejected = results.filter { if case .failed(let e) = $0 { e.code == "spool-full" } else { false } }
+        #expect(!rejected.isEmpty)
+        #expect(stored.count + rejected.count == 20_000)
+        // Nothing stored was lost, and a resend of a stored position is still answered ok.
+        #expect(try spool.makeReader().status().rows == stored.count)
+        #expect(await spool.append([fix("a", 0)]) == [.duplicate(seq: 1)])
+        // Once delivered positions can go, new ones are taken again.
+        var update = DeliveryUpdate(destination: "down")
+        update.acknowledged = [(1, Int64(stored.count))]
+        spool.record(update)
+        _ = await spool.append([])
+        let after = await spool.append([fix("a", 100_000)])
+        #expect(after.first?.seq != nil)
+    }
+
+    @Test func refusesASpoolFromANewerRelay() throws {
+        let fixture = SpoolFixture()
+        do {
+            let spool = try fixture.open()
+            try spool.withWriterConnection { db in try db.execute("PRAGMA user_version = 99") }
+            spool.close()
+        }
+        #expect {
+            try fixture.open()
+        } throws: { error in
+            "\(error)".contains("newer")
+        }
+    }
+
+    @Test func diagnosticLogIsBoundedAndClearable() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        for i in 0..<(SpoolWriter.logCapacity + 1_500) {
+            spool.log(LogEntry(timeMs: Int64(i), level: .info, message: "entry \(i)"))
+        }
+        _ = await spool.append([])
+        try spool.withWriterConnection { db in try db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(SpoolWriter.logCapacity)") }
+        let entries = try spool.makeReader().logEntries()
+        #expect(entries.count == SpoolWriter.logCapacity)
+        #expect(entries.last?.message == "entry \(SpoolWriter.logCapacity + 1_499)")
+        #expect(entries.first?.message == "entry 1500")
+        try await spool.clearLog()
+        #expect(try spool.makeReader().logEntries().isEmpty)
+    }
+
+    @Test func concurrentAppendsAreGroupCommitted() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        let results = await withTaskGroup(of: [AppendResult].self) { group in
+            for device in 0..<8 {
+                group.addTask {
+                    var all: [AppendResult] = []
+                    for second in 0..<200 { all += await spool.append([fix("d\(device)", Int64(second))]) }
+                    return all
+                }
+            }
+            var all: [AppendResult] = []
+            for await r in group { all += r }
+            return all
+        }
+        #expect(Set(results.compactMap(\.seq)).count == 1600)
+    }
+}
