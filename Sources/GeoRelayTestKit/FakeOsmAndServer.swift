@@ -147,6 +147,13 @@ package final class FakeOsmAndServer: Sendable {
                 guard parts.count >= 2 else { throw DecodeFailure() }
                 latitude = try Self.double(String(parts[0]))
                 longitude = try Self.double(String(parts[1]))
+            case "cell":
+                // mcc,mnc,lac,cid[,rssi], each parsed with Integer.parseInt.
+                let parts = value.split(separator: ",", omittingEmptySubsequences: false)
+                guard parts.count >= 4, parts.allSatisfy({ Int32($0) != nil }) else { throw DecodeFailure() }
+            case "wifi":
+                let parts = value.split(separator: ",", omittingEmptySubsequences: false)
+                guard parts.count >= 2, Int32(parts[1]) != nil else { throw DecodeFailure() }
             case "speed": stored.speedKnots = try Self.double(value)
             case "bearing", "heading": stored.course = try Self.double(value)
             case "altitude": stored.altitude = try Self.double(value)

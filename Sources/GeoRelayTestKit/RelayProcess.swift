@@ -80,5 +80,6 @@ package final class RelayProcess {
 
 package struct RelayProcessError: Error, CustomStringConvertible {
     package let message: String
+    package init(message: String) { self.message = message }
     package var description: String { message }
 }

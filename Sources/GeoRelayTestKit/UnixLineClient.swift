@@ -4,7 +4,8 @@ import GeoRelayCore
 
 /// A collector's end of the ingest socket: write lines, read reply lines.
 /// Blocking I/O with a receive timeout, for tests and benchmarks.
-package final class UnixLineClient {
+/// `@unchecked Sendable`: a test hands it to one other thread at a time, never shares it.
+package final class UnixLineClient: @unchecked Sendable {
     package let fd: Int32
     private var buffer: [UInt8] = []
 

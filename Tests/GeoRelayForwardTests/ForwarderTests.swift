@@ -1,0 +1,255 @@
+import Foundation
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// A spool and a forwarder to a fake Traccar server, in one process.
+final class ForwardFixture: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let spool: Spool
+    let server: FakeOsmAndServer
+    var settings: Configuration.DestinationSettings
+
+    init(buffer: Bool = true, concurrency: Int = 4, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+        directory = try TemporaryDirectory()
+        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        server = try FakeOsmAndServer()
+        settings = Configuration.DestinationSettings()
+        settings.url = server.url
+        settings.buffer = buffer
+        settings.concurrency = concurrency
+        settings.backoffMinSeconds = 0.2
+        settings.backoffMaxSeconds = 0.5
+        settings.probeIntervalSeconds = 1
+        settings.requestTimeoutSeconds = 5
+        settings.connectTimeoutSeconds = 2
+        configure(&settings)
+        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
+    }
+
+    /// Runs the forwarder while `body` runs, then stops it.
+    func withForwarder(_ body: () async throws -> Void) async throws {
+        let forwarder = try Forwarder(settings: settings, spool: spool, logger: .disabled)
+        let task = Task { await forwarder.run() }
+        defer { task.cancel() }
+        try await body()
+        task.cancel()
+        await task.value
+    }
+
+    /// Waits for the spool's view of this destination to satisfy `condition`.
+    /// Acknowledgements are committed asynchronously and no event marks that, so this polls, bounded.
+    @discardableResult
+    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let status = try spool.makeReader().status().destinations.first { $0.name == settings.name }!
+            if condition(status) || ContinuousClock.now >= deadline { return status }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    deinit {
+        spool.close()
+        server.http.stop()
+    }
+}
+
+func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
+    (start..<(start + count)).map { i in
+        Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: 59 + Double(i) * 1e-4, lon: 10.5, speed: 2.5, course: Double(i % 360))
+    }
+}
+
+@Suite struct ForwarderTests {
+    @Test func deliversEveryPositionInPerDeviceOrderOverKeptAliveConnections() async throws {
+        let f = try await ForwardFixture(concurrency: 4)
+        try await f.withForwarder {
+            for device in ["a", "b", "c", "d", "e", "f"] {
+                _ = await f.spool.append(track(device, count: 100))
+            }
+            #expect(await f.server.waitUntil { $0.count >= 600 })
+            let status = try await f.waitForStatus { $0.pending == 0 }
+            #expect(status.pending == 0)
+            #expect(status.sent == 600)
+            #expect(status.wireBytes > 600 * 50)
+        }
+        let stored = f.server.positions
+        #expect(stored.count == 600)
+        for device in ["a", "b", "c", "d", "e", "f"] {
+            let times = stored.filter { $0.uniqueId == device }.map(\.fixTimeMs)
+            #expect(times == track(device, count: 100).map(\.timeMs))
+        }
+        // Keep-alive: one connection per worker, not one per position.
+        #expect(f.server.http.connectionsAccepted <= 4)
+        let first = try #require(stored.first { $0.uniqueId == "a" })
+        #expect(abs(first.speedKnots - 2.5 / OsmAndQuery.metresPerSecondPerKnot) < 0.001)
+        #expect(first.lat == 59)
+    }
+
+    @Test func unknownDeviceIsParkedWhileOthersFlow() async throws {
+        let f = try await ForwardFixture(concurrency: 2)
+        f.server.setUnknownDevices(["ghost"])
+        try await f.withForwarder {
+            _ = await f.spool.append(track("ghost", count: 20) + track("real", count: 20) + track("other", count: 20))
+            #expect(await f.server.waitUntil { $0.count >= 40 })
+            let status = try await f.waitForStatus { $0.parked == 20 }
+            #expect(status.parked == 20)
+            #expect(status.parkedDevices == ["ghost"])
+        }
+        #expect(Set(f.server.positions.map(\.uniqueId)) == ["real", "other"])
+    }
+
+    @Test func payloadRefusedByClosingIsQuarantinedAndTheRestFlows() async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        // Traccar closes the connection without answering when a value does not parse (here a cell tower).
+        var bad = track("a", count: 1, from: 5)[0]
+        bad.attributes = [Attribute("cell", .string("not-a-cell"))]
+        _ = await f.spool.append(track("a", count: 5) + [bad] + track("a", count: 5, from: 6))
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 10 })
+            let status = try await f.waitForStatus { $0.pending == 0 && $0.quarantined == 1 }
+            #expect(status.quarantined == 1)
+            #expect(status.pending == 0)
+        }
+        #expect(f.server.positions.map(\.fixTimeMs) == (track("a", count: 5) + track("a", count: 5, from: 6)).map(\.timeMs))
+    }
+
+    @Test func outageIsCaughtUpWithoutInterventionAndProbesInsteadOfResending() async throws {
+        let f = try await ForwardFixture(concurrency: 2)
+        let port = f.server.http.port
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 10))
+            #expect(await f.server.waitUntil { $0.count >= 10 })
+            f.server.http.stop()
+            _ = await f.spool.append(track("a", count: 10, from: 10) + track("b", count: 10))
+            // Wait until the forwarder has noticed and is backing off.
+            var sawBackoff = false
+            for _ in 0..<100 where !sawBackoff {
+                let state = try f.spool.makeReader().status().destinations[0].state
+                sawBackoff = state == "backoff" || state == "probing"
+                if !sawBackoff { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(sawBackoff)
+            let requestsDuringOutage = f.server.requestCount
+            try await Task.sleep(for: .seconds(2)) // several backoff periods with the server down
+            #expect(f.server.requestCount == requestsDuringOutage) // nothing reached a server that is not there
+            try f.server.http.start(port: port)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 30 })
+            #expect(try await f.waitForStatus { $0.pending == 0 }.pending == 0)
+        }
+        let a = f.server.positions.filter { $0.uniqueId == "a" }.map(\.fixTimeMs)
+        #expect(a == track("a", count: 20).map(\.timeMs))
+    }
+
+    @Test(arguments: [503, 500, 429])
+    func serverErrorsBackOffAndRetry(status: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        f.server.setBehaviour(.status(status, headers: status == 429 ? [("Retry-After", "1")] : []))
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 3))
+            let state = try await f.waitForStatus { $0.lastError != nil }
+            #expect(f.server.positions.isEmpty)
+            #expect(state.lastError?.contains("HTTP \(status)") == true)
+            f.server.setBehaviour(.normal)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 3 })
+        }
+    }
+
+    @Test func captivePortalPageIsNotADelivery() async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        f.server.setBehaviour(.htmlPage)
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 2))
+            let state = try await f.waitForStatus { $0.lastError != nil }
+            #expect(state.lastError?.contains("HTML") == true)
+            #expect(state.pending == 2)
+            #expect(state.sent == 0)
+            f.server.setBehaviour(.normal)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 2 })
+        }
+    }
+
+    @Test func realTimeOnlyDestinationDropsWhatFails() async throws {
+        let f = try await ForwardFixture(buffer: false, concurrency: 1)
+        try await f.withForwarder {
+            try await Task.sleep(for: .milliseconds(100)) // the forwarder reads where the spool ends before anything arrives
+            f.server.setBehaviour(.status(503, headers: []))
+            _ = await f.spool.append(track("a", count: 2))
+            var tries = 0
+            while f.server.requestCount < 2, tries < 200 {
+                try await Task.sleep(for: .milliseconds(20))
+                tries += 1
+            }
+            f.server.setBehaviour(.normal)
+            _ = await f.spool.append(track("a", count: 1, from: 2))
+            #expect(await f.server.waitUntil { $0.count >= 1 })
+        }
+        // The failed two were tried once each and dropped; only the third arrived.
+        #expect(f.server.positions.map(\.fixTimeMs) == [track("a", count: 1, from: 2)[0].timeMs])
+        #expect(f.server.requestCount == 3)
+    }
+}
+
+@Suite struct BackoffTests {
+    struct Fixed: RandomNumberGenerator {
+        var value: UInt64
+        mutating func next() -> UInt64 { value }
+    }
+
+    @Test func growsExponentiallyWithinBoundsAndResets() {
+        var backoff = Backoff(minSeconds: 5, maxSeconds: 300)
+        var middle = Fixed(value: UInt64.max / 2)
+        let delays = (0..<10).map { _ in backoff.nextDelay(using: &middle) }
+        #expect(abs(delays[0] - 5) < 0.01)
+        #expect(abs(delays[1] - 10) < 0.01)
+        #expect(abs(delays[3] - 40) < 0.01)
+        #expect(delays.allSatisfy { $0 >= 5 && $0 <= 300 })
+        #expect(delays.last == 300)
+        backoff.reset()
+        #expect(abs(backoff.nextDelay(using: &middle) - 5) < 0.01)
+    }
+
+    @Test func jitterStaysWithinTwentyPercent() {
+        var backoff = Backoff(minSeconds: 5, maxSeconds: 300)
+        _ = backoff.nextDelay()
+        _ = backoff.nextDelay()
+        for _ in 0..<100 {
+            var copy = backoff
+            let d = copy.nextDelay()
+            #expect(d >= 16 && d <= 24)
+        }
+    }
+}
+
+@Suite struct TraccarProtocolTests {
+    let traccar = TraccarProtocol(settings: Configuration.DestinationSettings())
+
+    func response(_ status: Int, _ headers: [(String, String)] = [], body: String = "") -> Result<HTTPResponse, CurlError> {
+        .success(HTTPResponse(status: status, headers: headers, body: Array(body.utf8), wireBytes: 0))
+    }
+
+    @Test func mapsAnswersToOutcomes() {
+        #expect(traccar.outcome(of: response(200)) == .delivered)
+        #expect(traccar.outcome(of: response(200, body: "engineStop")) == .delivered)
+        if case .unknownDevice = traccar.outcome(of: response(400)) {} else { Issue.record("400") }
+        if case .unknownDevice = traccar.outcome(of: response(404)) {} else { Issue.record("404") }
+        if case .rejected = traccar.outcome(of: response(413)) {} else { Issue.record("413") }
+        #expect(traccar.outcome(of: response(429, [("Retry-After", "7")])) == .unavailable("HTTP 429", retryAfter: 7, transport: false))
+        if case .unavailable(_, nil, false) = traccar.outcome(of: response(502)) {} else { Issue.record("502") }
+        if case .unavailable(_, nil, true) = traccar.outcome(of: response(200, [("Content-Type", "text/html")], body: "<html>")) {} else { Issue.record("html") }
+        if case .rejected = traccar.outcome(of: .failure(CurlError(code: 52, message: "Empty reply from server"))) {} else { Issue.record("52") }
+        if case .unavailable(_, nil, true) = traccar.outcome(of: .failure(CurlError(code: 7, message: "Couldn't connect"))) {} else { Issue.record("7") }
+    }
+
+    @Test func formPostWithParametersInTheBodyOnly() {
+        let request = traccar.request(for: Position(device: "a", timeMs: 1_784_953_800_000, lat: 1, lon: 2))
+        #expect(request.method == "POST")
+        #expect(request.url == "http://127.0.0.1:5055")
+        #expect(!request.url.contains("?"))
+        #expect(request.headers.contains { $0 == ("Content-Type", "application/x-www-form-urlencoded") })
+        #expect(String(decoding: request.body, as: UTF8.self) == "id=a&timestamp=1784953800&lat=1&lon=2")
+    }
+}

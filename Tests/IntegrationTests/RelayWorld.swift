@@ -1,0 +1,97 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayTestKit
+
+/// A temporary directory with a config, a fake Traccar server and the real relay binary.
+final class RelayWorld: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let server: FakeOsmAndServer
+    var relay: RelayProcess?
+    let extraConfig: String
+
+    var socketPath: String { directory.file("r.sock") }
+    var configPath: String { directory.file("georelay.json5") }
+    var spoolPath: String { directory.file("spool.db") }
+
+    init(spool: String = "", destination: String = "", ingest: String = "") throws {
+        directory = try TemporaryDirectory()
+        server = try FakeOsmAndServer()
+        extraConfig = ""
+        try writeConfig(spool: spool, destination: destination, ingest: ingest)
+    }
+
+    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "") throws {
+        let config = """
+            {
+              // written by the test
+              spool: { path: "\(spoolPath)", \(spool) },
+              ingest: { socket: "\(socketPath)", \(ingest) },
+              destinations: [
+                { name: "traccar", url: "\(server.url)", backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }, \(destination) },
+                \(moreDestinations)
+              ],
+            }
+            """
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    @discardableResult
+    func start() throws -> RelayProcess {
+        let process = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path)
+        relay = process
+        return process
+    }
+
+    func client() throws -> UnixLineClient {
+        let client = try UnixLineClient(path: socketPath)
+        try client.write(#"{"hello":{"ack":true}}"# + "\n")
+        _ = client.readLine()
+        return client
+    }
+
+    func command(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        try RelayProcess.command(arguments + ["--config", configPath], directory: directory.path)
+    }
+
+    func statusJSON() throws -> JSONObject {
+        let result = try command(["status", "--json"])
+        guard result.status == 0, case .object(let object) = try JSONParser.parse(result.stdout) else {
+            throw RelayProcessError(message: "status failed: \(result.stderr)")
+        }
+        return object
+    }
+
+    deinit {
+        relay = nil
+        server.http.stop()
+    }
+}
+
+/// A JSON line for a position.
+func line(_ device: String, _ second: Int, lat: Double = 59.0, lon: Double = 10.0) -> String {
+    #"{"device":"\#(device)","time":\#(1_784_953_800 + second),"lat":\#(lat),"lon":\#(lon),"speed":1.5}"# + "\n"
+}
+
+func fixTimeMs(_ second: Int) -> Int64 { Int64(1_784_953_800 + second) * 1000 }
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? {
+        if case .object(let object) = self { return object[key] }
+        return nil
+    }
+
+    var number: Double? {
+        if case .number(let n) = self { return n }
+        return nil
+    }
+
+    var string: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    var array: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+}
