@@ -261,6 +261,7 @@ package final class Forwarder: Sendable {
             logger.error("cannot read the spool: \(error)")
             return
         }
+        recordState(.online, error: nil, nextAttemptMs: nil)
         while !Task.isCancelled {
             await wake.wait()
             guard !Task.isCancelled else { break }

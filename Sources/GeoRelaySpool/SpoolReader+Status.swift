@@ -18,11 +18,13 @@ package struct SpoolStatus: Sendable, Equatable {
         /// Positions of devices the server does not know, waiting.
         package var parked: Int
         package var parkedDevices: [String]
+        /// When the forwarder last recorded anything (nil: never ran).
+        package var updatedMs: Int64?
 
         /// A destination the spool has no record of yet.
         package static func notStarted(name: String, buffered: Bool) -> Destination {
             Destination(name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil, lastSuccessMs: nil,
-                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [])
+                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil)
         }
     }
 
@@ -46,7 +48,7 @@ extension SpoolReader {
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement("""
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
-                       (SELECT count(*) FROM quarantine q WHERE q.destination = name)
+                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms
                 FROM destinations ORDER BY name
                 """)
             while try select.step() {
@@ -54,7 +56,8 @@ extension SpoolReader {
                     name: select.text(0) ?? "", buffered: select.int64(1) != 0, state: select.text(2) ?? "online",
                     pending: 0, oldestPendingFixMs: nil,
                     lastSuccessMs: select.optionalInt64(3), lastError: select.text(4), nextAttemptMs: select.optionalInt64(5),
-                    sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: []))
+                    sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: [],
+                    updatedMs: select.optionalInt64(9)))
             }
             let count = try db.statement("SELECT count(*), min(fix_ms) FROM positions WHERE device_id = ? AND seq > ?")
             for index in destinations.indices where destinations[index].buffered {

@@ -74,10 +74,14 @@ package final class FakeOsmAndServer: Sendable {
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while true {
-            if state.withLock({ condition($0.positions) }) { return true }
+            // Evaluated on a copy, outside the lock, so a costly condition never holds up the server.
+            let positions = state.withLock { $0.positions }
+            if condition(positions) { return true }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .zero { return false }
             await changed.wait(timeout: min(remaining, .milliseconds(500)))
+            // Let a burst of arrivals land before evaluating again.
+            if positions.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
         }
     }
 

@@ -175,7 +175,8 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
     @Test func realTimeOnlyDestinationDropsWhatFails() async throws {
         let f = try await ForwardFixture(buffer: false, concurrency: 1)
         try await f.withForwarder {
-            try await Task.sleep(for: .milliseconds(100)) // the forwarder reads where the spool ends before anything arrives
+            // The forwarder starts where the spool ends; it records its state once it has read that.
+            #expect(try await f.waitForStatus { $0.updatedMs != nil }.updatedMs != nil)
             f.server.setBehaviour(.status(503, headers: []))
             _ = await f.spool.append(track("a", count: 2))
             var tries = 0
