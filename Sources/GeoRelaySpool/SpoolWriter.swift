@@ -277,8 +277,9 @@ final class SpoolWriter: @unchecked Sendable {
         do {
             try insert.run()
             return true
-        } catch let error as SQLiteError where error.isUniqueViolation {
-            return false
+        } catch {
+            if error.isUniqueViolation { return false }
+            throw error
         }
     }
 
@@ -446,7 +447,11 @@ struct GroupCounters {
 
     func write(_ db: SQLiteDatabase) throws {
         var all = values
-        if stored > 0 { all["ingest.accepted", default: 0] += Int64(stored) }
+        if stored > 0 {
+            all["ingest.accepted", default: 0] += Int64(stored)
+            // Groups that stored positions: accepted / commits is the mean group size.
+            all["spool.commits", default: 0] += 1
+        }
         guard !all.isEmpty else { return }
         let upsert = try db.statement("INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
         for (name, value) in all {

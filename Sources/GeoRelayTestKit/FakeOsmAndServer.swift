@@ -101,11 +101,12 @@ package final class FakeOsmAndServer: Sendable {
         if request.header("Content-Type")?.hasPrefix("application/json") == true {
             return nil // the relay never uses the JSON path; treat it as a decode failure
         }
-        var parameters = Self.parameters(request.target.firstIndex(of: "?").map { String(request.target[request.target.index(after: $0)...]) } ?? "")
-        if parameters.isEmpty {
-            parameters = Self.parameters(String(decoding: request.body.map { $0 & 0x7F }, as: UTF8.self))
-        }
         do {
+            let query = Array(request.target.utf8.drop { $0 != UInt8(ascii: "?") }.dropFirst())
+            var parameters = try Self.parameters(query[...])
+            if parameters.isEmpty {
+                parameters = try Self.parameters(request.body[...])
+            }
             let decoded = try decode(parameters, connection: request.connection)
             guard let decoded else { return HTTPTestResponse(status: 400) }
             state.withLock { $0.positions.append(decoded) }
@@ -185,22 +186,57 @@ package final class FakeOsmAndServer: Sendable {
         return stored
     }
 
-    /// Java's Double.parseDouble, near enough: surrounding whitespace allowed, NaN and Infinity accepted.
+    /// Java's Double.parseDouble, near enough: surrounding spaces allowed, NaN and Infinity accepted.
     private static func double(_ value: String) throws -> Double {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let d = Double(trimmed) { return d }
+        var text = Substring(value)
+        while text.first == " " { text = text.dropFirst() }
+        while text.last == " " { text = text.dropLast() }
+        if let d = Double(text) { return d }
         throw DecodeFailure()
     }
 
-    /// Netty's QueryStringDecoder: `&`-separated, `+` is a space, `%XX` decoded as UTF-8.
-    private static func parameters(_ query: String) -> [(String, String)] {
-        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            guard let eq = pair.firstIndex(of: "=") else { return (decode(pair), "") }
-            return (decode(pair[..<eq]), decode(pair[pair.index(after: eq)...]))
+    /// Netty's QueryStringDecoder: `&`-separated, `+` is a space, `%XX` decoded as UTF-8,
+    /// and a broken escape throws (so Traccar closes the connection).
+    private static func parameters(_ query: ArraySlice<UInt8>) throws -> [(String, String)] {
+        var result: [(String, String)] = []
+        for pair in query.split(separator: UInt8(ascii: "&")) {
+            if let eq = pair.firstIndex(of: UInt8(ascii: "=")) {
+                result.append((try decode(pair[pair.startIndex..<eq]), try decode(pair[(eq + 1)...])))
+            } else {
+                result.append((try decode(pair), ""))
+            }
         }
+        return result
     }
 
-    private static func decode(_ text: Substring) -> String {
-        (String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding) ?? String(text)
+    private static func decode(_ bytes: ArraySlice<UInt8>) throws -> String {
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = bytes.startIndex
+        func hex(_ c: UInt8) throws -> UInt8 {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: throw DecodeFailure()
+            }
+        }
+        while i < bytes.endIndex {
+            let c = bytes[i]
+            if c == UInt8(ascii: "+") {
+                out.append(32)
+            } else if c == UInt8(ascii: "%") {
+                guard i + 2 < bytes.endIndex + 0, i + 2 <= bytes.endIndex - 1 else { throw DecodeFailure() }
+                out.append(try hex(bytes[i + 1]) << 4 | hex(bytes[i + 2]))
+                i += 2
+            } else {
+                out.append(c)
+            }
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -150,15 +150,9 @@ package final class HTTPTestServer: Sendable {
                 if buffer.count > 1 << 20 { return }
             }
             guard let end = headerEnd else { return }
-            let head = String(decoding: buffer[0..<end], as: UTF8.self)
-            var lines = head.components(separatedBy: "\r\n")
-            let requestLine = lines.removeFirst().split(separator: " ")
-            guard requestLine.count == 3 else { return }
-            let headers = lines.compactMap { line -> (String, String)? in
-                guard let colon = line.firstIndex(of: ":") else { return nil }
-                return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-            }
-            let length = Int(headers.first { $0.0.lowercased() == "content-length" }?.1 ?? "0") ?? 0
+            // Byte-level parsing: the server must cost far less than the client it measures.
+            guard let head = Self.parseHead(buffer[0..<end]) else { return }
+            let length = head.contentLength
             let bodyStart = end + 4
             while buffer.count < bodyStart + length {
                 let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -166,7 +160,7 @@ package final class HTTPTestServer: Sendable {
                 buffer.append(contentsOf: chunk[0..<n])
             }
             let request = HTTPTestRequest(
-                method: String(requestLine[0]), target: String(requestLine[1]), headers: headers,
+                method: head.method, target: head.target, headers: head.headers,
                 body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
             buffer.removeFirst(bodyStart + length)
             guard let response = handler(request) else { return }
@@ -186,10 +180,53 @@ package final class HTTPTestServer: Sendable {
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
-        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
-            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
+        var i = 0
+        let last = haystack.count - needle.count
+        outer: while i <= last {
+            for j in 0..<needle.count where haystack[i + j] != needle[j] {
+                i += 1
+                continue outer
+            }
+            return i
         }
         return nil
+    }
+
+    private struct Head {
+        var method: String
+        var target: String
+        var headers: [(String, String)]
+        var contentLength: Int
+    }
+
+    /// The request line and headers, split on CRLF, ':' and spaces.
+    private static func parseHead(_ bytes: ArraySlice<UInt8>) -> Head? {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = bytes.startIndex
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if bytes[i] == 13, i + 1 < bytes.endIndex, bytes[i + 1] == 10 {
+                lines.append(bytes[start..<i])
+                i += 2
+                start = i
+            } else {
+                i += 1
+            }
+        }
+        lines.append(bytes[start..<bytes.endIndex])
+        let parts = lines[0].split(separator: 32)
+        guard parts.count == 3 else { return nil }
+        var head = Head(method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self), headers: [], contentLength: 0)
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: 58) else { continue }
+            var valueStart = colon + 1
+            while valueStart < line.endIndex, line[valueStart] == 32 { valueStart += 1 }
+            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
+            let value = String(decoding: line[valueStart..<line.endIndex], as: UTF8.self)
+            if name.utf8.count == 14, name.lowercased() == "content-length" { head.contentLength = Int(value) ?? 0 }
+            head.headers.append((name, value))
+        }
+        return head
     }
 
     private static func reason(_ status: Int) -> String {
