@@ -18,14 +18,16 @@ package final class Forwarder: Sendable {
     private let spool: Spool
     private let logger: Logger
     private let traccar: TraccarProtocol
-    private let workers: [HTTPWorker]
+    private let engine: QueueConfined<DeliveryEngine>
+    private let waker: CurlMulti.Waker
     private let prober: HTTPWorker
     private let reader: QueueConfined<SpoolReader>
 
-    /// Positions read per device per round.
-    static let chunk = 256
-    /// Acknowledgements gathered before they are handed to the spool.
-    static let ackFlush = 64
+    /// Positions read per round, shared among its devices: few devices get long
+    /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
+    static let positionsPerRound = 8192
+    /// Devices per round: bounds the memory a round holds with thousands of devices.
+    static let devicesPerRound = 64
     /// While the link is down, probe at least this often (seconds), however long the backoff.
     package let probeIntervalSeconds: Double
 
@@ -34,7 +36,9 @@ package final class Forwarder: Sendable {
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.traccar = TraccarProtocol(settings: settings)
-        self.workers = try (0..<settings.concurrency).map { try HTTPWorker(label: "georelay.http.\(settings.name).\($0)") }
+        let engine = try DeliveryEngine(destination: settings.name, concurrency: settings.concurrency)
+        self.waker = engine.waker
+        self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)")
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.probeIntervalSeconds = settings.probeIntervalSeconds
@@ -52,13 +56,6 @@ package final class Forwarder: Sendable {
     }
 
     // MARK: - Buffered delivery
-
-    private struct DeviceResult: Sendable {
-        var deviceID: Int64
-        var ackedSeq: Int64?
-        var delivered = 0
-        var unavailable: DeliveryOutcome?
-    }
 
     private func runBuffered(wake: WakeSignal) async {
         var acked: [Int64: Int64] = [:]
@@ -91,7 +88,7 @@ package final class Forwarder: Sendable {
                 continue
             }
 
-            let results = await deliverRound(ready)
+            let results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered)
             var failure: DeliveryOutcome?
             var delivered = 0
             for result in results {
@@ -113,85 +110,36 @@ package final class Forwarder: Sendable {
         }
     }
 
-    /// Delivers the next chunk of each ready device, `concurrency` devices at a time.
-    private func deliverRound(_ devices: [DeviceCursor]) async -> [DeviceResult] {
-        let stop = StopFlag()
-        return await withTaskGroup(of: (Int, DeviceResult).self) { group in
-            var results: [DeviceResult] = []
-            var next = 0
-            func start(_ index: Int) {
-                let device = devices[next]
-                let worker = workers[index]
-                next += 1
-                group.addTask { (index, await self.deliver(device, via: worker, stop: stop)) }
+    /// Reads each device's next chunk and sends them in one engine round.
+    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode) async -> [DeviceResult] {
+        let batches: [DeviceBatch]
+        let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
+        do {
+            batches = try await reader.run { reader in
+                try devices.map { cursor in
+                    DeviceBatch(cursor: cursor, positions: try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk))
+                }
             }
-            for index in workers.indices where next < devices.count { start(index) }
-            // A finished device frees its worker (its connection) for the next device.
-            while let (index, result) = await group.next() {
-                results.append(result)
-                if result.unavailable != nil { stop.set() }
-                if next < devices.count, !stop.isSet { start(index) }
-            }
-            return results
+        } catch {
+            logger.error("cannot read positions: \(error)")
+            return []
         }
+        return await send(batches, mode: mode)
     }
 
-    private func deliver(_ cursor: DeviceCursor, via worker: HTTPWorker, stop: StopFlag) async -> DeviceResult {
-        var result = DeviceResult(deviceID: cursor.deviceID)
-        let positions: [StoredPosition]
-        do {
-            let (id, device, after) = (cursor.deviceID, cursor.device, cursor.ackedSeq)
-            positions = try await reader.run { try $0.positions(deviceID: id, device: device, after: after, limit: Self.chunk) }
-        } catch {
-            logger.error("cannot read positions of \(cursor.device): \(error)")
-            return result
-        }
-        var update = DeliveryUpdate(destination: settings.name)
-        defer { spool.record(update) }
-        let wasParked = cursor.parkedUntilMs != nil
-        for stored in positions {
-            if stop.isSet || Task.isCancelled { break }
-            let request = traccar.request(for: stored.position)
-            var response = await worker.perform(request)
-            var outcome = traccar.outcome(of: response)
-            if case .rejected = outcome, case .failure = response {
-                // A connection closed with no answer may also be a dying link: ask once more before quarantining.
-                response = await worker.perform(request)
-                outcome = traccar.outcome(of: response)
-            }
-            if case .success(let http) = response { update.wireBytes += http.wireBytes }
-            switch outcome {
-            case .delivered:
-                update.acknowledged.append((stored.deviceID, stored.seq))
-                update.sent += 1
-                result.ackedSeq = stored.seq
-                result.delivered += 1
-                if wasParked, result.delivered == 1 {
-                    update.parked.append((stored.deviceID, nil, nil))
-                    logger.notice("device \(cursor.device) is known to the server again")
+    private func send(_ batches: [DeviceBatch], mode: DeliveryEngine.Mode) async -> [DeviceResult] {
+        let stop = StopFlag()
+        let (traccar, parkSeconds, logger, spool, waker) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.waker)
+        return await withTaskCancellationHandler {
+            await engine.run { engine in
+                engine.deliver(batches, mode: mode, traccar: traccar, parkSeconds: parkSeconds, stop: stop, logger: logger) { update in
+                    spool.record(update)
                 }
-            case .rejected(let reason):
-                logger.warning("quarantined position \(stored.seq) of \(cursor.device): \(reason)")
-                update.quarantined.append((stored.deviceID, stored.seq, reason))
-                result.ackedSeq = stored.seq
-            case .unknownDevice(let reason):
-                let until = WallClock.nowMs() + Int64(settings.parkSeconds * 1000)
-                logger.warning("parked device \(cursor.device) for \(Int(settings.parkSeconds)) s: \(reason)")
-                update.parked.append((stored.deviceID, until, reason))
-                return result
-            case .unavailable:
-                result.unavailable = outcome
-                return result
             }
-            if update.acknowledged.count >= Self.ackFlush {
-                spool.record(update)
-                update = DeliveryUpdate(destination: settings.name)
-            }
+        } onCancel: {
+            stop.set()
+            waker.wake()
         }
-        if result.delivered > 0 {
-            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
-        }
-        return result
     }
 
     // MARK: - Backoff and probing
@@ -268,17 +216,20 @@ package final class Forwarder: Sendable {
             let from = after
             guard let batch = try? await reader.run({ try $0.positions(after: from, limit: 10_000) }), let last = batch.last else { continue }
             after = last.seq
-            var update = DeliveryUpdate(destination: settings.name)
-            var dropped = 0
+            // Per device, in order, as a round of the engine.
+            var byDevice: [Int64: DeviceBatch] = [:]
+            var order: [Int64] = []
             for stored in batch {
-                let response = await workers[0].perform(traccar.request(for: stored.position))
-                if case .success(let http) = response { update.wireBytes += http.wireBytes }
-                if case .delivered = traccar.outcome(of: response) {
-                    update.sent += 1
-                } else {
-                    dropped += 1
+                if byDevice[stored.deviceID] == nil {
+                    order.append(stored.deviceID)
+                    byDevice[stored.deviceID] = DeviceBatch(cursor: DeviceCursor(deviceID: stored.deviceID, device: stored.position.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil), positions: [])
                 }
+                byDevice[stored.deviceID]?.positions.append(stored)
             }
+            let results = await send(order.map { byDevice[$0]! }, mode: .realTime)
+            let delivered = results.reduce(0) { $0 + $1.delivered }
+            let dropped = batch.count - delivered
+            var update = DeliveryUpdate(destination: settings.name)
             if dropped > 0 {
                 logger.warning("real-time destination dropped \(dropped) of \(batch.count) positions (buffer is off)")
                 update.state = .init(state: .backoff, lastError: "dropped \(dropped) positions")
@@ -290,7 +241,7 @@ package final class Forwarder: Sendable {
     }
 }
 
-/// Tells a round's other devices to stop once the destination proved unavailable.
+/// Tells a running round to stop (shutdown).
 final class StopFlag: Sendable {
     private let flag = Atomic<Bool>(false)
     func set() { flag.store(true, ordering: .relaxed) }

@@ -35,6 +35,14 @@ package struct DeviceCursor: Sendable, Equatable {
     package var ackedSeq: Int64
     package var lastSeq: Int64
     package var parkedUntilMs: Int64?
+
+    package init(deviceID: Int64, device: String, ackedSeq: Int64, lastSeq: Int64, parkedUntilMs: Int64?) {
+        self.deviceID = deviceID
+        self.device = device
+        self.ackedSeq = ackedSeq
+        self.lastSeq = lastSeq
+        self.parkedUntilMs = parkedUntilMs
+    }
 }
 
 /// A destination's connection state, as status shows it.

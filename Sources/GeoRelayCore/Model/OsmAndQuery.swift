@@ -119,19 +119,24 @@ package enum OsmAndQuery {
         add("batt", p.battery)
         if p.charging == true { add("charge", "true") }
         if let alarm = p.alarm { add("alarm", alarm) }
-        let reserved: Set<String> = ["id", "deviceid", "timestamp", "lat", "lon", "location", "speed", "bearing", "heading",
-                                     "altitude", "accuracy", "batt", "charge", "alarm"]
-        for attribute in p.attributes + extra where !reserved.contains(attribute.key) {
+        for attribute in p.attributes + extra where !reservedKeys.contains(attribute.key) {
             add(attribute.key, attribute.value.text)
         }
         return out
     }
+
+    /// Keys the encoder writes itself; an attribute of the same name would make the position ambiguous.
+    private static let reservedKeys: Set<String> = [
+        "id", "deviceid", "timestamp", "lat", "lon", "location", "speed", "bearing", "heading",
+        "altitude", "accuracy", "batt", "charge", "alarm",
+    ]
 
     private static func isUnreserved(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) || c == 0x2D || c == 0x2E || c == 0x5F || c == 0x7E
     }
 
     package static func percentEncode(_ s: String) -> String {
+        if s.utf8.allSatisfy(isUnreserved) { return s }
         var out = [UInt8]()
         out.reserveCapacity(s.utf8.count)
         let hex = Array("0123456789ABCDEF".utf8)

@@ -31,18 +31,30 @@ package struct HTTPResponse: Sendable {
     /// Bytes sent and received at the HTTP level (headers and bodies), for the uplink budget.
     package var wireBytes: Int
 
+    /// The last value of a header; names compare ASCII case-insensitively (no Foundation on the hot path).
     package func header(_ name: String) -> String? {
-        headers.last { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+        headers.last { Self.sameName($0.0, name) }?.1
+    }
+
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { $0 | 0x20 == $1 | 0x20 }
     }
 }
 
-/// Owns one curl easy handle. Reusing it keeps the connection alive between
+/// Owns one curl easy handle. Reusing it keeps its connection alive between
 /// requests, which is how one connection carries many positions.
 ///
-/// Not `Sendable`: confine it to one queue (`QueueConfined`).
+/// Options that never change are set once; each request sets only its own.
+/// Not `Sendable`: confine it to one thread (`QueueConfined`, or a `CurlMulti` loop).
 package final class CurlEasy {
-    private let handle: UnsafeMutableRawPointer
+    let handle: UnsafeMutableRawPointer
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    private let sink = Sink()
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var headerListFor: [(String, String)]?
+    private var currentURL: String?
+    /// The request being transferred: curl reads its body in place, so it must live until the end.
+    private var body: [UInt8] = []
 
     private static let globalInit: Bool = {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
@@ -55,10 +67,12 @@ package final class CurlEasy {
         }
         self.handle = handle
         errorBuffer.initialize(to: 0)
+        try setConstantOptions()
     }
 
     deinit {
         curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
         errorBuffer.deallocate()
     }
 
@@ -66,104 +80,131 @@ package final class CurlEasy {
     private final class Sink {
         var body: [UInt8] = []
         var headers: [(String, String)] = []
-        var maxBody = 1 << 20
+        let maxBody = 1 << 20
+    }
+
+    private func setConstantOptions() throws(CurlError) {
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
+        try check(georelay_curl_setopt_string(handle, CURLOPT_USERAGENT, "georelay"))
+        let opaque = Unmanaged.passUnretained(sink).toOpaque()
+        try check(georelay_curl_setopt_write_function(handle) { data, size, count, user in
+            let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+            let n = size * count
+            if sink.body.count + n > sink.maxBody { return 0 }
+            if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n)) }
+            return n
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, opaque))
+        try check(georelay_curl_setopt_header_function(handle) { data, size, count, user in
+            let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+            let n = size * count
+            guard let data else { return n }
+            let bytes = UnsafeRawBufferPointer(start: data, count: n)
+            if bytes.starts(with: "HTTP/".utf8) {
+                sink.headers.removeAll()
+            } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+                let name = String(decoding: bytes[..<colon], as: UTF8.self)
+                var value = bytes[(colon + 1)...]
+                while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+                while let last = value.last, last == 10 || last == 13 || last == 32 { value = value.dropLast() }
+                sink.headers.append((name, String(decoding: value, as: UTF8.self)))
+            }
+            return n
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, opaque))
+    }
+
+    /// Sets up `request` without running it (for `perform` or a `CurlMulti`).
+    func configure(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) {
+        errorBuffer.pointee = 0
+        sink.body.removeAll(keepingCapacity: true)
+        sink.headers.removeAll(keepingCapacity: true)
+        body = request.body
+        if currentURL != request.url {
+            try check(georelay_curl_setopt_string(handle, CURLOPT_URL, request.url))
+            currentURL = request.url
+        }
+        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 0))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 0))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
+        if headerListFor.map({ !$0.elementsEqual(request.headers, by: ==) }) ?? true {
+            curl_slist_free_all(headerList)
+            headerList = nil
+            // No "Expect: 100-continue" (a round trip fewer on a slow link) and no
+            // "Accept: */*" (13 bytes per request that no server here needs).
+            for header in request.headers + [("Expect", ""), ("Accept", "")] {
+                headerList = curl_slist_append(headerList, "\(header.0): \(header.1)")
+            }
+            headerListFor = request.headers
+            try check(georelay_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+        }
+        switch request.method {
+        case "POST":
+            try check(georelay_curl_setopt_long(handle, CURLOPT_POST, 1))
+            try check(body.withUnsafeBytes { raw in
+                georelay_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+            })
+            try check(georelay_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
+        case "GET":
+            try check(georelay_curl_setopt_long(handle, CURLOPT_HTTPGET, 1))
+        default:
+            try check(georelay_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
+        }
+        if let abort {
+            try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+            try check(georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
+                Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
+            })
+            try check(georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
+        } else {
+            try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 1))
+        }
+    }
+
+    /// The outcome of the transfer that just ended with `code`.
+    func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
+        do throws(CurlError) {
+            try check(code, errorBuffer)
+        } catch {
+            return .failure(error)
+        }
+        var status = 0
+        _ = georelay_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: sink.headers, body: sink.body, wireBytes: wireBytes()))
     }
 
     /// Performs one request, blocking the calling thread. Setting `abort`
     /// from another thread ends it within about a second (shutdown).
     package func perform(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) -> HTTPResponse {
-        curl_easy_reset(handle)
-        errorBuffer.pointee = 0
-        let sink = Sink()
-        let unmanaged = Unmanaged.passRetained(sink)
-        defer { unmanaged.release() }
-        var list: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(list) }
-        // Disable curl's "Expect: 100-continue": one round trip fewer on a slow link.
-        for header in request.headers + [("Expect", "")] {
-            list = curl_slist_append(list, "\(header.0): \(header.1)")
-        }
-        let result: Result<HTTPResponse, CurlError> = request.body.withUnsafeBufferPointer { body in
-            do throws(CurlError) {
-                try check(georelay_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
-                try check(georelay_curl_setopt_string(handle, CURLOPT_URL, request.url))
-                try check(georelay_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
-                try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
-                try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
-                try check(georelay_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
-                try check(georelay_curl_setopt_string(handle, CURLOPT_USERAGENT, "georelay"))
-                try check(georelay_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list))
-                if request.method == "POST" {
-                    try check(georelay_curl_setopt_long(handle, CURLOPT_POST, 1))
-                    try check(georelay_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: body.baseAddress ?? UnsafePointer(bitPattern: 1)!)))
-                    try check(georelay_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
-                } else if request.method != "GET" {
-                    try check(georelay_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
-                }
-                try check(georelay_curl_setopt_write_function(handle) { data, size, count, user in
-                    let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-                    let n = size * count
-                    if sink.body.count + n > sink.maxBody { return 0 }
-                    if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n)) }
-                    return n
-                })
-                try check(georelay_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, unmanaged.toOpaque()))
-                try check(georelay_curl_setopt_header_function(handle) { data, size, count, user in
-                    let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-                    let n = size * count
-                    if let data {
-                        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
-                        if line.hasPrefix("HTTP/") {
-                            sink.headers.removeAll()
-                        } else if let colon = line.firstIndex(of: ":") {
-                            sink.headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)))
-                        }
-                    }
-                    return n
-                })
-                try check(georelay_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, unmanaged.toOpaque()))
-                if let abort {
-                    try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-                    try check(georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
-                        Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
-                    })
-                    try check(georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
-                }
-                try withExtendedLifetime(abort) { () throws(CurlError) in
-                    try check(curl_easy_perform(handle), errorBuffer)
-                }
-                var status = 0
-                _ = georelay_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-                return .success(HTTPResponse(status: status, headers: sink.headers, body: sink.body, wireBytes: wireBytes()))
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try result.get()
+        try configure(request, abort: abort)
+        let code = withExtendedLifetime(abort) { curl_easy_perform(handle) }
+        return try result(code).get()
     }
 
     /// Opens a TCP (and TLS) connection to the URL's host and nothing more:
     /// the cheapest proof that the uplink and the server are back.
     package func connectOnly(url: String, timeoutSeconds: Double) throws(CurlError) {
-        curl_easy_reset(handle)
         errorBuffer.pointee = 0
-        try check(georelay_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
         try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        currentURL = url
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 1))
         try check(georelay_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 1))
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeoutSeconds * 1000)))
         try check(curl_easy_perform(handle), errorBuffer)
     }
 
     private func wireBytes() -> Int {
         var requestSize = 0, headerSize = 0
-        var uploaded: curl_off_t = 0, downloaded: curl_off_t = 0
+        var downloaded: curl_off_t = 0
         _ = georelay_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize)
         _ = georelay_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &headerSize)
-        _ = georelay_curl_getinfo_off(handle, CURLINFO_SIZE_UPLOAD_T, &uploaded)
         _ = georelay_curl_getinfo_off(handle, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
-        return requestSize + headerSize + Int(uploaded) + Int(downloaded)
+        // REQUEST_SIZE already holds the request line, headers and the POST body sent with them.
+        return requestSize + headerSize + Int(downloaded)
     }
 }
 

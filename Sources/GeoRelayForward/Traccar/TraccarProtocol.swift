@@ -59,7 +59,8 @@ package struct TraccarProtocol: Sendable {
     }
 
     static func looksLikeHTML(_ response: HTTPResponse) -> Bool {
-        if let type = response.header("Content-Type"), type.lowercased().contains("html") { return true }
+        if let type = response.header("Content-Type"), type.utf8.count >= 4,
+           type.lowercased().contains("html") { return true }
         let head = response.body.prefix(64).drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         return head.first == UInt8(ascii: "<")
     }

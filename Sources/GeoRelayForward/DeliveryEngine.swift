@@ -1,0 +1,193 @@
+import CCurl
+import GeoRelayCore
+import GeoRelaySpool
+
+/// One device's positions for one round.
+struct DeviceBatch: Sendable {
+    var cursor: DeviceCursor
+    var positions: [StoredPosition]
+}
+
+/// What a round did for one device.
+struct DeviceResult: Sendable {
+    var deviceID: Int64
+    /// The highest seq acknowledged or quarantined (the cursor may move past it).
+    var ackedSeq: Int64?
+    var delivered = 0
+    var attempted = 0
+    /// Set when the destination proved unavailable while this device was sending.
+    var unavailable: DeliveryOutcome?
+}
+
+/// Sends rounds of positions over one curl multi handle, on one thread.
+///
+/// Each device has at most one request in flight (its order is strict); up to
+/// `concurrency` devices are in flight at once, each on its own kept-alive
+/// connection. A finished request starts the device's next one at once, on
+/// this thread, with no hop through the task scheduler per position: that is
+/// what lets one relay keep a local server busy. Acknowledgements are handed
+/// to `progress` every `ackFlush` positions (and at the end of the round), so a crash mid-round resends
+/// little.
+final class DeliveryEngine {
+    enum Mode {
+        /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
+        case buffered
+        /// Try each position once and go on whatever happens (`buffer: false`).
+        case realTime
+    }
+
+    private let multi: CurlMulti
+    private let easies: [CurlEasy]
+    private let destination: String
+    static let ackFlush = 128
+
+    init(destination: String, concurrency: Int) throws(CurlError) {
+        self.destination = destination
+        multi = try CurlMulti()
+        var easies: [CurlEasy] = []
+        for _ in 0..<concurrency { easies.append(try CurlEasy()) }
+        self.easies = easies
+    }
+
+    /// Wakes a running round so it sees its stop flag; may be used from any thread.
+    var waker: CurlMulti.Waker { multi.waker }
+
+    private struct Slot {
+        var batch: Int
+        var index: Int
+        var retried: Bool
+    }
+
+    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
+    func deliver(
+        _ batches: [DeviceBatch], mode: Mode, traccar: TraccarProtocol, parkSeconds: Double,
+        stop: StopFlag, logger: Logger, progress: (DeliveryUpdate) -> Void
+    ) -> [DeviceResult] {
+        var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
+        var slots: [Slot?] = Array(repeating: nil, count: easies.count)
+        var nextBatch = 0
+        var halted = false
+        var update = DeliveryUpdate(destination: destination)
+
+        func flush(force: Bool) {
+            if force || update.acknowledged.count + update.quarantined.count >= Self.ackFlush {
+                progress(update)
+                update = DeliveryUpdate(destination: destination)
+            }
+        }
+
+        func start(_ slot: Int, _ assignment: Slot) -> Bool {
+            let stored = batches[assignment.batch].positions[assignment.index]
+            do throws(CurlError) {
+                try easies[slot].configure(traccar.request(for: stored.position))
+                try multi.add(easies[slot])
+                slots[slot] = assignment
+                results[assignment.batch].attempted += 1
+                return true
+            } catch {
+                logger.error("cannot start a request: \(error)")
+                slots[slot] = nil
+                return false
+            }
+        }
+
+        /// Gives a free slot the next device that has positions, unless the round is halted.
+        func assignNextDevice(_ slot: Int) {
+            while !halted, nextBatch < batches.count {
+                let batch = nextBatch
+                nextBatch += 1
+                if batches[batch].positions.isEmpty { continue }
+                if start(slot, Slot(batch: batch, index: 0, retried: false)) { return }
+            }
+            slots[slot] = nil
+        }
+
+        func advance(_ slot: Int, _ assignment: Slot) {
+            let next = assignment.index + 1
+            if !halted, next < batches[assignment.batch].positions.count, !stop.isSet {
+                if start(slot, Slot(batch: assignment.batch, index: next, retried: false)) { return }
+            }
+            assignNextDevice(slot)
+        }
+
+        for slot in easies.indices { assignNextDevice(slot) }
+
+        while slots.contains(where: { $0 != nil }) {
+            if stop.isSet {
+                // Shutdown: abandon what is in flight; the spool still has it.
+                for slot in easies.indices where slots[slot] != nil {
+                    multi.remove(easies[slot])
+                    slots[slot] = nil
+                }
+                break
+            }
+            do throws(CurlError) {
+                try multi.perform()
+            } catch {
+                logger.error("curl multi failed: \(error)")
+                break
+            }
+            while let finished = multi.nextFinished() {
+                guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot] else { continue }
+                multi.remove(easies[slot])
+                let stored = batches[assignment.batch].positions[assignment.index]
+                let device = batches[assignment.batch].cursor.device
+                let response = easies[slot].result(finished.code)
+                if case .success(let http) = response { update.wireBytes += http.wireBytes }
+                let outcome = traccar.outcome(of: response)
+                if mode == .realTime {
+                    if case .delivered = outcome { update.sent += 1; results[assignment.batch].delivered += 1 }
+                    results[assignment.batch].ackedSeq = stored.seq
+                    advance(slot, assignment)
+                    continue
+                }
+                switch outcome {
+                case .delivered:
+                    update.acknowledged.append((stored.deviceID, stored.seq))
+                    update.sent += 1
+                    results[assignment.batch].ackedSeq = stored.seq
+                    results[assignment.batch].delivered += 1
+                    if results[assignment.batch].delivered == 1, batches[assignment.batch].cursor.parkedUntilMs != nil {
+                        update.parked.append((stored.deviceID, nil, nil))
+                        logger.notice("device \(device) is known to the server again")
+                    }
+                    advance(slot, assignment)
+                case .rejected(let reason):
+                    if !assignment.retried, case .failure = response {
+                        // A connection closed with no answer may also be a dying link: ask once more.
+                        if start(slot, Slot(batch: assignment.batch, index: assignment.index, retried: true)) { continue }
+                    }
+                    logger.warning("quarantined position \(stored.seq) of \(device): \(reason)")
+                    update.quarantined.append((stored.deviceID, stored.seq, reason))
+                    results[assignment.batch].ackedSeq = stored.seq
+                    advance(slot, assignment)
+                case .unknownDevice(let reason):
+                    logger.warning("parked device \(device) for \(Int(parkSeconds)) s: \(reason)")
+                    update.parked.append((stored.deviceID, WallClock.nowMs() + Int64(parkSeconds * 1000), reason))
+                    assignNextDevice(slot)
+                case .unavailable:
+                    results[assignment.batch].unavailable = outcome
+                    halted = true
+                    slots[slot] = nil
+                }
+                flush(force: false)
+            }
+            if slots.contains(where: { $0 != nil }) {
+                do throws(CurlError) {
+                    try multi.poll(timeoutMs: 1000)
+                } catch {
+                    logger.error("curl multi poll failed: \(error)")
+                    break
+                }
+            }
+        }
+        if results.contains(where: { $0.delivered > 0 }), mode == .buffered {
+            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+        }
+        flush(force: true)
+        return results
+    }
+}
+
+@available(*, unavailable)
+extension DeliveryEngine: Sendable {}
