@@ -28,7 +28,9 @@ test: deps
 	$(SWIFT) build --build-tests
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build --parallel --num-workers 2
 
+# The forward figure compares against wrk on the same server.
 bench: deps
+	@dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 	$(SWIFT) run -c release georelay-bench
 
 clean:
