@@ -26,7 +26,7 @@ run: build
 # Tests start the real georelay binary, so it is built first and handed to them.
 test: deps
 	$(SWIFT) build --build-tests
-	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build --parallel --num-workers 2
+	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build
 
 # The forward figure compares against wrk on the same server.
 bench: deps

@@ -1,5 +1,5 @@
 /// What one attempt to deliver one position (or batch) came to.
-package enum DeliveryOutcome: Sendable, Equatable {
+package enum DeliveryOutcome: Sendable, Equatable, CustomStringConvertible {
     /// The server has it.
     case delivered
     /// The server refused this payload for good: quarantine it and go on.
@@ -10,4 +10,14 @@ package enum DeliveryOutcome: Sendable, Equatable {
     /// `transport` is true when nothing reached the server (connect, DNS, timeout),
     /// so a cheap connectivity probe says when to try again.
     case unavailable(String, retryAfter: Double?, transport: Bool)
+
+    package var description: String {
+        switch self {
+        case .delivered: "delivered"
+        case .rejected(let reason): "refused: \(reason)"
+        case .unknownDevice(let reason): "unknown device: \(reason)"
+        case .unavailable(let reason, let retryAfter, _):
+            "unavailable: \(reason)" + (retryAfter.map { " (retry after \(Int($0)) s)" } ?? "")
+        }
+    }
 }

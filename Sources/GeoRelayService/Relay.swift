@@ -3,6 +3,7 @@ import GeoRelayCore
 import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
+import Synchronization
 
 /// The daemon: ingest, spool and one forwarder per destination, with a graceful lifecycle.
 ///
@@ -99,10 +100,25 @@ package struct Relay: Sendable {
         }
     }
 
+    /// Cancels the forwarders and waits for them, at most `grace`: requests in
+    /// flight are abandoned (the spool still has their positions), and a
+    /// forwarder stuck past that is left behind rather than holding up shutdown.
     private func stop(_ forwarders: Task<Void, Never>) async {
         forwarders.cancel()
-        await forwarders.value
+        let finished = OneShot()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            finished.arm(continuation)
+            Task { await forwarders.value; finished.fire() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace.components.seconds * 1000))) { finished.fire() }
+        }
     }
+}
+
+/// Resumes one continuation once, whichever of several events comes first.
+final class OneShot: Sendable {
+    private let state = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    func arm(_ continuation: CheckedContinuation<Void, Never>) { state.withLock { $0 = continuation } }
+    func fire() { state.withLock { continuation in continuation?.resume(); continuation = nil } }
 }
 
 /// A failure that ends the daemon, with a message for the operator.

@@ -188,7 +188,7 @@ func main() async -> Int32 {
                         print("\(result.destination): delivered")
                     } else {
                         ok = false
-                        print("\(result.destination): not delivered (\(result.outcome))")
+                        print("\(result.destination): not delivered, \(result.outcome)")
                     }
                 }
                 return ok ? 0 : 1

@@ -153,15 +153,20 @@ package final class CurlEasy {
         default:
             try check(georelay_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
         }
-        if let abort {
-            try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-            try check(georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
-                Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
-            })
-            try check(georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
-        } else {
+        try setAbort(abort)
+    }
+
+    /// Lets `abort` end the next transfer from another thread (curl's progress callback checks it).
+    private func setAbort(_ abort: AbortFlag?) throws(CurlError) {
+        guard let abort else {
             try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 1))
+            return
         }
+        try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+        try check(georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
+            Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
     }
 
     /// The outcome of the transfer that just ended with `code`.
@@ -186,15 +191,16 @@ package final class CurlEasy {
 
     /// Opens a TCP (and TLS) connection to the URL's host and nothing more:
     /// the cheapest proof that the uplink and the server are back.
-    package func connectOnly(url: String, timeoutSeconds: Double) throws(CurlError) {
+    package func connectOnly(url: String, timeoutSeconds: Double, abort: AbortFlag? = nil) throws(CurlError) {
         errorBuffer.pointee = 0
+        try setAbort(abort)
         try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
         currentURL = url
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 1))
         try check(georelay_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 1))
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeoutSeconds * 1000)))
-        try check(curl_easy_perform(handle), errorBuffer)
+        let code = withExtendedLifetime(abort) { curl_easy_perform(handle) }
+        try check(code, errorBuffer)
     }
 
     private func wireBytes() -> Int {

@@ -27,15 +27,20 @@ package final class HTTPWorker: Sendable {
         }
     }
 
-    /// A TCP connect to the URL's host: is the uplink back?
+    /// A TCP connect to the URL's host: is the uplink back? Cancelling abandons it.
     package func connect(url: String, timeoutSeconds: Double) async -> Result<Void, CurlError> {
-        await easy.run { easy -> Result<Void, CurlError> in
-            do throws(CurlError) {
-                try easy.connectOnly(url: url, timeoutSeconds: timeoutSeconds)
-                return .success(())
-            } catch {
-                return .failure(error)
+        let abort = AbortFlag()
+        return await withTaskCancellationHandler {
+            await easy.run { easy -> Result<Void, CurlError> in
+                do throws(CurlError) {
+                    try easy.connectOnly(url: url, timeoutSeconds: timeoutSeconds, abort: abort)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
             }
+        } onCancel: {
+            abort.set()
         }
     }
 }

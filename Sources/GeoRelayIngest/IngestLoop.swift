@@ -1,0 +1,358 @@
+import CLinux
+import Foundation
+import Glibc
+import GeoRelayCore
+import GeoRelaySpool
+import Synchronization
+
+/// The event loop's state; lives on the ingest thread except for the inbox and stop flag.
+final class IngestLoop: @unchecked Sendable {
+    let settings: IngestServer.Settings
+    let epoll: Epoll
+    private let listenFD: Int32
+    private let spool: Spool
+    private let logger: Logger
+    private let decoder: LineDecoder
+    private let inbox = Mutex<[IngestServer.Completion]>([])
+    private let stopDeadline = Mutex<Int64?>(nil)
+
+    // Loop-thread state.
+    private var connections: [UInt64: IngestConnection] = [:]
+    private var nextID: UInt64 = 1
+    private var batch: [Position] = []
+    private var batchTokens: [IngestServer.Token] = []
+    private var rejected: [String: Int64] = [:]
+    private var listening = true
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private var rejectLog = RateLimiter(perWindow: 20, windowMs: 10_000)
+    private var inFlight = 0
+
+    /// A connection with this many replies pending or bytes unsent is paused.
+    static let maxUnresolved = 8192
+    static let maxOutput = 1 << 20
+    private static let listenToken: UInt64 = 0
+
+    init(settings: IngestServer.Settings, listenFD: Int32, spool: Spool, logger: Logger) throws(SystemError) {
+        self.settings = settings
+        self.listenFD = listenFD
+        self.spool = spool
+        self.logger = logger
+        self.decoder = LineDecoder(maxFutureSeconds: settings.maxFutureSeconds)
+        self.epoll = try Epoll()
+        try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
+    }
+
+    func requestStop(graceMs: Int64) {
+        stopDeadline.withLock { $0 = WallClock.nowMs() + graceMs }
+    }
+
+    func run() {
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        logger.info("listening on \(settings.socketPath)")
+        while true {
+            let deadline = stopDeadline.withLock { $0 }
+            if let deadline {
+                if listening { stopListening() }
+                if inFlight == 0 || WallClock.nowMs() >= deadline { break }
+            }
+            let timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.nowMs())) } ?? -1
+            let count = epoll.wait(into: &events, timeoutMs: timeout)
+            let nowMs = WallClock.nowMs()
+            for index in 0..<count {
+                let event = events[index]
+                let token = event.data.u64
+                if token == Epoll.wakeToken {
+                    epoll.drainWake()
+                } else if token == Self.listenToken {
+                    acceptAll()
+                } else if let connection = connections[token] {
+                    handle(connection, events: event.events, nowMs: nowMs)
+                }
+            }
+            submitBatch()
+            applyCompletions()
+        }
+        for connection in connections.values {
+            _ = connection.flush()
+            closeConnection(connection)
+        }
+        flushRejectedCounters()
+        logger.info("ingest stopped")
+    }
+
+    // MARK: - Accepting
+
+    private func acceptAll() {
+        while listening {
+            let fd = georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd < 0 {
+                if errno == EINTR { continue }
+                if errno != EAGAIN, errno != EWOULDBLOCK { logger.warning("accept failed: \(String(cString: strerror(errno)))") }
+                return
+            }
+            if connections.count >= settings.maxConnections {
+                logger.warning("refused a collector: \(settings.maxConnections) connections already open (ingest.maxConnections)")
+                close(fd)
+                continue
+            }
+            let connection = IngestConnection(id: nextID, fd: fd)
+            nextID += 1
+            do {
+                try epoll.add(fd, token: connection.id, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+                connections[connection.id] = connection
+            } catch {
+                logger.warning("cannot watch a new connection: \(error)")
+                close(fd)
+            }
+        }
+    }
+
+    private func stopListening() {
+        listening = false
+        epoll.remove(listenFD)
+        close(listenFD)
+        unlink(settings.socketPath)
+        // Read nothing more; answer what was read.
+        for connection in connections.values {
+            connection.inputClosed = true
+            updateInterest(connection)
+        }
+    }
+
+    // MARK: - Reading
+
+    private func handle(_ connection: IngestConnection, events: UInt32, nowMs: Int64) {
+        if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0, events & EPOLLIN.rawValue == 0 {
+            closeConnection(connection)
+            return
+        }
+        if events & EPOLLOUT.rawValue != 0 {
+            if !connection.flush() {
+                closeConnection(connection)
+                return
+            }
+        }
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0, !connection.readPaused, !connection.inputClosed {
+            read(connection, nowMs: nowMs)
+        }
+        finishIfDone(connection)
+    }
+
+    private func read(_ connection: IngestConnection, nowMs: Int64) {
+        let n = readBuffer.withUnsafeMutableBytes { raw in
+            recv(connection.fd, raw.baseAddress, raw.count, 0)
+        }
+        if n > 0 {
+            readBuffer.withUnsafeBufferPointer { buffer in
+                consume(UnsafeBufferPointer(rebasing: buffer[0..<n]), connection: connection, nowMs: nowMs)
+            }
+        } else if n == 0 {
+            // The collector is done sending; a last line without a newline still counts.
+            if !connection.input.isEmpty, !connection.discarding {
+                let line = connection.input
+                connection.input.removeAll()
+                line.withUnsafeBufferPointer { processLine($0, connection: connection, nowMs: nowMs) }
+            }
+            connection.inputClosed = true
+            updateInterest(connection)
+        } else if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
+            closeConnection(connection)
+        }
+    }
+
+    /// Splits bytes into lines, carrying a partial line over to the next read.
+    private func consume(_ bytes: UnsafeBufferPointer<UInt8>, connection: IngestConnection, nowMs: Int64) {
+        var start = 0
+        let max = settings.maxLineBytes
+        while start < bytes.count {
+            guard let newline = firstNewline(bytes, from: start) else {
+                let rest = UnsafeBufferPointer(rebasing: bytes[start...])
+                if connection.discarding { return }
+                if connection.input.count + rest.count > max + 1 {
+                    // Longer than any allowed line: answer now, skip to its newline.
+                    connection.input.removeAll()
+                    connection.discarding = true
+                    reject(.tooLong("line longer than \(max) bytes (ingest.maxLineBytes)"), connection: connection)
+                } else {
+                    connection.input.append(contentsOf: rest)
+                }
+                return
+            }
+            let piece = UnsafeBufferPointer(rebasing: bytes[start..<newline])
+            start = newline + 1
+            if connection.discarding {
+                connection.discarding = false
+                continue
+            }
+            if connection.input.isEmpty {
+                processLine(piece, connection: connection, nowMs: nowMs)
+            } else {
+                connection.input.append(contentsOf: piece)
+                let line = connection.input
+                connection.input.removeAll(keepingCapacity: true)
+                line.withUnsafeBufferPointer { processLine($0, connection: connection, nowMs: nowMs) }
+            }
+        }
+    }
+
+    private func firstNewline(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        guard start < bytes.count, let base = bytes.baseAddress else { return nil }
+        guard let found = memchr(base + start, 0x0A, bytes.count - start) else { return nil }
+        return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+    }
+
+    private func processLine(_ raw: UnsafeBufferPointer<UInt8>, connection: IngestConnection, nowMs: Int64) {
+        var line = raw
+        if let last = line.last, last == 0x0D { line = UnsafeBufferPointer(rebasing: line[0..<(line.count - 1)]) }
+        if line.count > settings.maxLineBytes {
+            reject(.tooLong("line of \(line.count) bytes is longer than \(settings.maxLineBytes) (ingest.maxLineBytes)"), connection: connection)
+            return
+        }
+        do {
+            switch try decoder.decode(line, defaultDevice: connection.device, nowMs: nowMs) {
+            case .position(let position):
+                let slot = connection.acks ? connection.addSlot(nil) : nil
+                batch.append(position)
+                batchTokens.append(IngestServer.Token(connection: connection.id, slot: slot))
+                inFlight += 1
+            case .hello(let device, let ack):
+                if let device { connection.device = device }
+                if let ack { connection.acks = ack }
+                if connection.acks { _ = connection.addSlot("skip hello") }
+            case .skip(let reason):
+                if connection.acks { _ = connection.addSlot("skip \(reason)") }
+            }
+        } catch {
+            reject(error, connection: connection, line: line)
+        }
+    }
+
+    private func reject(_ error: IngestError, connection: IngestConnection, line: UnsafeBufferPointer<UInt8>? = nil) {
+        rejected["ingest.rejected.\(error.code)", default: 0] += 1
+        if connection.acks {
+            _ = connection.addSlot("err \(error.code) \(error.message)")
+        } else if rejectLog.allow(nowMs: WallClock.nowMs()) {
+            let excerpt = line.map { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(80)), as: UTF8.self) } ?? ""
+            logger.warning("rejected line (\(error.code)): \(error.message)\(excerpt.isEmpty ? "" : " in \"\(excerpt)\"")")
+        }
+    }
+
+    // MARK: - Spool hand-off
+
+    private func submitBatch() {
+        flushRejectedCounters()
+        for connection in connections.values { deliverReplies(connection) }
+        guard !batch.isEmpty else { return }
+        let tokens = batchTokens
+        let wakeFD = epoll.wakeFD
+        spool.append(batch) { [self] results in
+            inbox.withLock { $0.append(IngestServer.Completion(tokens: tokens, results: results)) }
+            Epoll.wake(wakeFD)
+        }
+        batch.removeAll(keepingCapacity: true)
+        batchTokens.removeAll(keepingCapacity: true)
+    }
+
+    private func flushRejectedCounters() {
+        if !rejected.isEmpty {
+            spool.add(counters: rejected)
+            rejected.removeAll()
+        }
+    }
+
+    private func applyCompletions() {
+        let completions = inbox.withLock { inbox in
+            defer { inbox.removeAll() }
+            return inbox
+        }
+        guard !completions.isEmpty else { return }
+        var touched: [UInt64: IngestConnection] = [:]
+        var failures: [String: Int64] = [:]
+        for completion in completions {
+            inFlight -= completion.tokens.count
+            for (token, result) in zip(completion.tokens, completion.results) {
+                let reply: String
+                switch result {
+                case .stored(let seq), .duplicate(let seq), .conflict(let seq):
+                    reply = "ok \(seq)"
+                case .failed(let error):
+                    failures["ingest.rejected.\(error.code)", default: 0] += 1
+                    reply = "err \(error.code) \(error.message)"
+                }
+                guard let slot = token.slot, let connection = connections[token.connection] else { continue }
+                connection.resolve(slot, reply)
+                touched[connection.id] = connection
+            }
+        }
+        if !failures.isEmpty { spool.add(counters: failures) }
+        for connection in touched.values {
+            deliverReplies(connection)
+            finishIfDone(connection)
+        }
+    }
+
+    // MARK: - Writing and flow control
+
+    private func deliverReplies(_ connection: IngestConnection) {
+        connection.collectReplies()
+        if connection.pendingOutput > 0, !connection.flush() {
+            closeConnection(connection)
+            return
+        }
+        updateInterest(connection)
+    }
+
+    /// Pauses reading from a collector that is far ahead of its replies, and
+    /// asks for writability while replies wait for socket space.
+    private func updateInterest(_ connection: IngestConnection) {
+        guard connections[connection.id] != nil else { return }
+        let pause = connection.unresolved >= Self.maxUnresolved || connection.pendingOutput >= Self.maxOutput
+        let wantsWrite = connection.pendingOutput > 0
+        guard pause != connection.readPaused || wantsWrite != connection.wantsWrite else { return }
+        connection.readPaused = pause
+        connection.wantsWrite = wantsWrite
+        var events: UInt32 = 0
+        if !pause, !connection.inputClosed { events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
+        if wantsWrite { events |= EPOLLOUT.rawValue }
+        try? epoll.modify(connection.fd, token: connection.id, events: events)
+    }
+
+    private func finishIfDone(_ connection: IngestConnection) {
+        guard connections[connection.id] != nil else { return }
+        if connection.inputClosed {
+            // Make sure a closed input stops level-triggered read events.
+            connection.readPaused = !connection.readPaused
+            updateInterest(connection)
+        }
+        if connection.finished { closeConnection(connection) }
+    }
+
+    private func closeConnection(_ connection: IngestConnection) {
+        guard connections.removeValue(forKey: connection.id) != nil else { return }
+        epoll.remove(connection.fd)
+        close(connection.fd)
+    }
+}
+
+/// Lets a bounded number of events through per time window.
+struct RateLimiter {
+    let perWindow: Int
+    let windowMs: Int64
+    private var windowStart: Int64 = 0
+    private var count = 0
+
+    init(perWindow: Int, windowMs: Int64) {
+        self.perWindow = perWindow
+        self.windowMs = windowMs
+    }
+
+    mutating func allow(nowMs: Int64) -> Bool {
+        if nowMs - windowStart >= windowMs {
+            windowStart = nowMs
+            count = 0
+        }
+        count += 1
+        return count <= perWindow
+    }
+}
+

@@ -1,0 +1,70 @@
+import GeoRelayCore
+
+/// Applying a destination's progress: cursors, quarantine, parked devices, counters and state.
+extension SpoolWriter {
+    func apply(_ update: DeliveryUpdate, db: SQLiteDatabase) throws {
+        let ack = try db.statement("""
+            INSERT INTO cursors(destination, device_id, acked_seq) VALUES(?, ?, ?)
+            ON CONFLICT(destination, device_id) DO UPDATE SET acked_seq = max(acked_seq, excluded.acked_seq)
+            """)
+        for (deviceID, seq) in update.acknowledged {
+            ack.reset()
+            ack.bind(1, update.destination)
+            ack.bind(2, deviceID)
+            ack.bind(3, seq)
+            try ack.run()
+        }
+        if !update.quarantined.isEmpty {
+            let quarantine = try db.statement("INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
+            let now = WallClock.nowMs()
+            for (deviceID, seq, reason) in update.quarantined {
+                quarantine.reset()
+                quarantine.bind(1, update.destination)
+                quarantine.bind(2, seq)
+                quarantine.bind(3, now)
+                quarantine.bind(4, reason)
+                try quarantine.run()
+                ack.reset()
+                ack.bind(1, update.destination)
+                ack.bind(2, deviceID)
+                ack.bind(3, seq)
+                try ack.run()
+            }
+        }
+        if !update.parked.isEmpty {
+            let park = try db.statement("""
+                INSERT INTO cursors(destination, device_id, acked_seq, parked_until_ms, parked_reason)
+                VALUES(?1, ?2, coalesce((SELECT start_seq FROM destinations WHERE name = ?1), 0), ?3, ?4)
+                ON CONFLICT(destination, device_id) DO UPDATE SET parked_until_ms = excluded.parked_until_ms, parked_reason = excluded.parked_reason
+                """)
+            for (deviceID, until, reason) in update.parked {
+                park.reset()
+                park.bind(1, update.destination)
+                park.bind(2, deviceID)
+                park.bind(3, until)
+                park.bind(4, reason)
+                try park.run()
+            }
+        }
+        if update.sent != 0 || update.wireBytes != 0 || update.state != nil {
+            let state = try db.statement("""
+                UPDATE destinations SET sent = sent + ?2, wire_bytes = wire_bytes + ?3, updated_ms = ?4,
+                    state = coalesce(?5, state),
+                    last_error = CASE WHEN ?5 IS NULL THEN last_error ELSE ?6 END,
+                    next_attempt_ms = CASE WHEN ?5 IS NULL THEN next_attempt_ms ELSE ?7 END,
+                    last_success_ms = coalesce(?8, last_success_ms)
+                WHERE name = ?1
+                """)
+            state.bind(1, update.destination)
+            state.bind(2, update.sent)
+            state.bind(3, update.wireBytes)
+            state.bind(4, WallClock.nowMs())
+            state.bind(5, update.state?.state.rawValue)
+            state.bind(6, update.state?.lastError)
+            state.bind(7, update.state?.nextAttemptMs)
+            state.bind(8, update.state?.lastSuccessMs)
+            try state.run()
+        }
+    }
+
+}
