@@ -64,7 +64,7 @@ enum Schema {
 
     /// Brings the database to the current version.
     static func migrate(_ db: SQLiteDatabase) throws(SpoolError) {
-        do {
+        try SpoolError.wrapping {
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             if version > currentVersion {
                 throw SpoolError.incompatible("spool schema version \(version) is newer than this relay's \(currentVersion); use a newer georelay")
@@ -76,12 +76,6 @@ enum Schema {
                 }
                 try db.execute("PRAGMA user_version = \(currentVersion)")
             }
-        } catch let error as SpoolError {
-            throw error
-        } catch let error as SQLiteError {
-            throw SpoolError.storage(error)
-        } catch {
-            throw SpoolError.incompatible("\(error)")
         }
     }
 }

@@ -18,7 +18,7 @@ enum SpoolConnection {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd >= 0 { close(fd) }
         chmod(path, 0o600)
-        do {
+        return try SpoolError.wrapping {
             let db = try SQLiteDatabase(path: path)
             let mode = try db.pragma("journal_mode = WAL")
             guard mode?.lowercased() == "wal" else {
@@ -34,12 +34,6 @@ enum SpoolConnection {
             try Schema.migrate(db)
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
             return db
-        } catch let error as SpoolError {
-            throw error
-        } catch let error as SQLiteError {
-            throw .storage(error)
-        } catch {
-            throw .incompatible("\(error)")
         }
     }
 
@@ -48,19 +42,13 @@ enum SpoolConnection {
         guard FileManager.default.fileExists(atPath: path) else {
             throw .notFound("no spool at \(path)")
         }
-        do {
+        return try SpoolError.wrapping {
             let db = try SQLiteDatabase(path: path, readOnly: true)
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             guard version == Schema.currentVersion else {
                 throw SpoolError.incompatible("spool \(path) has schema version \(version), this relay reads \(Schema.currentVersion)")
             }
             return db
-        } catch let error as SpoolError {
-            throw error
-        } catch let error as SQLiteError {
-            throw .storage(error)
-        } catch {
-            throw .incompatible("\(error)")
         }
     }
 }

@@ -16,3 +16,19 @@ package struct SpoolError: Error, Sendable, CustomStringConvertible {
         SpoolError(description: message, underlying: nil)
     }
 }
+
+extension SpoolError {
+    /// Runs `body`, turning whatever it throws into a `SpoolError`: the one
+    /// place the spool's public surface maps SQLite failures.
+    static func wrapping<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+        do {
+            return try body()
+        } catch let error as SpoolError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch {
+            throw .incompatible("\(error)")
+        }
+    }
+}

@@ -18,15 +18,7 @@ package final class SpoolReader {
 
     func wrap<T>(_ body: () throws -> T) throws(SpoolError) -> T {
         defer { db.resetStatements() }
-        do {
-            return try body()
-        } catch let error as SQLiteError {
-            throw .storage(error)
-        } catch let error as SpoolError {
-            throw error
-        } catch {
-            throw .incompatible("\(error)")
-        }
+        return try SpoolError.wrapping(body)
     }
 
     /// The highest seq ever stored (0 for an empty spool).

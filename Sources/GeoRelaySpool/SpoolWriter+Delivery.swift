@@ -7,7 +7,11 @@ extension SpoolWriter {
             INSERT INTO cursors(destination, device_id, acked_seq) VALUES(?, ?, ?)
             ON CONFLICT(destination, device_id) DO UPDATE SET acked_seq = max(acked_seq, excluded.acked_seq)
             """)
-        for (deviceID, seq) in update.acknowledged {
+        // Acknowledged and quarantined positions both move the cursor; one upsert per device.
+        var advanced: [Int64: Int64] = [:]
+        for (deviceID, seq) in update.acknowledged { advanced[deviceID] = max(advanced[deviceID] ?? 0, seq) }
+        for (deviceID, seq, _) in update.quarantined { advanced[deviceID] = max(advanced[deviceID] ?? 0, seq) }
+        for (deviceID, seq) in advanced {
             ack.reset()
             ack.bind(1, update.destination)
             ack.bind(2, deviceID)
@@ -17,18 +21,13 @@ extension SpoolWriter {
         if !update.quarantined.isEmpty {
             let quarantine = try db.statement("INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
             let now = WallClock.nowMs()
-            for (deviceID, seq, reason) in update.quarantined {
+            for (_, seq, reason) in update.quarantined {
                 quarantine.reset()
                 quarantine.bind(1, update.destination)
                 quarantine.bind(2, seq)
                 quarantine.bind(3, now)
                 quarantine.bind(4, reason)
                 try quarantine.run()
-                ack.reset()
-                ack.bind(1, update.destination)
-                ack.bind(2, deviceID)
-                ack.bind(3, seq)
-                try ack.run()
             }
         }
         if !update.parked.isEmpty {

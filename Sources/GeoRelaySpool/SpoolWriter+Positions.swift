@@ -4,10 +4,7 @@ import GeoRelayCore
 /// Storing positions: one row per device and fix time, resends answered with the stored seq.
 extension SpoolWriter {
     func insert(_ positions: [Position], receivedMs: Int64, db: SQLiteDatabase, counters: inout GroupCounters) throws -> [AppendResult] {
-        let insert = try db.statement("""
-            INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        let insert = try db.statement(PositionRow.insertSQL)
         var results: [AppendResult] = []
         results.reserveCapacity(positions.count)
         var touched: [Int64: (seq: Int64, fixMs: Int64)] = [:]
@@ -23,20 +20,7 @@ extension SpoolWriter {
                 }
                 continue
             }
-            insert.reset()
-            insert.bind(1, deviceID)
-            insert.bind(2, p.timeMs)
-            insert.bind(3, receivedMs)
-            insert.bind(4, p.lat)
-            insert.bind(5, p.lon)
-            insert.bind(6, p.speed)
-            insert.bind(7, p.course)
-            insert.bind(8, p.altitude)
-            insert.bind(9, p.accuracy)
-            insert.bind(10, p.battery)
-            insert.bind(11, p.charging)
-            insert.bind(12, p.alarm)
-            insert.bind(13, p.attributes.isEmpty ? nil : p.attributes.jsonText)
+            PositionRow.bind(insert, deviceID: deviceID, position: p, receivedMs: receivedMs)
             // A plain INSERT, not ON CONFLICT DO NOTHING: a skipped insert would still
             // use up an AUTOINCREMENT value, leaving gaps in the seqs collectors see.
             if try insertNew(insert, db: db) {
@@ -107,4 +91,30 @@ extension SpoolWriter {
         return id
     }
 
+}
+
+/// A position's row: the insert the writer uses, shared with the benchmark's
+/// limit so both measure the same statement.
+package enum PositionRow {
+    package static let insertSQL = """
+        INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    package static func bind(_ insert: SQLiteStatement, deviceID: Int64, position p: Position, receivedMs: Int64) {
+        insert.reset()
+        insert.bind(1, deviceID)
+        insert.bind(2, p.timeMs)
+        insert.bind(3, receivedMs)
+        insert.bind(4, p.lat)
+        insert.bind(5, p.lon)
+        insert.bind(6, p.speed)
+        insert.bind(7, p.course)
+        insert.bind(8, p.altitude)
+        insert.bind(9, p.accuracy)
+        insert.bind(10, p.battery)
+        insert.bind(11, p.charging)
+        insert.bind(12, p.alarm)
+        insert.bind(13, p.attributes.isEmpty ? nil : p.attributes.jsonText)
+    }
 }

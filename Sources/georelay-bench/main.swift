@@ -133,30 +133,14 @@ func sqliteLimit(rows: Int, groupSize: Int) throws -> Double {
         return Position(device: "c\(i % 8)", timeMs: timeMs, lat: lat, lon: 10.5, speed: 2.5, course: 90)
     }
     return try spool.withWriterConnection { db in
-        let insert = try db.statement("""
-            INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        let insert = try db.statement(PositionRow.insertSQL)
         try db.execute("INSERT INTO devices(name) VALUES('c0'),('c1'),('c2'),('c3'),('c4'),('c5'),('c6'),('c7')")
         let started = WallClock.monotonicNs()
         var index = 0
         while index < positions.count {
             try db.execute("BEGIN IMMEDIATE")
             for p in positions[index..<min(positions.count, index + groupSize)] {
-                insert.reset()
-                insert.bind(1, Int64(p.device.dropFirst())! + 1)
-                insert.bind(2, p.timeMs)
-                insert.bind(3, p.timeMs)
-                insert.bind(4, p.lat)
-                insert.bind(5, p.lon)
-                insert.bind(6, p.speed)
-                insert.bind(7, p.course)
-                insert.bind(8, Double?.none)
-                insert.bind(9, Double?.none)
-                insert.bind(10, Double?.none)
-                insert.bind(11, Bool?.none)
-                insert.bind(12, String?.none)
-                insert.bind(13, String?.none)
+                PositionRow.bind(insert, deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
                 try insert.run()
             }
             try db.execute("COMMIT")

@@ -25,6 +25,16 @@ func fix(_ device: String, _ second: Int64, lat: Double = 59, lon: Double = 10) 
     Position(device: device, timeMs: 1_784_953_800_000 + second * 1000, lat: lat, lon: lon, speed: 1.5)
 }
 
+/// Writes 20,000 positions of one device, 500 per append, with nothing delivered.
+func fill(_ spool: Spool) async -> [AppendResult] {
+    try? await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
+    var results: [AppendResult] = []
+    for batch in 0..<40 {
+        results += await spool.append((0..<500).map { fix("a", Int64(batch * 500 + $0)) })
+    }
+    return results
+}
+
 @Suite struct SpoolTests {
     @Test func opensInWALWithFullSyncAndPrivateFile() throws {
         let fixture = SpoolFixture()
@@ -153,11 +163,7 @@ func fix(_ device: String, _ second: Int64, lat: Double = 59, lon: Double = 10) 
         let fixture = SpoolFixture(maxBytes: 1 << 20, whenFull: .dropOldest)
         let spool = try fixture.open()
         defer { spool.close() }
-        try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
-        var results: [AppendResult] = []
-        for batch in 0..<40 {
-            results += await spool.append((0..<500).map { fix("a", Int64(batch * 500 + $0)) })
-        }
+        let results = await fill(spool)
         #expect(results.allSatisfy { $0.seq != nil })
         let status = try spool.makeReader().status()
         #expect(status.usedBytes <= 1 << 20)
@@ -172,11 +178,7 @@ func fix(_ device: String, _ second: Int64, lat: Double = 59, lon: Double = 10) 
         let fixture = SpoolFixture(maxBytes: 1 << 20, whenFull: .reject)
         let spool = try fixture.open()
         defer { spool.close() }
-        try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
-        var results: [AppendResult] = []
-        for batch in 0..<40 {
-            results += await spool.append((0..<500).map { fix("a", Int64(batch * 500 + $0)) })
-        }
+        let results = await fill(spool)
         let stored = results.compactMap(\.seq)
         let rejected = results.filter { if case .failed(let e) = $0 { e.code == "spool-full" } else { false } }
         #expect(!rejected.isEmpty)

@@ -236,3 +236,32 @@ import GeoRelayTestKit
         #expect(status["spool"]?["rows"]?.number == Double(answers.count - full.count))
     }
 }
+
+@Suite struct RelayOutageTests {
+    /// The server goes away for a while and comes back on the same port: the
+    /// relay catches up by itself, oldest first per device.
+    @Test func serverOutageIsCaughtUpWithoutIntervention() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let client = try world.client()
+        try client.write(line("a", 0) + line("b", 0))
+        #expect(client.readLines(2) == ["ok 1", "ok 2"])
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        let port = world.server.http.port
+        world.server.http.stop()
+        try client.write((1...50).map { line("a", $0) + line("b", $0) }.joined())
+        #expect(client.readLines(100).allSatisfy { $0.hasPrefix("ok ") })
+        // Backing off: the status says so, and why.
+        var state = ""
+        for _ in 0..<200 where state != "backoff" && state != "probing" {
+            state = try world.statusJSON()["destinations"]?.array?.first?["state"]?.string ?? ""
+            if state != "backoff" && state != "probing" { try await Task.sleep(for: .milliseconds(25)) }
+        }
+        #expect(state == "backoff" || state == "probing")
+        try world.server.http.start(port: port)
+        #expect(await world.server.waitUntil(timeout: .seconds(30)) { $0.count >= 102 })
+        for device in ["a", "b"] {
+            #expect(world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs) == (0...50).map(fixTimeMs))
+        }
+    }
+}
