@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        // gzip, the push destination's fallback encoding when a server refuses zstd.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Linux system calls that Glibc's Swift module does not export (epoll, eventfd).
         .systemLibrary(name: "CLinux"),
 
@@ -32,14 +34,14 @@ let package = Package(
         // The Unix-socket line protocol feeding the spool.
         .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CLinux"], swiftSettings: swiftSettings),
         // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
-        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.
         .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward"], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
         .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
 
         // Fakes of the remote servers, shared by tests and benchmarks.
-        .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),
         .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayTestKit", "GeoRelaySpool", "CSQLite"], swiftSettings: swiftSettings),
 
         .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore"], swiftSettings: swiftSettings),

@@ -13,14 +13,14 @@ import Synchronization
 /// (a TCP connect, or `probe.url`) instead of resending payloads, and resumes
 /// at once when a probe succeeds. Each destination has its own forwarder, so
 /// one outage never slows another.
-package final class Forwarder: Sendable {
+package final class Forwarder: DestinationForwarder {
     package let settings: Configuration.DestinationSettings
     private let spool: Spool
     private let logger: Logger
     private let traccar: TraccarProtocol
     private let engine: QueueConfined<DeliveryEngine>
     private let waker: CurlMulti.Waker
-    private let prober: HTTPWorker
+    private let link: DestinationLink
     private let reader: QueueConfined<SpoolReader>
 
     /// Positions read per round, shared among its devices: few devices get long
@@ -28,8 +28,6 @@ package final class Forwarder: Sendable {
     static let positionsPerRound = 8192
     /// Devices per round: bounds the memory a round holds with thousands of devices.
     static let devicesPerRound = 64
-    /// While the link is down, probe at least this often (seconds), however long the backoff.
-    package let probeIntervalSeconds: Double
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger) throws {
         self.settings = settings
@@ -39,9 +37,8 @@ package final class Forwarder: Sendable {
         let engine = try DeliveryEngine(destination: settings.name, concurrency: settings.concurrency)
         self.waker = engine.waker
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)")
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
-        self.probeIntervalSeconds = settings.probeIntervalSeconds
     }
 
     /// Runs until the task is cancelled.
@@ -98,7 +95,7 @@ package final class Forwarder: Sendable {
             }
             if Task.isCancelled { break }
             if let failure, case .unavailable(let reason, let retryAfter, let transport) = failure {
-                _ = await backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
                 state = .probing
             } else if delivered > 0 {
                 backoff.reset()
@@ -142,61 +139,6 @@ package final class Forwarder: Sendable {
         }
     }
 
-    // MARK: - Backoff and probing
-
-    /// Waits out a failure. Returns true when a probe says the destination is reachable again.
-    private func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async -> Bool {
-        var delay = max(backoff.nextDelay(), retryAfter ?? 0)
-        logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
-        while !Task.isCancelled {
-            let nextAttempt = WallClock.nowMs() + Int64(delay * 1000)
-            recordState(.backoff, error: reason, nextAttemptMs: nextAttempt)
-            // After a transport failure a probe every `probe.intervalSeconds` notices the link's return
-            // early; after an HTTP error the server was reachable, so the full delay is waited.
-            let step = transport ? min(delay, probeIntervalSeconds) : delay
-            var waited = 0.0
-            while waited < delay, !Task.isCancelled {
-                let slice = min(step, delay - waited)
-                try? await Task.sleep(for: .milliseconds(Int(slice * 1000)))
-                waited += slice
-                if !transport { break }
-                if waited < delay, await probe() {
-                    return true
-                }
-            }
-            if Task.isCancelled { return false }
-            recordState(.probing, error: reason, nextAttemptMs: nil)
-            if await probe() { return true }
-            delay = backoff.nextDelay()
-        }
-        return false
-    }
-
-    /// A cheap check that the destination is back: GET `probe.url` (2xx and
-    /// not an HTML page), or a TCP connect to the destination's host.
-    private func probe() async -> Bool {
-        if let url = settings.probeURL {
-            let request = HTTPRequest(method: "GET", url: url, timeoutSeconds: settings.connectTimeoutSeconds * 2, connectTimeoutSeconds: settings.connectTimeoutSeconds)
-            switch await prober.perform(request) {
-            case .success(let response):
-                spool.record({ var u = DeliveryUpdate(destination: settings.name); u.wireBytes = response.wireBytes; return u }())
-                return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response)
-            case .failure:
-                return false
-            }
-        }
-        if case .success = await prober.connect(url: settings.url, timeoutSeconds: settings.connectTimeoutSeconds) {
-            return true
-        }
-        return false
-    }
-
-    private func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {
-        var update = DeliveryUpdate(destination: settings.name)
-        update.state = .init(state: state, lastError: error, nextAttemptMs: nextAttemptMs)
-        spool.record(update)
-    }
-
     // MARK: - Real-time only (`buffer: false`)
 
     /// Tries each new position once when it arrives; drops it on failure, as
@@ -209,7 +151,7 @@ package final class Forwarder: Sendable {
             logger.error("cannot read the spool: \(error)")
             return
         }
-        recordState(.online, error: nil, nextAttemptMs: nil)
+        link.recordState(.online, error: nil, nextAttemptMs: nil)
         while !Task.isCancelled {
             await wake.wait()
             guard !Task.isCancelled else { break }

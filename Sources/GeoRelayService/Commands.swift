@@ -26,13 +26,18 @@ package enum Commands {
 
     /// Uploads one position right away, bypassing the spool (the Traccar
     /// client's `requestPosition`), to the named destination or to all.
-    package static func send(_ position: Position, destination: String?, configuration: Configuration) throws -> [SendResult] {
+    package static func send(_ position: Position, destination: String?, configuration: Configuration) async throws -> [SendResult] {
         let targets = configuration.destinations.filter { destination == nil || $0.name == destination }
         if targets.isEmpty {
             throw RelayError("no destination named \(destination ?? "") in the configuration")
         }
         let easy = try CurlEasy()
-        return targets.map { settings in
+        var results: [SendResult] = []
+        for settings in targets {
+            if settings.kind == .push {
+                results.append(SendResult(destination: settings.name, outcome: await sendPush(position, settings: settings, configuration: configuration)))
+                continue
+            }
             let traccar = TraccarProtocol(settings: settings)
             let result: Result<HTTPResponse, CurlError>
             do throws(CurlError) {
@@ -40,7 +45,8 @@ package enum Commands {
             } catch {
                 result = .failure(error)
             }
-            return SendResult(destination: settings.name, outcome: traccar.outcome(of: result))
+            results.append(SendResult(destination: settings.name, outcome: traccar.outcome(of: result)))
         }
+        return results
     }
 }

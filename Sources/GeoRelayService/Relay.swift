@@ -83,10 +83,13 @@ package struct Relay: Sendable {
     /// The forwarders of one configuration generation, run as one task so a
     /// reload can stop them together. The task is always awaited (`stop`).
     private func startForwarders(_ configuration: Configuration, spool: Spool, logger: Logger) -> Task<Void, Never> {
-        var forwarders: [Forwarder] = []
+        var forwarders: [any DestinationForwarder] = []
         for destination in configuration.destinations {
             do {
-                forwarders.append(try Forwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
+                switch destination.kind {
+                case .traccar: forwarders.append(try Forwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
+                case .push: forwarders.append(try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
+                }
             } catch {
                 logger.error("destination \(destination.name) cannot start: \(error)")
             }

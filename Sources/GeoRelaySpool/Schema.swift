@@ -58,6 +58,10 @@ enum Schema {
         CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE log(id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, level INTEGER NOT NULL, message TEXT NOT NULL);
         """,
+        // Version 2: the body encoding a push destination settled on after a 415.
+        """
+        ALTER TABLE destinations ADD COLUMN encoding TEXT;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -20,11 +20,13 @@ package struct SpoolStatus: Sendable, Equatable {
         package var parkedDevices: [String]
         /// When the forwarder last recorded anything (nil: never ran).
         package var updatedMs: Int64?
+        /// The body encoding a push destination uses (after any 415 fallback).
+        package var encoding: String?
 
         /// A destination the spool has no record of yet.
         package static func notStarted(name: String, buffered: Bool) -> Destination {
             Destination(name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil, lastSuccessMs: nil,
-                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil)
+                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil, encoding: nil)
         }
     }
 
@@ -48,7 +50,7 @@ extension SpoolReader {
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement("""
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
-                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms
+                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding
                 FROM destinations ORDER BY name
                 """)
             while try select.step() {
@@ -57,7 +59,7 @@ extension SpoolReader {
                     pending: 0, oldestPendingFixMs: nil,
                     lastSuccessMs: select.optionalInt64(3), lastError: select.text(4), nextAttemptMs: select.optionalInt64(5),
                     sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: [],
-                    updatedMs: select.optionalInt64(9)))
+                    updatedMs: select.optionalInt64(9), encoding: select.text(10)))
             }
             let count = try db.statement("SELECT count(*), min(fix_ms) FROM positions WHERE device_id = ? AND seq > ?")
             for index in destinations.indices where destinations[index].buffered {

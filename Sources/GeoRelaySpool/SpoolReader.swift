@@ -97,6 +97,15 @@ package final class SpoolReader {
             attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
     }
 
+    /// The body encoding a destination settled on, if it recorded one.
+    package func encoding(destination: String) throws(SpoolError) -> String? {
+        try wrap {
+            let select = try db.statement("SELECT encoding FROM destinations WHERE name = ?")
+            select.bind(1, destination)
+            return try select.step() ? select.text(0) : nil
+        }
+    }
+
     /// The diagnostic log, oldest first.
     package func logEntries(limit: Int = 10_000) throws(SpoolError) -> [LogEntry] {
         try wrap {

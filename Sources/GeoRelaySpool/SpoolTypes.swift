@@ -48,6 +48,8 @@ package struct DeviceCursor: Sendable, Equatable {
 /// A destination's connection state, as status shows it.
 package enum DestinationState: String, Sendable, CaseIterable {
     case online, backoff, probing, disabled
+    /// The server refused the credentials; waiting for new ones (or retrying the login).
+    case authFailed = "auth-failed"
 }
 
 /// Changes to one destination's delivery state, applied in the writer's next commit.
@@ -65,6 +67,8 @@ package struct DeliveryUpdate: Sendable {
     package var sent = 0
     package var wireBytes = 0
     package var state: StateChange?
+    /// The body encoding in use (push destinations), when it changed.
+    package var encoding: String?
 
     package init(destination: String) {
         self.destination = destination
@@ -85,7 +89,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil
     }
 }
 

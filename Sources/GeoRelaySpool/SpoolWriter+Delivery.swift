@@ -45,6 +45,12 @@ extension SpoolWriter {
                 try park.run()
             }
         }
+        if let encoding = update.encoding {
+            let statement = try db.statement("UPDATE destinations SET encoding = ? WHERE name = ?")
+            statement.bind(1, encoding)
+            statement.bind(2, update.destination)
+            try statement.run()
+        }
         if update.sent != 0 || update.wireBytes != 0 || update.state != nil {
             let state = try db.statement("""
                 UPDATE destinations SET sent = sent + ?2, wire_bytes = wire_bytes + ?3, updated_ms = ?4,

@@ -12,6 +12,8 @@ let usage = """
       status   show delivery state, backlog and counters (works while the relay is down)
       logs     print the diagnostic log, oldest first
       send     upload one position now, bypassing the spool
+      duty     send the on-duty or off-duty event to push destinations
+      token    refresh a push destination's token now (login mode)
 
     common options:
       --config PATH   configuration file (default config/georelay.json5)
@@ -32,6 +34,16 @@ let commandHelp: [String: String] = [
         usage: georelay logs [--config PATH] [--clear] [--limit N]
         Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
         """,
+    "duty": """
+        usage: georelay duty on|off [--destination NAME] [--config PATH]
+        Sends the DUTY event (on_duty or off_duty) to each push destination, or the named one,
+        with the current token (getting one first in login mode). Exit status 0 only on 2xx.
+        """,
+    "token": """
+        usage: georelay token refresh [--destination NAME] [--config PATH]
+        Gets a new token now for each push destination in login mode, or the named one, and stores it
+        (mode 0600, beside the spool) where the running relay picks it up.
+        """,
     "send": """
         usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]
         Uploads one position (time: now) straight to the destination(s), bypassing the spool.
@@ -48,6 +60,7 @@ struct Arguments {
     var command: String
     var options: [String: String] = [:]
     var flags: Set<String> = []
+    var positionals: [String] = []
 
     static let valued: Set<String> = ["--config", "--device", "--lat", "--lon", "--alarm", "--destination", "--limit", "--log-level"]
     static let allowed: [String: Set<String>] = [
@@ -55,7 +68,11 @@ struct Arguments {
         "status": ["--config", "--json"],
         "logs": ["--config", "--clear", "--limit"],
         "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
+        "duty": ["--config", "--destination"],
+        "token": ["--config", "--destination"],
     ]
+    /// Commands that take words as well as options.
+    static let takesPositionals: Set<String> = ["duty", "token"]
 
     init(_ argv: [String]) throws(UsageError) {
         guard let first = argv.first else { throw UsageError(message: "no command given (try georelay --help)") }
@@ -71,6 +88,11 @@ struct Arguments {
             if arg == "--help" || arg == "-h" {
                 flags.insert("--help")
                 return
+            }
+            if Self.takesPositionals.contains(command), !arg.hasPrefix("-") {
+                positionals.append(arg)
+                index += 1
+                continue
             }
             guard allowed.contains(arg) else { throw UsageError(message: "\(command): unknown option '\(arg)'") }
             if Self.valued.contains(arg) {
@@ -105,6 +127,25 @@ func loadConfiguration(_ arguments: Arguments) -> Configuration? {
     } catch {
         printError("configuration \(path): \(error)")
         return nil
+    }
+}
+
+/// Prints one line per destination; exit status 0 only if every one succeeded.
+func report(_ what: String, _ body: () async throws -> [(String, String?)]) async -> Int32 {
+    do {
+        var ok = true
+        for (destination, failure) in try await body() {
+            if let failure {
+                ok = false
+                print("\(destination): \(what) failed: \(failure)")
+            } else {
+                print("\(destination): \(what) done")
+            }
+        }
+        return ok ? 0 : 1
+    } catch {
+        printError("\(what): \(error)")
+        return 1
     }
 }
 
@@ -181,7 +222,7 @@ func main() async -> Int32 {
             guard (-180...180).contains(lon) else { throw UsageError(message: "send: --lon \(lon) outside -180...180") }
             let position = Position(device: device, timeMs: WallClock.nowMs() / 1000 * 1000, lat: lat, lon: lon, alarm: arguments.options["--alarm"])
             do {
-                let results = try Commands.send(position, destination: arguments.options["--destination"], configuration: configuration)
+                let results = try await Commands.send(position, destination: arguments.options["--destination"], configuration: configuration)
                 var ok = true
                 for result in results {
                     if case .delivered = result.outcome {
@@ -199,6 +240,22 @@ func main() async -> Int32 {
         } catch {
             printError(error.message)
             return 64
+        }
+    case "duty":
+        guard arguments.positionals.count == 1, let word = arguments.positionals.first, word == "on" || word == "off" else {
+            printError("duty: say 'on' or 'off' (georelay duty on|off [--destination NAME])")
+            return 64
+        }
+        return await report("duty \(word)") {
+            try await Commands.duty(on: word == "on", destination: arguments.options["--destination"], configuration: configuration)
+        }
+    case "token":
+        guard arguments.positionals == ["refresh"] else {
+            printError("token: the only action is 'refresh' (georelay token refresh [--destination NAME])")
+            return 64
+        }
+        return await report("token refresh") {
+            try await Commands.refreshToken(destination: arguments.options["--destination"], configuration: configuration)
         }
     default:
         printError("unknown command '\(arguments.command)'")

@@ -35,7 +35,10 @@ package struct Configuration: Sendable, Equatable {
     }
 
     package enum DestinationKind: String, Sendable, CaseIterable {
+        /// A Traccar server's OsmAnd port.
         case traccar
+        /// A tracking-push tenant gateway.
+        case push
     }
 
     package struct DestinationSettings: Sendable, Equatable {
@@ -56,6 +59,10 @@ package struct Configuration: Sendable, Equatable {
         package var connectTimeoutSeconds = 10.0
         /// How long a device the server does not know stays parked before one retry.
         package var parkSeconds = 600.0
+        /// The location filter's distance (75 m for Traccar, the SDK's 50 m for push).
+        package var filterDistanceMeters = 75.0
+        /// The push destination's own settings, when `kind` is `.push`.
+        package var push: PushSettings?
         package init() {}
     }
 }
@@ -125,7 +132,17 @@ extension Configuration.DestinationSettings {
         if name.isEmpty || name.utf8.count > 64 || name.contains(where: { $0.isWhitespace || $0.isNewline }) {
             throw ConfigError(path: node.child("name"), "expected 1 to 64 characters without spaces")
         }
-        url = try node.string("url", default: url)
+        if kind == .push {
+            guard let pushURL = try node.optionalString("url"), !pushURL.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw ConfigError(path: node.child("url"), "CONFIGURATION_ERROR: url is required and may not be blank")
+            }
+            url = pushURL
+            concurrency = 1
+            filterDistanceMeters = 50
+            push = try PushSettings.read(&node)
+        } else {
+            url = try node.string("url", default: url)
+        }
         try Self.validateURL(url, at: node.child("url"))
         buffer = try node.bool("buffer", default: buffer)
         concurrency = try node.integer("concurrency", default: concurrency, min: 1, max: 64)
@@ -141,6 +158,14 @@ extension Configuration.DestinationSettings {
         if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
         probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1)
         try probe.finish()
+        var filter = try node.node("filter")
+        if let value = filter.value("distanceMeters") {
+            guard case .number(let meters) = value, meters.isFinite, meters >= 0 else {
+                throw ConfigError(path: filter.child("distanceMeters"), "INVALID_DISTANCE_FILTER: expected a number of metres, 0 or more")
+            }
+            filterDistanceMeters = meters
+        }
+        try filter.finish()
         try node.finish()
     }
 

@@ -1,0 +1,267 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+
+/// Delivers the spool to a tracking-push endpoint in compressed batches.
+///
+/// A batch is the oldest pending positions across devices (each device's in
+/// spool order), closed at `batch.maxPositions`, `batch.maxBytes` of JSON, or
+/// `batch.maxDelaySeconds` after its oldest position arrived; a backlog goes
+/// out in full batches. 2xx acknowledges the batch; 401 gets a fresh token and
+/// retries once; 413 halves the batch size; 400/422 halves the batch until the
+/// refused positions stand alone and are quarantined; 415 falls back to the next
+/// weaker encoding (remembered); the rest backs off like every destination.
+package final class PushForwarder: DestinationForwarder {
+    private let settings: Configuration.DestinationSettings
+    private let push: PushSettings
+    private let spool: Spool
+    private let logger: Logger
+    private let link: DestinationLink
+    private let wire: PushProtocol
+    private let worker: HTTPWorker
+    private let reader: QueueConfined<SpoolReader>
+    private let encoder: QueueConfined<ZstdCompressor>
+    package let auth: PushAuthenticator
+
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger,
+                 now: @escaping @Sendable () -> Int64 = WallClock.nowMs) throws {
+        self.settings = settings
+        self.push = settings.push ?? PushSettings()
+        self.spool = spool
+        self.logger = logger.with(label: "forward[\(settings.name)]")
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
+        self.wire = PushProtocol(settings: settings)
+        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)")
+        self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
+        self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
+        self.auth = PushAuthenticator(
+            settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
+            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)"), logger: self.logger, now: now)
+    }
+
+    /// A pending position with its JSON point, encoded once.
+    private struct Item: Sendable {
+        var stored: StoredPosition
+        var point: [UInt8]
+    }
+
+    package func run() async {
+        let wake = spool.commits.subscribe()
+        defer { spool.commits.unsubscribe(wake) }
+        var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions)
+        let name = settings.name
+        if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
+           let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength {
+            state.encoding = remembered
+        }
+        var acked: [Int64: Int64] = [:]
+        var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
+        if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
+        while !Task.isCancelled {
+            let batch: [Item]
+            let full: Bool
+            do {
+                (batch, full) = try await nextBatch(acked: acked, maxPositions: state.maxPositions)
+            } catch {
+                logger.error("cannot read the spool: \(error)")
+                try? await Task.sleep(for: .seconds(5))
+                continue
+            }
+            guard let oldest = batch.map(\.stored.receivedMs).min() else {
+                await wake.wait()
+                continue
+            }
+            // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
+            let due = oldest + Int64(push.batchMaxDelaySeconds * 1000)
+            let nowMs = WallClock.nowMs()
+            if !full, due > nowMs {
+                await wake.wait(timeout: .milliseconds(due - nowMs))
+                continue
+            }
+            let token: String
+            do {
+                token = try await auth.token()
+            } catch {
+                await handleAuth(error, backoff: &backoff)
+                continue
+            }
+            let result = await send(batch, token: token, state: &state)
+            for (deviceID, seq) in result.advanced { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
+            if Task.isCancelled { break }
+            switch result.stop {
+            case .none:
+                backoff.reset()
+            case .auth(let error):
+                await handleAuth(error, backoff: &backoff)
+            case .unavailable(let reason, let retryAfter, let transport):
+                _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+            }
+        }
+    }
+
+    /// What the forwarder keeps between batches.
+    private struct DeliveryState {
+        var encoding: PushSettings.Compression
+        /// Lowered by 413 answers.
+        var maxPositions: Int
+    }
+
+    /// The oldest pending positions across devices, each device a prefix of its own backlog.
+    private func nextBatch(acked: [Int64: Int64], maxPositions: Int) async throws -> ([Item], Bool) {
+        let name = settings.name
+        let (wire, maxBytes) = (self.wire, push.batchMaxBytes)
+        return try await reader.run { reader in
+            var candidates: [StoredPosition] = []
+            for var cursor in try reader.pendingDevices(destination: name) {
+                cursor.ackedSeq = max(cursor.ackedSeq, acked[cursor.deviceID] ?? 0)
+                guard cursor.ackedSeq < cursor.lastSeq else { continue }
+                candidates += try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
+            }
+            // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
+            candidates.sort { $0.seq < $1.seq }
+            var items: [Item] = []
+            var bytes = 2
+            for stored in candidates {
+                let point = wire.encodePoint(stored.position)
+                if items.count == maxPositions || (!items.isEmpty && bytes + point.count + 1 > maxBytes) {
+                    return (items, true)
+                }
+                items.append(Item(stored: stored, point: point))
+                bytes += point.count + 1
+            }
+            return (items, items.count >= maxPositions)
+        }
+    }
+
+    private enum Stop {
+        case auth(PushAuthError)
+        case unavailable(String, retryAfter: Double?, transport: Bool)
+    }
+
+    private struct SendResult {
+        var advanced: [Int64: Int64] = [:]
+        var stop: Stop?
+    }
+
+    /// Sends a batch, splitting it as the answers require, until all of it is
+    /// delivered or quarantined, or the destination stops taking anything.
+    private func send(_ batch: [Item], token initialToken: String, state: inout DeliveryState) async -> SendResult {
+        var result = SendResult()
+        var token = initialToken
+        var retriedAuth = false
+        // Chunks still to send, the next at the end.
+        var pending: [ArraySlice<Item>] = []
+        var start = 0
+        while start < batch.count {
+            pending.append(batch[start..<min(batch.count, start + state.maxPositions)])
+            start += state.maxPositions
+        }
+        pending.reverse()
+        while let chunk = pending.popLast() {
+            if Task.isCancelled { break }
+            var update = DeliveryUpdate(destination: settings.name)
+            defer { spool.record(update) }
+            let body: [UInt8]
+            do {
+                body = try await encode(chunk, encoding: state.encoding)
+            } catch {
+                result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
+                break
+            }
+            let response = await worker.perform(wire.request(body: body, encoding: state.encoding, token: token))
+            if case .success(let http) = response { update.wireBytes += http.wireBytes }
+            switch wire.outcome(of: response) {
+            case .delivered:
+                for item in chunk {
+                    update.acknowledged.append((item.stored.deviceID, item.stored.seq))
+                    result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
+                }
+                update.sent += chunk.count
+                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+            case .tooLarge where chunk.count > 1:
+                state.maxPositions = max(1, chunk.count / 2)
+                logger.warning("HTTP 413 for \(chunk.count) positions: batches now hold at most \(state.maxPositions)")
+                pending.append(contentsOf: halves(chunk).reversed())
+            case .badBatch where chunk.count > 1:
+                pending.append(contentsOf: halves(chunk).reversed())
+            case .tooLarge, .badBatch:
+                let item = chunk[chunk.startIndex]
+                let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
+                logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
+                update.quarantined.append((item.stored.deviceID, item.stored.seq, reason))
+                result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
+            case .unsupportedEncoding:
+                guard let weaker = state.encoding.weaker else {
+                    result.stop = .unavailable("HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
+                    pending.removeAll()
+                    break
+                }
+                logger.warning("HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
+                state.encoding = weaker
+                update.encoding = weaker.rawValue
+                pending.append(chunk)
+            case .unauthorized:
+                await auth.invalidate(token)
+                guard !retriedAuth else {
+                    result.stop = .auth(.rejected("push refused the token twice (HTTP 401)"))
+                    pending.removeAll()
+                    break
+                }
+                retriedAuth = true
+                do {
+                    token = try await auth.token()
+                    pending.append(chunk)
+                } catch {
+                    result.stop = .auth(error)
+                    pending.removeAll()
+                }
+            case .unavailable(let reason, let retryAfter, let transport):
+                result.stop = .unavailable(reason, retryAfter: retryAfter, transport: transport)
+                pending.removeAll()
+            }
+        }
+        return result
+    }
+
+    private func halves(_ chunk: ArraySlice<Item>) -> [ArraySlice<Item>] {
+        let middle = chunk.startIndex + chunk.count / 2
+        return [chunk[chunk.startIndex..<middle], chunk[middle..<chunk.endIndex]]
+    }
+
+    /// JSON, then the chosen compression, off the cooperative pool.
+    private func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression) async throws -> [UInt8] {
+        let (wire, level, points) = (self.wire, push.zstdLevel, chunk.map(\.point))
+        return try await encoder.run { zstd in
+            let json = wire.encodeBatch(points)
+            switch encoding {
+            case .none: return json
+            case .gzip: return try Gzip.compress(json)
+            case .zstd: return try zstd.compress(json, level: level)
+            }
+        }
+    }
+
+    /// No usable token: wait (login mode retries with backoff; token mode waits for a new token).
+    private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async {
+        switch error {
+        case .unavailable(let reason, let retryAfter, let transport):
+            _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+        case .rejected(let reason):
+            let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
+            logger.error("authentication failed: \(reason)")
+            link.recordState(.authFailed, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
+            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+        }
+    }
+}
+
+extension PushSettings.Compression {
+    /// zstd > gzip > none.
+    var strength: Int {
+        switch self {
+        case .zstd: 2
+        case .gzip: 1
+        case .none: 0
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// What one push request came to.
+package enum PushOutcome: Sendable, Equatable {
+    /// 2xx: the server has the whole batch.
+    case delivered
+    /// 401: the token is no good.
+    case unauthorized
+    /// 413: the batch is too big.
+    case tooLarge
+    /// 415: the server does not take this Content-Encoding.
+    case unsupportedEncoding
+    /// 400 or 422: something in the batch is refused; halve it to find what.
+    case badBatch(String)
+    /// Back off (honouring `retryAfter`); `transport` when nothing reached the server.
+    case unavailable(String, retryAfter: Double?, transport: Bool)
+}
+
+/// The tracking-push wire contract: a JSON array of points per request,
+/// compressed, with the bearer token and the tenant in headers.
+package struct PushProtocol: Sendable {
+    package let settings: Configuration.DestinationSettings
+    package let push: PushSettings
+
+    package init(settings: Configuration.DestinationSettings) {
+        self.settings = settings
+        self.push = settings.push ?? PushSettings()
+    }
+
+    /// One point as JSON, without separators: the batch is these joined by commas in brackets.
+    package func encodePoint(_ position: Position) -> [UInt8] {
+        var out = ""
+        out.reserveCapacity(200)
+        out += "{\"driver\":"
+        JSONValue.writeQuoted(push.username, to: &out)
+        out += ",\"trackerId\":"
+        JSONValue.writeQuoted("\(position.device)@\(push.username)", to: &out)
+        out += ",\"timestamp\":\""
+        out += Timestamp.iso8601(milliseconds: position.timeMs)
+        out += "\",\"lat\":"
+        out += JSONValue.format(number: position.lat)
+        out += ",\"lng\":"
+        out += JSONValue.format(number: position.lon)
+        func add(_ key: String, _ value: Double?) {
+            guard let value, value.isFinite else { return }
+            out += ",\"\(key)\":"
+            out += JSONValue.format(number: value)
+        }
+        add("speed", position.speed)
+        add("heading", position.course)
+        add("altitude", position.altitude)
+        add("accuracy", position.accuracy)
+        add("battery", position.battery)
+        if let alarm = position.alarm {
+            out += ",\"alarm\":"
+            JSONValue.writeQuoted(alarm, to: &out)
+        }
+        out += "}"
+        return Array(out.utf8)
+    }
+
+    /// The batch body, uncompressed.
+    package func encodeBatch(_ points: [[UInt8]]) -> [UInt8] {
+        var body: [UInt8] = [UInt8(ascii: "[")]
+        body.reserveCapacity(points.reduce(2) { $0 + $1.count + 1 })
+        for (index, point) in points.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: point)
+        }
+        body.append(UInt8(ascii: "]"))
+        return body
+    }
+
+    package func request(body: [UInt8], encoding: PushSettings.Compression, token: String) -> HTTPRequest {
+        var headers = [
+            ("Authorization", "Bearer \(token)"),
+            ("X-Tenant", push.tenant),
+            ("Content-Type", "application/json"),
+        ]
+        if encoding != .none { headers.append(("Content-Encoding", encoding.rawValue)) }
+        return HTTPRequest(method: "POST", url: settings.url, headers: headers, body: body,
+                           timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds)
+    }
+
+    package func outcome(of result: Result<HTTPResponse, CurlError>) -> PushOutcome {
+        switch result {
+        case .failure(let error):
+            return .unavailable(error.message, retryAfter: nil, transport: true)
+        case .success(let response):
+            switch response.status {
+            case 200..<300:
+                if TraccarProtocol.looksLikeHTML(response) {
+                    return .unavailable("HTTP \(response.status) with an HTML page: not the push endpoint (captive portal?)", retryAfter: nil, transport: true)
+                }
+                return .delivered
+            case 401: return .unauthorized
+            case 413: return .tooLarge
+            case 415: return .unsupportedEncoding
+            case 400, 422: return .badBatch("HTTP \(response.status)")
+            case 429, 503: return .unavailable("HTTP \(response.status)", retryAfter: TraccarProtocol.retryAfter(response), transport: false)
+            default: return .unavailable("HTTP \(response.status)", retryAfter: nil, transport: false)
+            }
+        }
+    }
+}
