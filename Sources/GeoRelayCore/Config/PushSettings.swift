@@ -12,11 +12,12 @@ package struct PushSettings: Sendable, Equatable {
     package enum Compression: String, Sendable, CaseIterable {
         case zstd, gzip, none
 
-        /// The next weaker encoding, after a 415.
+        /// The next weaker encoding, after a 415. (`Compression.none` spelled out:
+        /// a bare `.none` in an optional context would be `nil`.)
         package var weaker: Compression? {
             switch self {
-            case .zstd: .gzip
-            case .gzip: .none
+            case .zstd: Compression.gzip
+            case .gzip: Compression.none
             case .none: nil
             }
         }

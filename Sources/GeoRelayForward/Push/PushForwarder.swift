@@ -244,8 +244,8 @@ package final class PushForwarder: DestinationForwarder {
     /// No usable token: wait (login mode retries with backoff; token mode waits for a new token).
     private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async {
         switch error {
-        case .unavailable(let reason, let retryAfter, let transport):
-            _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+        case .unavailable(_, let retryAfter, let transport):
+            _ = await link.backOff(reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
         case .rejected(let reason):
             let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
             logger.error("authentication failed: \(reason)")

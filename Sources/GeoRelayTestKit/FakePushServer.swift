@@ -1,0 +1,278 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayForward
+import Synchronization
+
+/// A tracking-push tenant gateway as the SDK's documentation describes it:
+/// token, login, push and events endpoints on one loopback server.
+///
+/// It checks every header and body field of the wire contract, decodes zstd
+/// and gzip bodies, and records what it accepted. Anything off-contract is
+/// answered as a real gateway would (401, 415, 422) and listed in `problems`,
+/// so a test can assert there were none. Faults are set on command.
+package final class FakePushServer: Sendable {
+    package struct Expected: Sendable {
+        package var apiKey = "key-123"
+        package var clientID = "client-1"
+        package var tenant = "acme"
+        package var username = "alice"
+        package init() {}
+    }
+
+    /// A point as the server stored it.
+    package struct Point: Sendable, Equatable {
+        package var trackerId: String
+        package var timestamp: String
+        package var lat: Double
+        package var lng: Double
+        package var fields: [String: JSONValue]
+    }
+
+    package struct Batch: Sendable {
+        package var encoding: String
+        package var wireBodyBytes: Int
+        package var points: Int
+    }
+
+    private struct Token {
+        var expiresMs: Int64
+        var loggedIn = false
+        var revoked = false
+    }
+
+    private struct State {
+        var tokens: [String: Token] = [:]
+        var issued = 0
+        var logins = 0
+        var points: [Point] = []
+        var batches: [Batch] = []
+        var events: [String] = []
+        var problems: [String] = []
+        var pushStatuses: [Int] = []
+        var tokenStatuses: [Int] = []
+        var encodings: Set<String> = ["zstd", "gzip", "identity"]
+        var maxPoints = Int.max
+        var refusedTrackerTimes: Set<String> = []
+        var snakeCase = false
+        var expiresIn: Double? = 3600
+        var down = false
+    }
+
+    package let expected: Expected
+    private let state = Mutex(State())
+    private let changed = WakeSignal()
+    package let http: HTTPTestServer
+
+    package init(expected: Expected = Expected()) throws {
+        self.expected = expected
+        let box = Box()
+        http = try HTTPTestServer { request in box.value?.handle(request) }
+        box.value = self
+    }
+
+    private final class Box: @unchecked Sendable {
+        weak var value: FakePushServer?
+    }
+
+    package var authBaseURL: String { http.url + "/auth/" }
+    package var registrationBaseURL: String { http.url + "/reg/" }
+    package var pushURL: String { http.url + "/push" }
+    package var eventsBaseURL: String { http.url + "/gw" }
+
+    package var points: [Point] { state.withLock { $0.points } }
+    package var batches: [Batch] { state.withLock { $0.batches } }
+    package var events: [String] { state.withLock { $0.events } }
+    package var problems: [String] { state.withLock { $0.problems } }
+    package var tokensIssued: Int { state.withLock { $0.issued } }
+    package var logins: Int { state.withLock { $0.logins } }
+
+    /// The next push requests get these statuses, one each, before normal service resumes.
+    package func queuePushStatuses(_ statuses: [Int]) { state.withLock { $0.pushStatuses += statuses } }
+    package func queueTokenStatuses(_ statuses: [Int]) { state.withLock { $0.tokenStatuses += statuses } }
+    /// Content-Encodings accepted (`identity` is no encoding); others get 415.
+    package func setEncodings(_ encodings: Set<String>) { state.withLock { $0.encodings = encodings } }
+    /// Batches with more points get 413.
+    package func setMaxPoints(_ n: Int) { state.withLock { $0.maxPoints = n } }
+    /// A batch holding a point with this trackerId and timestamp gets 422.
+    package func refuse(trackerId: String, timestamp: String) { state.withLock { _ = $0.refusedTrackerTimes.insert(trackerId + " " + timestamp) } }
+    /// Every token issued so far stops working (as if it expired).
+    package func expireAllTokens() { state.withLock { for key in $0.tokens.keys { $0.tokens[key]?.revoked = true } } }
+    /// Answer the token in snake_case (`access_token`, `expires_in`).
+    package func useSnakeCase(_ on: Bool) { state.withLock { $0.snakeCase = on } }
+    package func setExpiresIn(_ seconds: Double?) { state.withLock { $0.expiresIn = seconds } }
+    /// Issues a token directly, as an app managing its own tokens would get one.
+    package func issueToken(loggedIn: Bool = true) -> String {
+        state.withLock { state in
+            state.issued += 1
+            let token = "tok-\(state.issued)-\(UUID().uuidString.prefix(8))"
+            state.tokens[token] = Token(expiresMs: .max, loggedIn: loggedIn)
+            return token
+        }
+    }
+
+    @discardableResult
+    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let points = state.withLock { $0.points }
+            if condition(points) { return true }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { return false }
+            await changed.wait(timeout: min(remaining, .milliseconds(500)))
+        }
+    }
+
+    // MARK: - Handling
+
+    private func problem(_ text: String, status: Int) -> HTTPTestResponse {
+        state.withLock { $0.problems.append(text) }
+        return HTTPTestResponse(status: status, headers: [("Content-Type", "application/json")], body: Array("{\"error\":\"\(text)\"}".utf8))
+    }
+
+    private func json(_ request: HTTPTestRequest) -> JSONObject? {
+        guard request.header("Content-Type")?.hasPrefix("application/json") == true,
+              case .object(let object)? = try? JSONParser.parse(String(decoding: request.body, as: UTF8.self)) else { return nil }
+        return object
+    }
+
+    private func bearer(_ request: HTTPTestRequest, needLogin: Bool) -> String? {
+        guard let header = request.header("Authorization"), header.hasPrefix("Bearer ") else { return nil }
+        let token = String(header.dropFirst(7))
+        return state.withLock { state in
+            guard let info = state.tokens[token], !info.revoked, info.expiresMs > WallClock.nowMs() else { return nil }
+            return !needLogin || info.loggedIn ? token : nil
+        }
+    }
+
+    private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        let path = String(request.target.prefix { $0 != "?" })
+        guard request.method == "POST" else { return problem("\(request.method) \(path): only POST", status: 405) }
+        switch path {
+        case "/auth/api/auth/token": return token(request)
+        case "/reg/api/users/login": return login(request)
+        case "/push": return push(request)
+        case "/gw/api/ndms2/events": return event(request)
+        default: return problem("unknown path \(path)", status: 404)
+        }
+    }
+
+    private func token(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        if let status = state.withLock({ $0.tokenStatuses.isEmpty ? nil : $0.tokenStatuses.removeFirst() }) {
+            return HTTPTestResponse(status: status)
+        }
+        guard request.header("x-api-key") == expected.apiKey else { return problem("token: wrong or missing x-api-key", status: 401) }
+        guard let body = json(request), body["clientId"] == .string(expected.clientID), body["tenant"] == .string(expected.tenant) else {
+            return problem("token: body must be JSON {clientId, tenant}", status: 400)
+        }
+        let (token, snake, expiresIn) = state.withLock { state -> (String, Bool, Double?) in
+            state.issued += 1
+            let token = "tok-\(state.issued)-\(UUID().uuidString.prefix(8))"
+            state.tokens[token] = Token(expiresMs: state.expiresIn.map { WallClock.nowMs() + Int64($0 * 1000) } ?? .max)
+            return (token, state.snakeCase, state.expiresIn)
+        }
+        var members: [(key: String, value: JSONValue)] = [(snake ? "access_token" : "accessToken", .string(token))]
+        if let expiresIn { members.append((snake ? "expires_in" : "expiresIn", .number(expiresIn))) }
+        return HTTPTestResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(JSONValue.object(JSONObject(members)).jsonText.utf8))
+    }
+
+    private func login(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        guard let token = bearer(request, needLogin: false) else { return problem("login: no valid bearer token", status: 401) }
+        guard let body = json(request), body["username"] == .string(expected.username), body["tenant"] == .string(expected.tenant) else {
+            return problem("login: body must be JSON {username, tenant}", status: 400)
+        }
+        state.withLock { state in
+            state.tokens[token]?.loggedIn = true
+            state.logins += 1
+        }
+        return HTTPTestResponse(status: 200)
+    }
+
+    private func event(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        guard bearer(request, needLogin: false) != nil else { return problem("event: no valid bearer token", status: 401) }
+        guard request.target.hasSuffix("?api-key=\(expected.apiKey)") else { return problem("event: api-key query missing or wrong", status: 401) }
+        guard let body = json(request), body["typeCode"] == .string("DUTY"),
+              case .string(let action)? = body["actionCode"], action == "on_duty" || action == "off_duty" else {
+            return problem("event: body must be {typeCode: DUTY, actionCode: on_duty|off_duty}", status: 400)
+        }
+        state.withLock { $0.events.append(action) }
+        return HTTPTestResponse(status: 200)
+    }
+
+    private func push(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        if let status = state.withLock({ $0.pushStatuses.isEmpty ? nil : $0.pushStatuses.removeFirst() }) {
+            if status == 0 { return nil } // drop the connection
+            return HTTPTestResponse(status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
+        }
+        guard bearer(request, needLogin: true) != nil else { return HTTPTestResponse(status: 401) }
+        guard request.header("X-Tenant") == expected.tenant else { return problem("push: X-Tenant must be \(expected.tenant)", status: 400) }
+        guard request.header("Content-Type") == "application/json" else { return problem("push: Content-Type must be application/json", status: 415) }
+        let encoding = request.header("Content-Encoding") ?? "identity"
+        guard state.withLock({ $0.encodings.contains(encoding) }) else { return HTTPTestResponse(status: 415) }
+        let body: [UInt8]
+        do {
+            switch encoding {
+            case "zstd": body = try Zstd.decompress(request.body)
+            case "gzip": body = try Gzip.decompress(request.body)
+            case "identity": body = request.body
+            default: return HTTPTestResponse(status: 415)
+            }
+        } catch {
+            return problem("push: body does not decode as \(encoding): \(error)", status: 400)
+        }
+        guard case .array(let items)? = try? JSONParser.parse(String(decoding: body, as: UTF8.self)) else {
+            return problem("push: body is not a JSON array", status: 400)
+        }
+        if items.count > state.withLock({ $0.maxPoints }) { return HTTPTestResponse(status: 413) }
+        var points: [Point] = []
+        for (index, item) in items.enumerated() {
+            switch validate(item) {
+            case .success(let point): points.append(point)
+            case .failure(let reason): return problem("push: point \(index): \(reason)", status: 422)
+            }
+        }
+        let refused = state.withLock { state in points.contains { state.refusedTrackerTimes.contains($0.trackerId + " " + $0.timestamp) } }
+        if refused { return HTTPTestResponse(status: 422, body: Array("{\"error\":\"invalid point\"}".utf8)) }
+        state.withLock { state in
+            state.points += points
+            state.batches.append(Batch(encoding: encoding, wireBodyBytes: request.body.count, points: points.count))
+        }
+        changed.signal()
+        return HTTPTestResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array("{\"accepted\":\(points.count)}".utf8))
+    }
+
+    struct Invalid: Error { let reason: String }
+
+    private func validate(_ item: JSONValue) -> Result<Point, Invalid> {
+        guard case .object(let object) = item else { return .failure(Invalid(reason: "not an object")) }
+        let allowed: Set<String> = ["driver", "trackerId", "timestamp", "lat", "lng", "speed", "heading", "altitude", "accuracy", "battery", "alarm"]
+        if let extra = object.keys.first(where: { !allowed.contains($0) }) { return .failure(Invalid(reason: "unknown field \(extra)")) }
+        guard object["driver"] == .string(expected.username) else { return .failure(Invalid(reason: "driver must be \(expected.username)")) }
+        guard case .string(let tracker)? = object["trackerId"], tracker.hasSuffix("@\(expected.username)"), tracker.count > expected.username.count + 1 else {
+            return .failure(Invalid(reason: "trackerId must be <device>@\(expected.username)"))
+        }
+        guard case .string(let timestamp)? = object["timestamp"], Self.isISOMillisUTC(timestamp) else {
+            return .failure(Invalid(reason: "timestamp must be ISO 8601 UTC with milliseconds"))
+        }
+        guard case .number(let lat)? = object["lat"], (-90...90).contains(lat), case .number(let lng)? = object["lng"], (-180...180).contains(lng) else {
+            return .failure(Invalid(reason: "lat and lng must be numbers on the globe"))
+        }
+        for key in ["speed", "heading", "altitude", "accuracy", "battery"] {
+            if let value = object[key], case .number = value {} else if object[key] != nil {
+                return .failure(Invalid(reason: "\(key) must be a number"))
+            }
+        }
+        if let alarm = object["alarm"], case .string = alarm {} else if object["alarm"] != nil {
+            return .failure(Invalid(reason: "alarm must be a string"))
+        }
+        var fields: [String: JSONValue] = [:]
+        for member in object.members { fields[member.key] = member.value }
+        return .success(Point(trackerId: tracker, timestamp: timestamp, lat: lat, lng: lng, fields: fields))
+    }
+
+    /// `2026-07-25T04:30:00.000Z` exactly.
+    static func isISOMillisUTC(_ text: String) -> Bool {
+        let b = Array(text.utf8)
+        guard b.count == 24, b[23] == UInt8(ascii: "Z"), b[19] == UInt8(ascii: ".") else { return false }
+        return Timestamp.milliseconds(fromISO8601: text) != nil
+    }
+}

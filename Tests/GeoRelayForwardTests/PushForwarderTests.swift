@@ -1,0 +1,281 @@
+import Foundation
+import Synchronization
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// A clock the test moves by hand.
+final class TestClock: Sendable {
+    private let ms = Atomic<Int64>(WallClock.nowMs())
+    func now() -> Int64 { ms.load(ordering: .relaxed) }
+    func advance(seconds: Double) { ms.add(Int64(seconds * 1000), ordering: .relaxed) }
+}
+
+/// A spool and a push forwarder to the fake gateway, in one process.
+final class PushFixture: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let spool: Spool
+    let server: FakePushServer
+    var settings: Configuration.DestinationSettings
+    let clock = TestClock()
+
+    init(mode: PushSettings.AuthMode = .login, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+        directory = try TemporaryDirectory()
+        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        server = try FakePushServer()
+        var push = PushSettings()
+        push.authBaseURL = server.authBaseURL
+        push.registrationBaseURL = server.registrationBaseURL
+        push.eventsBaseURL = server.eventsBaseURL
+        push.apiKey = Secret(.literal(server.expected.apiKey), path: "apiKey")
+        push.clientID = server.expected.clientID
+        push.tenant = server.expected.tenant
+        push.username = server.expected.username
+        push.authMode = mode
+        push.batchMaxDelaySeconds = 0
+        push.zstdLevel = 3
+        settings = Configuration.DestinationSettings()
+        settings.name = "push"
+        settings.kind = .push
+        settings.url = server.pushURL
+        settings.push = push
+        settings.backoffMinSeconds = 0.2
+        settings.backoffMaxSeconds = 0.5
+        settings.probeIntervalSeconds = 1
+        settings.requestTimeoutSeconds = 5
+        settings.connectTimeoutSeconds = 2
+        configure(&settings)
+        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
+    }
+
+    func withForwarder(_ body: () async throws -> Void) async throws {
+        let clock = self.clock
+        let forwarder = try PushForwarder(settings: settings, spool: spool, logger: ProcessInfo.processInfo.environment["PUSH_DEBUG"] != nil ? Logger(label: "t", sinks: [StandardErrorLogSink()], minimumLevel: .debug) : .disabled, now: { clock.now() })
+        let task = Task { await forwarder.run() }
+        defer { task.cancel() }
+        try await body()
+        task.cancel()
+        await task.value
+    }
+
+    @discardableResult
+    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let status = try spool.makeReader().status().destinations.first { $0.name == settings.name }!
+            if condition(status) || ContinuousClock.now >= deadline { return status }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    deinit {
+        spool.close()
+        server.http.stop()
+    }
+}
+
+func movingTrack(_ device: String, count: Int, from start: Int = 0) -> [Position] {
+    (start..<(start + count)).map { (i: Int) -> Position in
+        let step = Double(i)
+        let timeMs: Int64 = 1_784_953_800_000 + Int64(i) * 1000
+        let lat: Double = 59.9 + step * 4.5e-5
+        let lon: Double = 10.7 + step * 2e-5
+        let speed: Double = 5 + Double(i % 7) * 0.1
+        let course: Double = 45 + Double(i % 5)
+        let altitude: Double = 12 + Double(i % 3)
+        return Position(device: device, timeMs: timeMs, lat: lat, lon: lon, speed: speed, course: course, altitude: altitude,
+                        accuracy: 4, battery: 80, alarm: i == 3 ? "sos" : nil)
+    }
+}
+
+@Suite struct PushForwarderTests {
+    @Test func loginModeDeliversEveryFieldInOrderWithOneTokenAndOneLogin() async throws {
+        let f = try await PushFixture()
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("bow", count: 40) + movingTrack("stern", count: 40))
+            #expect(await f.server.waitUntil { $0.count >= 80 })
+        }
+        #expect(f.server.problems.isEmpty)
+        #expect(f.server.tokensIssued == 1)
+        #expect(f.server.logins == 1)
+        let bow = f.server.points.filter { $0.trackerId == "bow@alice" }
+        #expect(bow.map(\.timestamp) == movingTrack("bow", count: 40).map { Timestamp.iso8601(milliseconds: $0.timeMs) })
+        let fourth = bow[3]
+        #expect(fourth.fields["speed"] == .number(5.3))
+        #expect(fourth.fields["heading"] == .number(48))
+        #expect(fourth.fields["altitude"] == .number(12))
+        #expect(fourth.fields["accuracy"] == .number(4))
+        #expect(fourth.fields["battery"] == .number(80))
+        #expect(fourth.fields["alarm"] == .string("sos"))
+        #expect(bow[0].fields["alarm"] == nil)
+        #expect(f.server.batches.allSatisfy { $0.encoding == "zstd" })
+        // The token was stored for restarts, readable by its owner only.
+        let store = TokenStore(spoolPath: f.spool.path, destination: "push")
+        let mode = (try FileManager.default.attributesOfItem(atPath: store.path)[.posixPermissions] as? NSNumber)?.intValue
+        #expect(mode == 0o600)
+        #expect(store.load()?.loggedIn == true)
+    }
+
+    @Test func snakeCaseTokenAnswersWork() async throws {
+        let f = try await PushFixture()
+        f.server.useSnakeCase(true)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 5))
+            #expect(await f.server.waitUntil { $0.count >= 5 })
+        }
+        #expect(f.server.problems.isEmpty)
+    }
+
+    @Test func a401GetsAFreshTokenAndTheBatchIsRetried() async throws {
+        let f = try await PushFixture()
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 5))
+            #expect(await f.server.waitUntil { $0.count >= 5 })
+            f.server.expireAllTokens()
+            _ = await f.spool.append(movingTrack("a", count: 5, from: 5))
+            #expect(await f.server.waitUntil { $0.count >= 10 })
+        }
+        #expect(f.server.tokensIssued == 2)
+        #expect(f.server.logins == 2)
+        #expect(f.server.points.count == 10)
+    }
+
+    @Test func theTokenIsRefreshedAfter24HoursByTheClock() async throws {
+        let f = try await PushFixture()
+        f.server.setExpiresIn(nil)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 2))
+            #expect(await f.server.waitUntil { $0.count >= 2 })
+            f.clock.advance(seconds: 23 * 3600)
+            _ = await f.spool.append(movingTrack("a", count: 2, from: 2))
+            #expect(await f.server.waitUntil { $0.count >= 4 })
+            #expect(f.server.tokensIssued == 1)
+            f.clock.advance(seconds: 3600 + 1)
+            _ = await f.spool.append(movingTrack("a", count: 2, from: 4))
+            #expect(await f.server.waitUntil { $0.count >= 6 })
+        }
+        #expect(f.server.tokensIssued == 2)
+    }
+
+    @Test func expiresInShortensTheRefresh() async throws {
+        let f = try await PushFixture()
+        f.server.setExpiresIn(600)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 1))
+            #expect(await f.server.waitUntil { $0.count >= 1 })
+            f.clock.advance(seconds: 600)
+            _ = await f.spool.append(movingTrack("a", count: 1, from: 1))
+            #expect(await f.server.waitUntil { $0.count >= 2 })
+        }
+        #expect(f.server.tokensIssued == 2)
+    }
+
+    @Test func unsupportedEncodingsFallBackFromZstdToGzipToNone() async throws {
+        let f = try await PushFixture()
+        f.server.setEncodings(["gzip", "identity"])
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 10))
+            #expect(await f.server.waitUntil { $0.count >= 10 })
+            let gzip = try await f.waitForStatus { $0.encoding == "gzip" }
+            #expect(gzip.encoding == "gzip")
+            f.server.setEncodings(["identity"])
+            _ = await f.spool.append(movingTrack("a", count: 10, from: 10))
+            #expect(await f.server.waitUntil(timeout: .seconds(3)) { $0.count >= 20 })
+            let none = try await f.waitForStatus { $0.encoding == "none" }
+            #expect(none.encoding == "none")
+        }
+        #expect(Set(f.server.batches.map(\.encoding)) == ["gzip", "identity"])
+        #expect(f.server.points.count == 20)
+    }
+
+    @Test func oneRefusedPositionIsQuarantinedAndEveryOtherDelivered() async throws {
+        let f = try await PushFixture()
+        let track = movingTrack("a", count: 100)
+        f.server.refuse(trackerId: "a@alice", timestamp: Timestamp.iso8601(milliseconds: track[37].timeMs))
+        try await f.withForwarder {
+            _ = await f.spool.append(track)
+            #expect(await f.server.waitUntil { $0.count >= 99 })
+            let status = try await f.waitForStatus { $0.quarantined == 1 && $0.pending == 0 }
+            #expect(status.quarantined == 1)
+            #expect(status.pending == 0)
+        }
+        var expected = track.map { Timestamp.iso8601(milliseconds: $0.timeMs) }
+        expected.remove(at: 37)
+        #expect(f.server.points.map(\.timestamp) == expected)
+    }
+
+    @Test func a413HalvesTheBatchesAndABacklogGoesOutInFullOnes() async throws {
+        let f = try await PushFixture()
+        f.server.setMaxPoints(150)
+        _ = await f.spool.append(movingTrack("a", count: 1000))
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 1000 })
+        }
+        #expect(f.server.points.count == 1000)
+        let sizes = f.server.batches.map(\.points)
+        #expect(sizes.allSatisfy { $0 <= 150 })
+        // 500 → 250 → 125 after the 413s, then full batches of 125.
+        #expect(sizes.dropLast().allSatisfy { $0 == 125 })
+    }
+
+    @Test func backlogBatchesAreFull() async throws {
+        let f = try await PushFixture()
+        _ = await f.spool.append(movingTrack("a", count: 600) + movingTrack("b", count: 600))
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 1200 })
+        }
+        #expect(f.server.batches.map(\.points) == [500, 500, 200])
+    }
+
+    @Test func offlineAtStartThenRecovery() async throws {
+        let f = try await PushFixture()
+        let port = f.server.http.port
+        f.server.http.stop()
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 20))
+            let status = try await f.waitForStatus { $0.lastError != nil }
+            #expect(status.lastError?.contains("auth server unavailable") == true)
+            #expect(status.pending == 20)
+            try f.server.http.start(port: port)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 20 })
+        }
+        #expect(f.server.problems.isEmpty)
+    }
+
+    @Test func serverErrorsBackOffAndDropsAreRetried() async throws {
+        let f = try await PushFixture()
+        f.server.queuePushStatuses([503, 500, 0, 429])
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 30))
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 30 })
+        }
+        #expect(f.server.points.count == 30)
+    }
+
+    @Test func tokenModeUsesTheCallersTokenAndWaitsForANewOneAfterA401() async throws {
+        let tokenFile = try TemporaryDirectory()
+        let path = tokenFile.file("token")
+        let f = try await PushFixture(mode: .token) { settings in
+            settings.push?.token = Secret(.file(tokenFile.file("token")), path: "auth.token")
+            settings.push?.authBaseURL = nil
+            settings.push?.apiKey = nil
+        }
+        try f.server.issueToken().write(toFile: path, atomically: true, encoding: .utf8)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 5))
+            #expect(await f.server.waitUntil { $0.count >= 5 })
+            f.server.expireAllTokens()
+            _ = await f.spool.append(movingTrack("a", count: 5, from: 5))
+            let failed = try await f.waitForStatus { $0.state == "auth-failed" }
+            #expect(failed.state == "auth-failed")
+            #expect(failed.pending == 5)
+            // Another program renews the token file.
+            try f.server.issueToken().write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 10 })
+        }
+        #expect(f.server.tokensIssued == 2) // both issued by the "app", none by the relay
+        #expect(f.server.logins == 0)
+    }
+}
