@@ -47,6 +47,6 @@ let package = Package(
         .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelayTestKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
     ]
 )

@@ -50,6 +50,7 @@ package struct StatusReport: Sendable {
                 ("quarantined", num(d.quarantined)),
                 ("parked", num(d.parked)),
                 ("parkedDevices", .array(d.parkedDevices.map { .string($0) })),
+                ("encoding", encoding(row.settings, d).map { .string($0) } ?? .null),
             ]))
         }
         let devices: [JSONValue] = status.devices.map { d in
@@ -78,6 +79,12 @@ package struct StatusReport: Sendable {
         ]))
     }
 
+    /// The body encoding a push destination uses: the configured one, or what a 415 made it fall back to.
+    private func encoding(_ settings: Configuration.DestinationSettings?, _ status: SpoolStatus.Destination) -> String? {
+        guard let push = settings?.push else { return nil }
+        return status.encoding ?? push.compression.rawValue
+    }
+
     /// One screen for a person on a terminal.
     package var text: String {
         var out = "georelay \(running ? "running" : "not running") at \(Timestamp.iso8601(milliseconds: nowMs))\n"
@@ -91,7 +98,8 @@ package struct StatusReport: Sendable {
         for row in destinationRows {
             let d = row.status
             let state = running || d.state == "not started" ? d.state : "stopped"
-            out += "  \(d.name) (\(Redaction.url(row.settings?.url ?? ""))): \(state)\(d.buffered ? "" : ", real-time only")\n"
+            let encoding = self.encoding(row.settings, d).map { ", \($0)" } ?? ""
+            out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\n"
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs - oldest)) old" }
             line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"

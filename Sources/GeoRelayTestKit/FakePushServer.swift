@@ -84,6 +84,15 @@ package final class FakePushServer: Sendable {
     package var events: [String] { state.withLock { $0.events } }
     package var problems: [String] { state.withLock { $0.problems } }
     package var tokensIssued: Int { state.withLock { $0.issued } }
+    /// Every token value handed out, so a test can look for them where they must not be.
+    package var issuedTokens: [String] { state.withLock { Array($0.tokens.keys) } }
+    /// Revokes every token but the newest issued.
+    package func revokeAllButNewest() {
+        state.withLock { state in
+            let newest = state.tokens.keys.max { (Int($0.split(separator: "-")[1]) ?? 0) < (Int($1.split(separator: "-")[1]) ?? 0) }
+            for key in state.tokens.keys where key != newest { state.tokens[key]?.revoked = true }
+        }
+    }
     package var logins: Int { state.withLock { $0.logins } }
 
     /// The next push requests get these statuses, one each, before normal service resumes.
