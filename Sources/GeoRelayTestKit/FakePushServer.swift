@@ -25,7 +25,7 @@ package final class FakePushServer: Sendable {
         package var timestamp: String
         package var lat: Double
         package var lng: Double
-        package var fields: [String: JSONValue]
+        package var fields: JSONObject
     }
 
     package struct Batch: Sendable {
@@ -251,10 +251,11 @@ package final class FakePushServer: Sendable {
 
     struct Invalid: Error { let reason: String }
 
+    private static let allowedFields: Set<String> = ["driver", "trackerId", "timestamp", "lat", "lng", "speed", "heading", "altitude", "accuracy", "battery", "alarm"]
+
     private func validate(_ item: JSONValue) -> Result<Point, Invalid> {
         guard case .object(let object) = item else { return .failure(Invalid(reason: "not an object")) }
-        let allowed: Set<String> = ["driver", "trackerId", "timestamp", "lat", "lng", "speed", "heading", "altitude", "accuracy", "battery", "alarm"]
-        if let extra = object.keys.first(where: { !allowed.contains($0) }) { return .failure(Invalid(reason: "unknown field \(extra)")) }
+        if let extra = object.members.first(where: { !Self.allowedFields.contains($0.key) }) { return .failure(Invalid(reason: "unknown field \(extra.key)")) }
         guard object["driver"] == .string(expected.username) else { return .failure(Invalid(reason: "driver must be \(expected.username)")) }
         guard case .string(let tracker)? = object["trackerId"], tracker.hasSuffix("@\(expected.username)"), tracker.count > expected.username.count + 1 else {
             return .failure(Invalid(reason: "trackerId must be <device>@\(expected.username)"))
@@ -273,9 +274,7 @@ package final class FakePushServer: Sendable {
         if let alarm = object["alarm"], case .string = alarm {} else if object["alarm"] != nil {
             return .failure(Invalid(reason: "alarm must be a string"))
         }
-        var fields: [String: JSONValue] = [:]
-        for member in object.members { fields[member.key] = member.value }
-        return .success(Point(trackerId: tracker, timestamp: timestamp, lat: lat, lng: lng, fields: fields))
+        return .success(Point(trackerId: tracker, timestamp: timestamp, lat: lat, lng: lng, fields: object))
     }
 
     /// `2026-07-25T04:30:00.000Z` exactly.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayForward
 import GeoRelayTestKit
 import Synchronization
 
@@ -343,5 +344,186 @@ if want("idle") {
     emit("idle_cpu_seconds", [
         ("value", .number((cpu * 1000).rounded() / 1000)), ("window_seconds", .number(Double(seconds))),
         ("collectors", .number(4)), ("target", .string("about 0")),
+    ])
+}
+
+// MARK: - Push: bytes per position and drain rate
+
+/// A 1 Hz moving track of one boat: ~5 m/s, slowly turning, GPS-like precision and noise.
+func movingBoatTrack(device: String, count: Int) -> [Position] {
+    var generator = SplitMix(seed: 42)
+    var lat = 59.9, lon = 10.7, course = 45.0
+    return (0..<count).map { i in
+        course += Double.random(in: -2...2, using: &generator)
+        let speed = 5.0 + Double.random(in: -0.3...0.3, using: &generator)
+        lat += speed * cos(course * .pi / 180) / 111_320
+        lon += speed * sin(course * .pi / 180) / (111_320 * cos(lat * .pi / 180))
+        func round(_ v: Double, _ digits: Double) -> Double { (v * digits).rounded() / digits }
+        return Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000,
+                        lat: round(lat, 1e6), lon: round(lon, 1e6), speed: round(speed, 100), course: round(course.truncatingRemainder(dividingBy: 360), 10),
+                        altitude: round(12 + Double.random(in: -1...1, using: &generator), 10), accuracy: round(3 + Double.random(in: 0...2, using: &generator), 10))
+    }
+}
+
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+if want("compression") {
+    var settings = Configuration.DestinationSettings()
+    var push = PushSettings()
+    push.username = "alice"
+    settings.push = push
+    let wire = PushProtocol(settings: settings)
+    let track = movingBoatTrack(device: "gps-bow", count: 3600)
+    let points = track.map { wire.encodePoint($0) }
+    let compressor = try ZstdCompressor()
+    for size in [100, 500] {
+        var json = 0, gzip = 0
+        var zstd: [Int: Int] = [:]
+        var start = 0
+        while start < points.count {
+            let body = wire.encodeBatch(Array(points[start..<min(points.count, start + size)]))
+            json += body.count
+            gzip += try Gzip.compress(body).count
+            for level in [3, 5, 6, 7, 8, 9, 12, 19] { zstd[level, default: 0] += try compressor.compress(body, level: level).count }
+            start += size
+        }
+        note("batch \(size): json \(json / points.count) B/pos, gzip \(gzip / points.count), " + zstd.keys.sorted().map { "zstd\($0) \(String(format: "%.1f", Double(zstd[$0]!) / Double(points.count)))" }.joined(separator: ", "))
+        if size == 500 {
+            let body = wire.encodeBatch(Array(points[0..<500]))
+            for level in [3, 5, 6, 7, 8, 9] {
+                let t0 = WallClock.monotonicNs()
+                for _ in 0..<20 { _ = try compressor.compress(body, level: level) }
+                note("zstd\(level): \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / 20e6)) ms per 500-position batch")
+            }
+            let t0 = WallClock.monotonicNs()
+            for _ in 0..<20 { _ = track[0..<500].map { wire.encodePoint($0) } }
+            note("json encoding: \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / 20e6)) ms per 500 positions")
+        }
+    }
+}
+
+/// Wire bytes per position for one destination: a relay drains the track to a local server.
+func wireBytesPerPosition(destination: (String) -> String, expected: Int, delivered: @escaping () -> Int, directory: TemporaryDirectory, track: [Position]) throws -> Double {
+    let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
+    try """
+        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
+          destinations: [\(destination(directory.path))] }
+        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    try relay.start()
+    let client = try UnixLineClient(path: relay.socketPath)
+    try client.write(#"{"hello":{"ack":true}}"# + "\n")
+    _ = client.readLine()
+    let lines = track.map { p in
+        #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+    }
+    try client.write(lines.joined())
+    _ = client.readLines(lines.count)
+    let deadline = Date().addingTimeInterval(120)
+    while delivered() < expected, Date() < deadline { usleep(20_000) }
+    usleep(300_000) // the last acknowledgements' commit
+    relay.stop()
+    let status = try SpoolReader.open(path: directory.file("spool.db")).status()
+    let bytes = status.destinations.first?.wireBytes ?? 0
+    return Double(bytes) / Double(expected)
+}
+
+if want("wire") {
+    let track = movingBoatTrack(device: "gps-bow", count: 3600)
+    var fields: [(String, JSONValue)] = [("positions", .number(Double(track.count)))]
+    do {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        let directory = try TemporaryDirectory()
+        let perPosition = try wireBytesPerPosition(destination: { _ in #"{ url: "\#(server.url)" }"# }, expected: track.count,
+                                                   delivered: { server.requestCount }, directory: directory, track: track)
+        fields.append(("traccar", .number((perPosition * 10).rounded() / 10)))
+    }
+    for compression in ["none", "gzip", "zstd"] {
+        let server = try FakePushServer()
+        defer { server.http.stop() }
+        let directory = try TemporaryDirectory()
+        setenv("GEORELAY_BENCH_API_KEY", server.expected.apiKey, 1)
+        let perPosition = try wireBytesPerPosition(destination: { _ in
+            """
+            { type: "push", url: "\(server.pushURL)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
+              apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
+              username: "\(server.expected.username)", compression: "\(compression)", batch: { maxDelaySeconds: 0 } }
+            """
+        }, expected: track.count, delivered: { server.points.count }, directory: directory, track: track)
+        if !server.problems.isEmpty { note("push server problems: \(server.problems.prefix(3))") }
+        fields.append(("push_\(compression)", .number((perPosition * 10).rounded() / 10)))
+    }
+    fields.append(("target", .string("push zstd <= 16")))
+    emit("wire_bytes_per_position", fields)
+}
+
+if want("push-drain") {
+    let count = quick ? 20_000 : 100_000
+    let server = try FakePushServer()
+    defer { server.http.stop() }
+    setenv("GEORELAY_BENCH_API_KEY", server.expected.apiKey, 1)
+    let directory = try TemporaryDirectory()
+    let port = server.http.port
+    server.http.stop()
+    let level = ProcessInfo.processInfo.environment["GEORELAY_BENCH_ZSTD_LEVEL"].flatMap(Int.init)
+    let destination = """
+        { type: "push", url: "\(server.pushURL)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
+          apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
+          username: "\(server.expected.username)", batch: { maxDelaySeconds: 0 }, backoff: { minSeconds: 0.2, maxSeconds: 1 },
+          probe: { intervalSeconds: 1 } \(level.map { ", zstdLevel: \($0)" } ?? "") }
+        """
+    let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
+    try """
+        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
+        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    // Fill while the server is down.
+    try relay.start()
+    let client = try UnixLineClient(path: relay.socketPath)
+    try client.write(#"{"hello":{"ack":true}}"# + "\n")
+    _ = client.readLine()
+    let track = movingBoatTrack(device: "gps-bow", count: count)
+    var written = 0
+    while written < count {
+        let n = min(50_000, count - written)
+        try client.write(track[written..<(written + n)].map { p in
+            #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+        }.joined())
+        _ = client.readLines(n)
+        written += n
+    }
+    relay.stop()
+    try server.http.start(port: port)
+    let serverCPU = cpuSeconds(getpid())
+    let started = WallClock.monotonicNs()
+    try relay.start()
+    // The drain is timed from the first batch's arrival (after start-up and authentication) to the last.
+    var firstBatch: UInt64?
+    var firstCount = 0
+    while server.points.count < count {
+        if firstBatch == nil, server.points.count > 0 {
+            firstBatch = WallClock.monotonicNs()
+            firstCount = server.points.count
+        }
+        usleep(1_000)
+    }
+    let finished = WallClock.monotonicNs()
+    let seconds = Double(finished - started) / 1e9
+    let drainSeconds = Double(finished - (firstBatch ?? started)) / 1e9
+    note("push drain: \(count) in \(String(format: "%.2f", seconds)) s from relay start; relay CPU \(String(format: "%.2f", cpuSeconds(relay.pid))) s, server CPU \(String(format: "%.2f", cpuSeconds(getpid()) - serverCPU)) s")
+    relay.stop()
+    emit("push_drain_positions_per_second", [
+        ("value", .number((Double(count - firstCount) / drainSeconds).rounded())),
+        ("including_startup_and_auth", .number((Double(count) / seconds).rounded())), ("positions", .number(Double(count))),
+        ("zstd_level", .number(Double(level ?? PushSettings().zstdLevel))), ("target", .string(">= 200000")),
     ])
 }

@@ -205,12 +205,15 @@ package final class CurlEasy {
 
     private func wireBytes() -> Int {
         var requestSize = 0, headerSize = 0
-        var downloaded: curl_off_t = 0
+        var uploaded: curl_off_t = 0, downloaded: curl_off_t = 0
         _ = georelay_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize)
         _ = georelay_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &headerSize)
+        _ = georelay_curl_getinfo_off(handle, CURLINFO_SIZE_UPLOAD_T, &uploaded)
         _ = georelay_curl_getinfo_off(handle, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
-        // REQUEST_SIZE already holds the request line, headers and the POST body sent with them.
-        return requestSize + headerSize + Int(downloaded)
+        // curl sends a small POST body with the headers and counts it in REQUEST_SIZE;
+        // a large one (tens of KiB) goes separately and is counted only as uploaded.
+        let sent = requestSize >= Int(uploaded) ? requestSize : requestSize + Int(uploaded)
+        return sent + headerSize + Int(downloaded)
     }
 }
 

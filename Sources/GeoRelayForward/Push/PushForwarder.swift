@@ -57,24 +57,29 @@ package final class PushForwarder: DestinationForwarder {
         var acked: [Int64: Int64] = [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
+        var prefetched: Prepared?
         while !Task.isCancelled {
-            let batch: [Item]
-            let full: Bool
-            do {
-                (batch, full) = try await nextBatch(acked: acked, maxPositions: state.maxPositions)
-            } catch {
-                logger.error("cannot read the spool: \(error)")
-                try? await Task.sleep(for: .seconds(5))
-                continue
+            let prepared: Prepared
+            if let next = prefetched {
+                prepared = next
+                prefetched = nil
+            } else {
+                do {
+                    prepared = try await prepare(acked: acked, maxPositions: state.maxPositions, encoding: state.encoding)
+                } catch {
+                    logger.error("cannot read the spool: \(error)")
+                    try? await Task.sleep(for: .seconds(5))
+                    continue
+                }
             }
-            guard let oldest = batch.map(\.stored.receivedMs).min() else {
+            guard let oldest = prepared.items.map(\.stored.receivedMs).min() else {
                 await wake.wait()
                 continue
             }
             // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
             let due = oldest + Int64(push.batchMaxDelaySeconds * 1000)
             let nowMs = WallClock.nowMs()
-            if !full, due > nowMs {
+            if !prepared.full, due > nowMs {
                 await wake.wait(timeout: .milliseconds(due - nowMs))
                 continue
             }
@@ -85,18 +90,49 @@ package final class PushForwarder: DestinationForwarder {
                 await handleAuth(error, backoff: &backoff)
                 continue
             }
-            let result = await send(batch, token: token, state: &state)
+            // While this batch is on the wire, the next one is read, encoded and
+            // compressed, on the bet that this one is taken whole.
+            var assumed = acked
+            for item in prepared.items { assumed[item.stored.deviceID] = max(assumed[item.stored.deviceID] ?? 0, item.stored.seq) }
+            let (speculative, current) = (assumed, state)
+            let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
+                if prepared.full {
+                    group.addTask { try? await self.prepare(acked: speculative, maxPositions: current.maxPositions, encoding: current.encoding) }
+                }
+                let (result, newState) = await send(prepared, token: token, state: current)
+                let next = await group.next() ?? nil
+                return (result, newState, next)
+            }
+            state = newState
             for (deviceID, seq) in result.advanced { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
             if Task.isCancelled { break }
             switch result.stop {
             case .none:
                 backoff.reset()
+                // The bet holds only if the whole batch went, in the encoding and size it was made for.
+                if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions {
+                    prefetched = next
+                }
             case .auth(let error):
                 await handleAuth(error, backoff: &backoff)
             case .unavailable(let reason, let retryAfter, let transport):
                 _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
             }
         }
+    }
+
+    /// A batch ready to send: its positions and, when it goes as one request, its body.
+    private struct Prepared: Sendable {
+        var items: [Item]
+        var full: Bool
+        var encoding: PushSettings.Compression
+        var body: [UInt8]
+    }
+
+    private func prepare(acked: [Int64: Int64], maxPositions: Int, encoding: PushSettings.Compression) async throws -> Prepared {
+        let (items, full) = try await nextBatch(acked: acked, maxPositions: maxPositions)
+        let body = items.isEmpty ? [] : try await encode(items[...], encoding: encoding)
+        return Prepared(items: items, full: full, encoding: encoding, body: body)
     }
 
     /// What the forwarder keeps between batches.
@@ -141,12 +177,17 @@ package final class PushForwarder: DestinationForwarder {
     private struct SendResult {
         var advanced: [Int64: Int64] = [:]
         var stop: Stop?
+        /// Every position of the batch was delivered or quarantined.
+        var advancedAll = false
     }
 
     /// Sends a batch, splitting it as the answers require, until all of it is
     /// delivered or quarantined, or the destination stops taking anything.
-    private func send(_ batch: [Item], token initialToken: String, state: inout DeliveryState) async -> SendResult {
+    private func send(_ prepared: Prepared, token initialToken: String, state initial: DeliveryState) async -> (SendResult, DeliveryState) {
+        let batch = prepared.items
+        var state = initial
         var result = SendResult()
+        var handled = 0
         var token = initialToken
         var retriedAuth = false
         // Chunks still to send, the next at the end.
@@ -163,7 +204,12 @@ package final class PushForwarder: DestinationForwarder {
             defer { spool.record(update) }
             let body: [UInt8]
             do {
-                body = try await encode(chunk, encoding: state.encoding)
+                // The prepared body serves when the chunk is the whole batch in the same encoding.
+                if chunk.count == batch.count, prepared.encoding == state.encoding, !prepared.body.isEmpty {
+                    body = prepared.body
+                } else {
+                    body = try await encode(chunk, encoding: state.encoding)
+                }
             } catch {
                 result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
                 break
@@ -177,6 +223,7 @@ package final class PushForwarder: DestinationForwarder {
                     result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
                 }
                 update.sent += chunk.count
+                handled += chunk.count
                 update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
             case .tooLarge where chunk.count > 1:
                 state.maxPositions = max(1, chunk.count / 2)
@@ -190,6 +237,7 @@ package final class PushForwarder: DestinationForwarder {
                 logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
                 update.quarantined.append((item.stored.deviceID, item.stored.seq, reason))
                 result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
+                handled += 1
             case .unsupportedEncoding:
                 guard let weaker = state.encoding.weaker else {
                     result.stop = .unavailable("HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
@@ -220,7 +268,8 @@ package final class PushForwarder: DestinationForwarder {
                 pending.removeAll()
             }
         }
-        return result
+        result.advancedAll = handled == batch.count
+        return (result, state)
     }
 
     private func halves(_ chunk: ArraySlice<Item>) -> [ArraySlice<Item>] {
