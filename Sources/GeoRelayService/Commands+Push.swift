@@ -93,7 +93,7 @@ extension Commands {
                 let body = switch encoding {
                 case .none: json
                 case .gzip: try Gzip.compress(json)
-                case .zstd: try ZstdCompressor().compress(json, level: push.zstdLevel)
+                case .zstd: try ZstdCompressor().compress(json, level: push.zstdLevel ?? CompressionPlanner.thoroughLevel)
                 }
                 switch wire.outcome(of: await worker.perform(wire.request(body: body, encoding: encoding, token: token))) {
                 case .delivered:

@@ -65,3 +65,23 @@ import Testing
         #expect(value.jsonText == #"{"a":[1,2.5,"q\"uote"],"b":null}"#)
     }
 }
+
+@Suite struct JSONBytesTests {
+    @Test(arguments: [
+        (59.912345, 7, "59.912345"), (-10.7000001, 7, "-10.7000001"), (5.144444444444445, 3, "5.144"), (12.5, 3, "12.5"),
+        (3.0, 3, "3"), (-0.0004, 3, "0"), (-0.0006, 3, "-0.001"), (0.05, 3, "0.05"), (1e20, 3, "1e+20"), (179.99999999, 7, "180"),
+    ])
+    func fixedDecimals(value: Double, decimals: Int, expected: String) {
+        var out: [UInt8] = []
+        JSONBytes.appendFixed(value, decimals: decimals, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == expected)
+    }
+
+    @Test func isoTimestampsMatchTheStringForm() {
+        for ms in stride(from: Int64(-86_400_000), to: 4_102_444_800_000, by: 7_777_777_777) {
+            var out: [UInt8] = []
+            JSONBytes.appendISO8601(milliseconds: ms, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == Timestamp.iso8601(milliseconds: ms))
+        }
+    }
+}

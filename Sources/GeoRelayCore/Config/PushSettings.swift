@@ -49,8 +49,10 @@ package struct PushSettings: Sendable, Equatable {
     package var batchMaxBytes = 256 * 1024
     package var batchMaxDelaySeconds = 5.0
     package var compression = Compression.zstd
-    /// zstd level: 7 is where bytes per position level off (see BENCHMARKS.md); 19 saves ~10% more at 20x the CPU.
-    package var zstdLevel = 7
+    /// A fixed zstd level, or nil for `"auto"`: level 7 (where bytes per position
+    /// level off) on a fast link, 19 (about 10% fewer bytes for 20x the CPU) when
+    /// the link is slow enough that the bytes saved take longer to send than the CPU costs.
+    package var zstdLevel: Int?
     /// Refresh the token at least this often (the SDK's 24 hours).
     package var tokenRefreshSeconds = 86_400.0
 
@@ -96,7 +98,11 @@ extension PushSettings {
         push.batchMaxDelaySeconds = try batch.number("maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0)
         try batch.finish()
         push.compression = try node.choice("compression", default: push.compression)
-        push.zstdLevel = try node.integer("zstdLevel", default: push.zstdLevel, min: 1, max: 22)
+        if case .string(let text)? = node.value("zstdLevel") {
+            guard text == "auto" else { throw ConfigError(path: node.child("zstdLevel"), "expected \"auto\" or a level from 1 to 22, got \"\(text)\"") }
+        } else if node.contains("zstdLevel") {
+            push.zstdLevel = try node.integer("zstdLevel", default: 7, min: 1, max: 22)
+        }
         push.tokenRefreshSeconds = try node.number("tokenRefreshSeconds", default: push.tokenRefreshSeconds, min: 60)
 
         _ = try required("tenant", push.tenant)

@@ -48,7 +48,7 @@ package final class PushForwarder: DestinationForwarder {
     package func run() async {
         let wake = spool.commits.subscribe()
         defer { spool.commits.unsubscribe(wake) }
-        var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions)
+        var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions, planner: CompressionPlanner(fixedLevel: push.zstdLevel))
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
            let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength {
@@ -65,7 +65,7 @@ package final class PushForwarder: DestinationForwarder {
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(acked: acked, maxPositions: state.maxPositions, encoding: state.encoding)
+                    prepared = try await prepare(acked: acked, state: state)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
@@ -97,7 +97,7 @@ package final class PushForwarder: DestinationForwarder {
             let (speculative, current) = (assumed, state)
             let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
                 if prepared.full {
-                    group.addTask { try? await self.prepare(acked: speculative, maxPositions: current.maxPositions, encoding: current.encoding) }
+                    group.addTask { try? await self.prepare(acked: speculative, state: current) }
                 }
                 let (result, newState) = await send(prepared, token: token, state: current)
                 let next = await group.next() ?? nil
@@ -127,19 +127,30 @@ package final class PushForwarder: DestinationForwarder {
         var full: Bool
         var encoding: PushSettings.Compression
         var body: [UInt8]
+        var compression: CompressionMeasurement?
     }
 
-    private func prepare(acked: [Int64: Int64], maxPositions: Int, encoding: PushSettings.Compression) async throws -> Prepared {
-        let (items, full) = try await nextBatch(acked: acked, maxPositions: maxPositions)
-        let body = items.isEmpty ? [] : try await encode(items[...], encoding: encoding)
-        return Prepared(items: items, full: full, encoding: encoding, body: body)
+    /// What one zstd compression cost, for the planner.
+    private struct CompressionMeasurement: Sendable {
+        var level: Int
+        var jsonBytes: Int
+        var compressedBytes: Int
+        var seconds: Double
+    }
+
+    private func prepare(acked: [Int64: Int64], state: DeliveryState) async throws -> Prepared {
+        let (items, full) = try await nextBatch(acked: acked, maxPositions: state.maxPositions)
+        guard !items.isEmpty else { return Prepared(items: [], full: false, encoding: state.encoding, body: []) }
+        let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
+        return Prepared(items: items, full: full, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
     }
 
     /// What the forwarder keeps between batches.
-    private struct DeliveryState {
+    private struct DeliveryState: Sendable {
         var encoding: PushSettings.Compression
         /// Lowered by 413 answers.
         var maxPositions: Int
+        var planner: CompressionPlanner
     }
 
     /// The oldest pending positions across devices, each device a prefix of its own backlog.
@@ -207,15 +218,22 @@ package final class PushForwarder: DestinationForwarder {
                 // The prepared body serves when the chunk is the whole batch in the same encoding.
                 if chunk.count == batch.count, prepared.encoding == state.encoding, !prepared.body.isEmpty {
                     body = prepared.body
+                    if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
                 } else {
-                    body = try await encode(chunk, encoding: state.encoding)
+                    let encoded = try await encode(chunk, encoding: state.encoding, planner: state.planner)
+                    body = encoded.body
+                    if let measured = encoded.measurement { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
                 }
             } catch {
                 result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
                 break
             }
+            let sentAt = WallClock.monotonicNs()
             let response = await worker.perform(wire.request(body: body, encoding: state.encoding, token: token))
-            if case .success(let http) = response { update.wireBytes += http.wireBytes }
+            if case .success(let http) = response {
+                update.wireBytes += http.wireBytes
+                state.planner.recordUpload(bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
+            }
             switch wire.outcome(of: response) {
             case .delivered:
                 for item in chunk {
@@ -278,14 +296,19 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// JSON, then the chosen compression, off the cooperative pool.
-    private func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression) async throws -> [UInt8] {
-        let (wire, level, points) = (self.wire, push.zstdLevel, chunk.map(\.point))
+    private func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws -> (body: [UInt8], measurement: CompressionMeasurement?) {
+        let (wire, points) = (self.wire, chunk.map(\.point))
         return try await encoder.run { zstd in
             let json = wire.encodeBatch(points)
             switch encoding {
-            case .none: return json
-            case .gzip: return try Gzip.compress(json)
-            case .zstd: return try zstd.compress(json, level: level)
+            case .none: return (json, nil)
+            case .gzip: return (try Gzip.compress(json), nil)
+            case .zstd:
+                let level = planner.level(forJSONBytes: json.count)
+                let started = WallClock.monotonicNs()
+                let body = try zstd.compress(json, level: level)
+                let seconds = Double(WallClock.monotonicNs() - started) / 1e9
+                return (body, CompressionMeasurement(level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds))
             }
         }
     }

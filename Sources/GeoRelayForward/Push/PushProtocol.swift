@@ -40,13 +40,15 @@ package struct PushProtocol: Sendable {
         out.append(contentsOf: trackerSuffix)
         JSONBytes.appendISO8601(milliseconds: position.timeMs, to: &out)
         out.append(contentsOf: #"","lat":"#.utf8)
-        JSONBytes.appendNumber(position.lat, to: &out)
+        // Coordinates to 1e-7° (about 1 cm), everything else to 1e-3: finer than any
+        // GPS fix, and shorter than a shortest round-trip form of a converted unit.
+        JSONBytes.appendFixed(position.lat, decimals: 7, to: &out)
         out.append(contentsOf: #","lng":"#.utf8)
-        JSONBytes.appendNumber(position.lon, to: &out)
+        JSONBytes.appendFixed(position.lon, decimals: 7, to: &out)
         func add(_ key: StaticString, _ value: Double?) {
             guard let value, value.isFinite else { return }
             out.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
-            JSONBytes.appendNumber(value, to: &out)
+            JSONBytes.appendFixed(value, decimals: 3, to: &out)
         }
         add(#","speed":"#, position.speed)
         add(#","heading":"#, position.course)
