@@ -1,0 +1,33 @@
+import Testing
+@testable import GeoRelayForward
+
+@Suite struct CompressionTests {
+    @Test func plannerSpendsCPUOnlyWhereTheLinkIsSlower() {
+        var planner = CompressionPlanner(fixedLevel: nil)
+        // Unmeasured: assume a metered link.
+        #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.thoroughLevel)
+        // Loopback: 7.7 KB answered in 1 ms.
+        planner.recordUpload(bytes: 7_700, seconds: 0.001)
+        #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.fastLevel)
+        // A satellite link: 7.7 KB in 0.25 s, for a while.
+        for _ in 0..<10 { planner.recordUpload(bytes: 7_700, seconds: 0.25) }
+        #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.thoroughLevel)
+        // A CPU far slower than assumed tips it back.
+        for _ in 0..<10 { planner.recordCompression(level: CompressionPlanner.thoroughLevel, jsonBytes: 87_000, compressedBytes: 7_000, seconds: 2) }
+        #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.fastLevel)
+        #expect(CompressionPlanner(fixedLevel: 3).level(forJSONBytes: 87_000) == 3)
+    }
+
+    @Test func zstdAndGzipRoundTrip() throws {
+        let body = Array(String(repeating: #"{"driver":"alice","lat":59.9,"lng":10.7},"#, count: 200).utf8)
+        let zstd = try ZstdCompressor().compress(body, level: 7)
+        #expect(zstd.count < body.count / 10)
+        #expect(try Zstd.decompress(zstd) == body)
+        let gzip = try Gzip.compress(body)
+        #expect(gzip.count < body.count / 10)
+        #expect(gzip.prefix(2) == [0x1F, 0x8B])
+        #expect(try Gzip.decompress(gzip) == body)
+        #expect(throws: CompressionError.self) { try Zstd.decompress([1, 2, 3]) }
+        #expect(throws: CompressionError.self) { try Gzip.decompress(Array(gzip.prefix(10))) }
+    }
+}
