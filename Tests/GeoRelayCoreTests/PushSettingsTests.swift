@@ -9,7 +9,7 @@ import Testing
         let destination = config.destinations[0]
         #expect(destination.kind == .push)
         #expect(destination.name == "push")
-        #expect(destination.filterDistanceMeters == 50)
+        #expect(destination.filter.distanceMeters == 50)
         let push = try #require(destination.push)
         #expect(push.registrationBaseURL == "https://reg.example.com/")
         #expect(push.authMode == .login)

@@ -59,8 +59,8 @@ package struct Configuration: Sendable, Equatable {
         package var connectTimeoutSeconds = 10.0
         /// How long a device the server does not know stays parked before one retry.
         package var parkSeconds = 600.0
-        /// The location filter's distance (75 m for Traccar, the SDK's 50 m for push).
-        package var filterDistanceMeters = 75.0
+        /// Which positions this destination gets (distance 75 m for Traccar, the SDK's 50 m for push).
+        package var filter = FilterSettings()
         /// The push destination's own settings, when `kind` is `.push`.
         package var push: PushSettings?
         package init() {}
@@ -138,7 +138,7 @@ extension Configuration.DestinationSettings {
             }
             url = pushURL
             concurrency = 1
-            filterDistanceMeters = 50
+            filter.distanceMeters = 50
             push = try PushSettings.read(&node)
         } else {
             url = try node.string("url", default: url)
@@ -158,14 +158,8 @@ extension Configuration.DestinationSettings {
         if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
         probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1)
         try probe.finish()
-        var filter = try node.node("filter")
-        if let value = filter.value("distanceMeters") {
-            guard case .number(let meters) = value, meters.isFinite, meters >= 0 else {
-                throw ConfigError(path: filter.child("distanceMeters"), "INVALID_DISTANCE_FILTER: expected a number of metres, 0 or more")
-            }
-            filterDistanceMeters = meters
-        }
-        try filter.finish()
+        var filterNode = try node.node("filter")
+        filter = try FilterSettings.read(&filterNode, defaults: filter)
         try node.finish()
     }
 

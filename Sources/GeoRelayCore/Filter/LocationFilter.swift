@@ -1,0 +1,121 @@
+/// What one destination remembers about one device between positions.
+///
+/// Persisted in the spool with the destination's cursor, so a restart neither
+/// floods the uplink with an unfiltered burst nor forgets a stop.
+package struct FilterState: Sendable, Equatable {
+    /// The last position sent: its fix time, place and course.
+    package var lastSentMs: Int64?
+    package var lastSentLat = 0.0
+    package var lastSentLon = 0.0
+    package var lastSentCourse: Double?
+    /// The newest fix time sent: anything older that follows is history to the server.
+    package var newestSentMs: Int64?
+    /// Stop detection: where the device has stayed since when, and whether that made it stopped.
+    package var anchorLat: Double?
+    package var anchorLon: Double?
+    package var anchorSinceMs: Int64 = 0
+    package var stopped = false
+
+    package init() {}
+}
+
+/// Whether a destination gets a position.
+package enum FilterDecision: Sendable, Equatable {
+    /// Send it; `motion` is set when stop detection changed its mind with this position.
+    case send(motion: Bool?)
+    case skip
+}
+
+/// The Traccar client SDK's location rules, per destination: a position is
+/// sent when ANY rule holds (distance, interval, course change), always when
+/// it is the device's first, an alarm, or a change of stop state, and while
+/// the device is stopped only as a heartbeat.
+///
+/// Stop detection anchors on a position and calls the device stopped once its
+/// positions have stayed within `stationaryRadiusMeters` of that anchor for
+/// `stopTimeoutSeconds`; jitter inside the radius never counts as movement, so
+/// a receiver wandering 20–40 m around a mooring is one stop. Leaving the
+/// radius ends the stop at once. A collector's explicit `motion` wins. Times
+/// are fix times, so the decisions are the same whenever they are made.
+package struct LocationFilter: Sendable {
+    package let settings: FilterSettings
+
+    package init(settings: FilterSettings) {
+        self.settings = settings
+    }
+
+    package func evaluate(_ position: Position, state: FilterState) -> (FilterDecision, FilterState) {
+        var next = state
+        let changed = settings.stopDetection ? detectStop(position, state: &next) : nil
+        let decision: FilterDecision
+        if position.alarm != nil || settings.mode == .all || state.lastSentMs == nil || changed != nil {
+            decision = .send(motion: changed)
+        } else if next.stopped {
+            decision = heartbeatDue(position, state) ? .send(motion: nil) : .skip
+        } else {
+            decision = rulesHold(position, state) ? .send(motion: nil) : .skip
+        }
+        if case .send = decision {
+            next.lastSentMs = position.timeMs
+            next.lastSentLat = position.lat
+            next.lastSentLon = position.lon
+            next.lastSentCourse = position.course ?? state.lastSentCourse
+            next.newestSentMs = max(state.newestSentMs ?? .min, position.timeMs)
+        }
+        return (decision, next)
+    }
+
+    /// Updates the stop state; returns the new motion value when it changed.
+    private func detectStop(_ p: Position, state: inout FilterState) -> Bool? {
+        if let explicit = p.attributes.last(where: { $0.key == "motion" })?.value, case .bool(let moving) = explicit {
+            let changed = moving == state.stopped
+            state.stopped = !moving
+            state.anchorLat = p.lat
+            state.anchorLon = p.lon
+            state.anchorSinceMs = p.timeMs
+            return changed ? moving : nil
+        }
+        guard let anchorLat = state.anchorLat, let anchorLon = state.anchorLon else {
+            state.anchorLat = p.lat
+            state.anchorLon = p.lon
+            state.anchorSinceMs = p.timeMs
+            return nil
+        }
+        if Geo.distance(lat1: anchorLat, lon1: anchorLon, lat2: p.lat, lon2: p.lon) <= settings.stationaryRadiusMeters {
+            if !state.stopped, p.timeMs - state.anchorSinceMs >= Int64(settings.stopTimeoutSeconds * 1000) {
+                state.stopped = true
+                return false
+            }
+            return nil
+        }
+        state.anchorLat = p.lat
+        state.anchorLon = p.lon
+        state.anchorSinceMs = p.timeMs
+        if state.stopped {
+            state.stopped = false
+            return true
+        }
+        return nil
+    }
+
+    private func heartbeatDue(_ p: Position, _ state: FilterState) -> Bool {
+        guard settings.heartbeatIntervalSeconds > 0, let last = state.lastSentMs else { return false }
+        return p.timeMs - last >= Int64(settings.heartbeatIntervalSeconds * 1000)
+    }
+
+    private func rulesHold(_ p: Position, _ state: FilterState) -> Bool {
+        guard let last = state.lastSentMs else { return true }
+        if settings.distanceMeters > 0,
+           Geo.distance(lat1: state.lastSentLat, lon1: state.lastSentLon, lat2: p.lat, lon2: p.lon) >= settings.distanceMeters {
+            return true
+        }
+        if settings.intervalSeconds > 0, p.timeMs - last >= Int64(settings.intervalSeconds * 1000) {
+            return true
+        }
+        if settings.angleDegrees > 0, let course = p.course, let lastCourse = state.lastSentCourse,
+           Geo.courseChange(course, lastCourse) >= settings.angleDegrees {
+            return true
+        }
+        return false
+    }
+}
