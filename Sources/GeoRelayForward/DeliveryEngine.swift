@@ -2,10 +2,14 @@ import CCurl
 import GeoRelayCore
 import GeoRelaySpool
 
-/// One device's positions for one round.
+/// One device's positions for one round, as the filter planned them.
 struct DeviceBatch: Sendable {
     var cursor: DeviceCursor
-    var positions: [StoredPosition]
+    var planned: [PlannedPosition]
+    /// Send without moving the cursor: alarms ahead of their device's backlog.
+    var outOfOrder = false
+
+    var positions: [StoredPosition] { planned.map(\.stored) }
 }
 
 /// What a round did for one device.
@@ -17,6 +21,8 @@ struct DeviceResult: Sendable {
     var attempted = 0
     /// Set when the destination proved unavailable while this device was sending.
     var unavailable: DeliveryOutcome?
+    /// The filter's memory as of `ackedSeq`.
+    var filterState: FilterState?
 }
 
 /// Sends rounds of positions over one curl multi handle, on one thread.
@@ -77,7 +83,7 @@ final class DeliveryEngine {
         }
 
         func start(_ slot: Int, _ assignment: Slot) -> Bool {
-            let stored = batches[assignment.batch].positions[assignment.index]
+            let stored = batches[assignment.batch].planned[assignment.index].stored
             do throws(CurlError) {
                 try easies[slot].configure(traccar.request(for: stored.position))
                 try multi.add(easies[slot])
@@ -96,7 +102,7 @@ final class DeliveryEngine {
             while !halted, nextBatch < batches.count {
                 let batch = nextBatch
                 nextBatch += 1
-                if batches[batch].positions.isEmpty { continue }
+                if batches[batch].planned.isEmpty { continue }
                 if start(slot, Slot(batch: batch, index: 0, retried: false)) { return }
             }
             slots[slot] = nil
@@ -104,7 +110,7 @@ final class DeliveryEngine {
 
         func advance(_ slot: Int, _ assignment: Slot) {
             let next = assignment.index + 1
-            if !halted, next < batches[assignment.batch].positions.count, !stop.isSet {
+            if !halted, next < batches[assignment.batch].planned.count, !stop.isSet {
                 if start(slot, Slot(batch: assignment.batch, index: next, retried: false)) { return }
             }
             assignNextDevice(slot)
@@ -130,22 +136,35 @@ final class DeliveryEngine {
             while let finished = multi.nextFinished() {
                 guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot] else { continue }
                 multi.remove(easies[slot])
-                let stored = batches[assignment.batch].positions[assignment.index]
+                let planned = batches[assignment.batch].planned[assignment.index]
+                let stored = planned.stored
+                let outOfOrder = batches[assignment.batch].outOfOrder
                 let device = batches[assignment.batch].cursor.device
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
                 let outcome = traccar.outcome(of: response)
                 if mode == .realTime {
                     if case .delivered = outcome { update.sent += 1; results[assignment.batch].delivered += 1 }
-                    results[assignment.batch].ackedSeq = stored.seq
+                    results[assignment.batch].ackedSeq = planned.ackThrough
+                    results[assignment.batch].filterState = planned.stateAfter
                     advance(slot, assignment)
                     continue
                 }
+                /// Settles the position (and the skipped ones after it) for this destination.
+                func settle() {
+                    if outOfOrder {
+                        update.alarmsSent.append(stored.seq)
+                    } else {
+                        update.acknowledged.append((stored.deviceID, planned.ackThrough))
+                        update.filterStates.append((stored.deviceID, planned.stateAfter))
+                        results[assignment.batch].ackedSeq = planned.ackThrough
+                        results[assignment.batch].filterState = planned.stateAfter
+                    }
+                }
                 switch outcome {
                 case .delivered:
-                    update.acknowledged.append((stored.deviceID, stored.seq))
+                    settle()
                     update.sent += 1
-                    results[assignment.batch].ackedSeq = stored.seq
                     results[assignment.batch].delivered += 1
                     if results[assignment.batch].delivered == 1, batches[assignment.batch].cursor.parkedUntilMs != nil {
                         update.parked.append((stored.deviceID, nil, nil))
@@ -157,9 +176,14 @@ final class DeliveryEngine {
                         // A connection closed with no answer may also be a dying link: ask once more.
                         if start(slot, Slot(batch: assignment.batch, index: assignment.index, retried: true)) { continue }
                     }
-                    logger.warning("quarantined position \(stored.seq) of \(device): \(reason)")
-                    update.quarantined.append((stored.deviceID, stored.seq, reason))
-                    results[assignment.batch].ackedSeq = stored.seq
+                    if outOfOrder {
+                        // An alarm sent ahead and refused: its turn in the backlog decides.
+                        logger.warning("alarm \(stored.seq) of \(device) refused ahead of its backlog: \(reason)")
+                    } else {
+                        logger.warning("quarantined position \(stored.seq) of \(device): \(reason)")
+                        update.quarantined.append((stored.deviceID, stored.seq, reason))
+                        settle()
+                    }
                     advance(slot, assignment)
                 case .unknownDevice(let reason):
                     logger.warning("parked device \(device) for \(Int(parkSeconds)) s: \(reason)")

@@ -21,6 +21,7 @@ package final class Forwarder: DestinationForwarder {
     private let engine: QueueConfined<DeliveryEngine>
     private let waker: CurlMulti.Waker
     private let link: DestinationLink
+    private let filter: LocationFilter
     private let reader: QueueConfined<SpoolReader>
 
     /// Positions read per round, shared among its devices: few devices get long
@@ -38,6 +39,7 @@ package final class Forwarder: DestinationForwarder {
         self.waker = engine.waker
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
+        self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
     }
 
@@ -54,16 +56,33 @@ package final class Forwarder: DestinationForwarder {
 
     // MARK: - Buffered delivery
 
-    private func runBuffered(wake: WakeSignal) async {
+    /// What the forwarder knows ahead of the spool's commits: cursors and filter memory per device.
+    private struct Memory {
         var acked: [Int64: Int64] = [:]
+        var filters: [Int64: FilterState] = [:]
+        /// Alarms sent ahead of their backlog, before the spool has committed that.
+        var alarmsSent: Set<Int64> = []
+
+        mutating func absorb(_ result: DeviceResult) {
+            if let seq = result.ackedSeq { acked[result.deviceID] = max(acked[result.deviceID] ?? 0, seq) }
+            if let state = result.filterState { filters[result.deviceID] = state }
+        }
+    }
+
+    private func runBuffered(wake: WakeSignal) async {
+        let name = settings.name
+        var memory = Memory()
+        memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             let cursors: [DeviceCursor]
+            let alarms: (unsent: [StoredPosition], sent: Set<Int64>)
             do {
-                let name = settings.name
-                cursors = try await reader.run { try $0.pendingDevices(destination: name) }
+                (cursors, alarms) = try await reader.run { reader in
+                    (try reader.pendingDevices(destination: name), try reader.pendingAlarms(destination: name))
+                }
             } catch {
                 logger.error("cannot read the spool: \(error)")
                 try? await Task.sleep(for: .seconds(5))
@@ -72,7 +91,7 @@ package final class Forwarder: DestinationForwarder {
             var ready: [DeviceCursor] = []
             var nextUnpark: Int64?
             for var cursor in cursors {
-                cursor.ackedSeq = max(cursor.ackedSeq, acked[cursor.deviceID] ?? 0)
+                cursor.ackedSeq = max(cursor.ackedSeq, memory.acked[cursor.deviceID] ?? 0)
                 guard cursor.ackedSeq < cursor.lastSeq else { continue }
                 if let until = cursor.parkedUntilMs, until > nowMs {
                     nextUnpark = min(nextUnpark ?? .max, until)
@@ -85,11 +104,22 @@ package final class Forwarder: DestinationForwarder {
                 continue
             }
 
-            let results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered)
+            let results: [DeviceResult]
+            // Forget what the spool now records; keep what it has not committed yet.
+            memory.alarmsSent.subtract(alarms.sent)
+            let alarmsSent = alarms.sent.union(memory.alarmsSent)
+            let readyAlarms = alarms.unsent.filter { alarm in
+                !alarmsSent.contains(alarm.seq) && ready.contains { $0.deviceID == alarm.deviceID }
+            }
+            if !readyAlarms.isEmpty {
+                results = await sendAlarmsFirst(readyAlarms, cursors: ready, memory: &memory)
+            } else {
+                results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered, memory: &memory, alarmsSent: alarmsSent)
+            }
             var failure: DeliveryOutcome?
             var delivered = 0
             for result in results {
-                if let seq = result.ackedSeq { acked[result.deviceID] = max(acked[result.deviceID] ?? 0, seq) }
+                memory.absorb(result)
                 delivered += result.delivered
                 if failure == nil { failure = result.unavailable }
             }
@@ -107,20 +137,71 @@ package final class Forwarder: DestinationForwarder {
         }
     }
 
-    /// Reads each device's next chunk and sends them in one engine round.
-    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode) async -> [DeviceResult] {
-        let batches: [DeviceBatch]
+    /// Alarms go ahead of their device's backlog.
+    ///
+    /// Traccar computes distance and engine hours against a device's latest
+    /// position, so an alarm sent ahead of older positions makes them history to
+    /// the server: the backlog that follows is marked `archive=true` (the key
+    /// Traccar's own decoders use for positions a device stored while it could
+    /// not send) and the alarm's own place in the backlog is skipped. The
+    /// alternative, holding the alarm behind hours of backlog on a slow uplink,
+    /// would defeat the point of an alarm.
+    private func sendAlarmsFirst(_ alarms: [StoredPosition], cursors: [DeviceCursor], memory: inout Memory) async -> [DeviceResult] {
+        var batches: [DeviceBatch] = []
+        for alarm in alarms {
+            let planned = PlannedPosition(stored: alarm, ackThrough: alarm.seq, stateAfter: memory.filters[alarm.deviceID] ?? FilterState())
+            if let index = batches.firstIndex(where: { $0.cursor.deviceID == alarm.deviceID }) {
+                batches[index].planned.append(planned)
+            } else if let cursor = cursors.first(where: { $0.deviceID == alarm.deviceID }) {
+                batches.append(DeviceBatch(cursor: cursor, planned: [planned], outOfOrder: true))
+            }
+        }
+        let results = await send(batches, mode: .buffered)
+        // What the server now has as newest makes the older backlog history.
+        var update = DeliveryUpdate(destination: settings.name)
+        for batch in batches {
+            guard let result = results.first(where: { $0.deviceID == batch.cursor.deviceID }), result.delivered > 0 else { continue }
+            var state = memory.filters[batch.cursor.deviceID] ?? FilterState()
+            let delivered = batch.planned.prefix(result.delivered)
+            memory.alarmsSent.formUnion(delivered.map(\.stored.seq))
+            let newest = delivered.map(\.stored.position.timeMs).max() ?? .min
+            state.newestSentMs = max(state.newestSentMs ?? .min, newest)
+            memory.filters[batch.cursor.deviceID] = state
+            update.filterStates.append((batch.cursor.deviceID, state))
+        }
+        spool.record(update)
+        return results
+    }
+
+    /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
+    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode, memory: inout Memory, alarmsSent: Set<Int64>) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
+        let read: [(DeviceCursor, [StoredPosition])]
         do {
-            batches = try await reader.run { reader in
+            read = try await reader.run { reader in
                 try devices.map { cursor in
-                    DeviceBatch(cursor: cursor, positions: try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk))
+                    (cursor, try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk))
                 }
             }
         } catch {
             logger.error("cannot read positions: \(error)")
             return []
         }
+        var batches: [DeviceBatch] = []
+        var settled = DeliveryUpdate(destination: settings.name)
+        for (cursor, positions) in read {
+            let plan = DevicePlan(positions, state: memory.filters[cursor.deviceID] ?? FilterState(), filter: filter,
+                                  alreadySent: alarmsSent, traccarAttributes: true)
+            if let leading = plan.leading {
+                // Skipped before anything to send: settled now.
+                settled.acknowledged.append((cursor.deviceID, leading.ackThrough))
+                settled.filterStates.append((cursor.deviceID, leading.state))
+                memory.acked[cursor.deviceID] = max(memory.acked[cursor.deviceID] ?? 0, leading.ackThrough)
+                memory.filters[cursor.deviceID] = leading.state
+            }
+            if !plan.sends.isEmpty { batches.append(DeviceBatch(cursor: cursor, planned: plan.sends)) }
+        }
+        spool.record(settled)
         return await send(batches, mode: mode)
     }
 
@@ -152,28 +233,37 @@ package final class Forwarder: DestinationForwarder {
             return
         }
         link.recordState(.online, error: nil, nextAttemptMs: nil)
+        var filters: [Int64: FilterState] = [:]
         while !Task.isCancelled {
             await wake.wait()
             guard !Task.isCancelled else { break }
             let from = after
             guard let batch = try? await reader.run({ try $0.positions(after: from, limit: 10_000) }), let last = batch.last else { continue }
             after = last.seq
-            // Per device, in order, as a round of the engine.
-            var byDevice: [Int64: DeviceBatch] = [:]
+            // Per device, in order, through the filter, as a round of the engine.
+            var byDevice: [Int64: [StoredPosition]] = [:]
             var order: [Int64] = []
             for stored in batch {
-                if byDevice[stored.deviceID] == nil {
-                    order.append(stored.deviceID)
-                    byDevice[stored.deviceID] = DeviceBatch(cursor: DeviceCursor(deviceID: stored.deviceID, device: stored.position.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil), positions: [])
-                }
-                byDevice[stored.deviceID]?.positions.append(stored)
+                if byDevice[stored.deviceID] == nil { order.append(stored.deviceID) }
+                byDevice[stored.deviceID, default: []].append(stored)
             }
-            let results = await send(order.map { byDevice[$0]! }, mode: .realTime)
+            var batches: [DeviceBatch] = []
+            var attempted = 0
+            for deviceID in order {
+                let positions = byDevice[deviceID]!
+                let plan = DevicePlan(positions, state: filters[deviceID] ?? FilterState(), filter: filter, traccarAttributes: true)
+                // Tried once, whatever happens: the filter moves on as if it were sent.
+                filters[deviceID] = plan.sends.last?.stateAfter ?? plan.leading?.state ?? filters[deviceID]
+                attempted += plan.sends.count
+                let cursor = DeviceCursor(deviceID: deviceID, device: positions[0].position.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil)
+                if !plan.sends.isEmpty { batches.append(DeviceBatch(cursor: cursor, planned: plan.sends)) }
+            }
+            let results = await send(batches, mode: .realTime)
             let delivered = results.reduce(0) { $0 + $1.delivered }
-            let dropped = batch.count - delivered
+            let dropped = attempted - delivered
             var update = DeliveryUpdate(destination: settings.name)
             if dropped > 0 {
-                logger.warning("real-time destination dropped \(dropped) of \(batch.count) positions (buffer is off)")
+                logger.warning("real-time destination dropped \(dropped) of \(attempted) positions (buffer is off)")
                 update.state = .init(state: .backoff, lastError: "dropped \(dropped) positions")
             } else {
                 update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())

@@ -62,6 +62,20 @@ enum Schema {
         """
         ALTER TABLE destinations ADD COLUMN encoding TEXT;
         """,
+        // Version 3: what each destination last sent for each device (the location filter's
+        // memory), and alarms sent ahead of their device's backlog.
+        """
+        CREATE TABLE filter_state(
+            destination TEXT NOT NULL,
+            device_id INTEGER NOT NULL,
+            last_sent_ms INTEGER, last_sent_lat REAL, last_sent_lon REAL, last_sent_course REAL,
+            newest_sent_ms INTEGER, anchor_lat REAL, anchor_lon REAL, anchor_since_ms INTEGER NOT NULL DEFAULT 0,
+            stopped INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY(destination, device_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE alarm_sent(destination TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(destination, seq)) WITHOUT ROWID;
+        CREATE INDEX positions_alarm ON positions(seq) WHERE alarm IS NOT NULL;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

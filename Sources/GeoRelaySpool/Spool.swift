@@ -101,7 +101,10 @@ package final class Spool: Sendable {
             let names = destinations.map { "'\($0.name.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ",")
             let keep = names.isEmpty ? "" : "WHERE name NOT IN (\(names))"
             let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
-            try db.execute("DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);")
+            try db.execute("""
+                DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);
+                DELETE FROM filter_state \(keepOther); DELETE FROM alarm_sent \(keepOther);
+                """)
         }
     }
 

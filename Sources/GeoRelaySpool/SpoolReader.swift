@@ -97,6 +97,61 @@ package final class SpoolReader {
             attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
     }
 
+    /// The location filter's memory for every device of a destination.
+    package func filterStates(destination: String) throws(SpoolError) -> [Int64: FilterState] {
+        try wrap {
+            let select = try db.statement("""
+                SELECT device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course, newest_sent_ms,
+                       anchor_lat, anchor_lon, anchor_since_ms, stopped FROM filter_state WHERE destination = ?
+                """)
+            select.bind(1, destination)
+            var states: [Int64: FilterState] = [:]
+            while try select.step() {
+                var state = FilterState()
+                state.lastSentMs = select.optionalInt64(1)
+                state.lastSentLat = select.double(2)
+                state.lastSentLon = select.double(3)
+                state.lastSentCourse = select.optionalDouble(4)
+                state.newestSentMs = select.optionalInt64(5)
+                state.anchorLat = select.optionalDouble(6)
+                state.anchorLon = select.optionalDouble(7)
+                state.anchorSinceMs = select.int64(8)
+                state.stopped = select.int64(9) != 0
+                states[select.int64(0)] = state
+            }
+            return states
+        }
+    }
+
+    /// Alarms this destination has not had yet, oldest first, and which of
+    /// its pending alarms it already had ahead of their backlog.
+    package func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>) {
+        try wrap {
+            let select = try db.statement("""
+                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
+                       p.charging, p.alarm, p.attributes, p.device_id, d.name, (SELECT 1 FROM alarm_sent a WHERE a.destination = ?1 AND a.seq = p.seq)
+                FROM positions p JOIN devices d ON d.id = p.device_id
+                JOIN destinations dst ON dst.name = ?1
+                LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
+                WHERE p.alarm IS NOT NULL AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+                ORDER BY p.seq
+                """)
+            select.bind(1, destination)
+            var unsent: [StoredPosition] = []
+            var sent = Set<Int64>()
+            while try select.step() {
+                let seq = select.int64(0)
+                if !select.isNull(15) {
+                    sent.insert(seq)
+                    continue
+                }
+                unsent.append(StoredPosition(seq: seq, deviceID: select.int64(13), receivedMs: select.int64(1),
+                                             position: readPosition(select, device: select.text(14) ?? "")))
+            }
+            return (unsent, sent)
+        }
+    }
+
     /// The body encoding a destination settled on, if it recorded one.
     package func encoding(destination: String) throws(SpoolError) -> String? {
         try wrap {

@@ -69,6 +69,10 @@ package struct DeliveryUpdate: Sendable {
     package var state: StateChange?
     /// The body encoding in use (push destinations), when it changed.
     package var encoding: String?
+    /// The location filter's memory per device, as of the acknowledgements above.
+    package var filterStates: [(deviceID: Int64, state: FilterState)] = []
+    /// Alarms sent ahead of their device's backlog: skipped when the backlog reaches them.
+    package var alarmsSent: [Int64] = []
 
     package init(destination: String) {
         self.destination = destination
@@ -89,7 +93,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && alarmsSent.isEmpty
     }
 }
 

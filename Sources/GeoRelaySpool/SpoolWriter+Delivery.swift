@@ -45,6 +45,36 @@ extension SpoolWriter {
                 try park.run()
             }
         }
+        if !update.filterStates.isEmpty {
+            let upsert = try db.statement("""
+                INSERT OR REPLACE INTO filter_state(destination, device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course,
+                    newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for (deviceID, state) in update.filterStates {
+                upsert.reset()
+                upsert.bind(1, update.destination)
+                upsert.bind(2, deviceID)
+                upsert.bind(3, state.lastSentMs)
+                upsert.bind(4, state.lastSentLat)
+                upsert.bind(5, state.lastSentLon)
+                upsert.bind(6, state.lastSentCourse)
+                upsert.bind(7, state.newestSentMs)
+                upsert.bind(8, state.anchorLat)
+                upsert.bind(9, state.anchorLon)
+                upsert.bind(10, state.anchorSinceMs)
+                upsert.bind(11, state.stopped)
+                try upsert.run()
+            }
+        }
+        if !update.alarmsSent.isEmpty {
+            let insert = try db.statement("INSERT OR IGNORE INTO alarm_sent(destination, seq) VALUES(?, ?)")
+            for seq in update.alarmsSent {
+                insert.reset()
+                insert.bind(1, update.destination)
+                insert.bind(2, seq)
+                try insert.run()
+            }
+        }
         if let encoding = update.encoding {
             let statement = try db.statement("UPDATE destinations SET encoding = ? WHERE name = ?")
             statement.bind(1, encoding)

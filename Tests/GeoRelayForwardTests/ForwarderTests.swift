@@ -25,6 +25,8 @@ final class ForwardFixture: @unchecked Sendable {
         settings.probeIntervalSeconds = 1
         settings.requestTimeoutSeconds = 5
         settings.connectTimeoutSeconds = 2
+        // These tests are about delivery, not thinning: every position goes.
+        settings.filter.mode = .all
         configure(&settings)
         try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
     }
@@ -252,5 +254,68 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(!request.url.contains("?"))
         #expect(request.headers.contains { $0 == ("Content-Type", "application/x-www-form-urlencoded") })
         #expect(String(decoding: request.body, as: UTF8.self) == "id=a&timestamp=1784953800&lat=1&lon=2")
+    }
+}
+
+@Suite struct ForwarderFilterTests {
+    /// Metres north of 59.9 N as latitude.
+    func north(_ metres: Double) -> Double { 59.9 + metres / 111_195 }
+
+    func moored(_ device: String, seconds: Range<Int>, jitter: Double = 30) -> [Position] {
+        seconds.map { i in
+            Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: north(jitter * sin(Double(i) / 7)), lon: 10.7)
+        }
+    }
+
+    @Test func defaultFilterSendsOneStopForAJitteryMooringAndMotionFlags() async throws {
+        let f = try await ForwardFixture { $0.filter = FilterSettings() }
+        var track = moored("a", seconds: 0..<1200)
+        // Then under way north at 5 m/s for two minutes.
+        track += (0..<120).map { i in Position(device: "a", timeMs: 1_784_953_800_000 + Int64(1200 + i) * 1000, lat: north(60 + Double(i) * 5), lon: 10.7) }
+        _ = await f.spool.append(track)
+        try await f.withForwarder {
+            let status = try await f.waitForStatus { $0.pending == 0 }
+            #expect(status.pending == 0)
+        }
+        let sent = f.server.positions
+        // First fix, the stop (after 60 s inside the radius), leaving it, then every 75 m.
+        #expect(sent.first?.fixTimeMs == track[0].timeMs)
+        #expect(sent.filter { $0.attributes["motion"] == .bool(false) }.count == 1)
+        #expect(sent.filter { $0.attributes["motion"] == .bool(true) }.count == 1)
+        #expect(sent.count < 15, "\(sent.count) sent of \(track.count)")
+        let status = try f.spool.makeReader().status()
+        #expect(status.destinations[0].sent == sent.count)
+    }
+
+    @Test func aRestartInTheMiddleOfAStopNeitherFloodsNorForgets() async throws {
+        let f = try await ForwardFixture { $0.filter = FilterSettings() }
+        _ = await f.spool.append(moored("a", seconds: 0..<300))
+        try await f.withForwarder {
+            _ = try await f.waitForStatus { $0.pending == 0 }
+        }
+        let before = f.server.positions.count
+        #expect(f.server.positions.last?.attributes["motion"] == .bool(false))
+        // A new forwarder (as after a restart) sees more of the same mooring.
+        _ = await f.spool.append(moored("a", seconds: 300..<900))
+        try await f.withForwarder {
+            _ = try await f.waitForStatus { $0.pending == 0 }
+        }
+        #expect(f.server.positions.count == before)
+    }
+
+    @Test func anAlarmGoesAheadOfItsDevicesBacklogWhichFollowsAsHistory() async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        var backlog = track("a", count: 300)
+        backlog[299].alarm = "sos"
+        _ = await f.spool.append(backlog + track("b", count: 5))
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 305 })
+            _ = try await f.waitForStatus { $0.pending == 0 }
+        }
+        let a = f.server.positions.filter { $0.uniqueId == "a" }
+        #expect(a.first?.attributes["alarm"] == .string("sos"))
+        #expect(a.count == 300) // the alarm once, not again in its turn
+        #expect(a.dropFirst().allSatisfy { $0.attributes["archive"] == .bool(true) })
+        #expect(Array(a.dropFirst().map(\.fixTimeMs)) == backlog.prefix(299).map(\.timeMs))
     }
 }

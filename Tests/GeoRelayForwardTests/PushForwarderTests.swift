@@ -46,6 +46,7 @@ final class PushFixture: @unchecked Sendable {
         settings.probeIntervalSeconds = 1
         settings.requestTimeoutSeconds = 5
         settings.connectTimeoutSeconds = 2
+        settings.filter.mode = .all
         configure(&settings)
         try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
     }

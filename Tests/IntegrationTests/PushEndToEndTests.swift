@@ -13,7 +13,7 @@ import GeoRelayTestKit
           registrationBaseUrl: "\(push.registrationBaseURL)", eventsBaseUrl: "\(push.eventsBaseURL)",
           apiKey: { env: "GEORELAY_TEST_API_KEY" }, clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)",
           username: "\(push.expected.username)", batch: { maxDelaySeconds: 0.2 },
-          backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }, \(extra) },
+          backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }, filter: { mode: "all" }, \(extra) },
         """
     }
 
@@ -80,7 +80,7 @@ import GeoRelayTestKit
         try "not-a-valid-token".write(toFile: tokenPath, atomically: true, encoding: .utf8)
         try world.writeConfig(moreDestinations: """
             { name: "gw", type: "push", url: "\(push.pushURL)", tenant: "acme", username: "alice",
-              auth: { mode: "token", token: { file: "\(tokenPath)" } }, batch: { maxDelaySeconds: 0 }, probe: { intervalSeconds: 1 } },
+              auth: { mode: "token", token: { file: "\(tokenPath)" } }, batch: { maxDelaySeconds: 0 }, probe: { intervalSeconds: 1 }, filter: { mode: "all" } },
             """)
         try world.start()
         let client = try world.client()

@@ -27,7 +27,8 @@ final class RelayWorld: @unchecked Sendable {
               spool: { path: "\(spoolPath)", \(spool) },
               ingest: { socket: "\(socketPath)", \(ingest) },
               destinations: [
-                { name: "traccar", url: "\(server.url)", backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }, \(destination) },
+                { name: "traccar", url: "\(server.url)", backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 },
+                  \(destination.contains("filter:") ? "" : #"filter: { mode: "all" },"#) \(destination) },
                 \(moreDestinations)
               ],
             }

@@ -1,0 +1,59 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// A position a destination will send, with what its acknowledgement settles.
+struct PlannedPosition: Sendable {
+    /// The position as it goes out (with `motion` and `archive` attributes where they apply).
+    var stored: StoredPosition
+    /// Delivered, it acknowledges everything of its device up to here: itself and
+    /// the positions the filter skipped after it.
+    var ackThrough: Int64
+    /// The filter's memory once it and those skipped positions are done.
+    var stateAfter: FilterState
+}
+
+/// What the filter makes of one device's pending positions for one destination.
+struct DevicePlan: Sendable {
+    /// Positions skipped before the first one to send: settled at once.
+    var leading: (ackThrough: Int64, state: FilterState)?
+    var sends: [PlannedPosition] = []
+
+    /// Runs the filter over a device's positions in order.
+    ///
+    /// - Parameters:
+    ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
+    ///   - traccarAttributes: add `motion` on stop changes and `archive=true` to
+    ///     positions older than one the server already has, the key Traccar uses
+    ///     for history a device recorded while it could not send.
+    init(_ positions: [StoredPosition], state initial: FilterState, filter: LocationFilter,
+         alreadySent: Set<Int64> = [], traccarAttributes: Bool) {
+        var state = initial
+        for stored in positions {
+            if !alreadySent.contains(stored.seq) {
+                var position = stored.position
+                let historic = state.newestSentMs.map { position.timeMs < $0 } ?? false
+                let (decision, next) = filter.evaluate(position, state: state)
+                state = next
+                if case .send(let motion) = decision {
+                    if traccarAttributes {
+                        if let motion {
+                            position.attributes.removeAll { $0.key == "motion" }
+                            position.attributes.append(Attribute("motion", .bool(motion)))
+                        }
+                        if historic { position.attributes.append(Attribute("archive", .bool(true))) }
+                    }
+                    var planned = stored
+                    planned.position = position
+                    sends.append(PlannedPosition(stored: planned, ackThrough: stored.seq, stateAfter: state))
+                    continue
+                }
+            }
+            if sends.isEmpty {
+                leading = (stored.seq, state)
+            } else {
+                sends[sends.count - 1].ackThrough = stored.seq
+                sends[sends.count - 1].stateAfter = state
+            }
+        }
+    }
+}
