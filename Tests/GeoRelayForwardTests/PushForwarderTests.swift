@@ -77,7 +77,7 @@ final class PushFixture: @unchecked Sendable {
     }
 }
 
-func movingTrack(_ device: String, count: Int, from start: Int = 0) -> [Position] {
+func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int? = nil) -> [Position] {
     (start..<(start + count)).map { (i: Int) -> Position in
         let step = Double(i)
         let timeMs: Int64 = 1_784_953_800_000 + Int64(i) * 1000
@@ -87,7 +87,7 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0) -> [Position
         let course: Double = 45 + Double(i % 5)
         let altitude: Double = 12 + Double(i % 3)
         return Position(device: device, timeMs: timeMs, lat: lat, lon: lon, speed: speed, course: course, altitude: altitude,
-                        accuracy: 4, battery: 80, alarm: i == 3 ? "sos" : nil)
+                        accuracy: 4, battery: 80, alarm: i == alarmAt ? "sos" : nil)
     }
 }
 
@@ -95,22 +95,25 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0) -> [Position
     @Test func loginModeDeliversEveryFieldInOrderWithOneTokenAndOneLogin() async throws {
         let f = try await PushFixture()
         try await f.withForwarder {
-            _ = await f.spool.append(movingTrack("bow", count: 40) + movingTrack("stern", count: 40))
+            _ = await f.spool.append(movingTrack("bow", count: 40, alarmAt: 3) + movingTrack("stern", count: 40))
             #expect(await f.server.waitUntil { $0.count >= 80 })
         }
         #expect(f.server.problems.isEmpty)
         #expect(f.server.tokensIssued == 1)
         #expect(f.server.logins == 1)
         let bow = f.server.points.filter { $0.trackerId == "bow@alice" }
-        #expect(bow.map(\.timestamp) == movingTrack("bow", count: 40).map { Timestamp.iso8601(milliseconds: $0.timeMs) })
-        let fourth = bow[3]
+        // The alarm (the fourth fix) goes ahead of its backlog; the rest follow in order, once.
+        var expected = movingTrack("bow", count: 40, alarmAt: 3).map { Timestamp.iso8601(milliseconds: $0.timeMs) }
+        expected.insert(expected.remove(at: 3), at: 0)
+        #expect(bow.map(\.timestamp) == expected)
+        let fourth = bow[0]
         #expect(fourth.fields["speed"] == .number(5.3))
         #expect(fourth.fields["heading"] == .number(48))
         #expect(fourth.fields["altitude"] == .number(12))
         #expect(fourth.fields["accuracy"] == .number(4))
         #expect(fourth.fields["battery"] == .number(80))
         #expect(fourth.fields["alarm"] == .string("sos"))
-        #expect(bow[0].fields["alarm"] == nil)
+        #expect(bow[1].fields["alarm"] == nil)
         #expect(f.server.batches.allSatisfy { $0.encoding == "zstd" })
         // The token was stored for restarts, readable by its owner only.
         let store = TokenStore(spoolPath: f.spool.path, destination: "push")

@@ -21,6 +21,7 @@ package final class PushForwarder: DestinationForwarder {
     private let worker: HTTPWorker
     private let reader: QueueConfined<SpoolReader>
     private let encoder: QueueConfined<ZstdCompressor>
+    private let filter: LocationFilter
     package let auth: PushAuthenticator
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger,
@@ -34,15 +35,49 @@ package final class PushForwarder: DestinationForwarder {
         self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)")
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
+        self.filter = LocationFilter(settings: settings.filter)
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
             worker: try HTTPWorker(label: "georelay.auth.\(settings.name)"), logger: self.logger, now: now)
     }
 
-    /// A pending position with its JSON point, encoded once.
+    /// A pending position with its JSON point, encoded once, and what its delivery settles.
     private struct Item: Sendable {
         var stored: StoredPosition
         var point: [UInt8]
+        /// Delivered, it acknowledges its device up to here (itself and the positions the filter skipped after it).
+        var ackThrough: Int64
+        var stateAfter: FilterState
+        /// An alarm sent ahead of its device's backlog: it does not move the cursor.
+        var outOfOrder = false
+    }
+
+    /// What the forwarder knows ahead of the spool's commits.
+    private struct Memory: Sendable {
+        var acked: [Int64: Int64] = [:]
+        var filters: [Int64: FilterState] = [:]
+        var alarmsSent: Set<Int64> = []
+
+        /// As it will be if `items` are all delivered.
+        func assuming(_ items: [Item], settled: DeliveryUpdate) -> Memory {
+            var copy = self
+            copy.apply(settled)
+            for item in items {
+                if item.outOfOrder {
+                    copy.alarmsSent.insert(item.stored.seq)
+                } else {
+                    copy.acked[item.stored.deviceID] = max(copy.acked[item.stored.deviceID] ?? 0, item.ackThrough)
+                    copy.filters[item.stored.deviceID] = item.stateAfter
+                }
+            }
+            return copy
+        }
+
+        mutating func apply(_ update: DeliveryUpdate) {
+            for (deviceID, seq) in update.acknowledged { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
+            for (deviceID, state) in update.filterStates { filters[deviceID] = state }
+            alarmsSent.formUnion(update.alarmsSent)
+        }
     }
 
     package func run() async {
@@ -54,7 +89,8 @@ package final class PushForwarder: DestinationForwarder {
            let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength {
             state.encoding = remembered
         }
-        var acked: [Int64: Int64] = [:]
+        var memory = Memory()
+        memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
         var prefetched: Prepared?
@@ -65,15 +101,20 @@ package final class PushForwarder: DestinationForwarder {
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(acked: acked, state: state)
+                    prepared = try await prepare(memory: memory, state: state)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
                     continue
                 }
             }
+            // Positions the filter skipped before anything to send are settled now.
+            if !prepared.settled.isEmpty {
+                spool.record(prepared.settled)
+                memory.apply(prepared.settled)
+            }
             guard let oldest = prepared.items.map(\.stored.receivedMs).min() else {
-                await wake.wait()
+                if prepared.settled.isEmpty { await wake.wait() }
                 continue
             }
             // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
@@ -92,19 +133,17 @@ package final class PushForwarder: DestinationForwarder {
             }
             // While this batch is on the wire, the next one is read, encoded and
             // compressed, on the bet that this one is taken whole.
-            var assumed = acked
-            for item in prepared.items { assumed[item.stored.deviceID] = max(assumed[item.stored.deviceID] ?? 0, item.stored.seq) }
-            let (speculative, current) = (assumed, state)
+            let (speculative, current) = (memory.assuming(prepared.items, settled: DeliveryUpdate(destination: name)), state)
             let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
                 if prepared.full {
-                    group.addTask { try? await self.prepare(acked: speculative, state: current) }
+                    group.addTask { try? await self.prepare(memory: speculative, state: current) }
                 }
                 let (result, newState) = await send(prepared, token: token, state: current)
                 let next = await group.next() ?? nil
                 return (result, newState, next)
             }
             state = newState
-            for (deviceID, seq) in result.advanced { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
+            memory.apply(result.settled)
             if Task.isCancelled { break }
             switch result.stop {
             case .none:
@@ -125,6 +164,8 @@ package final class PushForwarder: DestinationForwarder {
     private struct Prepared: Sendable {
         var items: [Item]
         var full: Bool
+        /// Skipped positions settled without sending (recorded when the batch is used).
+        var settled: DeliveryUpdate
         var encoding: PushSettings.Compression
         var body: [UInt8]
         var compression: CompressionMeasurement?
@@ -138,11 +179,11 @@ package final class PushForwarder: DestinationForwarder {
         var seconds: Double
     }
 
-    private func prepare(acked: [Int64: Int64], state: DeliveryState) async throws -> Prepared {
-        let (items, full) = try await nextBatch(acked: acked, maxPositions: state.maxPositions)
-        guard !items.isEmpty else { return Prepared(items: [], full: false, encoding: state.encoding, body: []) }
+    private func prepare(memory: Memory, state: DeliveryState) async throws -> Prepared {
+        let (items, full, settled) = try await nextBatch(memory: memory, maxPositions: state.maxPositions)
+        guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
         let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
-        return Prepared(items: items, full: full, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
+        return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
     }
 
     /// What the forwarder keeps between batches.
@@ -153,30 +194,52 @@ package final class PushForwarder: DestinationForwarder {
         var planner: CompressionPlanner
     }
 
-    /// The oldest pending positions across devices, each device a prefix of its own backlog.
-    private func nextBatch(acked: [Int64: Int64], maxPositions: Int) async throws -> ([Item], Bool) {
+    /// The next batch: alarms this destination has not had, ahead of everything;
+    /// otherwise the oldest pending positions the filter keeps, across devices,
+    /// each device's part a prefix of its own backlog.
+    private func nextBatch(memory: Memory, maxPositions: Int) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
-        let (wire, maxBytes) = (self.wire, push.batchMaxBytes)
+        let (wire, maxBytes, filter) = (self.wire, push.batchMaxBytes, self.filter)
         return try await reader.run { reader in
-            var candidates: [StoredPosition] = []
+            var settled = DeliveryUpdate(destination: name)
+            let alarms = try reader.pendingAlarms(destination: name)
+            let alarmsSent = alarms.sent.union(memory.alarmsSent)
+            let unsent = alarms.unsent.filter { !alarmsSent.contains($0.seq) }.prefix(maxPositions)
+            if !unsent.isEmpty {
+                let items = unsent.map { stored in
+                    Item(stored: stored, point: wire.encodePoint(stored.position), ackThrough: stored.seq,
+                         stateAfter: memory.filters[stored.deviceID] ?? FilterState(), outOfOrder: true)
+                }
+                return (items, true, settled)
+            }
+            var candidates: [Item] = []
             for var cursor in try reader.pendingDevices(destination: name) {
-                cursor.ackedSeq = max(cursor.ackedSeq, acked[cursor.deviceID] ?? 0)
+                cursor.ackedSeq = max(cursor.ackedSeq, memory.acked[cursor.deviceID] ?? 0)
                 guard cursor.ackedSeq < cursor.lastSeq else { continue }
-                candidates += try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
+                let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
+                let plan = DevicePlan(positions, state: memory.filters[cursor.deviceID] ?? FilterState(), filter: filter,
+                                      alreadySent: alarmsSent, traccarAttributes: false)
+                if let leading = plan.leading {
+                    settled.acknowledged.append((cursor.deviceID, leading.ackThrough))
+                    settled.filterStates.append((cursor.deviceID, leading.state))
+                }
+                candidates += plan.sends.map { planned in
+                    Item(stored: planned.stored, point: [], ackThrough: planned.ackThrough, stateAfter: planned.stateAfter)
+                }
             }
             // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
-            candidates.sort { $0.seq < $1.seq }
+            candidates.sort { $0.stored.seq < $1.stored.seq }
             var items: [Item] = []
             var bytes = 2
-            for stored in candidates {
-                let point = wire.encodePoint(stored.position)
-                if items.count == maxPositions || (!items.isEmpty && bytes + point.count + 1 > maxBytes) {
-                    return (items, true)
+            for var item in candidates {
+                item.point = wire.encodePoint(item.stored.position)
+                if items.count == maxPositions || (!items.isEmpty && bytes + item.point.count + 1 > maxBytes) {
+                    return (items, true, settled)
                 }
-                items.append(Item(stored: stored, point: point))
-                bytes += point.count + 1
+                items.append(item)
+                bytes += item.point.count + 1
             }
-            return (items, items.count >= maxPositions)
+            return (items, items.count >= maxPositions, settled)
         }
     }
 
@@ -186,7 +249,8 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     private struct SendResult {
-        var advanced: [Int64: Int64] = [:]
+        /// What the delivered and quarantined positions settled.
+        var settled: DeliveryUpdate
         var stop: Stop?
         /// Every position of the batch was delivered or quarantined.
         var advancedAll = false
@@ -197,8 +261,21 @@ package final class PushForwarder: DestinationForwarder {
     private func send(_ prepared: Prepared, token initialToken: String, state initial: DeliveryState) async -> (SendResult, DeliveryState) {
         let batch = prepared.items
         var state = initial
-        var result = SendResult()
+        var result = SendResult(settled: DeliveryUpdate(destination: settings.name))
         var handled = 0
+        /// Records what delivering (or quarantining) an item settles, in both the update and the result.
+        func settle(_ item: Item, into update: inout DeliveryUpdate) {
+            if item.outOfOrder {
+                update.alarmsSent.append(item.stored.seq)
+                result.settled.alarmsSent.append(item.stored.seq)
+            } else {
+                update.acknowledged.append((item.stored.deviceID, item.ackThrough))
+                update.filterStates.removeAll { $0.deviceID == item.stored.deviceID }
+                update.filterStates.append((item.stored.deviceID, item.stateAfter))
+                result.settled.acknowledged.append((item.stored.deviceID, item.ackThrough))
+                result.settled.filterStates.append((item.stored.deviceID, item.stateAfter))
+            }
+        }
         var token = initialToken
         var retriedAuth = false
         // Chunks still to send, the next at the end.
@@ -236,10 +313,7 @@ package final class PushForwarder: DestinationForwarder {
             }
             switch wire.outcome(of: response) {
             case .delivered:
-                for item in chunk {
-                    update.acknowledged.append((item.stored.deviceID, item.stored.seq))
-                    result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
-                }
+                for item in chunk { settle(item, into: &update) }
                 update.sent += chunk.count
                 handled += chunk.count
                 update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
@@ -252,9 +326,13 @@ package final class PushForwarder: DestinationForwarder {
             case .tooLarge, .badBatch:
                 let item = chunk[chunk.startIndex]
                 let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
-                logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
-                update.quarantined.append((item.stored.deviceID, item.stored.seq, reason))
-                result.advanced[item.stored.deviceID] = max(result.advanced[item.stored.deviceID] ?? 0, item.stored.seq)
+                if item.outOfOrder {
+                    logger.warning("alarm \(item.stored.seq) of \(item.stored.position.device) refused ahead of its backlog: \(reason)")
+                } else {
+                    logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
+                    update.quarantined.append((item.stored.deviceID, item.stored.seq, reason))
+                    settle(item, into: &update)
+                }
                 handled += 1
             case .unsupportedEncoding:
                 guard let weaker = state.encoding.weaker else {
