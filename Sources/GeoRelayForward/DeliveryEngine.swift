@@ -67,7 +67,7 @@ final class DeliveryEngine {
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
     func deliver(
         _ batches: [DeviceBatch], mode: Mode, traccar: TraccarProtocol, parkSeconds: Double,
-        stop: StopFlag, logger: Logger, progress: (DeliveryUpdate) -> Void
+        stop: StopFlag, yield: StopFlag? = nil, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         var slots: [Slot?] = Array(repeating: nil, count: easies.count)
@@ -98,8 +98,11 @@ final class DeliveryEngine {
         }
 
         /// Gives a free slot the next device that has positions, unless the round is halted.
+        /// No new requests: the destination failed, or an alarm asks for the round to end early.
+        var finishing: Bool { halted || yield?.isSet == true }
+
         func assignNextDevice(_ slot: Int) {
-            while !halted, nextBatch < batches.count {
+            while !finishing, nextBatch < batches.count {
                 let batch = nextBatch
                 nextBatch += 1
                 if batches[batch].planned.isEmpty { continue }
@@ -110,7 +113,7 @@ final class DeliveryEngine {
 
         func advance(_ slot: Int, _ assignment: Slot) {
             let next = assignment.index + 1
-            if !halted, next < batches[assignment.batch].planned.count, !stop.isSet {
+            if !finishing, next < batches[assignment.batch].planned.count, !stop.isSet {
                 if start(slot, Slot(batch: assignment.batch, index: next, retried: false)) { return }
             }
             assignNextDevice(slot)

@@ -71,6 +71,8 @@ package final class Forwarder: DestinationForwarder {
 
     private func runBuffered(wake: WakeSignal) async {
         let name = settings.name
+        let alarmWake = spool.alarms.subscribe()
+        defer { spool.alarms.unsubscribe(alarmWake) }
         var memory = Memory()
         memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
@@ -114,7 +116,7 @@ package final class Forwarder: DestinationForwarder {
             if !readyAlarms.isEmpty {
                 results = await sendAlarmsFirst(readyAlarms, cursors: ready, memory: &memory)
             } else {
-                results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered, memory: &memory, alarmsSent: alarmsSent)
+                results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered, memory: &memory, alarmsSent: alarmsSent, alarms: alarmWake)
             }
             var failure: DeliveryOutcome?
             var delivered = 0
@@ -174,7 +176,7 @@ package final class Forwarder: DestinationForwarder {
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
-    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode, memory: inout Memory, alarmsSent: Set<Int64>) async -> [DeviceResult] {
+    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode, memory: inout Memory, alarmsSent: Set<Int64>, alarms: WakeSignal? = nil) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
@@ -202,17 +204,36 @@ package final class Forwarder: DestinationForwarder {
             if !plan.sends.isEmpty { batches.append(DeviceBatch(cursor: cursor, planned: plan.sends)) }
         }
         spool.record(settled)
-        return await send(batches, mode: mode)
+        return await send(batches, mode: mode, alarms: alarms)
     }
 
-    private func send(_ batches: [DeviceBatch], mode: DeliveryEngine.Mode) async -> [DeviceResult] {
+    /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
+    /// the round early (requests in flight finish, no new ones start), so the
+    /// next round can send it ahead of everything.
+    private func send(_ batches: [DeviceBatch], mode: DeliveryEngine.Mode, alarms: WakeSignal? = nil) async -> [DeviceResult] {
         let stop = StopFlag()
+        let yield = StopFlag()
         let (traccar, parkSeconds, logger, spool, waker) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.waker)
         return await withTaskCancellationHandler {
-            await engine.run { engine in
-                engine.deliver(batches, mode: mode, traccar: traccar, parkSeconds: parkSeconds, stop: stop, logger: logger) { update in
-                    spool.record(update)
+            await withTaskGroup(of: [DeviceResult]?.self) { group in
+                if let alarms {
+                    alarms.clear()
+                    group.addTask {
+                        await alarms.wait()
+                        if !Task.isCancelled {
+                            yield.set()
+                            waker.wake()
+                        }
+                        return nil
+                    }
                 }
+                let results = await engine.run { engine in
+                    engine.deliver(batches, mode: mode, traccar: traccar, parkSeconds: parkSeconds, stop: stop, yield: yield, logger: logger) { update in
+                        spool.record(update)
+                    }
+                }
+                group.cancelAll()
+                return results
             }
         } onCancel: {
             stop.set()

@@ -31,6 +31,8 @@ package final class Spool: Sendable {
     package let path: String
     /// Signals each commit that stored new positions.
     package let commits: CommitSignal
+    /// Signals each commit that stored an alarm, so forwarders can cut a round short for it.
+    package var alarms: CommitSignal { writer.alarmSignal }
 
     package init(settings: Settings, logger: Logger = .disabled) throws(SpoolError) {
         let signal = CommitSignal()

@@ -27,6 +27,7 @@ extension SpoolWriter {
                 let seq = db.lastInsertRowID
                 results.append(.stored(seq: seq))
                 counters.stored += 1
+                if p.alarm != nil { counters.alarms += 1 }
                 let previous = touched[deviceID]
                 touched[deviceID] = (seq, max(previous?.fixMs ?? .min, p.timeMs))
             } else if let existing = try existing(deviceID: deviceID, fixMs: p.timeMs, matching: p, db: db) {

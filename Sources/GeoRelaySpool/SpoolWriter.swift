@@ -27,6 +27,7 @@ final class SpoolWriter: @unchecked Sendable {
 
     let settings: Spool.Settings
     let signal: CommitSignal
+    let alarmSignal = CommitSignal()
     private let inbox = Mutex(Inbox())
     private let queue = DispatchQueue(label: "georelay.spool.writer", qos: .userInitiated)
 
@@ -84,6 +85,7 @@ final class SpoolWriter: @unchecked Sendable {
             self.db = nil
         }
         signal.finish()
+        alarmSignal.finish()
     }
 
     /// Runs work on the writer's queue outside the job stream (tests, maintenance).
@@ -203,6 +205,7 @@ final class SpoolWriter: @unchecked Sendable {
             }
         }
         if counters.stored > 0 { signal.signal() }
+        if counters.alarms > 0 { alarmSignal.signal() }
         if logRowsSinceTrim > Self.logCapacity / 10 { trimLog(db) }
     }
 
@@ -260,6 +263,8 @@ final class SpoolWriter: @unchecked Sendable {
 /// Counters gathered during one group and added in its transaction.
 struct GroupCounters {
     var stored = 0
+    /// Stored positions that carry an alarm: they wake forwarders mid-round.
+    var alarms = 0
     var values: [String: Int64] = [:]
 
     mutating func add(_ name: String, _ value: Int64) { values[name, default: 0] += value }

@@ -29,6 +29,11 @@ package final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
+    /// Forgets a remembered signal (one that arrived while nobody waited).
+    package func clear() {
+        state.withLock { $0.pending = false }
+    }
+
     /// Returns when signalled, when `timeout` passes, or when the task is cancelled.
     package func wait(timeout: Duration? = nil) async {
         await withTaskCancellationHandler {
