@@ -318,4 +318,23 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(a.dropFirst().allSatisfy { $0.attributes["archive"] == .bool(true) })
         #expect(Array(a.dropFirst().map(\.fixTimeMs)) == backlog.prefix(299).map(\.timeMs))
     }
+
+    @Test func anAlarmArrivingMidRoundCutsTheRoundShort() async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        let backlog = track("a", count: 5000)
+        _ = await f.spool.append(backlog)
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 50 })
+            var alarm = track("a", count: 1, from: 5000)[0]
+            alarm.alarm = "sos"
+            _ = await f.spool.append([alarm])
+            #expect(await f.server.waitUntil { $0.count >= 5001 })
+        }
+        let received = f.server.positions
+        let at = try #require(received.firstIndex { $0.attributes["alarm"] == .string("sos") })
+        // Sent long before the backlog drained, not after it.
+        #expect(at < 4000, "the alarm arrived as position \(at) of \(received.count)")
+        #expect(received.filter { $0.attributes["alarm"] != nil }.count == 1)
+        #expect(received[(at + 1)...].allSatisfy { $0.attributes["archive"] == .bool(true) })
+    }
 }
