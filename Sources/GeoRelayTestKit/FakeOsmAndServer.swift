@@ -72,17 +72,7 @@ package final class FakeOsmAndServer: Sendable {
     /// Returns whether it held.
     @discardableResult
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            // Evaluated on a copy, outside the lock, so a costly condition never holds up the server.
-            let positions = state.withLock { $0.positions }
-            if condition(positions) { return true }
-            let remaining = deadline - ContinuousClock.now
-            if remaining <= .zero { return false }
-            await changed.wait(timeout: min(remaining, .milliseconds(500)))
-            // Let a burst of arrivals land before evaluating again.
-            if positions.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
-        }
+        await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
     }
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
@@ -238,5 +228,22 @@ package final class FakeOsmAndServer: Sendable {
             i += 1
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Waits until `condition` holds over a snapshot of a fake server's records, or `timeout` passes.
+///
+/// The condition runs on a copy, outside the server's lock, so a costly one never
+/// holds the server up; `changed` wakes it when something arrives.
+func awaitCondition<T: Sendable>(timeout: Duration, changed: WakeSignal, snapshot: () -> [T], _ condition: ([T]) -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        let records = snapshot()
+        if condition(records) { return true }
+        let remaining = deadline - ContinuousClock.now
+        if remaining <= .zero { return false }
+        await changed.wait(timeout: min(remaining, .milliseconds(500)))
+        // Let a burst of arrivals land before evaluating again.
+        if records.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
     }
 }

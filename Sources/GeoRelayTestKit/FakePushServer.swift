@@ -121,14 +121,7 @@ package final class FakePushServer: Sendable {
 
     @discardableResult
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let points = state.withLock { $0.points }
-            if condition(points) { return true }
-            let remaining = deadline - ContinuousClock.now
-            if remaining <= .zero { return false }
-            await changed.wait(timeout: min(remaining, .milliseconds(500)))
-        }
+        await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.points } }, condition)
     }
 
     // MARK: - Handling

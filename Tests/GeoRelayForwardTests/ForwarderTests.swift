@@ -33,29 +33,37 @@ final class ForwardFixture: @unchecked Sendable {
 
     /// Runs the forwarder while `body` runs, then stops it.
     func withForwarder(_ body: () async throws -> Void) async throws {
-        let forwarder = try Forwarder(settings: settings, spool: spool, logger: .disabled)
-        let task = Task { await forwarder.run() }
-        defer { task.cancel() }
-        try await body()
-        task.cancel()
-        await task.value
+        try await running(try Forwarder(settings: settings, spool: spool, logger: .disabled), body)
     }
 
-    /// Waits for the spool's view of this destination to satisfy `condition`.
-    /// Acknowledgements are committed asynchronously and no event marks that, so this polls, bounded.
     @discardableResult
     func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let status = try spool.makeReader().status().destinations.first { $0.name == settings.name }!
-            if condition(status) || ContinuousClock.now >= deadline { return status }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
     }
 
     deinit {
         spool.close()
         server.http.stop()
+    }
+}
+
+/// Runs a forwarder while `body` runs, then stops it and waits for it.
+func running(_ forwarder: any DestinationForwarder, _ body: () async throws -> Void) async throws {
+    let task = Task { await forwarder.run() }
+    defer { task.cancel() }
+    try await body()
+    task.cancel()
+    await task.value
+}
+
+/// Waits for the spool's view of a destination to satisfy `condition`.
+/// Acknowledgements are committed asynchronously and no event marks that, so this polls, bounded.
+func destinationStatus(_ spool: Spool, _ name: String, timeout: Duration, _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        let status = try spool.makeReader().status().destinations.first { $0.name == name }!
+        if condition(status) || ContinuousClock.now >= deadline { return status }
+        try await Task.sleep(for: .milliseconds(20))
     }
 }
 

@@ -53,22 +53,12 @@ final class PushFixture: @unchecked Sendable {
 
     func withForwarder(_ body: () async throws -> Void) async throws {
         let clock = self.clock
-        let forwarder = try PushForwarder(settings: settings, spool: spool, logger: ProcessInfo.processInfo.environment["PUSH_DEBUG"] != nil ? Logger(label: "t", sinks: [StandardErrorLogSink()], minimumLevel: .debug) : .disabled, now: { clock.now() })
-        let task = Task { await forwarder.run() }
-        defer { task.cancel() }
-        try await body()
-        task.cancel()
-        await task.value
+        try await running(try PushForwarder(settings: settings, spool: spool, logger: .disabled, now: { clock.now() }), body)
     }
 
     @discardableResult
     func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let status = try spool.makeReader().status().destinations.first { $0.name == settings.name }!
-            if condition(status) || ContinuousClock.now >= deadline { return status }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
     }
 
     deinit {
