@@ -4,7 +4,7 @@
 /// caller, and `code` is a short bounded string safe for status counters.
 package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     private enum Code: String, Sendable {
-        case parse, range, time, device, tooLong = "too-long", spoolFull = "spool-full", `internal`, unsupported
+        case parse, range, time, device, tooLong = "too-long", spoolFull = "spool-full", `internal`, unsupported, checksum
     }
 
     private let _code: Code
@@ -16,7 +16,7 @@ package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible 
         self.message = message
     }
 
-    /// The reply code: `parse`, `range`, `time`, `device`, `too-long`, `spool-full`, `internal`, `unsupported`.
+    /// The reply code: `parse`, `range`, `time`, `device`, `too-long`, `spool-full`, `internal`, `unsupported`, `checksum`.
     package var code: String { _code.rawValue }
 
     package static func parse(_ message: String) -> IngestError { IngestError(.parse, message) }
@@ -27,9 +27,10 @@ package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible 
     package static func spoolFull(_ message: String) -> IngestError { IngestError(.spoolFull, message) }
     package static func `internal`(_ message: String) -> IngestError { IngestError(.internal, message) }
     package static func unsupported(_ message: String) -> IngestError { IngestError(.unsupported, message) }
+    package static func checksum(_ message: String) -> IngestError { IngestError(.checksum, message) }
 
     /// Every code, for status tables that list zero counts too.
-    package static let allCodes = ["parse", "range", "time", "device", "too-long", "spool-full", "internal", "unsupported"]
+    package static let allCodes = ["parse", "range", "time", "device", "too-long", "spool-full", "internal", "unsupported", "checksum"]
 
     package var description: String { "\(code) \(message)" }
 }
