@@ -17,6 +17,10 @@ final class IngestConnection {
     var inputClosed = false
     var readPaused = false
     var wantsWrite = false
+    /// NMEA: the fix cycle being assembled, and the reply slots of its lines.
+    var nmea = NMEAAssembler()
+    var nmeaHeld: [UInt64] = []
+    var nmeaHeldSinceMs: Int64?
 
     /// Reply slots in line order; `nil` while the position's commit is pending.
     private var slots: [String?] = []

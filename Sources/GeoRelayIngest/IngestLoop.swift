@@ -29,6 +29,8 @@ final class IngestLoop: @unchecked Sendable {
 
     /// A connection with this many replies pending or bytes unsent is paused.
     static let maxUnresolved = 8192
+    /// A fix cycle with no new sentence for this long is complete.
+    static let nmeaQuietMs: Int64 = 1500
     static let maxOutput = 1 << 20
     private static let listenToken: UInt64 = 0
 
@@ -55,9 +57,17 @@ final class IngestLoop: @unchecked Sendable {
                 if listening { stopListening() }
                 if inFlight == 0 || WallClock.nowMs() >= deadline { break }
             }
-            let timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.nowMs())) } ?? -1
+            // A fix cycle held open wakes the loop once a second to end it if the receiver went quiet.
+            let nmeaTimeout: Int32 = connections.values.contains { $0.nmeaHeldSinceMs != nil } ? 1000 : -1
+            var timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.nowMs())) } ?? -1
+            if nmeaTimeout > 0 { timeout = timeout < 0 ? nmeaTimeout : min(timeout, nmeaTimeout) }
             let count = epoll.wait(into: &events, timeoutMs: timeout)
             let nowMs = WallClock.nowMs()
+            if nmeaTimeout > 0 {
+                for connection in connections.values {
+                    if let since = connection.nmeaHeldSinceMs, nowMs - since >= Self.nmeaQuietMs { flushNMEA(connection, nowMs: nowMs) }
+                }
+            }
             for index in 0..<count {
                 let event = events[index]
                 let token = event.data.u64
@@ -153,6 +163,7 @@ final class IngestLoop: @unchecked Sendable {
                 connection.input.removeAll()
                 line.withUnsafeBufferPointer { processLine($0, connection: connection, nowMs: nowMs) }
             }
+            flushNMEA(connection, nowMs: nowMs)
             connection.inputClosed = true
             updateInterest(connection)
         } else if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
@@ -212,9 +223,9 @@ final class IngestLoop: @unchecked Sendable {
             switch try decoder.decode(line, defaultDevice: connection.device, nowMs: nowMs) {
             case .position(let position):
                 let slot = connection.acks ? connection.addSlot(nil) : nil
-                batch.append(position)
-                batchTokens.append(IngestServer.Token(connection: connection.id, slot: slot))
-                inFlight += 1
+                enqueue(position, connection: connection, slots: slot.map { [$0] } ?? [])
+            case .nmea(let sentence):
+                feed(sentence, connection: connection, nowMs: nowMs)
             case .hello(let device, let ack):
                 if let device { connection.device = device }
                 if let ack { connection.acks = ack }
@@ -224,6 +235,62 @@ final class IngestLoop: @unchecked Sendable {
             }
         } catch {
             reject(error, connection: connection, line: line)
+        }
+    }
+
+    private func enqueue(_ position: Position, connection: IngestConnection, slots: [UInt64]) {
+        batch.append(position)
+        batchTokens.append(IngestServer.Token(connection: connection.id, slots: slots))
+        inFlight += 1
+    }
+
+    /// One NMEA sentence through the connection's fix-cycle assembler: the line's
+    /// answer waits while its cycle is incomplete, then every line of the cycle
+    /// gets the position's `ok`.
+    private func feed(_ sentence: NMEASentence, connection: IngestConnection, nowMs: Int64) {
+        guard let device = connection.device else {
+            reject(.device("NMEA sentences need a hello with a device first"), connection: connection)
+            return
+        }
+        for action in connection.nmea.feed(sentence, device: device) {
+            switch action {
+            case .flush(let position):
+                emitCycle(position, connection: connection, extra: nil, nowMs: nowMs)
+            case .hold:
+                if connection.acks { connection.nmeaHeld.append(connection.addSlot(nil)) }
+                connection.nmeaHeldSinceMs = connection.nmeaHeldSinceMs ?? nowMs
+            case .complete(let position):
+                emitCycle(position, connection: connection, extra: connection.acks ? connection.addSlot(nil) : nil, nowMs: nowMs)
+            case .skip(let reason):
+                if connection.acks { _ = connection.addSlot("skip \(reason)") }
+            }
+        }
+    }
+
+    /// Stores a finished fix cycle, answering its held lines (and `extra`, the line that completed it).
+    private func emitCycle(_ position: Position, connection: IngestConnection, extra: UInt64?, nowMs: Int64) {
+        var slots = connection.nmeaHeld
+        if let extra { slots.append(extra) }
+        connection.nmeaHeld.removeAll()
+        connection.nmeaHeldSinceMs = nil
+        do throws(IngestError) {
+            try decoder.validate(position, nowMs: nowMs)
+            enqueue(position, connection: connection, slots: slots)
+        } catch {
+            rejected["ingest.rejected.\(error.code)", default: 0] += 1
+            for slot in slots { connection.resolve(slot, "err \(error.code) \(error.message)") }
+        }
+    }
+
+    /// Ends fix cycles nobody completed: the connection closed, or the receiver went quiet.
+    private func flushNMEA(_ connection: IngestConnection, nowMs: Int64) {
+        guard let device = connection.device, connection.nmea.hasPending || !connection.nmeaHeld.isEmpty else { return }
+        if let position = connection.nmea.flush(device: device) {
+            emitCycle(position, connection: connection, extra: nil, nowMs: nowMs)
+        } else {
+            for slot in connection.nmeaHeld { connection.resolve(slot, "skip no-fix") }
+            connection.nmeaHeld.removeAll()
+            connection.nmeaHeldSinceMs = nil
         }
     }
 
@@ -279,8 +346,8 @@ final class IngestLoop: @unchecked Sendable {
                     failures["ingest.rejected.\(error.code)", default: 0] += 1
                     reply = "err \(error.code) \(error.message)"
                 }
-                guard let slot = token.slot, let connection = connections[token.connection] else { continue }
-                connection.resolve(slot, reply)
+                guard !token.slots.isEmpty, let connection = connections[token.connection] else { continue }
+                for slot in token.slots { connection.resolve(slot, reply) }
                 touched[connection.id] = connection
             }
         }

@@ -40,8 +40,9 @@ package final class IngestServer: Sendable {
 
     struct Token: Sendable {
         var connection: UInt64
-        /// The reply slot, or nil when the connection has acks off.
-        var slot: UInt64?
+        /// The reply slots this position answers: one line's, or every NMEA line of a
+        /// fix cycle; none when the connection has acks off.
+        var slots: [UInt64]
     }
 
     private let loop: IngestLoop

@@ -80,7 +80,8 @@ import Testing
         ("id=a&timestamp=1784953740&lat=NaN&lon=2", "range"),
         ("id=a&timestamp=1784953740&lat=abc&lon=2", "parse"),
         ("hello world", "parse"),
-        ("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W*6A", "unsupported"),
+        ("!AIVDM,1,1,,A,13aEOK?P00PD2wVMdLDRhgvL289?,0*26", "unsupported"),
+        ("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W*00", "checksum"),
         ("[1,2,3]", "parse"),
     ])
     func rejections(line: String, code: String) {
@@ -89,6 +90,20 @@ import Testing
         } throws: { error in
             (error as? IngestError)?.code == code
         }
+    }
+
+    @Test func nmeaLinesBecomeSentencesEvenAfterBinaryJunk() throws {
+        guard case .nmea(let sentence) = try decoder.decode("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,", nowMs: now) else {
+            Issue.record("not NMEA")
+            return
+        }
+        #expect(sentence.talker == "GP" && sentence.type == "GGA")
+        guard case .nmea(let after)? = try? decoder.decode("\u{01}\u{02}\u{7F}$GNRMC,1,V", nowMs: now) else {
+            Issue.record("junk before $ not skipped")
+            return
+        }
+        #expect(after.type == "RMC")
+        #expect(try decoder.decode("\u{01}\u{02}\u{03}", nowMs: now) == .skip("binary"))
     }
 
     @Test func blankLinesAreSkipped() throws {

@@ -49,7 +49,7 @@ import GeoRelayTestKit
         try client.write(#"{"device":"a","lat":1,"lon":2}"# + "\n")
         try client.write(#"{"time":1784953800,"lat":1,"lon":2}"# + "\n")
         try client.write(long)
-        try client.write("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,*47\n")
+        try client.write("!AIVDM,1,1,,A,13aEOK?P00PD2wVMdLDRhgvL289?,0*26\n")
         try client.write(#"{"class":"SKY"}"# + "\n")
         try client.write(line("a", 0))
         let replies = client.readLines(8)
@@ -66,6 +66,37 @@ import GeoRelayTestKit
         let rejected = try #require(try world.statusJSON()["ingest"]?["rejected"])
         #expect(rejected["parse"]?.number == 1)
         #expect(rejected["too-long"]?.number == 1)
+    }
+
+    @Test func nmeaSentencesBecomeOnePositionPerFixCycle() async throws {
+        func sentence(_ body: String) -> String {
+            "$\(body)*\(String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 }))\r\n"
+        }
+        let world = try RelayWorld()
+        try world.start()
+        let client = try world.client()
+        try client.write(#"{"hello":{"device":"gps-bow","ack":true}}"# + "\n")
+        #expect(client.readLine() == "skip hello")
+        var lines = ""
+        for (i, second) in ["04", "05", "06"].enumerated() {
+            let minutes = String(format: "%06.3f", 30.0 + Double(i) * 0.01)
+            lines += sentence("GPRMC,1230\(second).00,A,59\(minutes),N,01042.000,E,010.0,090.0,250726,,,A")
+            lines += sentence("GPGGA,1230\(second).00,59\(minutes),N,01042.000,E,1,09,0.8,12.\(i),M,20.0,M,,")
+            lines += sentence("GPGSV,1,1,01,01,40,083,46")
+        }
+        lines += sentence("GPGGA,123007.00,5930.030,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,").dropLast(2) + "*00\r\n" // bad checksum
+        try client.write(lines)
+        client.finishWriting()
+        let replies = client.readLines(10)
+        #expect(replies == ["ok 1", "ok 1", "skip GSV", "ok 2", "ok 2", "skip GSV", "ok 3", "ok 3", "skip GSV"] + [replies.last ?? ""])
+        #expect(replies.last?.hasPrefix("err checksum") == true)
+        #expect(await world.server.waitUntil { $0.count >= 3 })
+        let stored = world.server.positions
+        #expect(stored.map(\.fixTimeMs) == [4, 5, 6].map { Timestamp.milliseconds(fromISO8601: "2026-07-25T12:30:0\($0)Z")! })
+        #expect(abs(stored[0].lat - (59 + 30.0 / 60)) < 1e-9)
+        #expect(abs(stored[0].speedKnots - 10) < 1e-6)
+        #expect(stored[1].altitude == 12.1)
+        #expect(stored[0].attributes["hdop"] == .number(0.8))
     }
 
     @Test func resendsAreAnsweredWithTheStoredSeq() throws {

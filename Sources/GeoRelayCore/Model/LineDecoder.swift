@@ -6,6 +6,8 @@ package enum IngestLine: Sendable, Equatable {
     case hello(device: String?, ack: Bool?)
     /// A valid line that holds no position (`skip <reason>`).
     case skip(String)
+    /// An NMEA 0183 sentence: positions come from the connection's fix cycles.
+    case nmea(NMEASentence)
 }
 
 /// Decodes the socket protocol's three line forms into positions.
@@ -42,8 +44,14 @@ package struct LineDecoder: Sendable {
             }
             guard case .object(let object) = value else { throw .parse("expected a JSON object") }
             return try decodeObject(object, defaultDevice: defaultDevice, nowMs: nowMs)
-        case UInt8(ascii: "$"), UInt8(ascii: "!"):
-            throw .unsupported("NMEA 0183 sentences are not supported yet")
+        case UInt8(ascii: "$"):
+            return .nmea(try NMEASentence.parse(String(decoding: body, as: UTF8.self)))
+        case UInt8(ascii: "!"):
+            throw .unsupported("AIS and other '!' sentences carry no position of this vessel")
+        case _ where first < 0x20 || first >= 0x7F:
+            // Binary frames a receiver interleaves with NMEA: a sentence after them still counts.
+            guard let dollar = body.firstIndex(of: UInt8(ascii: "$")) else { return .skip("binary") }
+            return .nmea(try NMEASentence.parse(String(decoding: UnsafeBufferPointer(rebasing: body[dollar...]), as: UTF8.self)))
         default:
             let text = String(decoding: body, as: UTF8.self)
             let position = try OsmAndQuery.decode(text, defaultDevice: defaultDevice)
