@@ -35,16 +35,18 @@ let package = Package(
         .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CLinux"], swiftSettings: swiftSettings),
         // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
         .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"], swiftSettings: swiftSettings),
+        // Collectors: a GPS unit's serial, network, gpsd or file source into the socket.
+        .target(name: "GeoRelayCollect", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.
-        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward", "GeoRelayCollect"], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
-        .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
+        .executableTarget(name: "georelay", dependencies: ["GeoRelayService", "GeoRelayCollect"], swiftSettings: swiftSettings),
 
         // Fakes of the remote servers, shared by tests and benchmarks.
         .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),
         .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool", "CSQLite"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),

@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayCollect
 import GeoRelayService
 
 // The thin executable: parse arguments, load the configuration, call the core.
@@ -12,6 +13,7 @@ let usage = """
       status   show delivery state, backlog and counters (works while the relay is down)
       logs     print the diagnostic log, oldest first
       send     upload one position now, bypassing the spool
+      collect  feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay
       duty     send the on-duty or off-duty event to push destinations
       token    refresh a push destination's token now (login mode)
 
@@ -33,6 +35,15 @@ let commandHelp: [String: String] = [
     "logs": """
         usage: georelay logs [--config PATH] [--clear] [--limit N]
         Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
+        """,
+    "collect": """
+        usage: georelay collect --device ID SOURCE [--socket PATH] [--config PATH]
+          SOURCE: --serial DEVICE [--baud 4800] | --udp [HOST:]PORT | --tcp HOST:PORT
+                  | --gpsd [HOST[:PORT]] | --file PATH [--realtime] | -   (stdin)
+        Writes one GPS unit's lines (NMEA, JSON, OsmAnd, gpsd TPV) into the relay's socket with acks on,
+        keeps what is not acknowledged and resends it when the relay restarts. Serial and TCP sources
+        are reopened when they come back. With --gpsd, --device may be {path} (gpsd's device path as
+        the id) or PATH=ID[,PATH=ID...]. Exit status 0 when a file is done; 1 when the source cannot be opened.
         """,
     "duty": """
         usage: georelay duty on|off [--destination NAME] [--config PATH]
@@ -62,17 +73,19 @@ struct Arguments {
     var flags: Set<String> = []
     var positionals: [String] = []
 
-    static let valued: Set<String> = ["--config", "--device", "--lat", "--lon", "--alarm", "--destination", "--limit", "--log-level"]
+    static let valued: Set<String> = ["--config", "--device", "--lat", "--lon", "--alarm", "--destination", "--limit", "--log-level",
+                                      "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--socket"]
     static let allowed: [String: Set<String>] = [
         "run": ["--config", "--log-level"],
         "status": ["--config", "--json"],
         "logs": ["--config", "--clear", "--limit"],
         "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
         "duty": ["--config", "--destination"],
+        "collect": ["--config", "--device", "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--realtime", "--socket", "--log-level"],
         "token": ["--config", "--destination"],
     ]
     /// Commands that take words as well as options.
-    static let takesPositionals: Set<String> = ["duty", "token"]
+    static let takesPositionals: Set<String> = ["duty", "token", "collect"]
 
     init(_ argv: [String]) throws(UsageError) {
         guard let first = argv.first else { throw UsageError(message: "no command given (try georelay --help)") }
@@ -89,7 +102,7 @@ struct Arguments {
                 flags.insert("--help")
                 return
             }
-            if Self.takesPositionals.contains(command), !arg.hasPrefix("-") {
+            if Self.takesPositionals.contains(command), !arg.hasPrefix("-") || arg == "-" {
                 positionals.append(arg)
                 index += 1
                 continue
@@ -145,6 +158,86 @@ func report(_ what: String, _ body: () async throws -> [(String, String?)]) asyn
         return ok ? 0 : 1
     } catch {
         printError("\(what): \(error)")
+        return 1
+    }
+}
+
+/// `host:port` or `port` (with a default host).
+func hostPort(_ text: String, defaultHost: String, defaultPort: UInt16? = nil) -> (String, UInt16)? {
+    if let colon = text.lastIndex(of: ":") {
+        guard let port = UInt16(text[text.index(after: colon)...]) else { return nil }
+        return (String(text[..<colon]), port)
+    }
+    if let port = UInt16(text) { return (defaultHost, port) }
+    if let defaultPort, !text.isEmpty { return (text, defaultPort) }
+    return nil
+}
+
+func collect(_ arguments: Arguments, configuration: Configuration) -> Int32 {
+    let options = arguments.options
+    let sources = ["--serial", "--udp", "--tcp", "--gpsd", "--file"].filter { options[$0] != nil } + (arguments.positionals == ["-"] ? ["-"] : [])
+    guard sources.count == 1 else {
+        printError("collect: give exactly one source (--serial, --udp, --tcp, --gpsd, --file or -)")
+        return 64
+    }
+    var device = options["--device"]
+    var mapping: [String: String] = [:]
+    let source: any LineSource
+    switch sources[0] {
+    case "--serial":
+        let baud = Int(options["--baud"] ?? "4800") ?? -1
+        guard SerialSource.speed(baud) != nil else {
+            printError("collect: --baud \(options["--baud"] ?? "") is not a standard rate (4800, 9600, 38400, 115200, ...)")
+            return 64
+        }
+        source = SerialSource(path: options["--serial"]!, baud: baud)
+    case "--udp":
+        guard let (host, port) = hostPort(options["--udp"]!, defaultHost: "0.0.0.0") else {
+            printError("collect: --udp takes [HOST:]PORT")
+            return 64
+        }
+        source = UDPSource(host: host, port: port)
+    case "--tcp":
+        guard let (host, port) = hostPort(options["--tcp"]!, defaultHost: "127.0.0.1"), options["--tcp"]!.contains(":") else {
+            printError("collect: --tcp takes HOST:PORT")
+            return 64
+        }
+        source = TCPSource(host: host, port: port)
+    case "--gpsd":
+        guard let (host, port) = hostPort(options["--gpsd"]!, defaultHost: "127.0.0.1", defaultPort: 2947) else {
+            printError("collect: --gpsd takes [HOST[:PORT]]")
+            return 64
+        }
+        if device == "{path}" {
+            device = nil
+        } else if let text = device, text.contains("=") {
+            for pair in text.split(separator: ",") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2 else {
+                    printError("collect: --device mapping \"\(pair)\" is not PATH=ID")
+                    return 64
+                }
+                mapping[String(parts[0])] = String(parts[1])
+            }
+            device = nil
+        }
+        source = GpsdSource(host: host, port: port, mapping: mapping)
+    default:
+        source = FileSource(path: options["--file"] ?? "-", realtime: arguments.flags.contains("--realtime"))
+    }
+    if device == nil, sources[0] != "--gpsd" {
+        printError("collect: --device is required")
+        return 64
+    }
+    var level = LogLevel.info
+    if let text = options["--log-level"], let parsed = LogLevel.allCases.first(where: { $0.name == text }) { level = parsed }
+    let logger = Logger(label: "collect[\(device ?? "gpsd")]", sinks: [StandardErrorLogSink()], minimumLevel: level)
+    let link = RelayLink.Settings(socketPath: options["--socket"] ?? configuration.ingest.socket, hello: Collector.hello(device: device))
+    do {
+        try Collector(source: source, link: link, logger: logger).run()
+        return 0
+    } catch {
+        printError("collect: \(error)")
         return 1
     }
 }
@@ -249,6 +342,8 @@ func main() async -> Int32 {
         return await report("duty \(word)") {
             try await Commands.duty(on: word == "on", destination: arguments.options["--destination"], configuration: configuration)
         }
+    case "collect":
+        return collect(arguments, configuration: configuration)
     case "token":
         guard arguments.positionals == ["refresh"] else {
             printError("token: the only action is 'refresh' (georelay token refresh [--destination NAME])")

@@ -1,11 +1,10 @@
 import Foundation
 import Testing
 @testable import GeoRelayCore
+import GeoRelayTestKit
 
-/// `../shared/testdata/nmea` beside the repository: gpsd's regression logs.
-let nmeaLogs: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/testdata/nmea")
-let haveNMEALogs = FileManager.default.fileExists(atPath: nmeaLogs.path)
+let nmeaLogs = SharedTestData.nmea
+let haveNMEALogs = SharedTestData.haveNMEA
 
 /// Feeds lines through the relay's NMEA path and collects the positions.
 func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {

@@ -1,0 +1,57 @@
+import Foundation
+import GeoRelayCore
+
+/// `georelay collect`: one GPS unit's lines into the relay's socket, acks on.
+package struct Collector {
+    package var source: any LineSource
+    package var link: RelayLink.Settings
+    package var logger: Logger
+
+    package init(source: any LineSource, link: RelayLink.Settings, logger: Logger) {
+        self.source = source
+        self.link = link
+        self.logger = logger
+    }
+
+    /// The hello line: a device, or none (gpsd reports carry their own).
+    package static func hello(device: String?) -> String {
+        var members: [(key: String, value: JSONValue)] = []
+        if let device { members.append(("device", .string(device))) }
+        members.append(("ack", .bool(true)))
+        return JSONValue.object(JSONObject([("hello", .object(JSONObject(members)))])).jsonText
+    }
+
+    /// Runs until the source ends (a file) or for ever (a receiver). Throws when the
+    /// source cannot be opened at start.
+    package func run() throws {
+        try source.open()
+        logger.info("collecting from \(source.name)")
+        let relay = try RelayLink(settings: link, logger: logger)
+        var delay = 0.5
+        while true {
+            while let line = source.nextLine() {
+                if line.isEmpty { continue }
+                relay.send(line, live: source.isLive)
+                delay = 0.5
+            }
+            source.close()
+            guard source.reopens else { break }
+            logger.warning("\(source.name) went away; opening it again")
+            while true {
+                Thread.sleep(forTimeInterval: delay)
+                delay = min(delay * 2, 30)
+                do {
+                    try source.open()
+                    logger.notice("\(source.name) is back")
+                    break
+                } catch {
+                    logger.debug("\(error)")
+                }
+            }
+        }
+        relay.finish()
+        let stats = relay.stats
+        logger.info("done: \(stats.answered) lines answered, \(stats.errors) refused, \(stats.dropped) dropped")
+        relay.close()
+    }
+}

@@ -1,0 +1,291 @@
+import CLinux
+import Foundation
+import Glibc
+import GeoRelayCore
+
+/// Why a collector's source could not be opened.
+package struct CollectError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
+}
+
+/// Where a collector's lines come from.
+package protocol LineSource: AnyObject {
+    /// For messages: `/dev/ttyUSB0 at 4800 baud`, `tcp 10.0.0.5:10110`.
+    var name: String { get }
+    /// A receiver streaming live: when the relay falls behind, drop the oldest rather than wait.
+    var isLive: Bool { get }
+    /// Whether to open again (with backoff) after the source goes away, as a serial
+    /// device unplugged and plugged back or a multiplexer restarting.
+    var reopens: Bool { get }
+    func open() throws(CollectError)
+    /// The next line without its line end; nil when the source ended or went away.
+    func nextLine() -> String?
+    func close()
+}
+
+/// Splits what a file descriptor delivers into lines (LF or CRLF).
+final class LineReader {
+    private var buffer: [UInt8] = []
+    private var chunk = [UInt8](repeating: 0, count: 16384)
+    /// A line longer than this is cut (the relay would refuse it anyway).
+    private let maxLine = 8192
+
+    func next(from fd: Int32) -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                var end = newline
+                if end > 0, buffer[end - 1] == 0x0D { end -= 1 }
+                let line = String(decoding: buffer[0..<min(end, maxLine)], as: UTF8.self)
+                buffer.removeFirst(newline + 1)
+                return line
+            }
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 {
+                guard !buffer.isEmpty else { return nil }
+                let line = String(decoding: buffer.prefix(maxLine), as: UTF8.self)
+                buffer.removeAll()
+                return line
+            }
+            buffer.append(contentsOf: chunk[0..<n])
+            if buffer.count > 1 << 20 { buffer.removeFirst(buffer.count - maxLine) }
+        }
+    }
+
+    func reset() { buffer.removeAll() }
+}
+
+/// A log file (or stdin with `-`), as fast as the relay takes it or at its own pace.
+package final class FileSource: LineSource {
+    private let path: String
+    private let realtime: Bool
+    private var fd: Int32 = -1
+    private let reader = LineReader()
+    private var lastTime: Int64?
+    package var name: String { path == "-" ? "stdin" : path }
+    package var isLive: Bool { false }
+    package var reopens: Bool { false }
+
+    package init(path: String, realtime: Bool) {
+        self.path = path
+        self.realtime = realtime
+    }
+
+    package func open() throws(CollectError) {
+        if path == "-" {
+            fd = STDIN_FILENO
+            return
+        }
+        fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw CollectError("cannot open \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    package func nextLine() -> String? {
+        guard let line = reader.next(from: fd) else { return nil }
+        if realtime, let time = NMEASentence.timeOfDay(line) {
+            // At the log's own pace: wait as long as its timestamps say.
+            if let last = lastTime, time > last, time - last < 60_000 {
+                usleep(UInt32((time - last) * 1000))
+            }
+            lastTime = time
+        }
+        return line
+    }
+
+    package func close() {
+        if fd >= 0, fd != STDIN_FILENO { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
+/// A TCP stream: a marine multiplexer, or any NMEA-over-TCP server.
+package final class TCPSource: LineSource {
+    let host: String
+    let port: UInt16
+    private var fd: Int32 = -1
+    private let reader = LineReader()
+    package var name: String { "tcp \(host):\(port)" }
+    package var isLive: Bool { true }
+    package var reopens: Bool { true }
+
+    package init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    package func open() throws(CollectError) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else {
+            throw CollectError("cannot resolve \(host)")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0, Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if fd >= 0 { Glibc.close(fd) }
+            throw CollectError("cannot connect to \(host):\(port): \(reason)")
+        }
+        self.fd = fd
+        reader.reset()
+    }
+
+    package func nextLine() -> String? { reader.next(from: fd) }
+
+    package func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    /// Writes a request (gpsd's `?WATCH`).
+    func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
+
+/// UDP datagrams: multiplexers broadcast NMEA this way, often to port 10110.
+package final class UDPSource: LineSource {
+    let host: String
+    let port: UInt16
+    private var fd: Int32 = -1
+    private var lines: [String] = []
+    package var name: String { "udp \(host):\(port)" }
+    package var isLive: Bool { true }
+    package var reopens: Bool { false }
+
+    package init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    package func open() throws(CollectError) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(port.bigEndian)
+        address.sin_addr.s_addr = inet_addr(host)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard fd >= 0, bound == 0 else {
+            let reason = String(cString: strerror(errno))
+            if fd >= 0 { Glibc.close(fd) }
+            throw CollectError("cannot listen on udp \(host):\(port): \(reason)")
+        }
+        self.fd = fd
+    }
+
+    package func nextLine() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while lines.isEmpty {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0, errno == EINTR { continue }
+            if n < 0 { return nil }
+            lines = String(decoding: buffer[0..<n], as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
+        }
+        return lines.removeFirst()
+    }
+
+    package func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
+/// A serial or USB receiver, in termios raw mode; reopened when it comes back.
+package final class SerialSource: LineSource {
+    let path: String
+    let baud: Int
+    private var fd: Int32 = -1
+    private let reader = LineReader()
+    package var name: String { "\(path) at \(baud) baud" }
+    package var isLive: Bool { true }
+    package var reopens: Bool { true }
+
+    package init(path: String, baud: Int) {
+        self.path = path
+        self.baud = baud
+    }
+
+    package static func speed(_ baud: Int) -> speed_t? {
+        switch baud {
+        case 1200: speed_t(B1200)
+        case 2400: speed_t(B2400)
+        case 4800: speed_t(B4800)
+        case 9600: speed_t(B9600)
+        case 19200: speed_t(B19200)
+        case 38400: speed_t(B38400)
+        case 57600: speed_t(B57600)
+        case 115200: speed_t(B115200)
+        case 230400: speed_t(B230400)
+        default: nil
+        }
+    }
+
+    package func open() throws(CollectError) {
+        guard let speed = Self.speed(baud) else { throw CollectError("unsupported baud rate \(baud)") }
+        let fd = Glibc.open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { throw CollectError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        var settings = termios()
+        if tcgetattr(fd, &settings) == 0 {
+            cfmakeraw(&settings)
+            cfsetispeed(&settings, speed)
+            cfsetospeed(&settings, speed)
+            settings.c_cflag |= tcflag_t(CLOCAL | CREAD)
+            _ = tcsetattr(fd, TCSANOW, &settings)
+        }
+        self.fd = fd
+        reader.reset()
+    }
+
+    package func nextLine() -> String? { reader.next(from: fd) }
+
+    package func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
+/// A running gpsd: `?WATCH` for JSON reports, TPV lines forwarded (the relay decodes them).
+package final class GpsdSource: LineSource {
+    private let tcp: TCPSource
+    /// gpsd device path → relay device id; `{path}` keeps gpsd's own path.
+    private let mapping: [String: String]
+    package var name: String { "gpsd \(tcp.host):\(tcp.port)" }
+    package var isLive: Bool { true }
+    package var reopens: Bool { true }
+
+    package init(host: String, port: UInt16, mapping: [String: String]) {
+        tcp = TCPSource(host: host, port: port)
+        self.mapping = mapping
+    }
+
+    package func open() throws(CollectError) {
+        try tcp.open()
+        tcp.write(#"?WATCH={"enable":true,"json":true}"# + "\n")
+    }
+
+    package func nextLine() -> String? {
+        while let line = tcp.nextLine() {
+            guard line.hasPrefix("{\"class\":\"TPV\"") else { continue }
+            guard !mapping.isEmpty, case .object(var report)? = try? JSONParser.parse(line),
+                  case .string(let path)? = report["device"], let id = mapping[path] else { return line }
+            report.members = report.members.map { $0.key == "device" ? ($0.key, .string(id)) : $0 }
+            return JSONValue.object(report).jsonText
+        }
+        return nil
+    }
+
+    package func close() { tcp.close() }
+}
+
+extension NMEASentence {
+    /// The time of day of an RMC or GGA line, for pacing a replay.
+    static func timeOfDay(_ line: String) -> Int64? {
+        guard line.contains("RMC,") || line.contains("GGA,"), let sentence = try? NMEASentence.parse(line) else { return nil }
+        return sentence.timeOfDayMs(0)
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Glibc
+import Testing
+import GeoRelayCore
+import GeoRelayTestKit
+
+/// `georelay collect` as a real process between a source and the real relay.
+@Suite struct CollectTests {
+    func collector(_ world: RelayWorld, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: RelayProcess.binary)
+        process.arguments = ["collect", "--socket", world.socketPath, "--log-level", "debug"] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        // A file, not a pipe: nobody would drain a pipe.
+        let log = world.directory.file("collect-\(UUID().uuidString.prefix(6)).log")
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: log)
+        try process.run()
+        return process
+    }
+
+    func nmea(_ body: String) -> String {
+        "$\(body)*\(String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 }))"
+    }
+
+    /// Three fix cycles, RMC and GGA each, starting at 12:30:`start`.
+    func cycles(_ start: Int, count: Int = 3) -> [String] {
+        (start..<(start + count)).flatMap { s in
+            let minutes = String(format: "%06.3f", 30.0 + Double(s) * 0.001)
+            let time = String(format: "1230%02d.00", s)
+            return [nmea("GPRMC,\(time),A,59\(minutes),N,01042.000,E,005.0,090.0,250726,,,A"),
+                    nmea("GPGGA,\(time),59\(minutes),N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,")]
+        }
+    }
+
+    @Test(.enabled(if: SharedTestData.haveNMEA, "../shared/testdata/nmea is absent: the log replay is skipped"))
+    func aRealReceiverLogReplayedFromAFileArrives() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let log = SharedTestData.nmea.appendingPathComponent("telit-he910.log").path
+        let process = try collector(world, ["--device", "telit", "--file", log])
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        // The same count the NMEA path gives for this log in the gpsd comparison.
+        #expect(await world.server.waitUntil { $0.count >= 187 })
+        #expect(world.server.positions.allSatisfy { $0.uniqueId == "telit" })
+    }
+
+    @Test func aTCPMultiplexerStreamSurvivesARelayRestart() async throws {
+        let world = try RelayWorld()
+        let relay = try world.start()
+        let mux = try LineServer()
+        defer { mux.stop() }
+        let process = try collector(world, ["--device", "bow", "--tcp", "127.0.0.1:\(mux.port)"])
+        defer { process.terminate(); process.waitUntilExit() }
+        #expect(await mux.waitForClient())
+        mux.send(cycles(0))
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        // The relay dies; the receiver keeps talking; the relay comes back.
+        relay.signal(SIGKILL)
+        mux.send(cycles(3))
+        try await Task.sleep(for: .milliseconds(300)) // the collector holds these while the relay is gone
+        try world.start()
+        mux.send(cycles(6))
+        #expect(await world.server.waitUntil(timeout: .seconds(20)) { Set($0.map(\.fixTimeMs)).count >= 8 })
+        let times = Set(world.server.positions.map(\.fixTimeMs))
+        // Every complete cycle sent while the collector ran arrived (the last one may still be open).
+        for second in 0..<8 {
+            #expect(times.contains(Timestamp.milliseconds(fromISO8601: String(format: "2026-07-25T12:30:%02d.000Z", second))!))
+        }
+    }
+
+    @Test func udpBroadcastsFromAMultiplexer() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let port = Int.random(in: 20_000...40_000)
+        let process = try collector(world, ["--device", "aft", "--udp", "127.0.0.1:\(port)"])
+        defer { process.terminate(); process.waitUntilExit() }
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        // Datagrams until the collector is listening and the positions arrive (UDP has no connection to wait for).
+        var arrived = false
+        for round in 0..<50 where !arrived {
+            for line in cycles(round * 3, count: 3) {
+                let bytes = Array((line + "\r\n").utf8)
+                _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            }
+            arrived = await world.server.waitUntil(timeout: .milliseconds(200)) { $0.count >= 2 }
+        }
+        #expect(arrived)
+        #expect(world.server.positions.allSatisfy { $0.uniqueId == "aft" })
+    }
+
+    @Test func gpsdReportsWithDevicesMappedByPath() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let gpsd = try LineServer()
+        defer { gpsd.stop() }
+        let process = try collector(world, ["--device", "/dev/ttyUSB0=bow,/dev/ttyUSB1=stern", "--gpsd", "127.0.0.1:\(gpsd.port)"])
+        defer { process.terminate(); process.waitUntilExit() }
+        #expect(await gpsd.waitForClient())
+        try await Task.sleep(for: .milliseconds(200)) // the ?WATCH request on its way
+        #expect(gpsd.requests.first?.hasPrefix("?WATCH=") == true)
+        gpsd.send([
+            #"{"class":"VERSION","release":"3.25"}"#,
+            #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T12:30:00.000Z","lat":59.5,"lon":10.7}"#,
+            #"{"class":"TPV","device":"/dev/ttyUSB1","mode":3,"time":"2026-07-25T12:30:00.000Z","lat":59.6,"lon":10.8}"#,
+            #"{"class":"TPV","device":"/dev/ttyUSB1","mode":1,"time":"2026-07-25T12:30:01.000Z"}"#,
+        ])
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        #expect(Set(world.server.positions.map(\.uniqueId)) == ["bow", "stern"])
+    }
+
+    @Test func anUnopenableSourceExitsNonZeroWithAReason() throws {
+        let world = try RelayWorld()
+        let result = try RelayProcess.command(["collect", "--device", "x", "--serial", "/dev/does-not-exist", "--socket", world.socketPath], directory: world.directory.path)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("cannot open /dev/does-not-exist"))
+    }
+}
