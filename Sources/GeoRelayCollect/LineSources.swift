@@ -56,12 +56,29 @@ final class LineReader {
     func reset() { buffer.removeAll() }
 }
 
+/// A source that reads lines from one file descriptor it owns (a file, a TCP
+/// connection, a serial device): one place that reads and closes it.
+package class DescriptorSource {
+    var fd: Int32 = -1
+    let reader = LineReader()
+
+    func adopt(_ fd: Int32) {
+        self.fd = fd
+        reader.reset()
+    }
+
+    package func nextLine() -> String? { reader.next(from: fd) }
+
+    package func close() {
+        if fd > STDERR_FILENO { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
 /// A log file (or stdin with `-`), as fast as the relay takes it or at its own pace.
-package final class FileSource: LineSource {
+package final class FileSource: DescriptorSource, LineSource {
     private let path: String
     private let realtime: Bool
-    private var fd: Int32 = -1
-    private let reader = LineReader()
     private var lastTime: Int64?
     package var name: String { path == "-" ? "stdin" : path }
     package var isLive: Bool { false }
@@ -74,15 +91,16 @@ package final class FileSource: LineSource {
 
     package func open() throws(CollectError) {
         if path == "-" {
-            fd = STDIN_FILENO
+            adopt(STDIN_FILENO)
             return
         }
-        fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw CollectError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        adopt(fd)
     }
 
-    package func nextLine() -> String? {
-        guard let line = reader.next(from: fd) else { return nil }
+    package override func nextLine() -> String? {
+        guard let line = super.nextLine() else { return nil }
         if realtime, let time = NMEASentence.timeOfDay(line) {
             // At the log's own pace: wait as long as its timestamps say.
             if let last = lastTime, time > last, time - last < 60_000 {
@@ -92,19 +110,12 @@ package final class FileSource: LineSource {
         }
         return line
     }
-
-    package func close() {
-        if fd >= 0, fd != STDIN_FILENO { Glibc.close(fd) }
-        fd = -1
-    }
 }
 
 /// A TCP stream: a marine multiplexer, or any NMEA-over-TCP server.
-package final class TCPSource: LineSource {
+package final class TCPSource: DescriptorSource, LineSource {
     let host: String
     let port: UInt16
-    private var fd: Int32 = -1
-    private let reader = LineReader()
     package var name: String { "tcp \(host):\(port)" }
     package var isLive: Bool { true }
     package var reopens: Bool { true }
@@ -128,15 +139,7 @@ package final class TCPSource: LineSource {
             if fd >= 0 { Glibc.close(fd) }
             throw CollectError("cannot connect to \(host):\(port): \(reason)")
         }
-        self.fd = fd
-        reader.reset()
-    }
-
-    package func nextLine() -> String? { reader.next(from: fd) }
-
-    package func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
+        adopt(fd)
     }
 
     /// Writes a request (gpsd's `?WATCH`).
@@ -196,11 +199,9 @@ package final class UDPSource: LineSource {
 }
 
 /// A serial or USB receiver, in termios raw mode; reopened when it comes back.
-package final class SerialSource: LineSource {
+package final class SerialSource: DescriptorSource, LineSource {
     let path: String
     let baud: Int
-    private var fd: Int32 = -1
-    private let reader = LineReader()
     package var name: String { "\(path) at \(baud) baud" }
     package var isLive: Bool { true }
     package var reopens: Bool { true }
@@ -237,15 +238,7 @@ package final class SerialSource: LineSource {
             settings.c_cflag |= tcflag_t(CLOCAL | CREAD)
             _ = tcsetattr(fd, TCSANOW, &settings)
         }
-        self.fd = fd
-        reader.reset()
-    }
-
-    package func nextLine() -> String? { reader.next(from: fd) }
-
-    package func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
+        adopt(fd)
     }
 }
 
