@@ -12,7 +12,7 @@ final class IngestLoop: @unchecked Sendable {
     private let listenFD: Int32
     private let spool: Spool
     private let logger: Logger
-    private let decoder: LineDecoder
+    let decoder: LineDecoder
     private let inbox = Mutex<[IngestServer.Completion]>([])
     private let stopDeadline = Mutex<Int64?>(nil)
 
@@ -21,11 +21,13 @@ final class IngestLoop: @unchecked Sendable {
     private var nextID: UInt64 = 1
     private var batch: [Position] = []
     private var batchTokens: [IngestServer.Token] = []
-    private var rejected: [String: Int64] = [:]
+    var rejected: [String: Int64] = [:]
     private var listening = true
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var rejectLog = RateLimiter(perWindow: 20, windowMs: 10_000)
     private var inFlight = 0
+    /// Connections read in this wake-up: only their replies can have changed.
+    private var active: [UInt64: IngestConnection] = [:]
 
     /// A connection with this many replies pending or bytes unsent is paused.
     static let maxUnresolved = 8192
@@ -65,7 +67,10 @@ final class IngestLoop: @unchecked Sendable {
             let nowMs = WallClock.nowMs()
             if nmeaTimeout > 0 {
                 for connection in connections.values {
-                    if let since = connection.nmeaHeldSinceMs, nowMs - since >= Self.nmeaQuietMs { flushNMEA(connection, nowMs: nowMs) }
+                    if let since = connection.nmeaHeldSinceMs, nowMs - since >= Self.nmeaQuietMs {
+                        flushNMEA(connection, nowMs: nowMs)
+                        active[connection.id] = connection
+                    }
                 }
             }
             for index in 0..<count {
@@ -149,6 +154,7 @@ final class IngestLoop: @unchecked Sendable {
     }
 
     private func read(_ connection: IngestConnection, nowMs: Int64) {
+        active[connection.id] = connection
         let n = readBuffer.withUnsafeMutableBytes { raw in
             recv(connection.fd, raw.baseAddress, raw.count, 0)
         }
@@ -238,63 +244,13 @@ final class IngestLoop: @unchecked Sendable {
         }
     }
 
-    private func enqueue(_ position: Position, connection: IngestConnection, slots: [UInt64]) {
+    func enqueue(_ position: Position, connection: IngestConnection, slots: [UInt64]) {
         batch.append(position)
         batchTokens.append(IngestServer.Token(connection: connection.id, slots: slots))
         inFlight += 1
     }
 
-    /// One NMEA sentence through the connection's fix-cycle assembler: the line's
-    /// answer waits while its cycle is incomplete, then every line of the cycle
-    /// gets the position's `ok`.
-    private func feed(_ sentence: NMEASentence, connection: IngestConnection, nowMs: Int64) {
-        guard let device = connection.device else {
-            reject(.device("NMEA sentences need a hello with a device first"), connection: connection)
-            return
-        }
-        for action in connection.nmea.feed(sentence, device: device) {
-            switch action {
-            case .flush(let position):
-                emitCycle(position, connection: connection, extra: nil, nowMs: nowMs)
-            case .hold:
-                if connection.acks { connection.nmeaHeld.append(connection.addSlot(nil)) }
-                connection.nmeaHeldSinceMs = connection.nmeaHeldSinceMs ?? nowMs
-            case .complete(let position):
-                emitCycle(position, connection: connection, extra: connection.acks ? connection.addSlot(nil) : nil, nowMs: nowMs)
-            case .skip(let reason):
-                if connection.acks { _ = connection.addSlot("skip \(reason)") }
-            }
-        }
-    }
-
-    /// Stores a finished fix cycle, answering its held lines (and `extra`, the line that completed it).
-    private func emitCycle(_ position: Position, connection: IngestConnection, extra: UInt64?, nowMs: Int64) {
-        var slots = connection.nmeaHeld
-        if let extra { slots.append(extra) }
-        connection.nmeaHeld.removeAll()
-        connection.nmeaHeldSinceMs = nil
-        do throws(IngestError) {
-            try decoder.validate(position, nowMs: nowMs)
-            enqueue(position, connection: connection, slots: slots)
-        } catch {
-            rejected["ingest.rejected.\(error.code)", default: 0] += 1
-            for slot in slots { connection.resolve(slot, "err \(error.code) \(error.message)") }
-        }
-    }
-
-    /// Ends fix cycles nobody completed: the connection closed, or the receiver went quiet.
-    private func flushNMEA(_ connection: IngestConnection, nowMs: Int64) {
-        guard let device = connection.device, connection.nmea.hasPending || !connection.nmeaHeld.isEmpty else { return }
-        if let position = connection.nmea.flush(device: device) {
-            emitCycle(position, connection: connection, extra: nil, nowMs: nowMs)
-        } else {
-            for slot in connection.nmeaHeld { connection.resolve(slot, "skip no-fix") }
-            connection.nmeaHeld.removeAll()
-            connection.nmeaHeldSinceMs = nil
-        }
-    }
-
-    private func reject(_ error: IngestError, connection: IngestConnection, line: UnsafeBufferPointer<UInt8>? = nil) {
+    func reject(_ error: IngestError, connection: IngestConnection, line: UnsafeBufferPointer<UInt8>? = nil) {
         rejected["ingest.rejected.\(error.code)", default: 0] += 1
         if connection.acks {
             _ = connection.addSlot("err \(error.code) \(error.message)")
@@ -308,7 +264,8 @@ final class IngestLoop: @unchecked Sendable {
 
     private func submitBatch() {
         flushRejectedCounters()
-        for connection in connections.values { deliverReplies(connection) }
+        for connection in active.values { deliverReplies(connection) }
+        active.removeAll(keepingCapacity: true)
         guard !batch.isEmpty else { return }
         let tokens = batchTokens
         let wakeFD = epoll.wakeFD

@@ -47,6 +47,12 @@ package struct SpoolStatus: Sendable, Equatable {
 extension SpoolReader {
     package func status(nowMs: Int64 = WallClock.nowMs()) throws(SpoolError) -> SpoolStatus {
         try wrap {
+            // One read transaction: every figure from the same commit, even while the writer goes on.
+            try db.execute("BEGIN")
+            defer {
+                db.resetStatements()
+                try? db.execute("COMMIT")
+            }
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement("""
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
