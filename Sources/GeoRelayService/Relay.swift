@@ -38,9 +38,14 @@ package struct Relay: Sendable {
         let logger = Logger(label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel)
 
         let ingest: IngestServer
+        var phones: PhoneListener?
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             ingest = try IngestServer(settings: IngestServer.Settings(configuration.ingest), spool: spool, logger: logger.with(label: "ingest"))
+            if let listen = configuration.ingest.httpListen {
+                phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
+                                           logger: logger.with(label: "phones"))
+            }
         } catch {
             spool.close()
             throw RelayError("\(error)")
@@ -74,6 +79,7 @@ package struct Relay: Sendable {
             logger.notice("signal \(number): stopping")
             break
         }
+        phones?.stop()
         await ingest.stop(grace: grace)
         await stop(forwarders)
         logger.notice("stopped")

@@ -31,6 +31,8 @@ package struct Configuration: Sendable, Equatable {
         package var maxLineBytes = 8192
         package var maxFutureSeconds = 600
         package var maxConnections = 1024
+        /// `HOST:PORT` of the OsmAnd HTTP listener for phones; nil: off.
+        package var httpListen: String?
         package init() {}
     }
 
@@ -103,6 +105,9 @@ extension Configuration {
         config.ingest.maxLineBytes = try ingest.integer("maxLineBytes", default: config.ingest.maxLineBytes, min: 256, max: 1 << 20)
         config.ingest.maxFutureSeconds = try ingest.integer("maxFutureSeconds", default: config.ingest.maxFutureSeconds, min: 0)
         config.ingest.maxConnections = try ingest.integer("maxConnections", default: config.ingest.maxConnections, min: 1, max: 65536)
+        var http = try ingest.node("http")
+        config.ingest.httpListen = try http.optionalString("listen")
+        try http.finish()
         try ingest.finish()
         if config.ingest.socket.utf8.count > 107 {
             throw ConfigError(path: "ingest.socket", "path longer than the 107 bytes a Unix socket address holds")
@@ -119,7 +124,23 @@ extension Configuration {
             }
         }
         try root.finish()
+        try config.refuseLoops()
         return config
+    }
+}
+
+extension Configuration {
+    /// A destination on this machine at the phone listener's port would send the
+    /// relay's own positions back into it, for ever.
+    func refuseLoops() throws(ConfigError) {
+        guard let listen = ingest.httpListen, let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else { return }
+        let local: Set<String> = ["127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"]
+        for (index, destination) in destinations.enumerated() {
+            guard let url = URL(string: destination.url), let host = url.host, local.contains(host) else { continue }
+            if (url.port ?? (url.scheme == "https" ? 443 : 80)) == port {
+                throw ConfigError(path: "destinations[\(index)].url", "points at this relay's own phone listener (ingest.http.listen \(listen)): positions would loop")
+            }
+        }
     }
 }
 

@@ -1,0 +1,65 @@
+import Foundation
+import Glibc
+import Testing
+import GeoRelayCore
+import GeoRelayForward
+import GeoRelayTestKit
+
+/// A free TCP port on loopback (bound and released; the relay binds it next).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+@Suite struct PhoneListenerTests {
+    func post(_ url: String, body: String, type: String, agent: String = "TraccarClient/9") throws -> Int {
+        let easy = try CurlEasy()
+        let response = try easy.perform(HTTPRequest(method: body.isEmpty ? "GET" : "POST", url: url,
+                                                    headers: [("Content-Type", type), ("User-Agent", agent)], body: Array(body.utf8)))
+        return response.status
+    }
+
+    @Test func phonesPostingLikeToTraccarAreStoredAndForwarded() async throws {
+        let port = freePort()
+        let world = try RelayWorld(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
+        try world.start()
+        let base = "http://127.0.0.1:\(port)"
+        // The query form (GET), the form body (POST), and the JSON body of current Traccar Client apps.
+        #expect(try post(base + "/?id=phone-1&timestamp=1784953800&lat=59.5&lon=10.5&speed=10&batt=70", body: "", type: "text/plain") == 200)
+        #expect(try post(base + "/", body: "id=phone-2&timestamp=1784953801&lat=59.6&lon=10.6&alarm=sos", type: "application/x-www-form-urlencoded") == 200)
+        let json = #"{"device_id":"phone-3","location":{"timestamp":"2026-07-25T04:30:02.000Z","coords":{"latitude":59.7,"longitude":10.7,"accuracy":5,"speed":2.5,"heading":-1,"altitude":12},"is_moving":false,"battery":{"level":0.85,"is_charging":true},"extras":{"trip":"A"}}}"#
+        #expect(try post(base + "/", body: json, type: "application/json") == 200)
+        // Unusable requests are refused; a request from a georelay is a loop.
+        #expect(try post(base + "/?id=phone-1&timestamp=1784953803", body: "", type: "text/plain") == 400)
+        #expect(try post(base + "/", body: #"{"device_id":"x"}"#, type: "application/json") == 400)
+        #expect(try post(base + "/?id=p&timestamp=1784953804&lat=1&lon=1", body: "", type: "text/plain", agent: "georelay") == 508)
+
+        #expect(await world.server.waitUntil { $0.count >= 3 })
+        let byId = Dictionary(uniqueKeysWithValues: world.server.positions.map { ($0.uniqueId, $0) })
+        #expect(abs((byId["phone-1"]?.speedKnots ?? 0) - 10) < 1e-6)
+        #expect(byId["phone-1"]?.attributes["batteryLevel"] == .number(70))
+        #expect(byId["phone-2"]?.attributes["alarm"] == .string("sos"))
+        let phone3 = try #require(byId["phone-3"])
+        #expect(phone3.lat == 59.7 && phone3.accuracy == 5 && phone3.altitude == 12 && phone3.course == 0)
+        #expect(phone3.attributes["batteryLevel"] == .number(85))
+        #expect(phone3.attributes["charge"] == .bool(true))
+        #expect(phone3.attributes["motion"] == .bool(false))
+        #expect(phone3.attributes["trip"] == .string("A"))
+    }
+
+    @Test func aDestinationPointingAtTheListenerIsRefusedAtStart() throws {
+        let port = freePort()
+        let world = try RelayWorld(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#, moreDestinations: #"{ name: "self", url: "http://127.0.0.1:\#(port)" },"#)
+        let result = try world.command(["run"])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("destinations[1].url: points at this relay's own phone listener"))
+    }
+}
