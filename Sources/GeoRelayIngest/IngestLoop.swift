@@ -111,6 +111,7 @@ final class IngestLoop: @unchecked Sendable {
                 continue
             }
             let connection = IngestConnection(id: nextID, fd: fd)
+            connection.nmea.accuracyPerHDOP = settings.nmeaAccuracyPerHDOP
             nextID += 1
             do {
                 try epoll.add(fd, token: connection.id, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)

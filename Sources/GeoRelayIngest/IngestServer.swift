@@ -19,6 +19,7 @@ package final class IngestServer: Sendable {
         package var maxLineBytes = 8192
         package var maxFutureSeconds = 600
         package var maxConnections = 1024
+        package var nmeaAccuracyPerHDOP: Double?
 
         package init(socketPath: String) {
             self.socketPath = socketPath
@@ -29,6 +30,7 @@ package final class IngestServer: Sendable {
             maxLineBytes = configuration.maxLineBytes
             maxFutureSeconds = configuration.maxFutureSeconds
             maxConnections = configuration.maxConnections
+            nmeaAccuracyPerHDOP = configuration.nmeaAccuracyPerHDOP
         }
     }
 

@@ -45,6 +45,17 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
         #expect(first.accuracy == nil) // only when the config says how
     }
 
+    @Test func accuracyFromHDOPOnlyWhenConfigured() throws {
+        let config = try Configuration.parse("{ingest: {nmea: {hdopAccuracyMeters: 5}}}")
+        #expect(config.ingest.nmeaAccuracyPerHDOP == 5)
+        var assembler = NMEAAssembler(accuracyPerHDOP: 5)
+        _ = assembler.feed(try NMEASentence.parse("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"), device: "d")
+        _ = assembler.feed(try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,"), device: "d")
+        let flushed = assembler.flush(device: "d")
+        let fix = try #require(flushed)
+        #expect(abs((fix.accuracy ?? 0) - 4.5) < 1e-9)
+    }
+
     @Test func checksumsAreCheckedWhenPresent() {
         #expect { _ = try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,*48") } throws: { ($0 as? IngestError)?.code == "checksum" }
         #expect((try? NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")) != nil)

@@ -33,6 +33,8 @@ package struct Configuration: Sendable, Equatable {
         package var maxConnections = 1024
         /// `HOST:PORT` of the OsmAnd HTTP listener for phones; nil: off.
         package var httpListen: String?
+        /// Metres of horizontal accuracy per unit of NMEA HDOP (a receiver's UERE); nil: accuracy left out.
+        package var nmeaAccuracyPerHDOP: Double?
         package init() {}
     }
 
@@ -105,6 +107,11 @@ extension Configuration {
         config.ingest.maxLineBytes = try ingest.integer("maxLineBytes", default: config.ingest.maxLineBytes, min: 256, max: 1 << 20)
         config.ingest.maxFutureSeconds = try ingest.integer("maxFutureSeconds", default: config.ingest.maxFutureSeconds, min: 0)
         config.ingest.maxConnections = try ingest.integer("maxConnections", default: config.ingest.maxConnections, min: 1, max: 65536)
+        var nmea = try ingest.node("nmea")
+        if nmea.contains("hdopAccuracyMeters") {
+            config.ingest.nmeaAccuracyPerHDOP = try nmea.number("hdopAccuracyMeters", default: 0, min: 0.1, max: 100)
+        }
+        try nmea.finish()
         var http = try ingest.node("http")
         config.ingest.httpListen = try http.optionalString("listen")
         try http.finish()
