@@ -26,6 +26,7 @@ final class IngestLoop: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var rejectLog = RateLimiter(perWindow: 20, windowMs: 10_000)
     private var inFlight = 0
+    private var sources: SourceRouter
     /// Connections read in this wake-up: only their replies can have changed.
     private var active: [UInt64: IngestConnection] = [:]
 
@@ -42,6 +43,7 @@ final class IngestLoop: @unchecked Sendable {
         self.spool = spool
         self.logger = logger
         self.decoder = LineDecoder(maxFutureSeconds: settings.maxFutureSeconds)
+        self.sources = SourceRouter(devices: settings.devices, logger: logger)
         self.epoll = try Epoll()
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
     }
@@ -248,6 +250,11 @@ final class IngestLoop: @unchecked Sendable {
     func enqueue(_ position: Position, connection: IngestConnection, slots: [UInt64]) {
         batch.append(position)
         batchTokens.append(IngestServer.Token(connection: connection.id, slots: slots))
+        inFlight += 1
+        guard let device = sources.route(position) else { return }
+        // The active receiver's position also goes in under the device, in the same commit.
+        batch.append(device)
+        batchTokens.append(IngestServer.Token(connection: connection.id, slots: []))
         inFlight += 1
     }
 

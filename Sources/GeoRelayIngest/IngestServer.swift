@@ -20,6 +20,8 @@ package final class IngestServer: Sendable {
         package var maxFutureSeconds = 600
         package var maxConnections = 1024
         package var nmeaAccuracyPerHDOP: Double?
+        /// Devices fed by several receivers, best first.
+        package var devices: [Configuration.DeviceSources] = []
 
         package init(socketPath: String) {
             self.socketPath = socketPath
@@ -31,6 +33,11 @@ package final class IngestServer: Sendable {
             maxFutureSeconds = configuration.maxFutureSeconds
             maxConnections = configuration.maxConnections
             nmeaAccuracyPerHDOP = configuration.nmeaAccuracyPerHDOP
+        }
+
+        package init(_ configuration: Configuration) {
+            self.init(configuration.ingest)
+            devices = configuration.devices
         }
     }
 

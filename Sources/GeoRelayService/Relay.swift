@@ -41,7 +41,8 @@ package struct Relay: Sendable {
         var phones: PhoneListener?
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
-            ingest = try IngestServer(settings: IngestServer.Settings(configuration.ingest), spool: spool, logger: logger.with(label: "ingest"))
+            try spool.setSourceDevices(configuration.sourceIDs)
+            ingest = try IngestServer(settings: IngestServer.Settings(configuration), spool: spool, logger: logger.with(label: "ingest"))
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
                                            logger: logger.with(label: "phones"))

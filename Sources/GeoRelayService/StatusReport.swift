@@ -53,8 +53,14 @@ package struct StatusReport: Sendable {
                 ("encoding", encoding(row.settings, d).map { .string($0) } ?? .null),
             ]))
         }
-        let devices: [JSONValue] = status.devices.map { d in
-            .object(JSONObject([("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs))]))
+        let devices: [JSONValue] = status.devices.filter { !configuration.sourceIDs.contains($0.name) }.map { d in
+            var members: [(key: String, value: JSONValue)] = [("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs))]
+            if let sources = sources(of: d.name) {
+                members.append(("sources", .array(sources.map { source in
+                    .object(JSONObject([("name", .string(source.name)), ("lastFix", iso(source.lastFixMs)), ("active", .bool(source.active))]))
+                })))
+            }
+            return .object(JSONObject(members))
         }
         return .object(JSONObject([
             ("time", iso(nowMs)),
@@ -85,6 +91,15 @@ package struct StatusReport: Sendable {
         return status.encoding ?? push.compression.rawValue
     }
 
+    /// A multi-source device's receivers, best first, with the one in use now.
+    private func sources(of device: String) -> [(name: String, lastFixMs: Int64?, active: Bool)]? {
+        guard let configured = configuration.devices.first(where: { $0.id == device }) else { return nil }
+        let rows = configured.sources.map { name in (name, status.devices.first { $0.name == name }) }
+        let window = Int64(configured.failoverSeconds * 1000)
+        let active = rows.first { row in row.1?.lastReceivedMs.map { nowMs - $0 <= window } ?? false }?.0
+        return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
+    }
+
     /// One screen for a person on a terminal.
     package var text: String {
         var out = "georelay \(running ? "running" : "not running") at \(Timestamp.iso8601(milliseconds: nowMs))\n"
@@ -113,9 +128,12 @@ package struct StatusReport: Sendable {
         }
         if !status.devices.isEmpty {
             out += "\ndevices\n"
-            for device in status.devices {
+            for device in status.devices where !configuration.sourceIDs.contains(device.name) {
                 out += "  \(device.name): last fix \(device.lastFixMs.map { Timestamp.iso8601(milliseconds: $0) } ?? "none")"
                 if let received = device.lastReceivedMs { out += ", received \(duration(nowMs - received)) ago" }
+                if let sources = sources(of: device.name) {
+                    out += "; sources " + sources.map { "\($0.name)\($0.active ? " (active)" : "")" }.joined(separator: ", ")
+                }
                 out += "\n"
             }
         }

@@ -15,10 +15,10 @@ struct Eviction {
     /// Per device, the highest seq every buffered destination has acknowledged.
     func deliveredThrough() throws -> [(deviceID: Int64, seq: Int64)] {
         let select = try db.statement("""
-            SELECT d.id, coalesce((
+            SELECT d.id, CASE WHEN d.hidden = 1 THEN d.last_seq ELSE coalesce((
                 SELECT min(coalesce(c.acked_seq, dst.start_seq)) FROM destinations dst
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
-                WHERE dst.buffered = 1), d.last_seq)
+                WHERE dst.buffered = 1), d.last_seq) END
             FROM devices d
             """)
         var rows: [(Int64, Int64)] = []

@@ -76,6 +76,10 @@ enum Schema {
         CREATE TABLE alarm_sent(destination TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(destination, seq)) WITHOUT ROWID;
         CREATE INDEX positions_alarm ON positions(seq) WHERE alarm IS NOT NULL;
         """,
+        // Version 4: source receivers of a multi-source device, stored but never forwarded as themselves.
+        """
+        ALTER TABLE devices ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

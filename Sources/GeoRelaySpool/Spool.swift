@@ -110,6 +110,23 @@ package final class Spool: Sendable {
         }
     }
 
+    /// Marks the source receivers of multi-source devices: their positions are
+    /// kept (each receiver's full history) but never forwarded under their own id.
+    package func setSourceDevices(_ names: Set<String>) throws {
+        try writer.sync { db in
+            writer.sourceDevices = names
+            try db.transaction {
+                try db.execute("UPDATE devices SET hidden = 0")
+                let mark = try db.statement("UPDATE devices SET hidden = 1 WHERE name = ?")
+                for name in names {
+                    mark.reset()
+                    mark.bind(1, name)
+                    try mark.run()
+                }
+            }
+        }
+    }
+
     /// Empties the diagnostic log.
     package func clearLog() async throws {
         try await perform { db in try db.execute("DELETE FROM log") }

@@ -37,7 +37,7 @@ package final class SpoolReader {
                 SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms
                 FROM destinations dst CROSS JOIN devices d
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
-                WHERE dst.name = ? AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
+                WHERE dst.name = ? AND d.hidden = 0 AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
                 ORDER BY d.id
                 """)
             select.bind(1, destination)
@@ -75,7 +75,7 @@ package final class SpoolReader {
             let select = try db.statement("""
                 SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
                        p.charging, p.alarm, p.attributes, p.device_id, d.name
-                FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.seq > ? ORDER BY p.seq LIMIT ?
+                FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.seq > ? AND d.hidden = 0 ORDER BY p.seq LIMIT ?
                 """)
             select.bind(1, seq)
             select.bind(2, limit)
@@ -133,7 +133,7 @@ package final class SpoolReader {
                 FROM positions p JOIN devices d ON d.id = p.device_id
                 JOIN destinations dst ON dst.name = ?1
                 LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
-                WHERE p.alarm IS NOT NULL AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+                WHERE p.alarm IS NOT NULL AND d.hidden = 0 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
                 ORDER BY p.seq
                 """)
             select.bind(1, destination)

@@ -84,8 +84,9 @@ extension SpoolWriter {
             deviceIDs[name] = id
             return id
         }
-        let insert = try db.statement("INSERT INTO devices(name) VALUES(?)")
+        let insert = try db.statement("INSERT INTO devices(name, hidden) VALUES(?, ?)")
         insert.bind(1, name)
+        insert.bind(2, sourceDevices.contains(name))
         try insert.run()
         let id = db.lastInsertRowID
         deviceIDs[name] = id

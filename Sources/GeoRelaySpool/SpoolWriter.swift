@@ -34,6 +34,8 @@ final class SpoolWriter: @unchecked Sendable {
     // Touched only on `queue`.
     private var db: SQLiteDatabase?
     var deviceIDs: [String: Int64] = [:]
+    /// Source receivers of multi-source devices: stored, never forwarded as themselves.
+    var sourceDevices: Set<String> = []
     var rejectingNew = false
     private var logRowsSinceTrim = 0
     var logger: Logger = .disabled

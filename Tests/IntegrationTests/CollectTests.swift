@@ -122,3 +122,32 @@ import GeoRelayTestKit
         #expect(result.stderr.contains("cannot open /dev/does-not-exist"))
     }
 }
+
+@Suite struct MultiSourceTests {
+    @Test func theBestReceiverFeedsTheDeviceAndTheBackupTakesOverWhenItFallsSilent() async throws {
+        let world = try RelayWorld()
+        try world.writeConfig(topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 1 }],"#)
+        try world.start()
+        let client = try world.client()
+        // Both receivers report; only the primary's positions become the boat's.
+        try client.write(line("gps-bow", 0, lat: 59.0) + line("gps-stern", 0, lat: 59.1) + line("gps-bow", 1, lat: 59.0) + line("gps-stern", 1, lat: 59.1))
+        #expect(client.readLines(4).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        // The primary falls silent for longer than failoverSeconds (a real wait: the failover is by wall clock).
+        try await Task.sleep(for: .milliseconds(1300))
+        try client.write(line("gps-stern", 2, lat: 59.1))
+        _ = client.readLine()
+        #expect(await world.server.waitUntil { $0.count >= 3 })
+        let stored = world.server.positions.sorted { $0.fixTimeMs < $1.fixTimeMs }
+        #expect(stored.map(\.uniqueId) == ["boat", "boat", "boat"])
+        #expect(stored.map(\.lat) == [59.0, 59.0, 59.1])
+        #expect(stored.map { $0.attributes["source"] } == [.string("gps-bow"), .string("gps-bow"), .string("gps-stern")])
+        let status = try world.statusJSON()
+        let boat = try #require(status["devices"]?.array?.first { $0["name"]?.string == "boat" })
+        let sources = try #require(boat["sources"]?.array)
+        #expect(sources.map { $0["name"]?.string } == ["gps-bow", "gps-stern"])
+        #expect(sources.map { $0["active"] } == [.bool(false), .bool(true)])
+        #expect(status["devices"]?.array?.contains { $0["name"]?.string == "gps-bow" } == false)
+        #expect(try world.command(["logs"]).stdout.contains("boat: failover from gps-bow to gps-stern"))
+    }
+}

@@ -20,7 +20,7 @@ final class RelayWorld: @unchecked Sendable {
         try writeConfig(spool: spool, destination: destination, ingest: ingest)
     }
 
-    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "") throws {
+    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "", topLevel: String = "") throws {
         let config = """
             {
               // written by the test
@@ -31,6 +31,7 @@ final class RelayWorld: @unchecked Sendable {
                   \(destination.contains("filter:") ? "" : #"filter: { mode: "all" },"#) \(destination) },
                 \(moreDestinations)
               ],
+              \(topLevel)
             }
             """
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)

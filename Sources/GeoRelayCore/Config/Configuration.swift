@@ -8,8 +8,22 @@ package struct Configuration: Sendable, Equatable {
     package var spool = SpoolSettings()
     package var ingest = IngestSettings()
     package var destinations: [DestinationSettings] = [DestinationSettings()]
+    /// Vessels with several GPS units: which sources report for which device, best first.
+    package var devices: [DeviceSources] = []
 
     package init() {}
+
+    /// One device fed by several sources (a primary receiver and its backup).
+    package struct DeviceSources: Sendable, Equatable {
+        package var id: String
+        /// Source device ids, best first.
+        package var sources: [String]
+        /// A source that has not reported for this long hands over to the next.
+        package var failoverSeconds = 10.0
+    }
+
+    /// Every source id, which the relay stores but never forwards as itself.
+    package var sourceIDs: Set<String> { Set(devices.flatMap(\.sources)) }
 
     package struct SpoolSettings: Sendable, Equatable {
         package var path = "spool/georelay.db"
@@ -128,6 +142,27 @@ extension Configuration {
                     throw ConfigError(path: "destinations[\(index)].name", "duplicate destination name \"\(destination.name)\"")
                 }
                 config.destinations.append(destination)
+            }
+        }
+        if let items = try root.array("devices") {
+            var seen = Set<String>()
+            for (index, item) in items.enumerated() {
+                var node = try ConfigNode(item, path: "devices[\(index)]")
+                let id = try node.optionalString("id") ?? ""
+                if id.isEmpty { throw ConfigError(path: node.child("id"), "a device id is required") }
+                guard let list = try node.array("sources"), !list.isEmpty else { throw ConfigError(path: node.child("sources"), "expected a list of source device ids, best first") }
+                var sources: [String] = []
+                for (position, value) in list.enumerated() {
+                    guard case .string(let source) = value, !source.isEmpty else { throw ConfigError(path: "\(node.child("sources"))[\(position)]", "expected a source device id") }
+                    guard source != id, seen.insert(source).inserted else { throw ConfigError(path: "\(node.child("sources"))[\(position)]", "\"\(source)\" is already a source or is the device itself") }
+                    sources.append(source)
+                }
+                let failover = try node.number("failoverSeconds", default: 10, min: 1)
+                try node.finish()
+                config.devices.append(DeviceSources(id: id, sources: sources, failoverSeconds: failover))
+            }
+            if let clash = config.devices.first(where: { seen.contains($0.id) }) {
+                throw ConfigError(path: "devices", "\"\(clash.id)\" is both a device and a source")
             }
         }
         try root.finish()
