@@ -33,6 +33,10 @@ import Testing
         (#"{destinations: [{concurrency: 2.5}]}"#, "destinations[0].concurrency: expected a whole number, got 2.5"),
         (#"{spol: {}}"#, "spol: unknown key"),
         (#"[]"#, "expected an object, got an array"),
+        (#"{devices: [{id: "boat", sources: ["a", "a"]}]}"#, #"devices[0].sources[1]: "a" is already a source or is the device itself"#),
+        (#"{devices: [{id: "boat", sources: []}]}"#, "devices[0].sources: expected a list of source device ids, best first"),
+        (#"{devices: [{id: "boat", sources: ["a"]}, {id: "a", sources: ["b"]}]}"#, #"devices: "a" is both a device and a source"#),
+        (#"{destinations: [{url: "http://127.0.0.1:5055"}], ingest: {http: {listen: "0.0.0.0:5055"}}}"#, "destinations[0].url: points at this relay's own phone listener (ingest.http.listen 0.0.0.0:5055): positions would loop"),
     ])
     func errorsNameTheKeyPath(text: String, message: String) {
         do {
