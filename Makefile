@@ -24,7 +24,9 @@ run: build
 	$$($(SWIFT) build -c release --show-bin-path)/georelay run --config $(CONFIG)
 
 # Tests start the real georelay binary, so it is built first and handed to them.
+# The release build `make run` uses is built too, so what compiles only in debug cannot land.
 test: deps
+	$(SWIFT) build -c release --product georelay
 	$(SWIFT) build --build-tests
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build
 
