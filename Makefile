@@ -6,7 +6,10 @@ APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-c
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 
-.PHONY: run test build deps bench clean
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+.PHONY: run test build deps bench clean install
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -34,6 +37,16 @@ test: deps
 bench: deps
 	@dpkg -s wrk >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 	$(SWIFT) run -c release georelay-bench
+
+# The binary, the systemd unit, an example config (kept if one exists) and the docs.
+install: build
+	install -D -m 0755 $$($(SWIFT) build -c release --show-bin-path)/georelay $(DESTDIR)$(PREFIX)/bin/georelay
+	install -D -m 0644 contrib/georelay.service $(DESTDIR)$(PREFIX)/lib/systemd/system/georelay.service
+	sed -i 's|/usr/local/|$(PREFIX)/|g' $(DESTDIR)$(PREFIX)/lib/systemd/system/georelay.service
+	install -d $(DESTDIR)/etc/georelay
+	[ -e $(DESTDIR)/etc/georelay/georelay.json5 ] || install -m 0640 contrib/georelay.json5 $(DESTDIR)/etc/georelay/georelay.json5
+	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/georelay/README.md
+	install -D -m 0644 config/georelay.json5 $(DESTDIR)$(PREFIX)/share/doc/georelay/georelay.json5
 
 clean:
 	rm -rf .build

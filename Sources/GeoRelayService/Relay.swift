@@ -53,11 +53,26 @@ package struct Relay: Sendable {
         }
         logger.notice("started: spool \(configuration.spool.path), socket \(configuration.ingest.socket), destinations \(configuration.destinations.map { "\($0.name) → \(Redaction.url($0.url))" }.joined(separator: ", "))")
 
+        // Up: the socket listens and the spool is open.
+        let systemd = SystemdNotifier()
+        systemd.notify("READY=1\nSTATUS=relaying to \(configuration.destinations.map(\.name).joined(separator: ", "))")
+        let watchdog = systemd.watchdogInterval.map { interval in
+            Task {
+                while !Task.isCancelled {
+                    systemd.notify("WATCHDOG=1")
+                    try? await Task.sleep(for: interval)
+                }
+            }
+        }
+        defer { watchdog?.cancel() }
+
         var current = configuration
         var forwarders = startForwarders(current, spool: spool, logger: logger)
         for await number in signals.signals {
             if number == SIGHUP {
                 guard let configPath else { continue }
+                systemd.notify("RELOADING=1")
+                defer { systemd.notify("READY=1") }
                 do {
                     let next = try Configuration.load(path: configPath)
                     if next.spool != current.spool || next.ingest != current.ingest {
@@ -78,6 +93,7 @@ package struct Relay: Sendable {
                 continue
             }
             logger.notice("signal \(number): stopping")
+            systemd.notify("STOPPING=1")
             break
         }
         phones?.stop()

@@ -18,11 +18,14 @@ package final class RelayProcess {
     }
 
     /// Starts `georelay run` and waits until its socket accepts connections.
-    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = []) throws {
+    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
         self.configPath = configPath
         self.socketPath = socketPath
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["run", "--config", configPath] + arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         stderrPath = "\(directory)/relay-\(UUID().uuidString.prefix(8)).stderr"
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)

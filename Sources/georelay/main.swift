@@ -13,6 +13,7 @@ let usage = """
       status   show delivery state, backlog and counters (works while the relay is down)
       logs     print the diagnostic log, oldest first
       send     upload one position now, bypassing the spool
+      check    validate a configuration and print the effective values (secrets masked)
       collect  feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay
       duty     send the on-duty or off-duty event to push destinations
       token    refresh a push destination's token now (login mode)
@@ -35,6 +36,11 @@ let commandHelp: [String: String] = [
     "logs": """
         usage: georelay logs [--config PATH] [--clear] [--limit N]
         Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
+        """,
+    "check": """
+        usage: georelay check [--config PATH]
+        Validates the configuration and prints every effective value, defaults filled in and secrets
+        masked, without starting anything. Exit status 0, or 78 (EX_CONFIG) naming the key at fault.
         """,
     "collect": """
         usage: georelay collect --device ID SOURCE [--socket PATH] [--config PATH]
@@ -81,6 +87,7 @@ struct Arguments {
         "logs": ["--config", "--clear", "--limit"],
         "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
         "duty": ["--config", "--destination"],
+        "check": ["--config"],
         "collect": ["--config", "--device", "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--realtime", "--socket", "--log-level"],
         "token": ["--config", "--destination"],
     ]
@@ -264,6 +271,9 @@ func main() async -> Int32 {
         }
     case "collect":
         return collect(arguments, configuration: configuration)
+    case "check":
+        print(configuration.effective.prettyText())
+        return 0
     case "token":
         guard arguments.positionals == ["refresh"] else {
             printError("token: the only action is 'refresh' (georelay token refresh [--destination NAME])")

@@ -1,0 +1,38 @@
+import CLinux
+import Foundation
+import Glibc
+
+/// Tells systemd how the service is doing (`Type=notify`): the sd_notify
+/// datagram written straight to `$NOTIFY_SOCKET`, no libsystemd needed.
+package struct SystemdNotifier: Sendable {
+    private let path: String?
+    /// Half of `WatchdogSec`, when systemd asked for keep-alives.
+    package let watchdogInterval: Duration?
+
+    package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        path = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+        watchdogInterval = environment["WATCHDOG_USEC"].flatMap(Int64.init).map { .microseconds($0 / 2) }
+    }
+
+    package var isActive: Bool { path != nil }
+
+    /// Sends `READY=1`, `STOPPING=1`, `WATCHDOG=1`, `STATUS=...`; silently nothing without systemd.
+    package func notify(_ state: String) {
+        guard let path else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        var bytes = Array(path.utf8)
+        // '@' names a socket in the abstract namespace: a leading zero byte.
+        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
+        let message = Array(state.utf8)
+        _ = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, message, message.count, Int32(MSG_NOSIGNAL), $0, length) }
+        }
+    }
+}
