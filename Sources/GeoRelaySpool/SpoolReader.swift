@@ -177,3 +177,40 @@ package final class SpoolReader {
 
 @available(*, unavailable)
 extension SpoolReader: Sendable {}
+
+extension SpoolReader {
+    /// Every device in the spool, by name.
+    package func devices() throws(SpoolError) -> [(id: Int64, name: String)] {
+        try wrap {
+            let select = try db.statement("SELECT id, name FROM devices ORDER BY name")
+            var rows: [(Int64, String)] = []
+            while try select.step() { rows.append((select.int64(0), select.text(1) ?? "")) }
+            return rows
+        }
+    }
+
+    /// Streams a device's positions in fix-time order, one at a time, so an export
+    /// of millions of positions holds one in memory. `body` returns false to stop.
+    package func forEachPosition(deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool) throws {
+        defer { db.resetStatements() }
+        let select = try db.statement("""
+            SELECT 0, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+            FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
+            """)
+        select.bind(1, deviceID)
+        select.bind(2, sinceMs ?? .min)
+        select.bind(3, untilMs ?? .max)
+        while try select.step() {
+            if try !body(readExported(select, device: device)) { break }
+        }
+    }
+
+    private func readExported(_ s: SQLiteStatement, device: String) -> Position {
+        Position(
+            device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
+            speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
+            accuracy: s.optionalDouble(8), battery: s.optionalDouble(9),
+            charging: s.isNull(10) ? nil : s.int64(10) != 0, alarm: s.text(11),
+            attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
+    }
+}

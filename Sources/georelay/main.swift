@@ -2,6 +2,7 @@ import Foundation
 import GeoRelayCore
 import GeoRelayCollect
 import GeoRelayService
+import GeoRelaySpool
 
 // The thin executable: parse arguments, load the configuration, call the core.
 
@@ -13,6 +14,7 @@ let usage = """
       status   show delivery state, backlog and counters (works while the relay is down)
       logs     print the diagnostic log, oldest first
       send     upload one position now, bypassing the spool
+      export   write spooled history as GPX, GeoJSON or CSV
       check    validate a configuration and print the effective values (secrets masked)
       collect  feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay
       duty     send the on-duty or off-duty event to push destinations
@@ -36,6 +38,12 @@ let commandHelp: [String: String] = [
     "logs": """
         usage: georelay logs [--config PATH] [--clear] [--limit N]
         Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
+        """,
+    "export": """
+        usage: georelay export --format gpx|geojson|csv [--device ID] [--since TIME] [--until TIME] [-o FILE] [--config PATH]
+        Streams the spool's positions, one GPX track (or GeoJSON LineString feature) per device, in fix-time
+        order; speed, course and accuracy go in GPX extensions (namespace urn:georelay:gpx:1). TIME is ISO 8601
+        with a zone or Unix seconds. Works while the relay runs.
         """,
     "check": """
         usage: georelay check [--config PATH]
@@ -80,7 +88,8 @@ struct Arguments {
     var positionals: [String] = []
 
     static let valued: Set<String> = ["--config", "--device", "--lat", "--lon", "--alarm", "--destination", "--limit", "--log-level",
-                                      "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--socket"]
+                                      "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--socket",
+                                      "--format", "--since", "--until", "-o"]
     static let allowed: [String: Set<String>] = [
         "run": ["--config", "--log-level"],
         "status": ["--config", "--json"],
@@ -88,6 +97,7 @@ struct Arguments {
         "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
         "duty": ["--config", "--destination"],
         "check": ["--config"],
+        "export": ["--config", "--format", "--device", "--since", "--until", "-o"],
         "collect": ["--config", "--device", "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--realtime", "--socket", "--log-level"],
         "token": ["--config", "--destination"],
     ]
@@ -147,6 +157,47 @@ func loadConfiguration(_ arguments: Arguments) -> Configuration? {
     } catch {
         printError("configuration \(path): \(error)")
         return nil
+    }
+}
+
+/// A time on the command line: ISO 8601 with a zone, or Unix seconds.
+func parseTime(_ text: String?) throws(UsageError) -> Int64? {
+    guard let text else { return nil }
+    if let ms = Timestamp.milliseconds(fromISO8601: text) { return ms }
+    if let seconds = Double(text), let ms = Timestamp.milliseconds(fromUnix: seconds) { return ms }
+    throw UsageError(message: "'\(text)' is not ISO 8601 with a zone or Unix seconds")
+}
+
+func export(_ arguments: Arguments, configuration: Configuration) -> Int32 {
+    guard let name = arguments.options["--format"], let format = Exporter.Format(rawValue: name) else {
+        printError("export: --format gpx, geojson or csv is required")
+        return 64
+    }
+    let since: Int64?, until: Int64?
+    do throws(UsageError) {
+        since = try parseTime(arguments.options["--since"])
+        until = try parseTime(arguments.options["--until"])
+    } catch {
+        printError("export: \(error.message)")
+        return 64
+    }
+    do {
+        let reader = try SpoolReader.open(path: configuration.spool.path)
+        var handle = FileHandle.standardOutput
+        if let path = arguments.options["-o"] {
+            guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
+                printError("export: cannot write \(path)")
+                return 1
+            }
+            handle = file
+        }
+        let count = try Exporter(format: format, device: arguments.options["--device"], sinceMs: since, untilMs: until)
+            .run(reader: reader, to: Exporter.Output(handle: handle))
+        if arguments.options["-o"] != nil { print("exported \(count) positions") }
+        return 0
+    } catch {
+        printError("export: \(error)")
+        return 1
     }
 }
 
@@ -271,6 +322,8 @@ func main() async -> Int32 {
         }
     case "collect":
         return collect(arguments, configuration: configuration)
+    case "export":
+        return export(arguments, configuration: configuration)
     case "check":
         print(configuration.effective.prettyText())
         return 0

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import GeoRelayCore
+import GeoRelayTestKit
+
+@Suite struct ExportTests {
+    func spooledWorld() throws -> RelayWorld {
+        let world = try RelayWorld()
+        let relay = try world.start()
+        let client = try world.client()
+        var lines = ""
+        for i in 0..<20 {
+            lines += #"{"device":"boat & co","time":\#(1_784_953_800 + i),"lat":59.\#(100 + i),"lon":10.5,"alt":12.5,"speed":2.5,"course":90,"accuracy":4\#(i == 5 ? #","alarm":"sos""# : "")}"# + "\n"
+        }
+        lines += #"{"device":"buoy","time":1784953800,"lat":-33.5,"lon":151.25}"# + "\n"
+        try client.write(lines)
+        _ = client.readLines(21)
+        relay.signal(SIGTERM)
+        return world
+    }
+
+    @Test func gpxValidatesAgainstTheGPX11Schema() throws {
+        let world = try spooledWorld()
+        let file = world.directory.file("out.gpx")
+        let result = try world.command(["export", "--format", "gpx", "-o", file])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("exported 21 positions"))
+        let gpx = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(gpx.contains("<name>boat &amp; co</name>"))
+        #expect(gpx.contains("<georelay:speed>2.5</georelay:speed>"))
+        let schema = SharedTestData.root.appendingPathComponent("gpx/gpx-1.1.xsd").path
+        guard FileManager.default.fileExists(atPath: schema), FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint") else {
+            Issue.record("xmllint or ../shared/testdata/gpx/gpx-1.1.xsd missing: GPX not validated")
+            return
+        }
+        let xmllint = Process()
+        xmllint.executableURL = URL(fileURLWithPath: "/usr/bin/xmllint")
+        xmllint.arguments = ["--noout", "--schema", schema, file]
+        let errors = Pipe()
+        xmllint.standardError = errors
+        try xmllint.run()
+        let report = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        xmllint.waitUntilExit()
+        #expect(xmllint.terminationStatus == 0, "\(report)")
+    }
+
+    @Test func geoJSONPutsLongitudeFirstAndCSVHasARowEach() throws {
+        let world = try spooledWorld()
+        let geojson = try world.command(["export", "--format", "geojson"])
+        #expect(geojson.status == 0)
+        guard case .object(let collection) = try JSONParser.parse(geojson.stdout),
+              case .array(let features)? = collection["features"] else {
+            Issue.record("not a FeatureCollection")
+            return
+        }
+        #expect(collection["type"] == .string("FeatureCollection"))
+        #expect(features.count == 2)
+        guard case .object(let boat) = features[0], case .object(let geometry)? = boat["geometry"],
+              case .array(let coordinates)? = geometry["coordinates"], case .array(let first)? = coordinates.first else {
+            Issue.record("no LineString")
+            return
+        }
+        #expect(geometry["type"] == .string("LineString"))
+        #expect(coordinates.count == 20)
+        #expect(first == [.number(10.5), .number(59.1), .number(12.5)])
+        guard case .object(let buoy) = features[1], case .object(let point)? = buoy["geometry"] else { return }
+        #expect(point["type"] == .string("Point"))
+        #expect(point["coordinates"] == .array([.number(151.25), .number(-33.5)]))
+
+        let csv = try world.command(["export", "--format", "csv", "--device", "boat & co", "--since", "2026-07-25T04:30:05Z"])
+        let rows = csv.stdout.split(separator: "\n")
+        #expect(rows.first == "device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm")
+        #expect(rows.count == 1 + 15)
+        #expect(rows[1].hasSuffix(",sos"))
+        #expect(try world.command(["export", "--format", "kml"]).status == 64)
+    }
+}
