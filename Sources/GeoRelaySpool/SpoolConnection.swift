@@ -44,6 +44,8 @@ enum SpoolConnection {
         }
         return try SpoolError.wrapping {
             let db = try SQLiteDatabase(path: path, readOnly: true)
+            // Readers scan in order: a small page cache does as well and keeps exports and status small.
+            try db.execute("PRAGMA cache_size = -512")
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             guard version == Schema.currentVersion else {
                 throw SpoolError.incompatible("spool \(path) has schema version \(version), this relay reads \(Schema.currentVersion)")

@@ -34,3 +34,4 @@ if want("push-drain") { try pushDrainFigure() }
 if want("alarm") { try alarmFigure() }
 if want("day") { try dayFigure() }
 if want("nmea") { try await nmeaFigure() }
+if want("export") { try exportFigure() }
