@@ -39,10 +39,14 @@ package struct Relay: Sendable {
 
         let ingest: IngestServer
         var phones: PhoneListener?
+        var metrics: HTTPListener?
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             try spool.setSourceDevices(configuration.sourceIDs)
             ingest = try IngestServer(settings: IngestServer.Settings(configuration), spool: spool, logger: logger.with(label: "ingest"))
+            if let listen = configuration.metricsListen {
+                metrics = try Metrics.serve(listen: listen, configuration: configuration)
+            }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
                                            logger: logger.with(label: "phones"))
@@ -97,6 +101,7 @@ package struct Relay: Sendable {
             break
         }
         phones?.stop()
+        metrics?.stop()
         await ingest.stop(grace: grace)
         await stop(forwarders)
         logger.notice("stopped")

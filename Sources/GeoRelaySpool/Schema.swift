@@ -80,6 +80,10 @@ enum Schema {
         """
         ALTER TABLE devices ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
         """,
+        // Version 5: positions stored per device, for metrics.
+        """
+        ALTER TABLE devices ADD COLUMN received INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

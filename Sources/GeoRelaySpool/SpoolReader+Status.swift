@@ -34,6 +34,8 @@ package struct SpoolStatus: Sendable, Equatable {
         package var name: String
         package var lastFixMs: Int64?
         package var lastReceivedMs: Int64?
+        /// Positions stored for it, ever.
+        package var received: Int64 = 0
     }
 
     package var destinations: [Destination]
@@ -87,9 +89,10 @@ extension SpoolReader {
                 }
             }
             var devices: [SpoolStatus.Device] = []
-            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms FROM devices ORDER BY name")
+            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms, received FROM devices ORDER BY name")
             while try deviceRows.step() {
-                devices.append(SpoolStatus.Device(name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1), lastReceivedMs: deviceRows.optionalInt64(2)))
+                devices.append(SpoolStatus.Device(name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1),
+                                                  lastReceivedMs: deviceRows.optionalInt64(2), received: deviceRows.int64(3)))
             }
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters")

@@ -7,7 +7,7 @@ extension SpoolWriter {
         let insert = try db.statement(PositionRow.insertSQL)
         var results: [AppendResult] = []
         results.reserveCapacity(positions.count)
-        var touched: [Int64: (seq: Int64, fixMs: Int64)] = [:]
+        var touched: [Int64: (seq: Int64, fixMs: Int64, count: Int)] = [:]
         for p in positions {
             let deviceID = try deviceID(for: p.device, db: db)
             if rejectingNew {
@@ -29,7 +29,7 @@ extension SpoolWriter {
                 counters.stored += 1
                 if p.alarm != nil { counters.alarms += 1 }
                 let previous = touched[deviceID]
-                touched[deviceID] = (seq, max(previous?.fixMs ?? .min, p.timeMs))
+                touched[deviceID] = (seq, max(previous?.fixMs ?? .min, p.timeMs), (previous?.count ?? 0) + 1)
             } else if let existing = try existing(deviceID: deviceID, fixMs: p.timeMs, matching: p, db: db) {
                 results.append(existing)
                 counters.count(existing)
@@ -38,7 +38,8 @@ extension SpoolWriter {
             }
         }
         let update = try db.statement("""
-            UPDATE devices SET last_seq = max(last_seq, ?2), last_fix_ms = max(coalesce(last_fix_ms, ?3), ?3), last_received_ms = ?4
+            UPDATE devices SET last_seq = max(last_seq, ?2), last_fix_ms = max(coalesce(last_fix_ms, ?3), ?3), last_received_ms = ?4,
+                received = received + ?5
             WHERE id = ?1
             """)
         for (deviceID, last) in touched {
@@ -47,6 +48,7 @@ extension SpoolWriter {
             update.bind(2, last.seq)
             update.bind(3, last.fixMs)
             update.bind(4, receivedMs)
+            update.bind(5, last.count)
             try update.run()
         }
         return results

@@ -52,3 +52,60 @@ import GeoRelayTestKit
         #expect(bad.stderr.contains("spool.whenFull"))
     }
 }
+
+@Suite struct MetricsTests {
+    /// A strict reader of the Prometheus text format: every sample's family declared
+    /// with HELP and TYPE before it, names and labels well formed, values numbers.
+    func parse(_ text: String) throws -> [String: Double] {
+        var declared: Set<String> = []
+        var samples: [String: Double] = [:]
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) where !line.isEmpty {
+            if line.hasPrefix("# HELP ") { continue }
+            if line.hasPrefix("# TYPE ") {
+                let parts = line.split(separator: " ")
+                try #require(parts.count == 4 && ["counter", "gauge"].contains(parts[3]), "bad TYPE line: \(line)")
+                declared.insert(String(parts[2]))
+                continue
+            }
+            let space = try #require(line.lastIndex(of: " "), "no value: \(line)")
+            let key = String(line[..<space])
+            let value = try #require(Double(line[line.index(after: space)...]), "value not a number: \(line)")
+            let name = String(key.prefix { $0 != "{" })
+            try #require(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "bad metric name: \(name)")
+            try #require(declared.contains(name), "sample before its TYPE: \(line)")
+            if key.contains("{") {
+                try #require(key.hasSuffix("}"), "unclosed labels: \(line)")
+                let labels = key.drop { $0 != "{" }.dropFirst().dropLast()
+                try #require(labels.split(separator: ",").allSatisfy { $0.contains("=\"") && $0.hasSuffix("\"") }, "bad labels: \(line)")
+            }
+            samples[key] = value
+        }
+        return samples
+    }
+
+    @Test func metricsAndHealthzAreServed() async throws {
+        let port = freePort()
+        let world = try RelayWorld()
+        try world.writeConfig(topLevel: #"metrics: { listen: "127.0.0.1:\#(port)" },"#)
+        try world.start()
+        let client = try world.client()
+        try client.write(line("boat", 0) + line("boat", 1) + "garbage\n")
+        _ = client.readLines(3)
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        let easy = try GeoRelayForwardCurl()
+        var samples: [String: Double] = [:]
+        for _ in 0..<100 {
+            // The destination's acknowledgements are committed a moment after the server has the positions.
+            samples = try parse(try easy.get("http://127.0.0.1:\(port)/metrics"))
+            if samples["georelay_destination_sent_total{destination=\"traccar\"}"] == 2 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(samples["georelay_positions_received_total{device=\"boat\"}"] == 2)
+        #expect(samples["georelay_ingest_rejected_total{code=\"parse\"}"] == 1)
+        #expect(samples["georelay_destination_pending{destination=\"traccar\"}"] == 0)
+        #expect(samples["georelay_destination_sent_total{destination=\"traccar\"}"] == 2)
+        #expect((samples["georelay_destination_wire_bytes_total{destination=\"traccar\"}"] ?? 0) > 0)
+        #expect((samples["georelay_spool_bytes"] ?? 0) > 0)
+        #expect(try easy.get("http://127.0.0.1:\(port)/healthz") == "ok\n")
+    }
+}

@@ -10,6 +10,8 @@ package struct Configuration: Sendable, Equatable {
     package var destinations: [DestinationSettings] = [DestinationSettings()]
     /// Vessels with several GPS units: which sources report for which device, best first.
     package var devices: [DeviceSources] = []
+    /// `HOST:PORT` for Prometheus metrics (`/metrics`) and `/healthz`; nil: off.
+    package var metricsListen: String?
 
     package init() {}
 
@@ -144,6 +146,9 @@ extension Configuration {
                 config.destinations.append(destination)
             }
         }
+        var metrics = try root.node("metrics")
+        config.metricsListen = try metrics.optionalString("listen")
+        try metrics.finish()
         if let items = try root.array("devices") {
             var seen = Set<String>()
             for (index, item) in items.enumerated() {

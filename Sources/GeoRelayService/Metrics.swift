@@ -1,0 +1,73 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayIngest
+import GeoRelaySpool
+
+/// Prometheus text exposition of what `georelay status` shows, for a monitoring
+/// system on shore: `/metrics`, and `/healthz` (200 while the spool reads).
+package enum Metrics {
+    /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh per scrape.
+    package static func serve(listen: String, configuration: Configuration) throws(IngestStartError) -> HTTPListener {
+        try HTTPListener(listen: listen, what: "metrics.listen") { request in
+            switch request.path {
+            case "/metrics":
+                guard let status = try? SpoolReader.open(path: configuration.spool.path).status() else {
+                    return HTTPListener.Response(status: 503, reason: "Service Unavailable")
+                }
+                return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                             body: Array(render(status, configuration: configuration).utf8))
+            case "/healthz":
+                let healthy = (try? SpoolReader.open(path: configuration.spool.path).newestSeq()) != nil
+                return HTTPListener.Response(status: healthy ? 200 : 503, reason: healthy ? "OK" : "Service Unavailable",
+                                             contentType: "text/plain", body: Array((healthy ? "ok\n" : "spool unreadable\n").utf8))
+            default:
+                return HTTPListener.Response(status: 404, reason: "Not Found")
+            }
+        }
+    }
+
+    /// The exposition text (format 0.0.4).
+    package static func render(_ status: SpoolStatus, configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) -> String {
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for sample in samples {
+                out += name + (sample.labels.isEmpty ? "" : "{\(sample.labels)}") + " " + JSONValue.format(number: sample.value) + "\n"
+            }
+        }
+        func label(_ key: String, _ value: String) -> String {
+            "\(key)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "\n", with: "\\n") + "\""
+        }
+        let c = status.counters
+        family("georelay_positions_received_total", "counter", "Positions stored, per device.",
+               status.devices.map { (label("device", $0.name), Double($0.received)) })
+        family("georelay_device_last_fix_timestamp_seconds", "gauge", "Fix time of the newest position, per device.",
+               status.devices.compactMap { d in d.lastFixMs.map { (label("device", d.name), Double($0) / 1000) } })
+        family("georelay_ingest_accepted_total", "counter", "Positions accepted on the socket (and phone port).", [("", Double(c["ingest.accepted"] ?? 0))])
+        family("georelay_ingest_rejected_total", "counter", "Lines refused, per reply code.",
+               IngestError.allCodes.map { (label("code", $0), Double(c["ingest.rejected.\($0)"] ?? 0)) })
+        let destinations = status.destinations.filter { d in configuration.destinations.contains { $0.name == d.name } }
+        family("georelay_destination_pending", "gauge", "Positions waiting for a destination.",
+               destinations.map { (label("destination", $0.name), Double($0.pending)) })
+        family("georelay_destination_oldest_pending_age_seconds", "gauge", "Age of the oldest position waiting (0 when none).",
+               destinations.map { d in (label("destination", d.name), d.oldestPendingFixMs.map { Double(max(0, nowMs - $0)) / 1000 } ?? 0) })
+        family("georelay_destination_sent_total", "counter", "Positions a destination acknowledged.",
+               destinations.map { (label("destination", $0.name), Double($0.sent)) })
+        family("georelay_destination_wire_bytes_total", "counter", "Bytes sent and received for a destination, as libcurl counts them.",
+               destinations.map { (label("destination", $0.name), Double($0.wireBytes)) })
+        family("georelay_destination_quarantined", "gauge", "Positions a destination refused for good.",
+               destinations.map { (label("destination", $0.name), Double($0.quarantined)) })
+        family("georelay_destination_parked", "gauge", "Positions of devices the destination does not know.",
+               destinations.map { (label("destination", $0.name), Double($0.parked)) })
+        family("georelay_destination_up", "gauge", "1 when the destination is taking positions.",
+               destinations.map { (label("destination", $0.name), $0.state == "online" ? 1 : 0) })
+        family("georelay_destination_last_success_timestamp_seconds", "gauge", "When the destination last acknowledged something.",
+               destinations.compactMap { d in d.lastSuccessMs.map { (label("destination", d.name), Double($0) / 1000) } })
+        family("georelay_spool_bytes", "gauge", "Bytes of the spool database in use.", [("", Double(status.usedBytes))])
+        family("georelay_spool_max_bytes", "gauge", "The spool's quota.", [("", Double(configuration.spool.maxBytes))])
+        family("georelay_spool_rows", "gauge", "Positions in the spool.", [("", Double(status.rows))])
+        family("georelay_spool_dropped_total", "counter", "Undelivered positions dropped at the quota.", [("", Double(c["spool.dropped"] ?? 0))])
+        return out
+    }
+}

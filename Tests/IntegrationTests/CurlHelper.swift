@@ -1,0 +1,12 @@
+import GeoRelayForward
+
+/// GET through the relay's own libcurl wrapper.
+struct GeoRelayForwardCurl {
+    let easy: CurlEasy
+    init() throws { easy = try CurlEasy() }
+
+    func get(_ url: String) throws -> String {
+        let response = try easy.perform(HTTPRequest(method: "GET", url: url))
+        return String(decoding: response.body, as: UTF8.self)
+    }
+}
