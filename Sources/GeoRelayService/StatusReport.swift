@@ -51,6 +51,10 @@ package struct StatusReport: Sendable {
                 ("parked", num(d.parked)),
                 ("parkedDevices", .array(d.parkedDevices.map { .string($0) })),
                 ("encoding", encoding(row.settings, d).map { .string($0) } ?? .null),
+                ("sendRate", d.sendRate.map { .number(($0 * 10).rounded() / 10) } ?? .null),
+                ("drainEstimateSeconds", drainEstimate(d).map { .number($0) } ?? .null),
+                ("wireBytesToday", num(d.wireBytesToday)),
+                ("wireBytesThisMonth", num(d.wireBytesThisMonth)),
             ]))
         }
         let devices: [JSONValue] = status.devices.filter { !configuration.sourceIDs.contains($0.name) }.map { d in
@@ -80,6 +84,10 @@ package struct StatusReport: Sendable {
                 ("conflicts", num(c["ingest.conflicts"] ?? 0)),
                 ("rejected", .object(rejected)),
             ]))),
+            ("uplink", .object(JSONObject([
+                ("wireBytesToday", num(status.destinations.reduce(0) { $0 + $1.wireBytesToday })),
+                ("wireBytesThisMonth", num(status.destinations.reduce(0) { $0 + $1.wireBytesThisMonth })),
+            ]))),
             ("destinations", .array(destinations)),
             ("devices", .array(devices)),
         ]))
@@ -89,6 +97,13 @@ package struct StatusReport: Sendable {
     private func encoding(_ settings: Configuration.DestinationSettings?, _ status: SpoolStatus.Destination) -> String? {
         guard let push = settings?.push else { return nil }
         return status.encoding ?? push.compression.rawValue
+    }
+
+    /// Seconds until the backlog is gone at the recent send rate (0 when nothing waits).
+    private func drainEstimate(_ d: SpoolStatus.Destination) -> Double? {
+        if d.pending == 0 { return 0 }
+        guard let rate = d.sendRate, rate > 0 else { return nil }
+        return (Double(d.pending) / rate).rounded()
     }
 
     /// A multi-source device's receivers, best first, with the one in use now.
@@ -118,6 +133,9 @@ package struct StatusReport: Sendable {
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs - oldest)) old" }
             line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"
+            if let rate = d.sendRate { line += String(format: ", sending %.1f/s", rate) }
+            if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(Int64(eta * 1000)))" }
+            line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"
             if d.quarantined > 0 { line += ", quarantined \(d.quarantined)" }
             if d.parked > 0 { line += ", parked \(d.parked) (\(d.parkedDevices.joined(separator: ", ")))" }
             out += line + "\n"

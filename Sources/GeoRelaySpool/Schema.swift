@@ -84,6 +84,12 @@ enum Schema {
         """
         ALTER TABLE devices ADD COLUMN received INTEGER NOT NULL DEFAULT 0;
         """,
+        // Version 6: the uplink budget per day, and each destination's recent send rate.
+        """
+        CREATE TABLE wire_daily(destination TEXT NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY(destination, day)) WITHOUT ROWID;
+        ALTER TABLE destinations ADD COLUMN send_rate REAL;
+        ALTER TABLE destinations ADD COLUMN rate_updated_ms INTEGER;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -22,11 +22,15 @@ package struct SpoolStatus: Sendable, Equatable {
         package var updatedMs: Int64?
         /// The body encoding a push destination uses (after any 415 fallback).
         package var encoding: String?
+        /// Positions per second acknowledged lately (nil: nothing sent in the last minute).
+        package var sendRate: Double?
+        package var wireBytesToday: Int64 = 0
+        package var wireBytesThisMonth: Int64 = 0
 
         /// A destination the spool has no record of yet.
         package static func notStarted(name: String, buffered: Bool) -> Destination {
             Destination(name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil, lastSuccessMs: nil,
-                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil, encoding: nil)
+                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil, encoding: nil, sendRate: nil)
         }
     }
 
@@ -58,7 +62,7 @@ extension SpoolReader {
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement("""
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
-                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding
+                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding, send_rate, rate_updated_ms
                 FROM destinations ORDER BY name
                 """)
             while try select.step() {
@@ -67,7 +71,8 @@ extension SpoolReader {
                     pending: 0, oldestPendingFixMs: nil,
                     lastSuccessMs: select.optionalInt64(3), lastError: select.text(4), nextAttemptMs: select.optionalInt64(5),
                     sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: [],
-                    updatedMs: select.optionalInt64(9), encoding: select.text(10)))
+                    updatedMs: select.optionalInt64(9), encoding: select.text(10),
+                    sendRate: select.optionalInt64(12).flatMap { nowMs - $0 < 60_000 ? select.optionalDouble(11) : nil }))
             }
             let count = try db.statement("SELECT count(*), min(fix_ms) FROM positions WHERE device_id = ? AND seq > ?")
             for index in destinations.indices where destinations[index].buffered {
@@ -86,6 +91,21 @@ extension SpoolReader {
                         destinations[index].parked += n
                         destinations[index].parkedDevices.append(cursor.device)
                     }
+                }
+            }
+            let today = String(Timestamp.iso8601(milliseconds: nowMs).prefix(10))
+            let wire = try db.statement("""
+                SELECT coalesce(sum(CASE WHEN day = ?2 THEN bytes ELSE 0 END), 0), coalesce(sum(bytes), 0)
+                FROM wire_daily WHERE destination = ?1 AND day >= ?3
+                """)
+            for index in destinations.indices {
+                wire.reset()
+                wire.bind(1, destinations[index].name)
+                wire.bind(2, today)
+                wire.bind(3, String(today.prefix(7)) + "-01")
+                if try wire.step() {
+                    destinations[index].wireBytesToday = wire.int64(0)
+                    destinations[index].wireBytesThisMonth = wire.int64(1)
                 }
             }
             var devices: [SpoolStatus.Device] = []

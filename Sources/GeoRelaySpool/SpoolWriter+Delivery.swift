@@ -81,6 +81,17 @@ extension SpoolWriter {
             statement.bind(2, update.destination)
             try statement.run()
         }
+        if update.wireBytes > 0 {
+            let daily = try db.statement("""
+                INSERT INTO wire_daily(destination, day, bytes) VALUES(?, ?, ?)
+                ON CONFLICT(destination, day) DO UPDATE SET bytes = bytes + excluded.bytes
+                """)
+            daily.bind(1, update.destination)
+            daily.bind(2, String(Timestamp.iso8601(milliseconds: WallClock.nowMs()).prefix(10)))
+            daily.bind(3, update.wireBytes)
+            try daily.run()
+        }
+        if update.sent > 0 { try recordRate(update.destination, sent: update.sent, db: db) }
         if update.sent != 0 || update.wireBytes != 0 || update.state != nil {
             let state = try db.statement("""
                 UPDATE destinations SET sent = sent + ?2, wire_bytes = wire_bytes + ?3, updated_ms = ?4,
@@ -102,4 +113,21 @@ extension SpoolWriter {
         }
     }
 
+
+    /// Positions per second over windows of about ten seconds, kept in the spool for status.
+    private func recordRate(_ destination: String, sent: Int, db: SQLiteDatabase) throws {
+        let now = WallClock.nowMs()
+        var window = rateWindows[destination] ?? (startMs: now, count: 0)
+        window.count += sent
+        if now - window.startMs >= 10_000 {
+            let rate = Double(window.count) / (Double(now - window.startMs) / 1000)
+            let statement = try db.statement("UPDATE destinations SET send_rate = ?, rate_updated_ms = ? WHERE name = ?")
+            statement.bind(1, rate)
+            statement.bind(2, now)
+            statement.bind(3, destination)
+            try statement.run()
+            window = (now, 0)
+        }
+        rateWindows[destination] = window
+    }
 }

@@ -36,6 +36,8 @@ final class SpoolWriter: @unchecked Sendable {
     var deviceIDs: [String: Int64] = [:]
     /// Source receivers of multi-source devices: stored, never forwarded as themselves.
     var sourceDevices: Set<String> = []
+    /// Per destination, positions acknowledged since a window began (for the send rate).
+    var rateWindows: [String: (startMs: Int64, count: Int)] = [:]
     var rejectingNew = false
     private var logRowsSinceTrim = 0
     var logger: Logger = .disabled

@@ -31,7 +31,7 @@ let commandHelp: [String: String] = [
         Runs the relay in the foreground: ingest socket, spool, forwarders.
         """,
     "status": """
-        usage: georelay status [--config PATH] [--json]
+        usage: georelay status [--config PATH] [--json | --watch]
         Shows each destination's state, backlog, oldest pending age, last success and error,
         the spool's size against its quota and the ingest counters. Reads the spool read-only.
         """,
@@ -92,7 +92,7 @@ struct Arguments {
                                       "--format", "--since", "--until", "-o"]
     static let allowed: [String: Set<String>] = [
         "run": ["--config", "--log-level"],
-        "status": ["--config", "--json"],
+        "status": ["--config", "--json", "--watch"],
         "logs": ["--config", "--clear", "--limit"],
         "send": ["--config", "--device", "--lat", "--lon", "--alarm", "--destination"],
         "duty": ["--config", "--destination"],
@@ -256,6 +256,15 @@ func main() async -> Int32 {
             return 1
         }
     case "status":
+        if arguments.flags.contains("--watch") {
+            // One screen, refreshed in place every two seconds, until interrupted.
+            while true {
+                let text = (try? StatusReport.load(configuration: configuration).text) ?? "no spool at \(configuration.spool.path) yet\n"
+                print("\u{1B}[H\u{1B}[2J" + text, terminator: "")
+                fflush(nil)
+                sleep(2)
+            }
+        }
         do {
             let report = try StatusReport.load(configuration: configuration)
             print(arguments.flags.contains("--json") ? report.json.jsonText : report.text, terminator: arguments.flags.contains("--json") ? "\n" : "")

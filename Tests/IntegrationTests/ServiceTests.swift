@@ -107,5 +107,11 @@ import GeoRelayTestKit
         #expect((samples["georelay_destination_wire_bytes_total{destination=\"traccar\"}"] ?? 0) > 0)
         #expect((samples["georelay_spool_bytes"] ?? 0) > 0)
         #expect(try easy.get("http://127.0.0.1:\(port)/healthz") == "ok\n")
+        // The uplink budget: bytes today and this month, per destination and in all.
+        let status = try world.statusJSON()
+        #expect((status["uplink"]?["wireBytesToday"]?.number ?? 0) > 0)
+        let traccar = try #require(status["destinations"]?.array?.first)
+        #expect(traccar["wireBytesThisMonth"]?.number == traccar["wireBytesToday"]?.number)
+        #expect(traccar["drainEstimateSeconds"]?.number == 0)
     }
 }
