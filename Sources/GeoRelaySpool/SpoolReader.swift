@@ -88,7 +88,9 @@ package final class SpoolReader {
         }
     }
 
-    private func readPosition(_ s: SQLiteStatement, device: String) -> Position {
+    /// A position from a row whose columns 2… are fix_ms, lat, lon, speed, course,
+    /// altitude, accuracy, battery, charging, alarm, attributes (every reader's SELECT).
+    func readPosition(_ s: SQLiteStatement, device: String) -> Position {
         Position(
             device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
             speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
@@ -201,16 +203,7 @@ extension SpoolReader {
         select.bind(2, sinceMs ?? .min)
         select.bind(3, untilMs ?? .max)
         while try select.step() {
-            if try !body(readExported(select, device: device)) { break }
+            if try !body(readPosition(select, device: device)) { break }
         }
-    }
-
-    private func readExported(_ s: SQLiteStatement, device: String) -> Position {
-        Position(
-            device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
-            speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
-            accuracy: s.optionalDouble(8), battery: s.optionalDouble(9),
-            charging: s.isNull(10) ? nil : s.int64(10) != 0, alarm: s.text(11),
-            attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
     }
 }
