@@ -6,8 +6,10 @@ import GeoRelaySpool
 struct DeviceBatch: Sendable {
     var cursor: DeviceCursor
     var planned: [PlannedPosition]
-    /// Send without moving the cursor: alarms ahead of their device's backlog.
+    /// Send without moving the cursor: alarms ahead of their device's backlog, or replays.
     var outOfOrder = false
+    /// Positions from the replay queue (with `outOfOrder`).
+    var replay = false
 
     var positions: [StoredPosition] { planned.map(\.stored) }
 }
@@ -142,6 +144,7 @@ final class DeliveryEngine {
                 let planned = batches[assignment.batch].planned[assignment.index]
                 let stored = planned.stored
                 let outOfOrder = batches[assignment.batch].outOfOrder
+                let replay = batches[assignment.batch].replay
                 let device = batches[assignment.batch].cursor.device
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
@@ -155,7 +158,9 @@ final class DeliveryEngine {
                 }
                 /// Settles the position (and the skipped ones after it) for this destination.
                 func settle() {
-                    if outOfOrder {
+                    if replay {
+                        update.replayed.append(stored.seq)
+                    } else if outOfOrder {
                         update.alarmsSent.append(stored.seq)
                     } else {
                         update.acknowledged.append((stored.deviceID, planned.ackThrough))
@@ -179,7 +184,10 @@ final class DeliveryEngine {
                         // A connection closed with no answer may also be a dying link: ask once more.
                         if start(slot, Slot(batch: assignment.batch, index: assignment.index, retried: true)) { continue }
                     }
-                    if outOfOrder {
+                    if replay {
+                        logger.warning("replayed position \(stored.seq) of \(device) refused: \(reason)")
+                        update.replayed.append(stored.seq)
+                    } else if outOfOrder {
                         // An alarm sent ahead and refused: its turn in the backlog decides.
                         logger.warning("alarm \(stored.seq) of \(device) refused ahead of its backlog: \(reason)")
                     } else {

@@ -102,7 +102,16 @@ package final class Forwarder: DestinationForwarder {
                 ready.append(cursor)
             }
             if ready.isEmpty {
-                await wake.wait(timeout: nextUnpark.map { .milliseconds(max(1, $0 - nowMs)) })
+                // Nothing live waits: history queued by `georelay replay` goes now.
+                if let results = await replayRound(cursors: cursors), !results.isEmpty {
+                    if let failure = results.compactMap(\.unavailable).first, case .unavailable(let reason, let retryAfter, let transport) = failure {
+                        _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                    }
+                    continue
+                }
+                // A replay queued by another process is noticed within half a minute.
+                let untilUnpark = nextUnpark.map { Duration.milliseconds(max(1, $0 - nowMs)) }
+                await wake.wait(timeout: min(untilUnpark ?? .seconds(30), .seconds(30)))
                 continue
             }
 
@@ -173,6 +182,28 @@ package final class Forwarder: DestinationForwarder {
         }
         spool.record(update)
         return results
+    }
+
+    /// Sends the next chunk of the replay queue as history (`archive=true`): in
+    /// fix-time order per device, without moving the live cursor. Nil when nothing is queued.
+    private func replayRound(cursors: [DeviceCursor]) async -> [DeviceResult]? {
+        let name = settings.name
+        guard let queued = try? await reader.run({ try $0.replayQueue(destination: name, limit: Self.positionsPerRound) }), !queued.isEmpty else {
+            return nil
+        }
+        var batches: [DeviceBatch] = []
+        for stored in queued {
+            var history = stored
+            history.position.attributes.append(Attribute("archive", .bool(true)))
+            let planned = PlannedPosition(stored: history, ackThrough: stored.seq, stateAfter: FilterState())
+            if let index = batches.firstIndex(where: { $0.cursor.deviceID == stored.deviceID }) {
+                batches[index].planned.append(planned)
+            } else {
+                let cursor = DeviceCursor(deviceID: stored.deviceID, device: stored.position.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil)
+                batches.append(DeviceBatch(cursor: cursor, planned: [planned], outOfOrder: true, replay: true))
+            }
+        }
+        return await send(batches, mode: .buffered)
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.

@@ -51,6 +51,7 @@ package struct StatusReport: Sendable {
                 ("parked", num(d.parked)),
                 ("parkedDevices", .array(d.parkedDevices.map { .string($0) })),
                 ("encoding", encoding(row.settings, d).map { .string($0) } ?? .null),
+                ("replayPending", num(d.replayPending)),
                 ("sendRate", d.sendRate.map { .number(($0 * 10).rounded() / 10) } ?? .null),
                 ("drainEstimateSeconds", drainEstimate(d).map { .number($0) } ?? .null),
                 ("wireBytesToday", num(d.wireBytesToday)),
@@ -136,6 +137,7 @@ package struct StatusReport: Sendable {
             if let rate = d.sendRate { line += String(format: ", sending %.1f/s", rate) }
             if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(Int64(eta * 1000)))" }
             line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"
+            if d.replayPending > 0 { line += ", replay pending \(d.replayPending)" }
             if d.quarantined > 0 { line += ", quarantined \(d.quarantined)" }
             if d.parked > 0 { line += ", parked \(d.parked) (\(d.parkedDevices.joined(separator: ", ")))" }
             out += line + "\n"

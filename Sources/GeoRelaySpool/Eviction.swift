@@ -29,7 +29,10 @@ struct Eviction {
     /// Deletes delivered positions received before `retainHours` ago.
     func deleteExpired(nowMs: Int64) throws -> Int {
         let cutoff = nowMs - Int64(settings.retainHours * 3_600_000)
-        return try deleteDelivered(receivedBefore: cutoff, limit: .max)
+        let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max)
+        // Replays of positions that are gone can never be sent.
+        try db.execute("DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions)")
+        return deleted
     }
 
     private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int) throws -> Int {

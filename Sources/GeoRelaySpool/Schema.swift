@@ -90,6 +90,10 @@ enum Schema {
         ALTER TABLE destinations ADD COLUMN send_rate REAL;
         ALTER TABLE destinations ADD COLUMN rate_updated_ms INTEGER;
         """,
+        // Version 7: positions queued again for a destination (georelay replay), sent as history.
+        """
+        CREATE TABLE replay_queue(destination TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(destination, seq)) WITHOUT ROWID;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

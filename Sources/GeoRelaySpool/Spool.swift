@@ -105,7 +105,7 @@ package final class Spool: Sendable {
             let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
             try db.execute("""
                 DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);
-                DELETE FROM filter_state \(keepOther); DELETE FROM alarm_sent \(keepOther);
+                DELETE FROM filter_state \(keepOther); DELETE FROM alarm_sent \(keepOther); DELETE FROM replay_queue \(keepOther);
                 """)
         }
     }
@@ -174,5 +174,71 @@ extension Spool {
         guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
         let db = try SQLiteDatabase(path: path)
         try db.execute("DELETE FROM log")
+    }
+}
+
+extension Spool {
+    /// What `georelay replay` queued, and which devices' history no longer reaches back far enough.
+    package struct ReplayReport: Sendable {
+        package var queued = 0
+        package var considered = 0
+        /// Devices whose oldest stored fix is after the window's start: that part was evicted.
+        package var evicted: [(device: String, oldestMs: Int64)] = []
+    }
+
+    /// Queues a window of spooled positions for a destination again, through
+    /// `filter` unless it is nil. Works beside a running relay (its own connection
+    /// waits for the writer); the relay's forwarder drains the queue as history.
+    package static func queueReplay(path: String, destination: String, device: String?, sinceMs: Int64, untilMs: Int64,
+                                    filter: LocationFilter?) throws -> ReplayReport {
+        guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
+        let db = try SQLiteDatabase(path: path)
+        let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
+        known.bind(1, destination)
+        guard try known.step() else { throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)") }
+        known.reset()
+        var report = ReplayReport()
+        let devices = try db.statement("SELECT id, name FROM devices WHERE hidden = 0 AND (?1 IS NULL OR name = ?1) ORDER BY name")
+        devices.bind(1, device)
+        var list: [(Int64, String)] = []
+        while try devices.step() { list.append((devices.int64(0), devices.text(1) ?? "")) }
+        devices.reset()
+        try db.transaction {
+            let oldest = try db.statement("SELECT min(fix_ms) FROM positions WHERE device_id = ?")
+            let rows = try db.statement("SELECT seq, fix_ms, lat, lon, speed, course FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms")
+            let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
+            for (id, name) in list {
+                oldest.reset()
+                oldest.bind(1, id)
+                if try oldest.step(), let first = oldest.optionalInt64(0), first > sinceMs { report.evicted.append((name, first)) }
+                oldest.reset()
+                rows.reset()
+                rows.bind(1, id)
+                rows.bind(2, sinceMs)
+                rows.bind(3, untilMs)
+                var state = FilterState()
+                var chosen: [Int64] = []
+                while try rows.step() {
+                    report.considered += 1
+                    if let filter {
+                        let p = Position(device: name, timeMs: rows.int64(1), lat: rows.double(2), lon: rows.double(3),
+                                         speed: rows.optionalDouble(4), course: rows.optionalDouble(5))
+                        let (decision, next) = filter.evaluate(p, state: state)
+                        state = next
+                        guard case .send = decision else { continue }
+                    }
+                    chosen.append(rows.int64(0))
+                }
+                rows.reset()
+                for seq in chosen {
+                    insert.reset()
+                    insert.bind(1, destination)
+                    insert.bind(2, seq)
+                    try insert.run()
+                    report.queued += db.changes
+                }
+            }
+        }
+        return report
     }
 }

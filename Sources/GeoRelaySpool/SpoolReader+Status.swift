@@ -24,6 +24,8 @@ package struct SpoolStatus: Sendable, Equatable {
         package var encoding: String?
         /// Positions per second acknowledged lately (nil: nothing sent in the last minute).
         package var sendRate: Double?
+        /// Positions queued again by `georelay replay`, not yet sent.
+        package var replayPending = 0
         package var wireBytesToday: Int64 = 0
         package var wireBytesThisMonth: Int64 = 0
 
@@ -92,6 +94,12 @@ extension SpoolReader {
                         destinations[index].parkedDevices.append(cursor.device)
                     }
                 }
+            }
+            let replays = try db.statement("SELECT count(*) FROM replay_queue WHERE destination = ?")
+            for index in destinations.indices {
+                replays.reset()
+                replays.bind(1, destinations[index].name)
+                if try replays.step() { destinations[index].replayPending = replays.int(0) }
             }
             let today = String(Timestamp.iso8601(milliseconds: nowMs).prefix(10))
             let wire = try db.statement("""

@@ -154,6 +154,26 @@ package final class SpoolReader {
         }
     }
 
+    /// The oldest positions queued again for a destination (`georelay replay`).
+    package func replayQueue(destination: String, limit: Int) throws(SpoolError) -> [StoredPosition] {
+        try wrap {
+            let select = try db.statement("""
+                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
+                       p.charging, p.alarm, p.attributes, p.device_id, d.name
+                FROM replay_queue r JOIN positions p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
+                WHERE r.destination = ? ORDER BY p.device_id, p.fix_ms LIMIT ?
+                """)
+            select.bind(1, destination)
+            select.bind(2, limit)
+            var rows: [StoredPosition] = []
+            while try select.step() {
+                rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
+                                           position: readPosition(select, device: select.text(14) ?? "")))
+            }
+            return rows
+        }
+    }
+
     /// The body encoding a destination settled on, if it recorded one.
     package func encoding(destination: String) throws(SpoolError) -> String? {
         try wrap {

@@ -73,6 +73,8 @@ package struct DeliveryUpdate: Sendable {
     package var filterStates: [(deviceID: Int64, state: FilterState)] = []
     /// Alarms sent ahead of their device's backlog: skipped when the backlog reaches them.
     package var alarmsSent: [Int64] = []
+    /// Replayed positions delivered: off the replay queue.
+    package var replayed: [Int64] = []
 
     package init(destination: String) {
         self.destination = destination
@@ -93,7 +95,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && alarmsSent.isEmpty
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && alarmsSent.isEmpty && replayed.isEmpty
     }
 }
 

@@ -75,6 +75,15 @@ extension SpoolWriter {
                 try insert.run()
             }
         }
+        if !update.replayed.isEmpty {
+            let done = try db.statement("DELETE FROM replay_queue WHERE destination = ? AND seq = ?")
+            for seq in update.replayed {
+                done.reset()
+                done.bind(1, update.destination)
+                done.bind(2, seq)
+                try done.run()
+            }
+        }
         if let encoding = update.encoding {
             let statement = try db.statement("UPDATE destinations SET encoding = ? WHERE name = ?")
             statement.bind(1, encoding)

@@ -65,6 +65,9 @@ package final class FakeOsmAndServer: Sendable {
     package var requestCount: Int { state.withLock { $0.requests } }
     package var bodyBytes: Int { state.withLock { $0.bodyBytes } }
 
+    /// Forgets everything stored, as a server restored from an old backup.
+    package func clear() { state.withLock { $0.positions.removeAll() } }
+
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
 

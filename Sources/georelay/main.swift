@@ -14,6 +14,7 @@ let usage = """
       status   show delivery state, backlog and counters (works while the relay is down)
       logs     print the diagnostic log, oldest first
       send     upload one position now, bypassing the spool
+      replay   send a window of spooled history to a destination again
       export   write spooled history as GPX, GeoJSON or CSV
       check    validate a configuration and print the effective values (secrets masked)
       collect  feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay
@@ -38,6 +39,13 @@ let commandHelp: [String: String] = [
     "logs": """
         usage: georelay logs [--config PATH] [--clear] [--limit N]
         Prints the diagnostic log (newest 10,000 entries kept), oldest first; --clear empties it.
+        """,
+    "replay": """
+        usage: georelay replay --destination NAME --since TIME [--until TIME] [--device ID] [--all] [--config PATH]
+        Queues the spooled positions in the window for the destination again (after a server lost them),
+        through the destination's filter unless --all. The queue is in the spool, so a relay restart goes on
+        with it; the forwarder sends it as history (archive=true for Traccar) when nothing live waits, and
+        status shows it as replayPending. Devices whose history no longer reaches back that far are reported.
         """,
     "export": """
         usage: georelay export --format gpx|geojson|csv [--device ID] [--since TIME] [--until TIME] [-o FILE] [--config PATH]
@@ -98,6 +106,7 @@ struct Arguments {
         "duty": ["--config", "--destination"],
         "check": ["--config"],
         "export": ["--config", "--format", "--device", "--since", "--until", "-o"],
+        "replay": ["--config", "--destination", "--device", "--since", "--until", "--all"],
         "collect": ["--config", "--device", "--serial", "--baud", "--udp", "--tcp", "--gpsd", "--file", "--realtime", "--socket", "--log-level"],
         "token": ["--config", "--destination"],
     ]
@@ -166,6 +175,35 @@ func parseTime(_ text: String?) throws(UsageError) -> Int64? {
     if let ms = Timestamp.milliseconds(fromISO8601: text) { return ms }
     if let seconds = Double(text), let ms = Timestamp.milliseconds(fromUnix: seconds) { return ms }
     throw UsageError(message: "'\(text)' is not ISO 8601 with a zone or Unix seconds")
+}
+
+func replay(_ arguments: Arguments, configuration: Configuration) -> Int32 {
+    guard let name = arguments.options["--destination"], let destination = configuration.destinations.first(where: { $0.name == name }) else {
+        printError("replay: --destination names a destination of the configuration")
+        return 64
+    }
+    let since: Int64, until: Int64?
+    do throws(UsageError) {
+        guard let start = try parseTime(arguments.options["--since"]) else { throw UsageError(message: "--since is required") }
+        since = start
+        until = try parseTime(arguments.options["--until"])
+    } catch {
+        printError("replay: \(error.message)")
+        return 64
+    }
+    do {
+        let filter = arguments.flags.contains("--all") ? nil : LocationFilter(settings: destination.filter)
+        let report = try Spool.queueReplay(path: configuration.spool.path, destination: name, device: arguments.options["--device"],
+                                           sinceMs: since, untilMs: until ?? .max, filter: filter)
+        print("queued \(report.queued) of \(report.considered) positions for \(name)\(filter == nil ? "" : " (through its filter)")")
+        for (device, oldest) in report.evicted {
+            print("\(device): nothing before \(Timestamp.iso8601(milliseconds: oldest)) is left in the spool (evicted)")
+        }
+        return 0
+    } catch {
+        printError("replay: \(error)")
+        return 1
+    }
 }
 
 func export(_ arguments: Arguments, configuration: Configuration) -> Int32 {
@@ -333,6 +371,8 @@ func main() async -> Int32 {
         return collect(arguments, configuration: configuration)
     case "export":
         return export(arguments, configuration: configuration)
+    case "replay":
+        return replay(arguments, configuration: configuration)
     case "check":
         print(configuration.effective.prettyText())
         return 0

@@ -76,3 +76,39 @@ import GeoRelayTestKit
         #expect(try world.command(["export", "--format", "kml"]).status == 64)
     }
 }
+
+@Suite struct ReplayTests {
+    @Test func aServerThatLostHistoryGetsItAgainAsHistory() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let client = try world.client()
+        try client.write((0..<10).map { line("boat", $0) }.joined())
+        _ = client.readLines(10)
+        #expect(await world.server.waitUntil { $0.count >= 10 })
+        // The server is restored from a backup that predates all of it.
+        world.server.clear()
+        let since = Timestamp.iso8601(milliseconds: fixTimeMs(0) - 100_000)
+        let result = try world.command(["replay", "--destination", "traccar", "--since", since, "--until", Timestamp.iso8601(milliseconds: fixTimeMs(9)), "--all"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("queued 10 of 10 positions for traccar"))
+        #expect(result.stdout.contains("boat: nothing before"))
+        let queued = try #require(try world.statusJSON()["destinations"]?.array?.first)
+        #expect((queued["replayPending"]?.number ?? 0) > 0)
+        // A live position arrives meanwhile: it goes first, the history follows.
+        try client.write(line("boat", 10))
+        _ = client.readLine()
+        #expect(await world.server.waitUntil { $0.count >= 11 })
+        let stored = world.server.positions
+        #expect(stored.first?.fixTimeMs == fixTimeMs(10))
+        #expect(stored.first?.attributes["archive"] == nil)
+        #expect(Set(stored.dropFirst().map(\.fixTimeMs)) == Set((0..<10).map(fixTimeMs)))
+        #expect(stored.dropFirst().allSatisfy { $0.attributes["archive"] == .bool(true) })
+        var pending = 1.0
+        for _ in 0..<100 where pending > 0 {
+            pending = try world.statusJSON()["destinations"]?.array?.first?["replayPending"]?.number ?? 1
+            if pending > 0 { try await Task.sleep(for: .milliseconds(20)) } // the queue empties with the next commit
+        }
+        #expect(pending == 0)
+        #expect(try world.command(["replay", "--destination", "nowhere", "--since", since]).status == 64)
+    }
+}

@@ -50,6 +50,8 @@ package final class PushForwarder: DestinationForwarder {
         var stateAfter: FilterState
         /// An alarm sent ahead of its device's backlog: it does not move the cursor.
         var outOfOrder = false
+        /// A position from the replay queue (with `outOfOrder`).
+        var replay = false
     }
 
     /// What the forwarder knows ahead of the spool's commits.
@@ -62,7 +64,7 @@ package final class PushForwarder: DestinationForwarder {
         func assuming(_ items: [Item], settled: DeliveryUpdate) -> Memory {
             var copy = self
             copy.apply(settled)
-            for item in items {
+            for item in items where !item.replay {
                 if item.outOfOrder {
                     copy.alarmsSent.insert(item.stored.seq)
                 } else {
@@ -114,7 +116,8 @@ package final class PushForwarder: DestinationForwarder {
                 memory.apply(prepared.settled)
             }
             guard let oldest = prepared.items.map(\.stored.receivedMs).min() else {
-                if prepared.settled.isEmpty { await wake.wait() }
+                // A replay queued by another process is noticed within half a minute.
+                if prepared.settled.isEmpty { await wake.wait(timeout: .seconds(30)) }
                 continue
             }
             // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
@@ -227,6 +230,14 @@ package final class PushForwarder: DestinationForwarder {
                     Item(stored: planned.stored, point: [], ackThrough: planned.ackThrough, stateAfter: planned.stateAfter)
                 }
             }
+            if candidates.isEmpty, settled.isEmpty {
+                // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.
+                let replays = try reader.replayQueue(destination: name, limit: maxPositions).map { stored in
+                    Item(stored: stored, point: wire.encodePoint(stored.position), ackThrough: stored.seq,
+                         stateAfter: FilterState(), outOfOrder: true, replay: true)
+                }
+                if !replays.isEmpty { return (replays, true, settled) }
+            }
             // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
             candidates.sort { $0.stored.seq < $1.stored.seq }
             var items: [Item] = []
@@ -265,7 +276,10 @@ package final class PushForwarder: DestinationForwarder {
         var handled = 0
         /// Records what delivering (or quarantining) an item settles, in both the update and the result.
         func settle(_ item: Item, into update: inout DeliveryUpdate) {
-            if item.outOfOrder {
+            if item.replay {
+                update.replayed.append(item.stored.seq)
+                result.settled.replayed.append(item.stored.seq)
+            } else if item.outOfOrder {
                 update.alarmsSent.append(item.stored.seq)
                 result.settled.alarmsSent.append(item.stored.seq)
             } else {
@@ -326,7 +340,10 @@ package final class PushForwarder: DestinationForwarder {
             case .tooLarge, .badBatch:
                 let item = chunk[chunk.startIndex]
                 let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
-                if item.outOfOrder {
+                if item.replay {
+                    logger.warning("replayed position \(item.stored.seq) refused: \(reason)")
+                    settle(item, into: &update)
+                } else if item.outOfOrder {
                     logger.warning("alarm \(item.stored.seq) of \(item.stored.position.device) refused ahead of its backlog: \(reason)")
                 } else {
                     logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
