@@ -50,7 +50,7 @@ func wireFigure() throws {
         let server = try FakeOsmAndServer()
         defer { server.http.stop() }
         let directory = try TemporaryDirectory()
-        let perPosition = try wireBytesPerPosition(destination: { _ in #"{ url: "\#(server.url)" }"# }, expected: track.count,
+        let perPosition = try wireBytesPerPosition(destination: { _ in #"{ url: "\#(server.url)", filter: { mode: "all" } }"# }, expected: track.count,
                                                    delivered: { server.requestCount }, directory: directory, track: track)
         fields.append(("traccar", .number((perPosition * 10).rounded() / 10)))
     }
@@ -68,7 +68,7 @@ func wireFigure() throws {
             """
             { type: "push", url: "\(url)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
               apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
-              username: "\(server.expected.username)", compression: "\(compression)", batch: { maxDelaySeconds: 0 }, timeoutSeconds: 120 }
+              username: "\(server.expected.username)", compression: "\(compression)", filter: { mode: "all" }, batch: { maxDelaySeconds: 0 }, timeoutSeconds: 120 }
             """
         }, expected: track.count, delivered: { server.points.count }, directory: directory, track: track)
         if !server.problems.isEmpty { note("push server problems: \(server.problems.prefix(3))") }
@@ -91,7 +91,7 @@ func pushDrainFigure() throws {
     let destination = """
         { type: "push", url: "\(server.pushURL)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
           apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
-          username: "\(server.expected.username)", batch: { maxDelaySeconds: 0 }, backoff: { minSeconds: 0.2, maxSeconds: 1 },
+          username: "\(server.expected.username)", filter: { mode: "all" }, batch: { maxDelaySeconds: 0 }, backoff: { minSeconds: 0.2, maxSeconds: 1 },
           probe: { intervalSeconds: 1 } \(level.map { ", zstdLevel: \($0)" } ?? "") }
         """
     let relay = try BenchRelay(directory: directory, destinationURL: deadURL())

@@ -32,7 +32,8 @@ final class BenchRelay {
         try """
             { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
               ingest: { socket: "\(socketPath)" },
-              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
+              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), filter: { mode: "all" },
+                               backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
             """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
