@@ -28,6 +28,20 @@ import Testing
         }
     }
 
+    @Test func acceptsUTF8AndRefusesBrokenBytesInBothStringPaths() throws {
+        #expect(try JSONParser.parse(#"["bøye 🛟", "b\\øye"]"#) == .array([.string("bøye 🛟"), .string("b\\øye")]))
+        for broken: [UInt8] in [[0xC3, 0x28], [0xFF], [0xED, 0xA0, 0x80], [0xE2, 0x82]] {
+            for prefix in [Array("[\"a".utf8), Array("[\"a\\n".utf8)] { // fast path, escape path
+                let bytes = prefix + broken + Array("\"]".utf8)
+                #expect {
+                    try bytes.withUnsafeBufferPointer { buffer in try JSONParser.parse(buffer) }
+                } throws: { error in
+                    (error as? JSONParseError)?.message.contains("invalid UTF-8 in string") == true
+                }
+            }
+        }
+    }
+
     @Test func reportsLineAndColumn() {
         do {
             _ = try JSONParser.parse("{\n  \"a\": 1,\n  \"b\" 2\n}")

@@ -156,13 +156,15 @@ package struct JSONParser {
         index += 1
         // Fast path: no escapes.
         var scan = index
+        var ascii = true
         while scan < bytes.count {
             let c = bytes[scan]
             if c == quote {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<scan]), as: UTF8.self)
+                let s = try utf8String(UnsafeBufferPointer(rebasing: bytes[index..<scan]), ascii: ascii, at: start)
                 index = scan + 1
                 return s
             }
+            if c >= 0x80 { ascii = false }
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 {
                 index = scan
@@ -215,7 +217,19 @@ package struct JSONParser {
                 throw error("invalid escape '\\\(printable(e))'")
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return try out.withUnsafeBufferPointer { buffer throws(JSONParseError) in try utf8String(buffer, ascii: false, at: start) }
+    }
+
+    /// RFC 8259 requires UTF-8; a line with broken bytes is refused rather than silently repaired
+    /// with U+FFFD, so what reaches a server is exactly what the collector meant or nothing.
+    private func utf8String(_ bytes: UnsafeBufferPointer<UInt8>, ascii: Bool, at start: Int) throws(JSONParseError) -> String {
+        if ascii { return String(decoding: bytes, as: UTF8.self) }
+        guard let s = String(validating: bytes, as: UTF8.self) else {
+            var copy = self
+            copy.index = start
+            throw copy.error("invalid UTF-8 in string")
+        }
+        return s
     }
 
     private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
