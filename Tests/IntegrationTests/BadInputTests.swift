@@ -89,6 +89,7 @@ import GeoRelayTestKit
         #expect(hugeReply.hasPrefix("err too-long"), "huge line: \(hugeReply)")
         #expect(await world.server.waitUntil { $0.filter { $0.uniqueId == "good" }.count >= 201 })
         let peak = try residentBytes(pid: relay.pid)
+        print("bad input: 201 good positions delivered beside 4 MiB of noise and a 10 MB line; relay RSS \(baseline >> 10) KiB -> \(peak >> 10) KiB")
         // Nothing close to the 14 MB thrown at it is held: lines are bounded by maxLineBytes.
         #expect(peak - baseline < 8 << 20, "RSS grew from \(baseline) to \(peak)")
         _ = silent
