@@ -95,7 +95,10 @@ package final class Forwarder: DestinationForwarder {
             for var cursor in cursors {
                 cursor.ackedSeq = max(cursor.ackedSeq, memory.acked[cursor.deviceID] ?? 0)
                 guard cursor.ackedSeq < cursor.lastSeq else { continue }
-                if let until = cursor.parkedUntilMs, until > nowMs {
+                // A deadline more than one park period ahead means the wall clock went back
+                // (NTP catching up after a cold start): the device is tried now rather than
+                // sitting parked for however far the clock jumped.
+                if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs + Int64(settings.parkSeconds * 1000) {
                     nextUnpark = min(nextUnpark ?? .max, until)
                     continue
                 }

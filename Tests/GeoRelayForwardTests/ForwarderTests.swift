@@ -112,6 +112,23 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real", "other"])
     }
 
+    @Test func aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored() async throws {
+        let f = try await ForwardFixture(concurrency: 1)
+        _ = await f.spool.append(track("early", count: 5) + track("later", count: 5))
+        // Parked under a clock 10 hours ahead of now; "later" within one park period of now.
+        var update = DeliveryUpdate(destination: f.settings.name)
+        update.parked = [(1, WallClock.nowMs() + 36_000_000, "HTTP 400"), (2, WallClock.nowMs() + 300_000, "HTTP 400")]
+        f.spool.record(update)
+        _ = await f.spool.append([])
+        #expect(try f.spool.makeReader().status().destinations.first?.parkedDevices.sorted() == ["early", "later"])
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 5 })
+            let status = try await f.waitForStatus { $0.parked == 5 }
+            #expect(status.parkedDevices == ["later"])
+        }
+        #expect(Set(f.server.positions.map(\.uniqueId)) == ["early"])
+    }
+
     @Test func payloadRefusedByClosingIsQuarantinedAndTheRestFlows() async throws {
         let f = try await ForwardFixture(concurrency: 1)
         // Traccar closes the connection without answering when a value does not parse (here a cell tower).
