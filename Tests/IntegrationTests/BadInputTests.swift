@@ -96,6 +96,23 @@ import GeoRelayTestKit
         #expect(relay.process.isRunning)
     }
 
+    /// Scenario 8, collector side: a clock hours behind is history and keeps its fix time; a clock
+    /// hours ahead is refused (beyond `ingest.maxFutureSeconds`), and says why.
+    @Test func collectorClocksHoursOffAreHistoryOrRefused() async throws {
+        let world = try RelayWorld()
+        try world.start()
+        let client = try world.client()
+        let nowSeconds = Int(Date().timeIntervalSince1970)
+        let behind = nowSeconds - 3 * 3600, ahead = nowSeconds + 3 * 3600
+        try client.write(#"{"device":"slow","time":\#(behind),"lat":1,"lon":2}"# + "\n")
+        try client.write(#"{"device":"fast","time":\#(ahead),"lat":1,"lon":2}"# + "\n")
+        #expect(client.readLine() == "ok 1")
+        let refused = client.readLine() ?? "<closed>"
+        #expect(refused.hasPrefix("err time ") && refused.contains("ahead of the relay's clock"), "\(refused)")
+        #expect(await world.server.waitUntil { $0.count >= 1 })
+        #expect(world.server.positions.map(\.fixTimeMs) == [Int64(behind) * 1000])
+    }
+
     private func residentBytes(pid: Int32) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
