@@ -171,7 +171,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(a == track("a", count: 20).map(\.timeMs))
     }
 
-    @Test(arguments: [503, 500, 429])
+    /// 401/403 come from an authenticating proxy in front of Traccar (OsmAnd itself has no auth):
+    /// the positions are kept and retried with backoff until the proxy lets them through.
+    @Test(arguments: [503, 500, 502, 429, 401, 403])
     func serverErrorsBackOffAndRetry(status: Int) async throws {
         let f = try await ForwardFixture(concurrency: 1)
         f.server.setBehaviour(.status(status, headers: status == 429 ? [("Retry-After", "1")] : []))
