@@ -33,6 +33,9 @@ package final class FakeOsmAndServer: Sendable {
         case status(Int, headers: [(String, String)])
         case closeWithoutResponse
         case htmlPage
+        /// Reads the request and never answers (until the behaviour changes, then closes):
+        /// a server wedged behind a live TCP connection.
+        case hang
     }
 
     private struct State {
@@ -88,6 +91,14 @@ package final class FakeOsmAndServer: Sendable {
         case .normal: break
         case .status(let code, let headers): return HTTPTestResponse(status: code, headers: headers)
         case .closeWithoutResponse: return nil
+        case .hang:
+            // Each connection has its own thread, so holding this one wedges only this request.
+            // Capped at a minute so a test that ends while hanging leaves no thread behind for long.
+            for _ in 0..<3000 {
+                guard case .hang = state.withLock({ $0.behaviour }) else { break }
+                usleep(20_000)
+            }
+            return nil
         case .htmlPage:
             return HTTPTestResponse(status: 200, headers: [("Content-Type", "text/html")], body: Array("<html><body>Welcome to the hotspot</body></html>".utf8))
         }

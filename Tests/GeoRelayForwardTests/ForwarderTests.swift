@@ -187,6 +187,21 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
     }
 
+    @Test func aServerThatAcceptsAndNeverAnswersTimesOutAndNothingIsQuarantined() async throws {
+        let f = try await ForwardFixture(concurrency: 1) { $0.requestTimeoutSeconds = 1 }
+        f.server.setBehaviour(.hang)
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 3))
+            let state = try await f.waitForStatus { $0.lastError != nil }
+            #expect(state.lastError?.lowercased().contains("timed out") == true, "\(state.lastError ?? "")")
+            #expect(state.pending == 3 && state.quarantined == 0)
+            f.server.setBehaviour(.normal)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 3 })
+            let after = try await f.waitForStatus { $0.pending == 0 }
+            #expect(after.quarantined == 0)
+        }
+    }
+
     @Test func captivePortalPageIsNotADelivery() async throws {
         let f = try await ForwardFixture(concurrency: 1)
         f.server.setBehaviour(.htmlPage)
