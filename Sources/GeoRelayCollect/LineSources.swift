@@ -165,20 +165,11 @@ package final class UDPSource: LineSource {
     }
 
     package func open() throws(CollectError) {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(port.bigEndian)
-        address.sin_addr.s_addr = inet_addr(host)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard fd >= 0, bound == 0 else {
-            let reason = String(cString: strerror(errno))
-            if fd >= 0 { Glibc.close(fd) }
-            throw CollectError("cannot listen on udp \(host):\(port): \(reason)")
+        do {
+            fd = try IPv4Socket.bind(type: Int32(SOCK_DGRAM.rawValue), host: host, port: port).fd
+        } catch {
+            throw CollectError("cannot listen on udp \(host):\(port): \(String(cString: strerror(error.errno)))")
         }
-        self.fd = fd
     }
 
     package func nextLine() -> String? {

@@ -50,24 +50,14 @@ package final class HTTPListener: Sendable {
             throw IngestStartError(description: "\(what) \(listen): expected HOST:PORT")
         }
         let host = String(listen[..<colon])
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(port.bigEndian)
-        address.sin_addr.s_addr = inet_addr(host.isEmpty ? "0.0.0.0" : host)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard fd >= 0, bound == 0, Glibc.listen(fd, 64) == 0 else {
-            let reason = String(cString: strerror(errno))
-            if fd >= 0 { close(fd) }
-            throw IngestStartError(description: "cannot listen on \(listen) (\(what)): \(reason)")
+        let socket: (fd: Int32, port: Int)
+        do {
+            socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 64)
+        } catch {
+            throw IngestStartError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        self.port = Int(UInt16(bigEndian: actual.sin_port))
-        self.listenFD = fd
+        self.port = socket.port
+        self.listenFD = socket.fd
         self.handler = handler
         let thread = Thread { [self] in acceptLoop() }
         thread.name = "georelay-http"

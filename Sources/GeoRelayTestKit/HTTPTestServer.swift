@@ -61,28 +61,8 @@ package final class HTTPTestServer: Sendable {
 
     /// Listens (again) on `port` (0: any free port).
     package func start(port: Int) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SystemError(call: "socket", errno: errno) }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 128) == 0 else {
-            let code = errno
-            close(fd)
-            throw SystemError(call: "bind", errno: code, context: "127.0.0.1:\(port)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        portValue.store(Int(UInt16(bigEndian: actual.sin_port)), ordering: .relaxed)
+        let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: 128)
+        portValue.store(bound, ordering: .relaxed)
         state.withLock { $0.listenFD = fd }
         let thread = Thread { [self] in acceptLoop(fd) }
         thread.name = "http-test-accept"

@@ -19,17 +19,7 @@ package final class ThrottledProxy: Sendable {
     package init(targetPort: Int, bytesPerSecond: Int) throws {
         self.targetPort = targetPort
         self.bytesPerSecond = bytesPerSecond
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard fd >= 0, bound == 0, listen(fd, 64) == 0 else { throw SystemError(call: "bind", errno: errno, context: "proxy") }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        portValue = Int(UInt16(bigEndian: actual.sin_port))
-        listenFD = fd
+        (listenFD, portValue) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 64)
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
     }
@@ -50,15 +40,8 @@ package final class ThrottledProxy: Sendable {
                 if errno == EINTR { continue }
                 return
             }
-            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(targetPort).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            guard connected == 0 else {
+            guard let upstream = IPv4Socket.connect(host: "127.0.0.1", port: targetPort) else {
                 close(client)
-                close(upstream)
                 continue
             }
             let rate = bytesPerSecond
