@@ -79,17 +79,22 @@ package final class SpoolReader {
                 """)
             select.bind(1, seq)
             select.bind(2, limit)
-            var rows: [StoredPosition] = []
-            while try select.step() {
-                rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
-                                           position: readPosition(select, device: select.text(14) ?? "")))
-            }
-            return rows
+            return try storedRowsWithDevice(select)
         }
     }
 
     /// A position from a row whose columns 2… are fix_ms, lat, lon, speed, course,
     /// altitude, accuracy, battery, charging, alarm, attributes (every reader's SELECT).
+    /// Rows of a query selecting the position columns, then `device_id` and the device's name.
+    private func storedRowsWithDevice(_ select: SQLiteStatement) throws(SQLiteError) -> [StoredPosition] {
+        var rows: [StoredPosition] = []
+        while try select.step() {
+            rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
+                                       position: readPosition(select, device: select.text(14) ?? "")))
+        }
+        return rows
+    }
+
     func readPosition(_ s: SQLiteStatement, device: String) -> Position {
         Position(
             device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
@@ -165,12 +170,7 @@ package final class SpoolReader {
                 """)
             select.bind(1, destination)
             select.bind(2, limit)
-            var rows: [StoredPosition] = []
-            while try select.step() {
-                rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
-                                           position: readPosition(select, device: select.text(14) ?? "")))
-            }
-            return rows
+            return try storedRowsWithDevice(select)
         }
     }
 

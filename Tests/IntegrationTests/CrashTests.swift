@@ -39,14 +39,8 @@ import GeoRelayTestKit
             }
             // Read every collector's replies in turn, until all are in or the killed relay's end closes.
             for (index, device) in devices.enumerated() {
-                var i = written[device]! - burst
-                while i < written[device]!, let reply = clients[index].readLine() {
-                    if reply.hasPrefix("ok ") {
-                        acknowledged[device, default: []].insert(fixTimeMs(i))
-                        acks.add(1, ordering: .relaxed)
-                    }
-                    i += 1
-                }
+                let i = readAcknowledgements(clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
+                                             into: &acknowledged, counting: acks)
                 if i < written[device]! { cutShort += 1 }
             }
             relay.process.waitUntilExit()

@@ -1,6 +1,7 @@
 import Foundation
 import GeoRelayCore
 import GeoRelayTestKit
+import Synchronization
 
 /// A temporary directory with a config, a fake Traccar server and the real relay binary.
 final class RelayWorld: @unchecked Sendable {
@@ -75,6 +76,22 @@ func line(_ device: String, _ second: Int, lat: Double = 59.0, lon: Double = 10.
 }
 
 func fixTimeMs(_ second: Int) -> Int64 { Int64(1_784_953_800 + second) * 1000 }
+
+/// Reads a collector's replies to `lines` (positions made by `line(device, i)`), recording each
+/// `ok` as acknowledged; returns the first line with no reply (`lines.upperBound` when all came),
+/// less when a killed relay closed the socket mid-stream.
+func readAcknowledgements(_ client: UnixLineClient, device: String, lines: Range<Int>,
+                          into acknowledged: inout [String: Set<Int64>], counting acks: borrowing Atomic<Int>) -> Int {
+    var i = lines.lowerBound
+    while i < lines.upperBound, let reply = client.readLine() {
+        if reply.hasPrefix("ok ") {
+            acknowledged[device, default: []].insert(fixTimeMs(i))
+            acks.add(1, ordering: .relaxed)
+        }
+        i += 1
+    }
+    return i
+}
 
 extension JSONValue {
     subscript(key: String) -> JSONValue? {
