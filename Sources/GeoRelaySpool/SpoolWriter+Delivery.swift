@@ -12,22 +12,13 @@ extension SpoolWriter {
         for (deviceID, seq) in update.acknowledged { advanced[deviceID] = max(advanced[deviceID] ?? 0, seq) }
         for (deviceID, seq, _) in update.quarantined { advanced[deviceID] = max(advanced[deviceID] ?? 0, seq) }
         for (deviceID, seq) in advanced {
-            ack.reset()
-            ack.bind(1, update.destination)
-            ack.bind(2, deviceID)
-            ack.bind(3, seq)
-            try ack.run()
+            try ack.run(with: update.destination, deviceID, seq)
         }
         if !update.quarantined.isEmpty {
             let quarantine = try db.statement("INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
             let now = WallClock.nowMs()
             for (_, seq, reason) in update.quarantined {
-                quarantine.reset()
-                quarantine.bind(1, update.destination)
-                quarantine.bind(2, seq)
-                quarantine.bind(3, now)
-                quarantine.bind(4, reason)
-                try quarantine.run()
+                try quarantine.run(with: update.destination, seq, now, reason)
             }
         }
         if !update.parked.isEmpty {
@@ -37,12 +28,7 @@ extension SpoolWriter {
                 ON CONFLICT(destination, device_id) DO UPDATE SET parked_until_ms = excluded.parked_until_ms, parked_reason = excluded.parked_reason
                 """)
             for (deviceID, until, reason) in update.parked {
-                park.reset()
-                park.bind(1, update.destination)
-                park.bind(2, deviceID)
-                park.bind(3, until)
-                park.bind(4, reason)
-                try park.run()
+                try park.run(with: update.destination, deviceID, until, reason)
             }
         }
         if !update.filterStates.isEmpty {
@@ -51,37 +37,20 @@ extension SpoolWriter {
                     newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (deviceID, state) in update.filterStates {
-                upsert.reset()
-                upsert.bind(1, update.destination)
-                upsert.bind(2, deviceID)
-                upsert.bind(3, state.lastSentMs)
-                upsert.bind(4, state.lastSentLat)
-                upsert.bind(5, state.lastSentLon)
-                upsert.bind(6, state.lastSentCourse)
-                upsert.bind(7, state.newestSentMs)
-                upsert.bind(8, state.anchorLat)
-                upsert.bind(9, state.anchorLon)
-                upsert.bind(10, state.anchorSinceMs)
-                upsert.bind(11, state.stopped)
-                try upsert.run()
+                try upsert.run(with: update.destination, deviceID, state.lastSentMs, state.lastSentLat, state.lastSentLon, state.lastSentCourse,
+                               state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
             }
         }
         if !update.alarmsSent.isEmpty {
             let insert = try db.statement("INSERT OR IGNORE INTO alarm_sent(destination, seq) VALUES(?, ?)")
             for seq in update.alarmsSent {
-                insert.reset()
-                insert.bind(1, update.destination)
-                insert.bind(2, seq)
-                try insert.run()
+                try insert.run(with: update.destination, seq)
             }
         }
         if !update.replayed.isEmpty {
             let done = try db.statement("DELETE FROM replay_queue WHERE destination = ? AND seq = ?")
             for seq in update.replayed {
-                done.reset()
-                done.bind(1, update.destination)
-                done.bind(2, seq)
-                try done.run()
+                try done.run(with: update.destination, seq)
             }
         }
         if let encoding = update.encoding {

@@ -47,6 +47,14 @@ package final class SQLiteStatement {
 
     package func bind(_ index: Int32, _ value: Bool?) { bind(index, value.map { $0 ? Int64(1) : Int64(0) }) }
 
+    /// Resets, binds `values` to parameters 1, 2, … and runs: one row of a multi-row write.
+    /// (The ingest insert binds by hand: it runs per position, where boxing each value costs.)
+    package func run(with values: any SQLiteBindable...) throws(SQLiteError) {
+        reset()
+        for (offset, value) in values.enumerated() { value.bind(to: self, at: Int32(offset + 1)) }
+        try run()
+    }
+
     // MARK: Stepping
 
     /// Advances to the next row; `false` when done.
@@ -82,3 +90,34 @@ package final class SQLiteStatement {
 
 @available(*, unavailable)
 extension SQLiteStatement: Sendable {}
+
+/// A Swift value that binds to a statement parameter; an Optional binds NULL when nil.
+package protocol SQLiteBindable {
+    func bind(to statement: SQLiteStatement, at index: Int32)
+}
+
+extension Int64: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) { statement.bind(index, self) }
+}
+
+extension Int: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) { statement.bind(index, self) }
+}
+
+extension Double: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) { statement.bind(index, self) }
+}
+
+extension String: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) { statement.bind(index, self) }
+}
+
+extension Bool: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) { statement.bind(index, self) }
+}
+
+extension Optional: SQLiteBindable where Wrapped: SQLiteBindable {
+    package func bind(to statement: SQLiteStatement, at index: Int32) {
+        if let self { self.bind(to: statement, at: index) } else { statement.bind(index, nil as Int64?) }
+    }
+}
