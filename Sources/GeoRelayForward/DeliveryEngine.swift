@@ -64,6 +64,8 @@ final class DeliveryEngine {
         var batch: Int
         var index: Int
         var retried: Bool
+        /// The request in flight is the `ServerCheck` canary for this position, not the position.
+        var canary = false
     }
 
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
@@ -87,7 +89,7 @@ final class DeliveryEngine {
         func start(_ slot: Int, _ assignment: Slot) -> Bool {
             let stored = batches[assignment.batch].planned[assignment.index].stored
             do throws(CurlError) {
-                try easies[slot].configure(traccar.request(for: stored.position))
+                try easies[slot].configure(assignment.canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
                 try multi.add(easies[slot])
                 slots[slot] = assignment
                 results[assignment.batch].attempted += 1
@@ -148,7 +150,12 @@ final class DeliveryEngine {
                 let device = batches[assignment.batch].cursor.device
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
-                let outcome = traccar.outcome(of: response)
+                var outcome = traccar.outcome(of: response)
+                if assignment.canary {
+                    // Only an answer from the server proves the payload, not the link, was at fault.
+                    outcome = ServerCheck.provesServer(response) ? .rejected("server closed the connection without a response, twice, and answers an empty request")
+                        : .unavailable("no answer to the position nor to an empty request: the link, not the payload", retryAfter: nil, transport: true)
+                }
                 if mode == .realTime {
                     if case .delivered = outcome { update.sent += 1; results[assignment.batch].delivered += 1 }
                     results[assignment.batch].ackedSeq = planned.ackThrough
@@ -180,9 +187,11 @@ final class DeliveryEngine {
                     }
                     advance(slot, assignment)
                 case .rejected(let reason):
-                    if !assignment.retried, case .failure = response {
-                        // A connection closed with no answer may also be a dying link: ask once more.
-                        if start(slot, Slot(batch: assignment.batch, index: assignment.index, retried: true)) { continue }
+                    if !assignment.canary, case .failure = response {
+                        // A connection closed with no answer may also be a dying link or a middlebox:
+                        // ask once more, then check that the server answers at all before blaming the payload.
+                        let next = Slot(batch: assignment.batch, index: assignment.index, retried: true, canary: assignment.retried)
+                        if start(slot, next) { continue }
                     }
                     if replay {
                         logger.warning("replayed position \(stored.seq) of \(device) refused: \(reason)")

@@ -52,24 +52,21 @@ package final class DestinationLink: Sendable {
     }
 
     /// A cheap check that the destination is back: GET `probe.url` (2xx and
-    /// not an HTML page), or a TCP connect to the destination's host.
+    /// not an HTML page), or an empty request to the destination itself
+    /// (`ServerCheck`: any answer from the server, not a portal). Not a TCP
+    /// connect: a black-holing middlebox or a captive portal accepts those, and
+    /// then every probe would be followed by a payload that cannot arrive.
     package func probe() async -> Bool {
-        if let url = settings.probeURL {
-            let request = HTTPRequest(method: "GET", url: url, timeoutSeconds: settings.connectTimeoutSeconds * 2, connectTimeoutSeconds: settings.connectTimeoutSeconds)
-            switch await prober.perform(request) {
-            case .success(let response):
-                var update = DeliveryUpdate(destination: settings.name)
-                update.wireBytes = response.wireBytes
-                spool.record(update)
-                return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response)
-            case .failure:
-                return false
-            }
+        let request = ServerCheck.request(url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
+        let result = await prober.perform(request)
+        if case .success(let response) = result {
+            var update = DeliveryUpdate(destination: settings.name)
+            update.wireBytes = response.wireBytes
+            spool.record(update)
         }
-        if case .success = await prober.connect(url: settings.url, timeoutSeconds: settings.connectTimeoutSeconds) {
-            return true
-        }
-        return false
+        guard settings.probeURL != nil else { return ServerCheck.provesServer(result) }
+        guard case .success(let response) = result else { return false }
+        return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response)
     }
 
     package func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {

@@ -148,6 +148,8 @@ package final class FakePushServer: Sendable {
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
         let path = String(request.target.prefix { $0 != "?" })
+        // A GET with no body is the relay's probe (`ServerCheck`): a real gateway answers it 405 too.
+        if request.method == "GET", request.body.isEmpty { return HTTPTestResponse(status: 405) }
         guard request.method == "POST" else { return problem("\(request.method) \(path): only POST", status: 405) }
         switch path {
         case "/auth/api/auth/token": return token(request)

@@ -45,7 +45,7 @@ func alarmFigure() throws {
 func dayFigure() throws {
     // A realistic day at 1 Hz: 16 hours on a mooring (GPS jitter wandering 20-40 m around the buoy)
     // and 8 hours under way (about 5 m/s, slowly turning), generated with a fixed seed.
-    var generator = SplitMix(seed: 7)
+    var generator = SeededRandom(seed: 7)
     var day: [Position] = []
     let mooringLat = 59.9, mooringLon = 10.7
     var jitterNorth = 0.0, jitterEast = 0.0

@@ -59,7 +59,7 @@ func wireFigure() throws {
     for (compression, throttled) in [("none", true), ("gzip", true), ("zstd", true), ("zstd", false)] {
         let server = try FakePushServer()
         defer { server.http.stop() }
-        let proxy = throttled ? try ThrottledProxy(targetPort: server.http.port, bytesPerSecond: 32_000) : nil
+        let proxy = throttled ? try FaultProxy(targetPort: server.http.port, bytesPerSecond: 32_000) : nil
         defer { proxy?.stop() }
         let url = proxy.map { "http://127.0.0.1:\($0.port)/push" } ?? server.pushURL
         let directory = try TemporaryDirectory()

@@ -295,7 +295,7 @@ func idleCPU(seconds: Int) throws -> Double {
 
 /// A 1 Hz moving track of one boat: ~5 m/s, slowly turning, GPS-like precision and noise.
 func movingBoatTrack(device: String, count: Int) -> [Position] {
-    var generator = SplitMix(seed: 42)
+    var generator = SeededRandom(seed: 42)
     var lat = 59.9, lon = 10.7, course = 45.0
     return (0..<count).map { i in
         course += Double.random(in: -2...2, using: &generator)
@@ -308,19 +308,6 @@ func movingBoatTrack(device: String, count: Int) -> [Position] {
                         altitude: round(12 + Double.random(in: -1...1, using: &generator), 10), accuracy: round(3 + Double.random(in: 0...2, using: &generator), 10))
     }
 }
-
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 
 /// Wire bytes per position for one destination: a relay drains the track to a local server.
 func wireBytesPerPosition(destination: (String) -> String, expected: Int, delivered: @escaping () -> Int, directory: TemporaryDirectory, track: [Position]) throws -> Double {

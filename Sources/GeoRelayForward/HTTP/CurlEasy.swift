@@ -126,8 +126,6 @@ package final class CurlEasy {
             try check(georelay_curl_setopt_string(handle, CURLOPT_URL, request.url))
             currentURL = request.url
         }
-        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 0))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 0))
         try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
         if headerListFor.map({ !$0.elementsEqual(request.headers, by: ==) }) ?? true {
@@ -187,20 +185,6 @@ package final class CurlEasy {
         try configure(request, abort: abort)
         let code = withExtendedLifetime(abort) { curl_easy_perform(handle) }
         return try result(code).get()
-    }
-
-    /// Opens a TCP (and TLS) connection to the URL's host and nothing more:
-    /// the cheapest proof that the uplink and the server are back.
-    package func connectOnly(url: String, timeoutSeconds: Double, abort: AbortFlag? = nil) throws(CurlError) {
-        errorBuffer.pointee = 0
-        try setAbort(abort)
-        try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
-        currentURL = url
-        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 1))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeoutSeconds * 1000)))
-        let code = withExtendedLifetime(abort) { curl_easy_perform(handle) }
-        try check(code, errorBuffer)
     }
 
     private func wireBytes() -> Int {

@@ -26,21 +26,4 @@ package final class HTTPWorker: Sendable {
             abort.set()
         }
     }
-
-    /// A TCP connect to the URL's host: is the uplink back? Cancelling abandons it.
-    package func connect(url: String, timeoutSeconds: Double) async -> Result<Void, CurlError> {
-        let abort = AbortFlag()
-        return await withTaskCancellationHandler {
-            await easy.run { easy -> Result<Void, CurlError> in
-                do throws(CurlError) {
-                    try easy.connectOnly(url: url, timeoutSeconds: timeoutSeconds, abort: abort)
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
-            }
-        } onCancel: {
-            abort.set()
-        }
-    }
 }

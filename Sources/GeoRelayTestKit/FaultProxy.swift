@@ -1,0 +1,333 @@
+import CLinux
+import Foundation
+import Glibc
+import GeoRelayCore
+import Synchronization
+
+/// A TCP proxy on loopback between the relay and a fake server that breaks
+/// the link on command, the ways real uplinks break, and counts what the relay
+/// sends while it is broken.
+///
+/// A mode applies to connections accepted while it holds. Switching to a down
+/// mode also breaks the connections already open (a link that dies takes its
+/// TCP connections with it): a black hole stops forwarding them, every other
+/// mode resets them.
+package final class FaultProxy: Sendable {
+    package enum Mode: String, Sendable, Equatable, CaseIterable {
+        /// Forward both ways (with the bandwidth cap and latency, if any).
+        case pass
+        /// Nothing listens: connects fail at once (`ECONNREFUSED`).
+        case refuse
+        /// Accept, read everything, never answer: the relay's timeouts must fire.
+        case blackHole
+        /// Read the request, close without a byte of answer: a middlebox, or Traccar refusing a payload.
+        case closeAfterRequest
+        /// Read part of the request, then reset the connection.
+        case resetMidRequest
+        /// Forward the request (the server takes it), pass back the answer's first 5 bytes, then reset.
+        case resetMidResponse
+
+        package var isDown: Bool { self != .pass }
+    }
+
+    /// What crossed the proxy.
+    package struct Counters: Sendable {
+        package var connections = 0
+        /// Relay → server bytes the proxy received (whether or not it forwarded them).
+        package var bytesUp = 0
+        package var bytesDown = 0
+        /// Relay → server bytes received while the mode was not `pass`.
+        package var bytesUpWhileDown = 0
+        /// Requests seen while down, by method ("POST" are payloads, "GET" probes).
+        package var requestsWhileDown: [String: Int] = [:]
+    }
+
+    private struct State {
+        var mode = Mode.pass
+        /// Bumped when the link goes down: connections from an older epoch are broken.
+        var epoch = 0
+        var counters = Counters()
+        var listenFD: Int32 = -1
+    }
+
+    private let state = Mutex(State())
+    private let targetPort: Int
+    private let bytesPerSecond: Int?
+    private let latencyMs: Int
+    private let portValue: Int
+    private let stopped = Atomic<Bool>(false)
+
+    package var port: Int { portValue }
+    package var mode: Mode { state.withLock { $0.mode } }
+    package var counters: Counters { state.withLock { $0.counters } }
+
+    /// - Parameters:
+    ///   - bytesPerSecond: a cap in each direction (a satellite terminal's few hundred kbit/s), or nil.
+    ///   - latencyMs: added before each chunk is forwarded, each way.
+    package init(targetPort: Int, bytesPerSecond: Int? = nil, latencyMs: Int = 0) throws {
+        self.targetPort = targetPort
+        self.bytesPerSecond = bytesPerSecond
+        self.latencyMs = latencyMs
+        let (fd, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 64)
+        portValue = port
+        state.withLock { $0.listenFD = fd }
+        Thread { [self] in acceptLoop() }.start()
+    }
+
+    package func setMode(_ mode: Mode) {
+        state.withLock { state in
+            guard state.mode != mode else { return }
+            if mode.isDown { state.epoch += 1 }
+            state.mode = mode
+            // Wakes accept(); the accept thread, which owns the socket, closes it and listens again when allowed.
+            if mode == .refuse, state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    package func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        state.withLock { state in
+            state.epoch += 1
+            if state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    deinit { stop() }
+
+    /// Takes the proxies down and up together on a seeded random schedule for `seconds`,
+    /// cycling through `downModes`, and leaves them up. Returns the schedule followed.
+    package static func flap(_ proxies: [FaultProxy], seed: UInt64, up: ClosedRange<Double>, down: ClosedRange<Double>,
+                             downModes: [Mode], seconds: Double) async -> [(mode: Mode, seconds: Double)] {
+        var random = SeededRandom(seed: seed)
+        var schedule: [(mode: Mode, seconds: Double)] = []
+        let end = WallClock.monotonicNs() + UInt64(seconds * 1e9)
+        var next = 0
+        while WallClock.monotonicNs() < end {
+            let mode = schedule.count % 2 == 0 ? Mode.pass : downModes[next % downModes.count]
+            if mode.isDown { next += 1 }
+            let range = mode.isDown ? down : up
+            let length = Double.random(in: range, using: &random)
+            for proxy in proxies { proxy.setMode(mode) }
+            schedule.append((mode, length))
+            try? await Task.sleep(for: .milliseconds(Int(length * 1000)))
+        }
+        for proxy in proxies { proxy.setMode(.pass) }
+        return schedule
+    }
+
+    // MARK: - Accepting
+
+    private func acceptLoop() {
+        while !stopped.load(ordering: .relaxed) {
+            let fd = state.withLock { $0.listenFD }
+            let client = accept(fd, nil, nil)
+            if client >= 0 {
+                serve(client)
+                continue
+            }
+            if errno == EINTR { continue }
+            // The listener was shut (refuse, or stop): close it, and listen again once allowed.
+            state.withLock { state in
+                close(state.listenFD)
+                state.listenFD = -1
+            }
+            while !stopped.load(ordering: .relaxed), mode == .refuse { usleep(5_000) }
+            if stopped.load(ordering: .relaxed) { return }
+            relisten()
+        }
+        state.withLock { state in
+            if state.listenFD >= 0 { close(state.listenFD) }
+            state.listenFD = -1
+        }
+    }
+
+    private func relisten() {
+        for _ in 0..<400 {
+            if let (fd, _) = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 64) {
+                state.withLock { $0.listenFD = fd }
+                return
+            }
+            usleep(5_000)
+        }
+        fatalError("FaultProxy could not listen on port \(portValue) again")
+    }
+
+    private func serve(_ client: Int32) {
+        let (mode, epoch) = state.withLock { state in
+            state.counters.connections += 1
+            return (state.mode, state.epoch)
+        }
+        Thread { [self] in
+            switch mode {
+            case .pass, .resetMidResponse:
+                guard let upstream = IPv4Socket.connect(host: "127.0.0.1", port: targetPort) else {
+                    Self.reset(client)
+                    return
+                }
+                let pair = Pair(client: client, upstream: upstream)
+                Thread { [self] in pump(pair, up: true, epoch: epoch, cutAfterFirstChunk: false) }.start()
+                pump(pair, up: false, epoch: epoch, cutAfterFirstChunk: mode == .resetMidResponse)
+            case .blackHole:
+                while let _ = receive(client, epoch: epoch, counted: true) {}
+                Self.reset(client)
+            case .closeAfterRequest:
+                var request: [UInt8] = []
+                while !Self.isComplete(request), let chunk = receive(client, epoch: epoch, counted: true) { request += chunk }
+                close(client)
+            case .resetMidRequest, .refuse:
+                _ = receive(client, epoch: epoch, counted: true)
+                Self.reset(client)
+            }
+        }.start()
+    }
+
+    // MARK: - Moving bytes
+
+    /// Both ends of a forwarded connection; the second pump to finish closes them.
+    private final class Pair: Sendable {
+        let client: Int32
+        let upstream: Int32
+        private let finished = Atomic<Int>(0)
+        let broken = Atomic<Bool>(false)
+
+        init(client: Int32, upstream: Int32) {
+            self.client = client
+            self.upstream = upstream
+        }
+
+        /// Breaks the connection: both pumps stop within a poll period and the client sees a
+        /// reset, with no FIN before it (a FIN would let it read what came first as a whole answer).
+        func breakLink() {
+            broken.store(true, ordering: .relaxed)
+            shutdown(upstream, Int32(SHUT_RDWR))
+        }
+
+        func finish() {
+            guard finished.add(1, ordering: .acquiringAndReleasing).newValue == 2 else { return }
+            if broken.load(ordering: .relaxed) { FaultProxy.reset(client) } else { close(client) }
+            close(upstream)
+        }
+    }
+
+    /// Copies one direction until either end closes or the link goes down.
+    private func pump(_ pair: Pair, up: Bool, epoch: Int, cutAfterFirstChunk: Bool) {
+        let (source, destination) = up ? (pair.client, pair.upstream) : (pair.upstream, pair.client)
+        let started = WallClock.monotonicNs()
+        var total = 0
+        while let chunk = receive(source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair) {
+            if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
+            if currentEpoch != epoch {
+                // The link went down under this connection.
+                if mode == .blackHole { continue }
+                pair.breakLink()
+                break
+            }
+            total += chunk.count
+            if let bytesPerSecond {
+                // Pacing: the bytes may go out only when the cap allows them.
+                let due = started + UInt64(Double(total) / Double(bytesPerSecond) * 1e9)
+                let now = WallClock.monotonicNs()
+                if due > now { usleep(UInt32((due - now) / 1000)) }
+            }
+            if latencyMs > 0 { usleep(UInt32(latencyMs * 1000)) }
+            let sending = cutAfterFirstChunk ? chunk.prefix(5) : chunk[...]
+            if !Self.sendAll(sending, to: destination) { break }
+            if cutAfterFirstChunk {
+                pair.breakLink()
+                break
+            }
+        }
+        if !pair.broken.load(ordering: .relaxed) {
+            shutdown(destination, Int32(SHUT_WR))
+            shutdown(source, Int32(SHUT_RD))
+        } else if currentEpoch != epoch || cutAfterFirstChunk {
+            pair.breakLink()
+        }
+        pair.finish()
+    }
+
+    private var currentEpoch: Int { state.withLock { $0.epoch } }
+
+    /// The next chunk from `fd`, or nil when it closed, failed, or (for connections that
+    /// are not forwarded) the link came back up or the proxy stopped.
+    private func receive(_ fd: Int32, epoch: Int, counted: Bool, maxBytes: Int = 4096, of pair: Pair? = nil) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: maxBytes)
+        while true {
+            if pair?.broken.load(ordering: .relaxed) == true { return nil }
+            var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pollFD, 1, 50)
+            if ready < 0, errno == EINTR { continue }
+            if ready == 0 {
+                if stopped.load(ordering: .relaxed) { return nil }
+                // Not forwarded (black hole): ends when the link changes again.
+                if currentEpoch != epoch, mode == .pass || !counted { return nil }
+                continue
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return nil }
+            buffer.removeSubrange(n...)
+            if counted { count(up: buffer) }
+            return buffer
+        }
+    }
+
+    private func count(up chunk: [UInt8]) {
+        state.withLock { state in
+            state.counters.bytesUp += chunk.count
+            guard state.mode.isDown else { return }
+            state.counters.bytesUpWhileDown += chunk.count
+            for method in Self.requestMethods(in: chunk) { state.counters.requestsWhileDown[method, default: 0] += 1 }
+        }
+    }
+
+    /// The methods of the request lines in a chunk (a line ending in ` HTTP/1.1`). curl writes a
+    /// request's head in one piece, so a request line is not split across chunks in practice.
+    static func requestMethods(in chunk: [UInt8]) -> [String] {
+        let text = String(decoding: chunk, as: UTF8.self)
+        return text.components(separatedBy: "\r\n").compactMap { line in
+            guard line.hasSuffix(" HTTP/1.1"), let space = line.firstIndex(of: " ") else { return nil }
+            let method = line[..<space]
+            return method.allSatisfy({ $0.isUppercase }) ? String(method) : nil
+        }
+    }
+
+    /// A whole HTTP request: the head and `Content-Length` bytes of body.
+    static func isComplete(_ request: [UInt8]) -> Bool {
+        let text = String(decoding: request, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { return false }
+        let head = text[..<end.lowerBound].lowercased()
+        let length = head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+        return text.utf8.distance(from: end.upperBound.samePosition(in: text.utf8)!, to: text.utf8.endIndex) >= length
+    }
+
+    private static func sendAll(_ bytes: ArraySlice<UInt8>, to fd: Int32) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return false }
+            offset += sent
+        }
+        return true
+    }
+
+    /// Closes with a TCP reset (`SO_LINGER` 0) instead of a clean FIN.
+    static func reset(_ fd: Int32) {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        close(fd)
+    }
+}
+
+/// SplitMix64: the same flapping schedule for the same seed.
+package struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+    package init(seed: UInt64) { state = seed }
+    package mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

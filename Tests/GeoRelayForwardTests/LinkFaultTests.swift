@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// Each way a link breaks, between the relay and each destination, through the fault proxy.
+/// Expected for every mode: nothing quarantined, nothing lost, the destination backs off
+/// and probes (no more than the payloads already in flight go out while the link is down),
+/// and everything arrives, in order, once the link is back.
+@Suite struct LinkFaultTests {
+    static let downModes: [FaultProxy.Mode] = [.refuse, .blackHole, .closeAfterRequest, .resetMidRequest, .resetMidResponse]
+
+    /// Short timeouts so a black hole costs seconds, not the default 30.
+    static func shortTimeouts(_ settings: inout Configuration.DestinationSettings) {
+        settings.requestTimeoutSeconds = 2
+        settings.connectTimeoutSeconds = 1
+        settings.probeIntervalSeconds = 0.5
+    }
+
+    @Test(arguments: downModes)
+    func traccarRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
+        let server = try FakeOsmAndServer()
+        let proxy = try FaultProxy(targetPort: server.http.port)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 2) { settings in
+            settings.url = "http://127.0.0.1:\(proxy.port)/"
+            Self.shortTimeouts(&settings)
+        }
+        defer { server.http.stop() }
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 5) + track("b", count: 5))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(mode)
+            _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
+            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
+            // Several probe periods with the link down: probes only.
+            let postsAtBackoff = proxy.counters.requestsWhileDown["POST"] ?? 0
+            try await Task.sleep(for: .seconds(2))
+            let whileDown = proxy.counters
+            #expect((whileDown.requestsWhileDown["POST"] ?? 0) == postsAtBackoff, "\(mode): payloads sent after backing off")
+            // In flight when it broke, per device slot: the request on the kept-alive connection
+            // (curl resends it once on a fresh connection when a reused one dies) and the relay's one retry.
+            #expect(postsAtBackoff <= 3 * 2, "\(mode): \(whileDown.requestsWhileDown)")
+            proxy.setMode(.pass)
+            #expect(await server.waitUntil(timeout: .seconds(20)) { Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50 })
+            let after = try await f.waitForStatus { $0.pending == 0 }
+            #expect(after.quarantined == 0)
+        }
+        for device in ["a", "b"] {
+            // Order kept; a reset after the server took a position may repeat it (at-least-once), nothing else.
+            var seen: [Int64] = []
+            for time in server.positions.filter({ $0.uniqueId == device }).map(\.fixTimeMs) where seen.last != time { seen.append(time) }
+            #expect(seen == track(device, count: 25).map(\.timeMs), "\(mode) \(device)")
+        }
+        if mode != .resetMidResponse { #expect(server.positions.count == 50, "\(mode): duplicates") }
+    }
+
+    @Test(arguments: downModes)
+    func pushRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
+        let f = try await PushFixture { settings in Self.shortTimeouts(&settings) }
+        let proxy = try FaultProxy(targetPort: f.server.http.port)
+        defer { proxy.stop() }
+        let direct = f.server.http.url, viaProxy = "http://127.0.0.1:\(proxy.port)"
+        f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
+        f.settings.push?.authBaseURL = f.server.authBaseURL.replacingOccurrences(of: direct, with: viaProxy)
+        f.settings.push?.registrationBaseURL = f.server.registrationBaseURL.replacingOccurrences(of: direct, with: viaProxy)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 10))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(mode)
+            _ = await f.spool.append(movingTrack("a", count: 40, from: 10))
+            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
+            let postsAtBackoff = proxy.counters.requestsWhileDown["POST"] ?? 0
+            try await Task.sleep(for: .seconds(2))
+            #expect((proxy.counters.requestsWhileDown["POST"] ?? 0) == postsAtBackoff, "\(mode): payloads sent after backing off")
+            // The batch in flight, and curl's one resend of it on a fresh connection when the kept-alive one died.
+            #expect(postsAtBackoff <= 2, "\(mode): \(proxy.counters.requestsWhileDown)")
+            proxy.setMode(.pass)
+            #expect(await f.server.waitUntil(timeout: .seconds(20)) { Set($0.map(\.timestamp)).count >= 50 })
+            let after = try await f.waitForStatus { $0.pending == 0 }
+            #expect(after.quarantined == 0)
+        }
+        // A reset after the gateway took a batch repeats that batch (at-least-once); first arrivals keep their order.
+        var firsts: [String] = []
+        for stamp in f.server.points.map(\.timestamp) where !firsts.contains(stamp) { firsts.append(stamp) }
+        #expect(firsts.count == 50 && firsts == firsts.sorted(), "\(mode): order or loss")
+        if mode != .resetMidResponse { #expect(f.server.points.count == 50, "\(mode): duplicates") }
+        #expect(f.server.problems.isEmpty, "\(f.server.problems)")
+    }
+}
