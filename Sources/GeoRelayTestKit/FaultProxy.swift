@@ -28,6 +28,8 @@ package final class FaultProxy: Sendable {
         case resetMidResponse
 
         package var isDown: Bool { self != .pass }
+        /// Every way down.
+        package static let allDown: [Mode] = allCases.filter(\.isDown)
     }
 
     /// What crossed the proxy.
@@ -95,14 +97,15 @@ package final class FaultProxy: Sendable {
     deinit { stop() }
 
     /// Takes the proxies down and up together on a seeded random schedule for `seconds`,
-    /// cycling through `downModes`, and leaves them up. Returns the schedule followed.
+    /// cycling through `downModes`; the last period is an outage, after which they are left up.
+    /// Returns the schedule followed.
     package static func flap(_ proxies: [FaultProxy], seed: UInt64, up: ClosedRange<Double>, down: ClosedRange<Double>,
                              downModes: [Mode], seconds: Double) async -> [(mode: Mode, seconds: Double)] {
         var random = SeededRandom(seed: seed)
         var schedule: [(mode: Mode, seconds: Double)] = []
         let end = WallClock.monotonicNs() + UInt64(seconds * 1e9)
         var next = 0
-        while WallClock.monotonicNs() < end {
+        while WallClock.monotonicNs() < end || schedule.count % 2 == 1 {
             let mode = schedule.count % 2 == 0 ? Mode.pass : downModes[next % downModes.count]
             if mode.isDown { next += 1 }
             let range = mode.isDown ? down : up

@@ -10,7 +10,6 @@ import GeoRelayTestKit
 /// and probes (no more than the payloads already in flight go out while the link is down),
 /// and everything arrives, in order, once the link is back.
 @Suite struct LinkFaultTests {
-    static let downModes: [FaultProxy.Mode] = [.refuse, .blackHole, .closeAfterRequest, .resetMidRequest, .resetMidResponse]
 
     /// Short timeouts so a black hole costs seconds, not the default 30.
     static func shortTimeouts(_ settings: inout Configuration.DestinationSettings) {
@@ -19,7 +18,7 @@ import GeoRelayTestKit
         settings.probeIntervalSeconds = 0.5
     }
 
-    @Test(arguments: downModes)
+    @Test(arguments: FaultProxy.Mode.allDown)
     func traccarRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
         let server = try FakeOsmAndServer()
         let proxy = try FaultProxy(targetPort: server.http.port)
@@ -58,7 +57,7 @@ import GeoRelayTestKit
         if mode != .resetMidResponse { #expect(server.positions.count == 50, "\(mode): duplicates") }
     }
 
-    @Test(arguments: downModes)
+    @Test(arguments: FaultProxy.Mode.allDown)
     func pushRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
         let f = try await PushFixture { settings in Self.shortTimeouts(&settings) }
         let proxy = try FaultProxy(targetPort: f.server.http.port)

@@ -112,13 +112,4 @@ import GeoRelayTestKit
         #expect(await world.server.waitUntil { $0.count >= 1 })
         #expect(world.server.positions.map(\.fixTimeMs) == [Int64(behind) * 1000])
     }
-
-    private func residentBytes(pid: Int32) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
-            throw RelayProcessError(message: "no VmRSS in /proc/\(pid)/status")
-        }
-        return kB * 1024
-    }
 }

@@ -12,16 +12,10 @@ import GeoRelayTestKit
     static let cycles = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 200 : 20
 
     @Test func sigkillCyclesWithEightCollectorsAndBothDestinations() async throws {
-        setenv("GEORELAY_FAULT_API_KEY", "key-123", 1)
         let world = try RelayWorld()
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(moreDestinations: """
-            { name: "gw", type: "push", url: "\(push.pushURL)", authBaseUrl: "\(push.authBaseURL)",
-              registrationBaseUrl: "\(push.registrationBaseURL)", apiKey: { env: "GEORELAY_FAULT_API_KEY" },
-              clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)", username: "\(push.expected.username)",
-              batch: { maxDelaySeconds: 0 }, filter: { mode: "all" }, backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } },
-            """)
+        try world.writeConfig(moreDestinations: pushDestination(push))
         let devices = (0..<8).map { "unit\($0)" }
         let burst = 300
         var acknowledged: [String: Set<Int64>] = [:]

@@ -21,14 +21,16 @@ final class RelayWorld: @unchecked Sendable {
         try writeConfig(spool: spool, destination: destination, ingest: ingest)
     }
 
-    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "", topLevel: String = "") throws {
+    /// - Parameter traccarURL: where the "traccar" destination sends (a fault proxy); the fake server by default.
+    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "", topLevel: String = "",
+                     traccarURL: String? = nil, link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }") throws {
         let config = """
             {
               // written by the test
               spool: { path: "\(spoolPath)", \(spool) },
               ingest: { socket: "\(socketPath)", \(ingest) },
               destinations: [
-                { name: "traccar", url: "\(server.url)", backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 },
+                { name: "traccar", url: "\(traccarURL ?? server.url)", \(link),
                   \(destination.contains("filter:") ? "" : #"filter: { mode: "all" },"#) \(destination) },
                 \(moreDestinations)
               ],
@@ -70,6 +72,20 @@ final class RelayWorld: @unchecked Sendable {
     }
 }
 
+/// A push destination "gw" on the fake gateway (its API key read from `GEORELAY_FAULT_API_KEY`),
+/// optionally reached through a proxy at `base` (scheme, host and port).
+func pushDestination(_ push: FakePushServer, via base: String? = nil,
+                     link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }") -> String {
+    setenv("GEORELAY_FAULT_API_KEY", push.expected.apiKey, 1)
+    func routed(_ url: String) -> String { base.map { url.replacingOccurrences(of: push.http.url, with: $0) } ?? url }
+    return """
+        { name: "gw", type: "push", url: "\(routed(push.pushURL))", authBaseUrl: "\(routed(push.authBaseURL))",
+          registrationBaseUrl: "\(routed(push.registrationBaseURL))", apiKey: { env: "GEORELAY_FAULT_API_KEY" },
+          clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)", username: "\(push.expected.username)",
+          batch: { maxDelaySeconds: 0 }, filter: { mode: "all" }, \(link) },
+        """
+}
+
 /// A JSON line for a position.
 func line(_ device: String, _ second: Int, lat: Double = 59.0, lon: Double = 10.0) -> String {
     #"{"device":"\#(device)","time":\#(1_784_953_800 + second),"lat":\#(lat),"lon":\#(lon),"speed":1.5}"# + "\n"
@@ -91,6 +107,17 @@ func readAcknowledgements(_ client: UnixLineClient, device: String, lines: Range
         i += 1
     }
     return i
+}
+
+/// A process's resident memory now (`VmRSS`) or at its peak (`VmHWM`), in bytes.
+func residentBytes(pid: Int32, peak: Bool = false) throws -> Int {
+    let key = peak ? "VmHWM:" : "VmRSS:"
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }),
+          let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
+        throw RelayProcessError(message: "no \(key) in /proc/\(pid)/status")
+    }
+    return kB * 1024
 }
 
 extension JSONValue {
