@@ -9,7 +9,7 @@ SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps bench clean install
+.PHONY: run test build deps bench clean install fuzz
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -32,6 +32,12 @@ test: deps
 	$(SWIFT) build -c release --product georelay
 	$(SWIFT) build --build-tests
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build
+	Tests/Fuzz/fuzz.sh ci
+
+# One fuzz target for as long as you like: make fuzz TARGET=lines ARGS=-max_total_time=600
+TARGET ?= lines
+fuzz:
+	Tests/Fuzz/fuzz.sh $(TARGET) $(ARGS)
 
 # The forward figure compares against wrk on the same server.
 bench: deps

@@ -64,7 +64,7 @@ package final class RelayLink: @unchecked Sendable {
                 }
                 if dropped { break }
             }
-            room.wait(until: Date().addingTimeInterval(0.5))
+            _ = room.wait(until: Date().addingTimeInterval(0.5))
         }
         room.unlock()
         queue.withLock { $0.unsent.append(line) }
@@ -79,7 +79,7 @@ package final class RelayLink: @unchecked Sendable {
         defer { room.unlock() }
         while queue.withLock({ $0.count > 0 }) {
             if Date() >= deadline { return false }
-            room.wait(until: min(deadline, Date().addingTimeInterval(0.5)))
+            _ = room.wait(until: min(deadline, Date().addingTimeInterval(0.5)))
         }
         return true
     }

@@ -80,7 +80,7 @@ package struct NMEAAssembler: Sendable {
         sendsRMC = true
         guard let time = s.timeOfDayMs(0) else { return [.skip("no-time")] }
         if time == lastEmittedTimeOfDayMs, pending == nil { return [.skip("same-fix")] }
-        var actions = startCycle(at: time, device: device)
+        let actions = startCycle(at: time, device: device)
         guard s.field(1) == "A", let lat = s.coordinate(2, degreeDigits: 2), let lon = s.coordinate(4, degreeDigits: 3),
               abs(lat) <= 90, abs(lon) <= 180 else {
             // A void RMC cannot add to a cycle, but it does end one waiting for it.
@@ -111,7 +111,7 @@ package struct NMEAAssembler: Sendable {
         sendsGGA = true
         guard let time = s.timeOfDayMs(0) else { return [.skip("no-time")] }
         if time == lastEmittedTimeOfDayMs, pending == nil { return [.skip("same-fix")] }
-        var actions = startCycle(at: time, device: device)
+        let actions = startCycle(at: time, device: device)
         guard let quality = s.number(5), quality > 0, let lat = s.coordinate(1, degreeDigits: 2), let lon = s.coordinate(3, degreeDigits: 3),
               abs(lat) <= 90, abs(lon) <= 180 else {
             if let held = pending, held.timeOfDayMs == time, held.hasRMC, let position = emit(held, device: device) {

@@ -1,0 +1,75 @@
+#!/bin/sh
+# georelay's libFuzzer targets (swiftc -sanitize=fuzzer,address), built from
+# GeoRelayCore's sources plus one entry file each.
+#
+#   Tests/Fuzz/fuzz.sh ci                      every target, FUZZ_RUNS inputs each (make test)
+#   Tests/Fuzz/fuzz.sh lines [libFuzzer flags] one target for as long as you like, e.g.
+#                                              -max_total_time=3600; new inputs join the corpus
+#
+# Targets: lines (the socket protocol: JSON, OsmAnd query, NMEA), config (JSON5 config).
+# A crash leaves its input in .build/fuzz/; copy it to Tests/Fuzz/crashes/<target>-<name>,
+# where FuzzRegressionTests replays it forever after.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/.build/fuzz"
+runs=${FUZZ_RUNS:-30000}
+mkdir -p "$out"
+
+build() {
+    target=$1
+    entry="$root/Tests/Fuzz/Fuzz$(echo "$target" | cut -c1 | tr a-z A-Z)$(echo "$target" | cut -c2-).swift"
+    [ -f "$entry" ] || { echo "fuzz.sh: no target '$target' (lines, config)" >&2; exit 64; }
+    binary="$out/fuzz-$target"
+    # Rebuilt only when a source is newer than the binary.
+    if [ ! -x "$binary" ] || [ -n "$(find "$root/Sources/GeoRelayCore" "$entry" -newer "$binary" -name '*.swift' | head -1)" ]; then
+        echo "fuzz.sh: building $target"
+        swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+            -package-name georelay -module-name GeoRelayCore -swift-version 6 \
+            $(find "$root/Sources/GeoRelayCore" -name '*.swift' | sort) "$entry" \
+            -o "$binary" 2>&1 | grep -v "Cannot export local symbol" >&2 || true
+        [ -x "$binary" ] || { echo "fuzz.sh: build of $target failed" >&2; exit 1; }
+    fi
+}
+
+seeds() {
+    case $1 in
+        lines) [ -d "$root/../shared/testdata/nmea" ] && echo "$root/../shared/testdata/nmea" || true ;;
+        config) echo "$root/config" ;;
+    esac
+}
+
+run_ci() {
+    target=$1
+    build "$target"
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    mkdir -p "$scratch/corpus"
+    cp "$root/Tests/Fuzz/corpus/$target/"* "$scratch/corpus/" 2>/dev/null || true
+    for crash in "$root/Tests/Fuzz/crashes/$target-"*; do [ -f "$crash" ] && cp "$crash" "$scratch/corpus/"; done
+    # The scratch corpus first: libFuzzer writes new inputs there, never into the repository.
+    if ! "$out/fuzz-$target" -runs="$runs" -max_len=8192 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
+            -artifact_prefix="$out/$target-" "$scratch/corpus" $(seeds "$target") > "$out/$target.log" 2>&1; then
+        tail -40 "$out/$target.log" >&2
+        echo "fuzz.sh: $target crashed; the input is in $out/ (copy it to Tests/Fuzz/crashes/$target-<name>)" >&2
+        exit 1
+    fi
+    echo "fuzz.sh: $target: $(grep -E 'stat::number_of_executed_units' "$out/$target.log" | awk '{print $2}') inputs, no crash \
+($(grep -E 'stat::peak_rss_mb' "$out/$target.log" | awk '{print $2}') MB peak)"
+    rm -rf "$scratch"
+    trap - EXIT
+}
+
+case ${1:-ci} in
+    ci)
+        run_ci lines
+        run_ci config
+        ;;
+    *)
+        target=$1
+        shift
+        build "$target"
+        mkdir -p "$root/Tests/Fuzz/corpus/$target"
+        exec "$out/fuzz-$target" -max_len=8192 -timeout=10 -artifact_prefix="$out/$target-" "$@" \
+            "$root/Tests/Fuzz/corpus/$target" $(seeds "$target")
+        ;;
+esac

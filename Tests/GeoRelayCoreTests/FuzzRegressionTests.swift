@@ -1,0 +1,28 @@
+import Foundation
+import Testing
+import GeoRelayCore
+
+/// The fuzzers' corpus and every crash they found (`Tests/Fuzz`), replayed through the same
+/// targets on every test run: a crash fixed once stays fixed without the fuzzer.
+@Suite struct FuzzRegressionTests {
+    static let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
+
+    static func inputs(_ target: String) throws -> [URL] {
+        let corpus = fuzz.appendingPathComponent("corpus/\(target)")
+        let crashes = fuzz.appendingPathComponent("crashes")
+        let files = try FileManager.default.contentsOfDirectory(at: corpus, includingPropertiesForKeys: nil)
+            + ((try? FileManager.default.contentsOfDirectory(at: crashes, includingPropertiesForKeys: nil)) ?? [])
+                .filter { $0.lastPathComponent.hasPrefix("\(target)-") }
+        return files.sorted { $0.path < $1.path }
+    }
+
+    @Test(arguments: ["lines", "config"])
+    func corpusAndCrashesReplayWithoutCrashing(target: String) throws {
+        let files = try Self.inputs(target)
+        #expect(!files.isEmpty, "no corpus for \(target)")
+        for file in files {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            bytes.withUnsafeBytes { target == "lines" ? FuzzTargets.lines($0) : FuzzTargets.config($0) }
+        }
+    }
+}
