@@ -5,7 +5,9 @@ import Foundation
 enum SpoolConnection {
     /// The writer: WAL, `synchronous=FULL` (an `ok` survives power loss, not
     /// just a crash), file mode 0600, schema migrated.
-    static func openWriter(path: String) throws(SpoolError) -> SQLiteDatabase {
+    /// - Parameter maxBytes: the quota; the WAL beside the database is kept to an eighth of
+    ///   it (between 256 KiB and 16 MiB), so the quota bounds what the spool takes on disk.
+    static func openWriter(path: String, maxBytes: Int64 = 1 << 30) throws(SpoolError) -> SQLiteDatabase {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
@@ -28,8 +30,11 @@ enum SpoolConnection {
             guard try db.pragma("synchronous") == "2" else {
                 throw SpoolError.incompatible("spool \(path): synchronous=FULL was not accepted")
             }
-            // Keep the WAL file from staying large after a burst.
-            try db.execute("PRAGMA journal_size_limit = 16777216")
+            // The WAL is checkpointed when it reaches walBytes and truncated back to that size
+            // after a burst; the quota counts only the database, so the WAL must stay small beside it.
+            let walBytes = min(16 << 20, max(256 << 10, maxBytes / 8))
+            try db.execute("PRAGMA journal_size_limit = \(walBytes)")
+            try db.execute("PRAGMA wal_autocheckpoint = \(walBytes / 4096)")
             try db.execute("PRAGMA foreign_keys = OFF")
             try Schema.migrate(db)
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }

@@ -49,7 +49,7 @@ final class SpoolWriter: @unchecked Sendable {
     init(settings: Spool.Settings, signal: CommitSignal) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
-        self.db = try SpoolConnection.openWriter(path: settings.path)
+        self.db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
         timer.setEventHandler { [weak self] in self?.maintain() }

@@ -12,10 +12,13 @@ final class RelayWorld: @unchecked Sendable {
 
     var socketPath: String { directory.file("r.sock") }
     var configPath: String { directory.file("georelay.json5") }
-    var spoolPath: String { directory.file("spool.db") }
+    /// Where the spool lives: the temporary directory, or another filesystem (a small tmpfs).
+    let spoolDirectory: String?
+    var spoolPath: String { spoolDirectory.map { "\($0)/spool.db" } ?? directory.file("spool.db") }
 
-    init(spool: String = "", destination: String = "", ingest: String = "") throws {
+    init(spool: String = "", destination: String = "", ingest: String = "", spoolDirectory: String? = nil) throws {
         directory = try TemporaryDirectory()
+        self.spoolDirectory = spoolDirectory
         server = try FakeOsmAndServer()
         extraConfig = ""
         try writeConfig(spool: spool, destination: destination, ingest: ingest)
