@@ -60,7 +60,8 @@ package struct NMEAAssembler: Sendable {
         case "GGA": return gga(sentence, device: device)
         case "ZDA":
             if let time = sentence.timeOfDayMs(0), let day = sentence.number(1), let month = sentence.number(2), let year = sentence.number(3),
-               (1...31).contains(day), (1...12).contains(month), year >= 1980 {
+               (1...31).contains(day), (1...12).contains(month), (1980...9999).contains(year) {
+                // The year is bounded before it becomes an Int: found by the fuzzer (a 10-digit year overflowed).
                 dateMs = Int64(Timestamp.daysFromCivil(year: Int(year), month: Int(month), day: Int(day))) * 86_400_000
                 dateTimeOfDayMs = time
             }
