@@ -77,6 +77,9 @@ package final class Forwarder: DestinationForwarder {
         memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
+        /// The last device of the previous round: the next round starts after it, so with more
+        /// devices than fit in a round every device is served in turn, not the first 64 until done.
+        var rotation: Int64 = 0
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             let cursors: [DeviceCursor]
@@ -128,7 +131,9 @@ package final class Forwarder: DestinationForwarder {
             if !readyAlarms.isEmpty {
                 results = await sendAlarmsFirst(readyAlarms, cursors: ready, memory: &memory)
             } else {
-                results = await deliverRound(Array(ready.prefix(Self.devicesPerRound)), mode: .buffered, memory: &memory, alarmsSent: alarmsSent, alarms: alarmWake)
+                let turn = Self.inTurn(ready, after: rotation)
+                rotation = turn.last?.deviceID ?? 0
+                results = await deliverRound(turn, mode: .buffered, memory: &memory, alarmsSent: alarmsSent, alarms: alarmWake)
             }
             var failure: DeliveryOutcome?
             var delivered = 0
@@ -149,6 +154,12 @@ package final class Forwarder: DestinationForwarder {
                 state = .online
             }
         }
+    }
+
+    /// Up to `devicesPerRound` devices (in id order), starting after the device `after`, wrapping round.
+    static func inTurn(_ ready: [DeviceCursor], after: Int64) -> [DeviceCursor] {
+        let split = ready.firstIndex { $0.deviceID > after } ?? ready.endIndex
+        return Array((ready[split...] + ready[..<split]).prefix(devicesPerRound))
     }
 
     /// Alarms go ahead of their device's backlog.

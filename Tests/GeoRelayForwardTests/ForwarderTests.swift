@@ -99,6 +99,31 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(first.lat == 59)
     }
 
+    /// More devices with a backlog than fit in one round: every device is served in turn, so the
+    /// last device's positions start arriving long before the first devices' backlogs are done.
+    @Test func devicesBeyondOneRoundAreServedInTurn() async throws {
+        let f = try await ForwardFixture(concurrency: 4)
+        let devices = (0..<(Forwarder.devicesPerRound + 36)).map { String(format: "d%03d", $0) }
+        for device in devices { _ = await f.spool.append(track(device, count: 400)) }
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= devices.count * 400 })
+        }
+        let stored = f.server.positions
+        let lastDeviceFirst = try #require(stored.firstIndex { $0.uniqueId == devices.last })
+        let firstDeviceDone = try #require(stored.lastIndex { $0.uniqueId == devices.first })
+        #expect(lastDeviceFirst < firstDeviceDone, "the last device waited for the first device's whole backlog")
+        for device in devices {
+            #expect(stored.filter { $0.uniqueId == device }.map(\.fixTimeMs) == track(device, count: 400).map(\.timeMs))
+        }
+    }
+
+    @Test func rotationWrapsRoundTheDevices() {
+        let cursors = (1...100).map { DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil) }
+        #expect(Forwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
+        #expect(Forwarder.inTurn(cursors, after: 64).map(\.deviceID) == Array(65...100) + Array(1...28))
+        #expect(Forwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
+    }
+
     @Test func unknownDeviceIsParkedWhileOthersFlow() async throws {
         let f = try await ForwardFixture(concurrency: 2)
         f.server.setUnknownDevices(["ghost"])
