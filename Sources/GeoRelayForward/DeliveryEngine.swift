@@ -49,11 +49,11 @@ final class DeliveryEngine {
     private let destination: String
     static let ackFlush = 128
 
-    init(destination: String, concurrency: Int) throws(CurlError) {
+    init(destination: String, concurrency: Int, tls: Configuration.TLSSettings) throws(CurlError) {
         self.destination = destination
         multi = try CurlMulti()
         var easies: [CurlEasy] = []
-        for _ in 0..<concurrency { easies.append(try CurlEasy()) }
+        for _ in 0..<concurrency { easies.append(try CurlEasy(tls: tls)) }
         self.easies = easies
     }
 

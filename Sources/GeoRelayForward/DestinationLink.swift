@@ -20,7 +20,7 @@ package final class DestinationLink: Sendable {
         self.settings = settings
         self.spool = spool
         self.logger = logger
-        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)")
+        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls)
     }
 
     /// Waits out a failure. Returns true when a probe says the destination is reachable again.

@@ -35,7 +35,7 @@ package final class Forwarder: DestinationForwarder {
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.traccar = TraccarProtocol(settings: settings)
-        let engine = try DeliveryEngine(destination: settings.name, concurrency: settings.concurrency)
+        let engine = try DeliveryEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
         self.waker = engine.waker
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)

@@ -16,7 +16,7 @@ extension Commands {
 
     static func authenticator(_ settings: Configuration.DestinationSettings, configuration: Configuration) throws -> PushAuthenticator {
         PushAuthenticator(settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
-                          worker: try HTTPWorker(label: "georelay.cli.auth"), logger: .disabled)
+                          worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled)
     }
 
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).
@@ -29,7 +29,7 @@ extension Commands {
                 continue
             }
             let auth = try authenticator(settings, configuration: configuration)
-            let worker = try HTTPWorker(label: "georelay.cli.events")
+            let worker = try HTTPWorker(label: "georelay.cli.events", tls: settings.tls)
             var url = base.hasSuffix("/") && push.eventsPath.hasPrefix("/") ? base + push.eventsPath.dropFirst() : base + push.eventsPath
             if let key = try? push.apiKey?.reveal() { url += "?api-key=" + OsmAndQuery.percentEncode(key) }
             let body = JSONValue.object(JSONObject([("typeCode", .string("DUTY")), ("actionCode", .string(on ? "on_duty" : "off_duty"))])).jsonText
@@ -84,7 +84,7 @@ extension Commands {
         let wire = PushProtocol(settings: settings)
         do {
             let auth = try authenticator(settings, configuration: configuration)
-            let worker = try HTTPWorker(label: "georelay.cli.push")
+            let worker = try HTTPWorker(label: "georelay.cli.push", tls: settings.tls)
             let json = wire.encodeBatch([wire.encodePoint(position)])
             var encoding = push.compression
             var retried = false

@@ -31,9 +31,9 @@ package enum Commands {
         if targets.isEmpty {
             throw RelayError("no destination named \(destination ?? "") in the configuration")
         }
-        let easy = try CurlEasy()
         var results: [SendResult] = []
         for settings in targets {
+            let easy = try CurlEasy(tls: settings.tls)
             if settings.kind == .push {
                 results.append(SendResult(destination: settings.name, outcome: await sendPush(position, settings: settings, configuration: configuration)))
                 continue

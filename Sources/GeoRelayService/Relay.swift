@@ -113,6 +113,10 @@ package struct Relay: Sendable {
     private func startForwarders(_ configuration: Configuration, spool: Spool, logger: Logger) -> Task<Void, Never> {
         var forwarders: [any DestinationForwarder] = []
         for destination in configuration.destinations {
+            if destination.tls.insecure {
+                // Loud, at every start and reload: this is for a test bench, never for a voyage.
+                logger.warning("destination \(destination.name): TLS certificate verification is OFF (insecure: true); anyone on the path can read and alter what is sent")
+            }
             do {
                 switch destination.kind {
                 case .traccar: forwarders.append(try Forwarder(settings: destination, spool: spool, logger: logger.with(label: "")))

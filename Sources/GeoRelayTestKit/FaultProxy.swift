@@ -123,7 +123,7 @@ package final class FaultProxy: Sendable {
     private func acceptLoop() {
         while !stopped.load(ordering: .relaxed) {
             let fd = state.withLock { $0.listenFD }
-            let client = accept(fd, nil, nil)
+            let client = accept4(fd, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if client >= 0 {
                 serve(client)
                 continue

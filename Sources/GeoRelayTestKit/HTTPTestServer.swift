@@ -89,7 +89,7 @@ package final class HTTPTestServer: Sendable {
 
     private func acceptLoop(_ listener: Int32) {
         while true {
-            let fd = accept(listener, nil, nil)
+            let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 if errno == EINTR { continue }
                 return

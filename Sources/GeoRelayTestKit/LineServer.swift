@@ -20,7 +20,7 @@ package final class LineServer: Sendable {
         listenFD = fd
         Thread { [self] in
             while true {
-                let client = accept(fd, nil, nil)
+                let client = accept4(fd, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
                 if client < 0 { return }
                 clients.withLock { $0.append(client) }
                 connected.signal()

@@ -65,19 +65,29 @@ package final class RelayProcess {
 
     /// Runs a one-shot command (`status --json`, `logs`, …) and returns its exit status and output.
     package static func command(_ arguments: [String], directory: String) throws -> (status: Int32, stdout: String, stderr: String) {
+        try run(binary, arguments, directory: directory)
+    }
+
+    /// Runs a program to its end and returns its exit status and output.
+    ///
+    /// Output goes through files, not pipes: Foundation's `Process` lets every child spawned
+    /// meanwhile (a relay another test starts) inherit a pipe's write end, and reading to the
+    /// end of the pipe would then wait for that child to exit.
+    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory()) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
+        let stem = "\(directory)/output-\(UUID().uuidString.prefix(8))"
+        defer { for suffix in [".out", ".err"] { unlink(stem + suffix) } }
+        for suffix in [".out", ".err"] { _ = FileManager.default.createFile(atPath: stem + suffix, contents: nil) }
+        process.standardOutput = FileHandle(forWritingAtPath: stem + ".out")
+        process.standardError = FileHandle(forWritingAtPath: stem + ".err")
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        let stdout = (try? String(contentsOfFile: stem + ".out", encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOfFile: stem + ".err", encoding: .utf8)) ?? ""
+        return (process.terminationStatus, stdout, stderr)
     }
 }
 

@@ -13,6 +13,9 @@ import Testing
         #expect(config.destinations[0].backoffMinSeconds == 5)
         #expect(config.destinations[0].backoffMaxSeconds == 300)
         #expect(config.spool.whenFull == .dropOldest)
+        // Certificates are verified unless a destination says otherwise in so many words.
+        #expect(config.destinations[0].tls == Configuration.TLSSettings())
+        #expect(!config.destinations[0].tls.insecure)
     }
 
     @Test func shippedConfigParses() throws {
@@ -36,6 +39,8 @@ import Testing
         (#"{devices: [{id: "boat", sources: ["a", "a"]}]}"#, #"devices[0].sources[1]: "a" is already a source or is the device itself"#),
         (#"{devices: [{id: "boat", sources: []}]}"#, "devices[0].sources: expected a list of source device ids, best first"),
         (#"{devices: [{id: "boat", sources: ["a"]}, {id: "a", sources: ["b"]}]}"#, #"devices: "a" is both a device and a source"#),
+        (#"{destinations: [{caFile: "/nonexistent/ca.pem"}]}"#, "destinations[0].caFile: cannot read the CA file /nonexistent/ca.pem"),
+        (#"{destinations: [{insecure: "yes"}]}"#, "destinations[0].insecure: expected true or false, got a string"),
         (#"{destinations: [{url: "http://127.0.0.1:5055"}], ingest: {http: {listen: "0.0.0.0:5055"}}}"#, "destinations[0].url: points at this relay's own phone listener (ingest.http.listen 0.0.0.0:5055): positions would loop"),
     ])
     func errorsNameTheKeyPath(text: String, message: String) {

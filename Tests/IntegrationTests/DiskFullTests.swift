@@ -14,8 +14,9 @@ final class SmallFilesystem {
         parent = try TemporaryDirectory()
         path = parent.file("fs")
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let status = Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700", "georelay-test", path])
-        guard status == 0 else { return nil }
+        guard (try? RelayProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700", "georelay-test", path]))?.status == 0 else {
+            return nil
+        }
     }
 
     /// Fills all but `freeBytes` of the filesystem with a file that `free()` deletes.
@@ -37,17 +38,7 @@ final class SmallFilesystem {
 
     func free() { unlink("\(path)/filler") }
 
-    deinit { _ = Self.run("/bin/umount", ["-l", path]) }
-
-    private static func run(_ tool: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
+    deinit { _ = try? RelayProcess.run("/bin/umount", ["-l", path]) }
 }
 
 /// Issue 6, scenario 4: the spool's disk fills up. Ingest answers `err spool-full`, what was

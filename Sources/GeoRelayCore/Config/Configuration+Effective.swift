@@ -13,6 +13,7 @@ extension Configuration {
                 ("unknownDeviceRetrySeconds", number(d.parkSeconds)),
                 ("backoff", .object(JSONObject([("minSeconds", number(d.backoffMinSeconds)), ("maxSeconds", number(d.backoffMaxSeconds))]))),
                 ("probe", .object(JSONObject([("url", string(d.probeURL.map(Redaction.url))), ("intervalSeconds", number(d.probeIntervalSeconds))]))),
+                ("caFile", string(d.tls.caFile)), ("insecure", .bool(d.tls.insecure)),
                 ("filter", .object(JSONObject([
                     ("distanceMeters", number(d.filter.distanceMeters)), ("intervalSeconds", number(d.filter.intervalSeconds)),
                     ("angleDegrees", number(d.filter.angleDegrees)), ("stopDetection", .bool(d.filter.stopDetection)),

@@ -83,6 +83,18 @@ package struct Configuration: Sendable, Equatable {
         package var filter = FilterSettings()
         /// The push destination's own settings, when `kind` is `.push`.
         package var push: PushSettings?
+        /// How HTTPS servers are verified (all of this destination's requests: positions, probes, auth).
+        package var tls = TLSSettings()
+        package init() {}
+    }
+
+    /// Certificate verification for a destination's HTTPS requests: on by default, against the
+    /// system's CAs or `caFile`; `insecure` turns it off, loudly.
+    package struct TLSSettings: Sendable, Equatable {
+        /// A PEM file of the CA(s) that signed the server's certificate (a private CA or a self-signed server).
+        package var caFile: String?
+        /// No verification at all: anyone on the path can read and alter what is sent. Never the default.
+        package var insecure = false
         package init() {}
     }
 }
@@ -228,6 +240,14 @@ extension Configuration.DestinationSettings {
         try probe.finish()
         var filterNode = try node.node("filter")
         filter = try FilterSettings.read(&filterNode, defaults: filter)
+        tls.caFile = try node.optionalString("caFile")
+        if let caFile = tls.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw ConfigError(path: node.child("caFile"), "cannot read the CA file \(caFile)")
+        }
+        tls.insecure = try node.bool("insecure", default: false)
+        if tls.insecure, tls.caFile != nil {
+            throw ConfigError(path: node.child("insecure"), "insecure: true turns verification off, so caFile would be ignored; keep one")
+        }
         try node.finish()
     }
 

@@ -60,7 +60,8 @@ package final class CurlEasy {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
     }()
 
-    package init() throws(CurlError) {
+    /// - Parameter tls: how HTTPS servers are verified; fixed for the handle's life, like its destination.
+    package init(tls: Configuration.TLSSettings = .init()) throws(CurlError) {
         _ = Self.globalInit
         guard let handle = curl_easy_init() else {
             throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "curl_easy_init failed")
@@ -68,6 +69,19 @@ package final class CurlEasy {
         self.handle = handle
         errorBuffer.initialize(to: 0)
         try setConstantOptions()
+        try setTLS(tls)
+    }
+
+    /// curl verifies the peer and the host name by default; this only adds a CA file or, when
+    /// asked in so many words, turns verification off.
+    private func setTLS(_ tls: Configuration.TLSSettings) throws(CurlError) {
+        if let caFile = tls.caFile {
+            try check(georelay_curl_setopt_string(handle, CURLOPT_CAINFO, caFile))
+        }
+        if tls.insecure {
+            try check(georelay_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0))
+            try check(georelay_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0))
+        }
     }
 
     deinit {

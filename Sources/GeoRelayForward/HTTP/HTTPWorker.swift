@@ -8,8 +8,8 @@ import GeoRelayCore
 package final class HTTPWorker: Sendable {
     private let easy: QueueConfined<CurlEasy>
 
-    package init(label: String) throws(CurlError) {
-        easy = QueueConfined(label: label, try CurlEasy())
+    package init(label: String, tls: Configuration.TLSSettings = .init()) throws(CurlError) {
+        easy = QueueConfined(label: label, try CurlEasy(tls: tls))
     }
 
     package func perform(_ request: HTTPRequest) async -> Result<HTTPResponse, CurlError> {

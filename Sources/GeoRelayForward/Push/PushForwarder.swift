@@ -32,13 +32,13 @@ package final class PushForwarder: DestinationForwarder {
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
         self.wire = PushProtocol(settings: settings)
-        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)")
+        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
-            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)"), logger: self.logger, now: now)
+            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls), logger: self.logger, now: now)
     }
 
     /// A pending position with its JSON point, encoded once, and what its delivery settles.
