@@ -4,7 +4,9 @@
 #
 #   Tests/Fuzz/fuzz.sh ci                      every target, FUZZ_RUNS inputs each (make test)
 #   Tests/Fuzz/fuzz.sh lines [libFuzzer flags] one target for as long as you like, e.g.
-#                                              -max_total_time=3600; new inputs join the corpus
+#                                              -max_total_time=3600; new inputs go to .build/fuzz/corpus-lines
+#   Tests/Fuzz/fuzz.sh keep lines              merges those into Tests/Fuzz/corpus/lines (only inputs that
+#                                              add coverage, none quoting ../shared's logs)
 #
 # Targets: lines (the socket protocol: JSON, OsmAnd query, NMEA), config (JSON5 config).
 # A crash leaves its input in .build/fuzz/; copy it to Tests/Fuzz/crashes/<target>-<name>,
@@ -64,12 +66,37 @@ case ${1:-ci} in
         run_ci lines
         run_ci config
         ;;
+    keep)
+        target=${2:?"fuzz.sh keep <target>"}
+        build "$target"
+        merged=$(mktemp -d)
+        "$out/fuzz-$target" -merge=1 -max_len=8192 "$merged" "$root/Tests/Fuzz/corpus/$target" "$out/corpus-$target" > "$out/merge.log" 2>&1
+        # ../shared's receiver logs seed the fuzzer but are not ours to copy: drop inputs quoting them.
+        python3 - "$merged" "$root/../shared/testdata/nmea" <<'PY'
+import os, sys
+merged, shared = sys.argv[1], sys.argv[2]
+lines = set()
+if os.path.isdir(shared):
+    for name in os.listdir(shared):
+        with open(os.path.join(shared, name), "rb") as f:
+            lines.update(l.strip() for l in f.read().split(b"\n") if len(l.strip()) >= 40)
+for name in os.listdir(merged):
+    path = os.path.join(merged, name)
+    with open(path, "rb") as f:
+        if any(l.strip() in lines for l in f.read().split(b"\n")):
+            os.unlink(path)
+PY
+        rm -rf "$root/Tests/Fuzz/corpus/$target"
+        mv "$merged" "$root/Tests/Fuzz/corpus/$target"
+        chmod 755 "$root/Tests/Fuzz/corpus/$target"
+        echo "fuzz.sh: Tests/Fuzz/corpus/$target now holds $(ls "$root/Tests/Fuzz/corpus/$target" | wc -l) inputs"
+        ;;
     *)
         target=$1
         shift
         build "$target"
-        mkdir -p "$root/Tests/Fuzz/corpus/$target"
+        mkdir -p "$out/corpus-$target"
         exec "$out/fuzz-$target" -max_len=8192 -timeout=10 -artifact_prefix="$out/$target-" "$@" \
-            "$root/Tests/Fuzz/corpus/$target" $(seeds "$target")
+            "$out/corpus-$target" "$root/Tests/Fuzz/corpus/$target" $(seeds "$target")
         ;;
 esac

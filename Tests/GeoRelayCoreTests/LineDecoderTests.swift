@@ -36,6 +36,18 @@ import Testing
         #expect(p.attributes == [Attribute("ignition", .bool(true)), Attribute("rpm", .number(900))])
     }
 
+    /// Found by the fuzzer: an attribute named "" was accepted and then could not be sent.
+    @Test func namelessAttributesAreRefused() {
+        for line in [#"{"device":"x","time":1784953800,"lat":1,"lon":2,"attributes":{"":12.5}}"#,
+                     #"{"device":"x","time":1784953800,"lat":1,"lon":2,"":true}"#] {
+            #expect {
+                try decoder.decode(line, nowMs: now)
+            } throws: { error in
+                (error as? IngestError)?.description.contains("needs a name") == true
+            }
+        }
+    }
+
     @Test func gpsdTPV() throws {
         let p = try position(#"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":40.5,"speed":1.2,"track":270.1,"eph":3.2}"#, device: "gps-mast")
         #expect(p.device == "gps-mast")

@@ -109,11 +109,14 @@ package struct LineDecoder: Sendable {
         if let attributes = reader.take("attributes") {
             guard case .object(let fields) = attributes else { throw .parse("attributes: expected an object") }
             for member in fields.members {
+                // Found by the fuzzer: a nameless attribute cannot be sent as an OsmAnd parameter.
+                guard !member.key.isEmpty else { throw .parse("attributes: an attribute needs a name") }
                 position.attributes.append(Attribute(member.key, try scalar(member.value, at: "attributes.\(member.key)")))
             }
         }
         // Any other scalar key is kept as an attribute, as Traccar keeps unknown OsmAnd parameters.
         for member in reader.remaining {
+            guard !member.key.isEmpty else { throw .parse("an attribute needs a name (a key \"\" was given)") }
             position.attributes.append(Attribute(member.key, try scalar(member.value, at: member.key)))
         }
         try validate(position, nowMs: nowMs)

@@ -119,7 +119,7 @@ package enum OsmAndQuery {
         add("batt", p.battery)
         if p.charging == true { add("charge", "true") }
         if let alarm = p.alarm { add("alarm", alarm) }
-        for attribute in p.attributes + extra where !reservedKeys.contains(attribute.key) {
+        for attribute in p.attributes + extra where !attribute.key.isEmpty && !reservedKeys.contains(attribute.key) {
             add(attribute.key, attribute.value.text)
         }
         return out
