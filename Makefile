@@ -2,7 +2,7 @@
 #   make run   install missing Debian packages, build in release mode, run on config/georelay.json5
 #   make test  the same install, then every test
 
-APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3
+APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 

@@ -16,7 +16,7 @@ extension IngestLoop {
                 emitCycle(position, connection: connection, extra: nil, nowMs: nowMs)
             case .hold:
                 if connection.acks { connection.nmeaHeld.append(connection.addSlot(nil)) }
-                connection.nmeaHeldSinceMs = connection.nmeaHeldSinceMs ?? nowMs
+                connection.nmeaHeldSinceMs = connection.nmeaHeldSinceMs ?? WallClock.monotonicMs()
             case .complete(let position):
                 emitCycle(position, connection: connection, extra: connection.acks ? connection.addSlot(nil) : nil, nowMs: nowMs)
             case .skip(let reason):

@@ -49,7 +49,7 @@ final class IngestLoop: @unchecked Sendable {
     }
 
     func requestStop(graceMs: Int64) {
-        stopDeadline.withLock { $0 = WallClock.nowMs() + graceMs }
+        stopDeadline.withLock { $0 = WallClock.monotonicMs() + graceMs }
     }
 
     func run() {
@@ -59,17 +59,19 @@ final class IngestLoop: @unchecked Sendable {
             let deadline = stopDeadline.withLock { $0 }
             if let deadline {
                 if listening { stopListening() }
-                if inFlight == 0 || WallClock.nowMs() >= deadline { break }
+                if inFlight == 0 || WallClock.monotonicMs() >= deadline { break }
             }
             // A fix cycle held open wakes the loop once a second to end it if the receiver went quiet.
             let nmeaTimeout: Int32 = connections.values.contains { $0.nmeaHeldSinceMs != nil } ? 1000 : -1
-            var timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.nowMs())) } ?? -1
+            var timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.monotonicMs())) } ?? -1
             if nmeaTimeout > 0 { timeout = timeout < 0 ? nmeaTimeout : min(timeout, nmeaTimeout) }
             let count = epoll.wait(into: &events, timeoutMs: timeout)
-            let nowMs = WallClock.nowMs()
+            // Fix times are judged against the wall clock (a step back ignored); quiet periods by the monotonic one.
+            let nowMs = WallClock.latestMs()
             if nmeaTimeout > 0 {
+                let monotonic = WallClock.monotonicMs()
                 for connection in connections.values {
-                    if let since = connection.nmeaHeldSinceMs, nowMs - since >= Self.nmeaQuietMs {
+                    if let since = connection.nmeaHeldSinceMs, monotonic - since >= Self.nmeaQuietMs {
                         flushNMEA(connection, nowMs: nowMs)
                         active[connection.id] = connection
                     }
@@ -262,7 +264,7 @@ final class IngestLoop: @unchecked Sendable {
         rejected["ingest.rejected.\(error.code)", default: 0] += 1
         if connection.acks {
             _ = connection.addSlot("err \(error.code) \(error.message)")
-        } else if rejectLog.allow(nowMs: WallClock.nowMs()) {
+        } else if rejectLog.allow(nowMs: WallClock.monotonicMs()) {
             let excerpt = line.map { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(80)), as: UTF8.self) } ?? ""
             logger.warning("rejected line (\(error.code)): \(error.message)\(excerpt.isEmpty ? "" : " in \"\(excerpt)\"")")
         }

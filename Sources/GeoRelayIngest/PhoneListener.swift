@@ -41,7 +41,7 @@ package final class PhoneListener: Sendable {
                 if query.isEmpty { query = String(decoding: request.body, as: UTF8.self) }
                 position = try OsmAndQuery.decode(query, defaultDevice: nil)
             }
-            try decoder.validate(position, nowMs: WallClock.nowMs())
+            try decoder.validate(position, nowMs: WallClock.latestMs())
         } catch {
             spool.add(counters: ["ingest.rejected.\(error.code)": 1])
             logger.info("phone request refused (\(error.code)): \(error.message)")

@@ -27,7 +27,7 @@ struct SourceRouter {
     }
 
     /// For a receiver's position: the device's copy when this receiver is the active one.
-    mutating func route(_ position: Position, nowMs: Int64 = WallClock.nowMs()) -> Position? {
+    mutating func route(_ position: Position, nowMs: Int64 = WallClock.monotonicMs()) -> Position? {
         guard let route = routes[position.device] else { return nil }
         lastSeenMs[route.source] = nowMs
         let device = devices[route.device]

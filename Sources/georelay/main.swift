@@ -258,10 +258,19 @@ func report(_ what: String, _ body: () async throws -> [(String, String?)]) asyn
     }
 }
 
+/// The command line. Swift's runtime captures argv in an ELF constructor, which an LD_PRELOAD
+/// shim can leave empty (libfaketime does: the clock-jump tests run the relay under it);
+/// `/proc/self/cmdline` always has it.
+func commandLine() -> [String] {
+    if !CommandLine.arguments.isEmpty { return CommandLine.arguments }
+    guard let data = FileManager.default.contents(atPath: "/proc/self/cmdline") else { return [] }
+    return data.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+}
+
 func main() async -> Int32 {
     let arguments: Arguments
     do {
-        arguments = try Arguments(Array(CommandLine.arguments.dropFirst()))
+        arguments = try Arguments(Array(commandLine().dropFirst()))
     } catch {
         printError(error.message)
         return 64

@@ -223,6 +223,16 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.batches.map(\.points) == [500, 500, 200])
     }
 
+    /// Positions received before the wall clock was set back 3 h look, to the batcher, as if
+    /// they arrived 3 h from now: a batch that is not full must not wait for the clock to catch up.
+    @Test func aBatchReceivedBeforeTheClockWentBackIsNotHeldBack() async throws {
+        let f = try await PushFixture { $0.push?.batchMaxDelaySeconds = 5 }
+        _ = await f.spool.append(movingTrack("a", count: 3), receivedMs: WallClock.nowMs() + 3 * 3_600_000)
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil(timeout: .seconds(3)) { $0.count >= 3 }, "a 3-position batch waited for the clock")
+        }
+    }
+
     @Test func offlineAtStartThenRecovery() async throws {
         let f = try await PushFixture()
         let port = f.server.http.port

@@ -186,7 +186,7 @@ package struct LineDecoder: Sendable {
         if let speed = position.speed, speed < 0 { throw .range("speed \(speed) is negative") }
         if let accuracy = position.accuracy, accuracy < 0 { throw .range("accuracy \(accuracy) is negative") }
         if let battery = position.battery, !(0...100).contains(battery) { throw .range("batt \(battery) outside 0...100") }
-        if position.timeMs > nowMs + maxFutureMs {
+        if nowMs >= WallClock.plausibleMs, position.timeMs > nowMs + maxFutureMs {
             throw .time("fix time \(Timestamp.iso8601(milliseconds: position.timeMs)) is more than \(maxFutureMs / 1000) s ahead of the relay's clock")
         }
         if position.timeMs < 0 { throw .time("fix time before 1970") }

@@ -22,7 +22,8 @@ package enum PushAuthError: Error, Sendable, Equatable, CustomStringConvertible 
 /// the API key, then the driver's login at `{registrationBaseUrl}api/users/login`;
 /// pushes only after both. The token is refreshed every `tokenRefreshSeconds`
 /// (24 h), or before `expiresIn` runs out if that is sooner, and at once after
-/// a 401. `token` mode (app-managed): the caller's token, re-read each time so
+/// a 401, on a clock that does not jump with the wall clock (`WallClock.steadyMs`).
+/// `token` mode (app-managed): the caller's token, re-read each time so
 /// another program can renew it; one that drew a 401 is not used again.
 /// Neither the token nor the API key ever goes into a message.
 package actor PushAuthenticator {
@@ -38,7 +39,7 @@ package actor PushAuthenticator {
     private var refused: String?
 
     package init(settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
-                 now: @escaping @Sendable () -> Int64 = WallClock.nowMs) {
+                 now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) {
         self.settings = settings
         self.push = settings.push ?? PushSettings()
         self.worker = worker

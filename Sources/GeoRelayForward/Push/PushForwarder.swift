@@ -25,7 +25,7 @@ package final class PushForwarder: DestinationForwarder {
     package let auth: PushAuthenticator
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger,
-                 now: @escaping @Sendable () -> Int64 = WallClock.nowMs) throws {
+                 now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
         self.settings = settings
         self.push = settings.push ?? PushSettings()
         self.spool = spool
@@ -121,9 +121,12 @@ package final class PushForwarder: DestinationForwarder {
                 continue
             }
             // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
-            let due = oldest + Int64(push.batchMaxDelaySeconds * 1000)
+            let maxDelayMs = Int64(push.batchMaxDelaySeconds * 1000)
+            let due = oldest + maxDelayMs
             let nowMs = WallClock.nowMs()
-            if !prepared.full, due > nowMs {
+            // Further away than the delay itself: the wall clock was set back since the position
+            // arrived; send now rather than wait for the clock to catch up.
+            if !prepared.full, due > nowMs, due - nowMs <= maxDelayMs {
                 await wake.wait(timeout: .milliseconds(due - nowMs))
                 continue
             }
