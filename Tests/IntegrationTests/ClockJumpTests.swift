@@ -68,6 +68,7 @@ import GeoRelayTestKit
         try write(10)
         #expect(relay.process.isRunning)
         #expect(push.problems.isEmpty, "\(push.problems)")
+        try expectNoSecrets(world, relay: relay, push: push)
         print("clock steps: relay clock +25 h then -28 h while running; \(sent.count) positions all answered ok, the first 20 delivered to both destinations with their own fix times, \(push.tokensIssued - tokens) token refreshes")
     }
 }

@@ -49,7 +49,7 @@ import GeoRelayTestKit
             if cut { killedMidStream += 1 }
         }
         #expect(killedMidStream > 0)
-        try world.start()
+        let final = try world.start()
         let expected = acknowledged
         let total = expected.values.reduce(0) { $0 + $1.count }
         print("fault test: \(Self.cycles) SIGKILL cycles, \(killedMidStream) mid-stream; \(total) positions acknowledged")
@@ -66,6 +66,7 @@ import GeoRelayTestKit
         }
         #expect(gateway, "acknowledged positions missing at the push gateway")
         #expect(push.problems.isEmpty)
+        try expectNoSecrets(world, relay: final, push: push)
         // Duplicates are bounded by what was in flight at each kill; order per device at Traccar holds.
         let stored = world.server.positions
         let duplicates = stored.count - Set(stored.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count

@@ -108,6 +108,7 @@ import GeoRelayTestKit
         #expect((traccar.requestsWhileDown["POST"] ?? 0) <= outages * 3 * 4, "\(traccar.requestsWhileDown) over \(outages) outages")
         #expect((gateway.requestsWhileDown["POST"] ?? 0) <= outages * 2 + 2, "\(gateway.requestsWhileDown) over \(outages) outages")
 
+        try expectNoSecrets(world, relay: relay, push: push)
         let duplicates = stored.count - Set(stored.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count
         let peak = try residentBytes(pid: relay.pid, peak: true)
         let downSeconds = schedule.filter { $0.mode.isDown }.reduce(0) { $0 + $1.seconds }

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 import Synchronization
@@ -87,6 +88,19 @@ func pushDestination(_ push: FakePushServer, via base: String? = nil,
           clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)", username: "\(push.expected.username)",
           batch: { maxDelaySeconds: 0 }, filter: { mode: "all" }, \(link) },
         """
+}
+
+/// The suite's standing security check: neither the API key nor any token the gateway issued
+/// appears where an operator or a log collector can see it (the relay's stderr, `logs`,
+/// `status`, `status --json`, and whatever other output a test adds).
+func expectNoSecrets(_ world: RelayWorld, relay: RelayProcess, push: FakePushServer, alsoIn more: [String] = [],
+                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let visible = ([relay.stderrText(), try world.command(["logs"]).stdout, try world.command(["status"]).stdout,
+                    try world.command(["status", "--json"]).stdout] + more).joined(separator: "\n")
+    #expect(!visible.isEmpty, sourceLocation: sourceLocation)
+    for secret in [push.expected.apiKey] + push.issuedTokens {
+        #expect(!visible.contains(secret), "a secret appears in logs or status", sourceLocation: sourceLocation)
+    }
 }
 
 /// A JSON line for a position.
