@@ -36,7 +36,7 @@ package final class RelayLink: @unchecked Sendable {
     private let settings: Settings
     private let logger: Logger
     private let queue = Mutex(Queue())
-    private let room = NSCondition()
+    private let room = MonotonicCondition()
     private let wakeFD: Int32
     private var thread: Thread?
 
@@ -64,7 +64,7 @@ package final class RelayLink: @unchecked Sendable {
                 }
                 if dropped { break }
             }
-            _ = room.wait(until: Date().addingTimeInterval(0.5))
+            room.wait(seconds: 0.5)
         }
         room.unlock()
         queue.withLock { $0.unsent.append(line) }
@@ -74,12 +74,13 @@ package final class RelayLink: @unchecked Sendable {
     /// Waits until the relay has answered every line (or `timeout` passes).
     @discardableResult
     package func finish(timeout: TimeInterval = .infinity) -> Bool {
-        let deadline = Date().addingTimeInterval(min(timeout, 1e9))
+        let deadline = WallClock.monotonicMs() + Int64(min(timeout, 1e9) * 1000)
         room.lock()
         defer { room.unlock() }
         while queue.withLock({ $0.count > 0 }) {
-            if Date() >= deadline { return false }
-            _ = room.wait(until: min(deadline, Date().addingTimeInterval(0.5)))
+            let left = deadline - WallClock.monotonicMs()
+            if left <= 0 { return false }
+            room.wait(seconds: min(0.5, Double(left) / 1000))
         }
         return true
     }

@@ -20,8 +20,9 @@ import GeoRelayTestKit
         let world = try RelayWorld()
         let push = try FakePushServer()
         defer { push.http.stop() }
-        let traccarProxy = try FaultProxy(targetPort: world.server.http.port)
-        let pushProxy = try FaultProxy(targetPort: push.http.port)
+        // 20 ms each way on top of the faults: requests are never instant on a real uplink.
+        let traccarProxy = try FaultProxy(targetPort: world.server.http.port, latencyMs: 20)
+        let pushProxy = try FaultProxy(targetPort: push.http.port, latencyMs: 20)
         defer { traccarProxy.stop(); pushProxy.stop() }
         // Timeouts short enough that a black hole costs seconds; a backoff ceiling the probes must beat.
         let link = "timeoutSeconds: 2, connectTimeoutSeconds: 1, backoff: { minSeconds: 0.5, maxSeconds: \(Self.backoffMax) }, probe: { intervalSeconds: 1 }"
