@@ -30,11 +30,12 @@ enum SpoolConnection {
             guard try db.pragma("synchronous") == "2" else {
                 throw SpoolError.incompatible("spool \(path): synchronous=FULL was not accepted")
             }
-            // The WAL is checkpointed when it reaches walBytes and truncated back to that size
+            // The WAL is checkpointed by walBytes at the latest and truncated back to that size
             // after a burst; the quota counts only the database, so the WAL must stay small beside it.
             let walBytes = min(16 << 20, max(256 << 10, maxBytes / 8))
             try db.execute("PRAGMA journal_size_limit = \(walBytes)")
-            try db.execute("PRAGMA wal_autocheckpoint = \(walBytes / 4096)")
+            // SQLite's default of 1,000 pages (4 MiB) for large quotas, fewer for small ones.
+            try db.execute("PRAGMA wal_autocheckpoint = \(min(1000, walBytes / 4096))")
             try db.execute("PRAGMA foreign_keys = OFF")
             try Schema.migrate(db)
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
