@@ -63,9 +63,15 @@ final class DeliveryEngine {
     private struct Slot {
         var batch: Int
         var index: Int
-        var retried: Bool
-        /// The request in flight is the `ServerCheck` canary for this position, not the position.
-        var canary = false
+        var attempt = Attempt.first
+
+        /// A position that got no answer is asked once more, then the `ServerCheck` canary
+        /// (an empty request, not the position) decides whether the server or the link is at fault.
+        enum Attempt {
+            case first, retry, canary
+
+            var next: Attempt { self == .first ? .retry : .canary }
+        }
     }
 
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
@@ -89,7 +95,7 @@ final class DeliveryEngine {
         func start(_ slot: Int, _ assignment: Slot) -> Bool {
             let stored = batches[assignment.batch].planned[assignment.index].stored
             do throws(CurlError) {
-                try easies[slot].configure(assignment.canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
+                try easies[slot].configure(assignment.attempt == .canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
                 try multi.add(easies[slot])
                 slots[slot] = assignment
                 results[assignment.batch].attempted += 1
@@ -110,7 +116,7 @@ final class DeliveryEngine {
                 let batch = nextBatch
                 nextBatch += 1
                 if batches[batch].planned.isEmpty { continue }
-                if start(slot, Slot(batch: batch, index: 0, retried: false)) { return }
+                if start(slot, Slot(batch: batch, index: 0)) { return }
             }
             slots[slot] = nil
         }
@@ -118,7 +124,7 @@ final class DeliveryEngine {
         func advance(_ slot: Int, _ assignment: Slot) {
             let next = assignment.index + 1
             if !finishing, next < batches[assignment.batch].planned.count, !stop.isSet {
-                if start(slot, Slot(batch: assignment.batch, index: next, retried: false)) { return }
+                if start(slot, Slot(batch: assignment.batch, index: next)) { return }
             }
             assignNextDevice(slot)
         }
@@ -151,7 +157,7 @@ final class DeliveryEngine {
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
                 var outcome = traccar.outcome(of: response)
-                if assignment.canary {
+                if assignment.attempt == .canary {
                     // Only an answer from the server proves the payload, not the link, was at fault.
                     outcome = ServerCheck.provesServer(response) ? .rejected("server closed the connection without a response, twice, and answers an empty request")
                         : .unavailable("no answer to the position nor to an empty request: the link, not the payload", retryAfter: nil, transport: true)
@@ -187,10 +193,10 @@ final class DeliveryEngine {
                     }
                     advance(slot, assignment)
                 case .rejected(let reason):
-                    if !assignment.canary, case .failure = response {
+                    if assignment.attempt != .canary, case .failure = response {
                         // A connection closed with no answer may also be a dying link or a middlebox:
                         // ask once more, then check that the server answers at all before blaming the payload.
-                        let next = Slot(batch: assignment.batch, index: assignment.index, retried: true, canary: assignment.retried)
+                        let next = Slot(batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
                         if start(slot, next) { continue }
                     }
                     if replay {

@@ -119,6 +119,19 @@ package final class FakePushServer: Sendable {
         }
     }
 
+    /// Waits until every fix time in `expected` (per device) has arrived at least once,
+    /// as the relay names trackers: `device@username`.
+    package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
+        let byTracker = Dictionary(uniqueKeysWithValues: expected.map { ("\($0.key)@\(self.expected.username)", $0.value) })
+        return await waitUntil(timeout: timeout) { points in
+            var missing = byTracker
+            for point in points {
+                if let ms = Timestamp.milliseconds(fromISO8601: point.timestamp) { missing[point.trackerId]?.remove(ms) }
+            }
+            return missing.values.allSatisfy(\.isEmpty)
+        }
+    }
+
     @discardableResult
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool) async -> Bool {
         await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.points } }, condition)

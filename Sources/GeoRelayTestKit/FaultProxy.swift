@@ -243,8 +243,6 @@ package final class FaultProxy: Sendable {
         if !pair.broken.load(ordering: .relaxed) {
             shutdown(destination, Int32(SHUT_WR))
             shutdown(source, Int32(SHUT_RD))
-        } else if currentEpoch != epoch || cutAfterFirstChunk {
-            pair.breakLink()
         }
         pair.finish()
     }

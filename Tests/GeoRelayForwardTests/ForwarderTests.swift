@@ -20,13 +20,7 @@ final class ForwardFixture: @unchecked Sendable {
         settings.url = server.url
         settings.buffer = buffer
         settings.concurrency = concurrency
-        settings.backoffMinSeconds = 0.2
-        settings.backoffMaxSeconds = 0.5
-        settings.probeIntervalSeconds = 1
-        settings.requestTimeoutSeconds = 5
-        settings.connectTimeoutSeconds = 2
-        // These tests are about delivery, not thinning: every position goes.
-        settings.filter.mode = .all
+        settings.useTestTimings()
         configure(&settings)
         try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
     }
@@ -44,6 +38,19 @@ final class ForwardFixture: @unchecked Sendable {
     deinit {
         spool.close()
         server.http.stop()
+    }
+}
+
+extension Configuration.DestinationSettings {
+    /// Backoff and timeouts short enough for tests, and every position sent: these tests are
+    /// about delivery, not thinning.
+    mutating func useTestTimings() {
+        backoffMinSeconds = 0.2
+        backoffMaxSeconds = 0.5
+        probeIntervalSeconds = 1
+        requestTimeoutSeconds = 5
+        connectTimeoutSeconds = 2
+        filter.mode = .all
     }
 }
 

@@ -41,12 +41,7 @@ final class PushFixture: @unchecked Sendable {
         settings.kind = .push
         settings.url = server.pushURL
         settings.push = push
-        settings.backoffMinSeconds = 0.2
-        settings.backoffMaxSeconds = 0.5
-        settings.probeIntervalSeconds = 1
-        settings.requestTimeoutSeconds = 5
-        settings.connectTimeoutSeconds = 2
-        settings.filter.mode = .all
+        settings.useTestTimings()
         configure(&settings)
         try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
     }

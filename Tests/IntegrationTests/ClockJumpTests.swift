@@ -45,11 +45,9 @@ import GeoRelayTestKit
             }
         }
         func delivered(_ label: String) async {
-            let expected = Set(sent)
-            let atTraccar = await world.server.waitUntil(timeout: .seconds(20)) { expected.isSubset(of: Set($0.map(\.fixTimeMs))) }
-            let atGateway = await push.waitUntil(timeout: .seconds(20)) { points in
-                expected.isSubset(of: Set(points.compactMap { Timestamp.milliseconds(fromISO8601: $0.timestamp) }))
-            }
+            let expected = ["ship": Set(sent)]
+            let atTraccar = await world.server.waitForAll(expected, timeout: .seconds(20))
+            let atGateway = await push.waitForAll(expected, timeout: .seconds(20))
             #expect(atTraccar && atGateway, "\(label): Traccar \(atTraccar), gateway \(atGateway); the relay said:\n\(relay.stderrText().suffix(4000))")
         }
 

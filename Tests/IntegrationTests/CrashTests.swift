@@ -23,20 +23,8 @@ import GeoRelayTestKit
             // Kill once a random number of acknowledgements has been read: mid-stream, whatever the machine's speed.
             let acks = Atomic<Int>(0)
             let target = Int.random(in: 1...(burst * devices.count / 2))
-            let pid = relay.pid
-            let killer = Thread {
-                let deadline = Date().addingTimeInterval(30)
-                while acks.load(ordering: .relaxed) < target, Date() < deadline { usleep(500) }
-                kill(pid, SIGKILL)
-            }
-            killer.start()
-            for (index, device) in devices.enumerated() {
-                let start = written[device, default: 0]
-                let text = (start..<(start + burst)).map { line(device, $0) }.joined()
-                let client = clients[index]
-                Thread { try? client.write(text) }.start()
-                written[device] = start + burst
-            }
+            killRelay(relay.pid, whenAcknowledged: target) { acks.load(ordering: .relaxed) }
+            startBurst(burst, devices: devices, clients: clients, written: &written)
             // Read every collector's replies in turn, until all are in or the killed relay's end closes.
             for (index, device) in devices.enumerated() {
                 let i = readAcknowledgements(clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
@@ -53,9 +41,7 @@ import GeoRelayTestKit
         #expect(cutShort > 0)
         print("crash test: \(total) acknowledged of \(written.values.reduce(0, +)) written; \(cutShort) collector streams cut by SIGKILL")
         let expected = acknowledged
-        let arrived = await world.server.waitUntil(timeout: .seconds(120)) { stored in
-            devices.allSatisfy { device in expected[device, default: []].isSubset(of: Set(stored.filter { $0.uniqueId == device }.map(\.fixTimeMs))) }
-        }
+        let arrived = await world.server.waitForAll(expected, timeout: .seconds(120))
         #expect(arrived, "acknowledged positions missing at the server")
         for device in devices {
             let times = world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs)

@@ -66,8 +66,7 @@ final class SmallFilesystem {
         func batch() throws -> [String] {
             let range = next..<(next + 500)
             next += 500
-            try client.write(range.map { line("a", $0) }.joined())
-            let answers = client.readLines(500)
+            let answers = try writeInBatches(client, device: "a", from: range.lowerBound, count: 500)
             for (i, answer) in zip(range, answers) {
                 if answer.hasPrefix("ok ") { acknowledged.insert(fixTimeMs(i)) }
                 else if answer.hasPrefix("err spool-full") { full += 1 }
@@ -89,7 +88,7 @@ final class SmallFilesystem {
         // The link comes back: every position answered ok arrives.
         proxy.setMode(.pass)
         let expected = acknowledged
-        let delivered = await world.server.waitUntil(timeout: .seconds(120)) { expected.isSubset(of: Set($0.map(\.fixTimeMs))) }
+        let delivered = await world.server.waitForAll(["a": expected], timeout: .seconds(120))
         #expect(delivered, "acknowledged positions missing after the disk filled")
         // And the spool reopens cleanly after a restart.
         relay.signal(SIGTERM)
@@ -107,12 +106,8 @@ final class SmallFilesystem {
         proxy.setMode(.refuse)
         try world.writeConfig(spool: #"maxBytes: 1048576, whenFull: "drop-oldest""#, traccarURL: "http://127.0.0.1:\(proxy.port)/")
         try world.start()
-        let client = try world.client()
-        var answers: [String] = []
-        for batch in 0..<40 {
-            try client.write((0..<500).map { line("a", batch * 500 + $0) }.joined())
-            answers += client.readLines(500)
-        }
+        let answers = try writeInBatches(try world.client(), device: "a", count: 20_000)
+        #expect(answers.count == 20_000)
         #expect(answers.allSatisfy { $0.hasPrefix("ok ") }, "\(answers.first { !$0.hasPrefix("ok ") } ?? "")")
         let spool = try world.statusJSON()["spool"]
         let dropped = spool?["dropped"]?.number ?? 0

@@ -70,15 +70,8 @@ import GeoRelayTestKit
         let sent = written.load(ordering: .relaxed)
         #expect(total == sent, "ingest does not depend on the uplink")
 
-        let atTraccar = await world.server.waitUntil(timeout: .seconds(Self.backoffMax + 30)) { stored in
-            devices.allSatisfy { d in expected[d, default: []].isSubset(of: Set(stored.filter { $0.uniqueId == d }.map(\.fixTimeMs))) }
-        }
-        let atGateway = await push.waitUntil(timeout: .seconds(Self.backoffMax + 30)) { points in
-            devices.allSatisfy { d in
-                let times = Set(points.filter { $0.trackerId == "\(d)@alice" }.compactMap { Timestamp.milliseconds(fromISO8601: $0.timestamp) })
-                return expected[d, default: []].isSubset(of: times)
-            }
-        }
+        let atTraccar = await world.server.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
+        let atGateway = await push.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
         let drainSeconds = Double(WallClock.monotonicNs() - recovered) / 1e9
         #expect(atTraccar, "acknowledged positions missing at Traccar")
         #expect(atGateway, "acknowledged positions missing at the push gateway")
@@ -90,15 +83,10 @@ import GeoRelayTestKit
         for destination in status["destinations"]?.array ?? [] {
             #expect(destination["quarantined"]?.number == 0, "\(destination["name"]?.string ?? "?") quarantined positions")
         }
-        let stored = world.server.positions
+        let arrivals = world.server.firstArrivals
         for device in devices {
-            var last: Int64 = .min
-            var seen = Set<Int64>()
-            for time in stored.filter({ $0.uniqueId == device }).map(\.fixTimeMs) where !seen.contains(time) {
-                #expect(time > last, "out of order for \(device)")
-                last = time
-                seen.insert(time)
-            }
+            let times = arrivals.byDevice[device] ?? []
+            #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "out of order for \(device)")
         }
 
         // While down: payloads only for what was in flight as each outage began (per Traccar device slot,
@@ -110,7 +98,7 @@ import GeoRelayTestKit
         #expect((gateway.requestsWhileDown["POST"] ?? 0) <= outages * 2 + 2, "\(gateway.requestsWhileDown) over \(outages) outages")
 
         try expectNoSecrets(world, relay: relay, push: push)
-        let duplicates = stored.count - Set(stored.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count
+        let duplicates = arrivals.duplicates
         let peak = try residentBytes(pid: relay.pid, peak: true)
         let downSeconds = schedule.filter { $0.mode.isDown }.reduce(0) { $0 + $1.seconds }
         print("""

@@ -98,31 +98,24 @@ import GeoRelayTestKit
         let live = acknowledged.withLock { $0 }
         let liveTotal = live.values.reduce(0) { $0 + $1.count }
         // Live devices are served while the backlog drains, not after it.
-        let liveArrived = await world.server.waitUntil(timeout: .seconds(60)) { stored in
-            live.allSatisfy { device, times in times.isSubset(of: Set(stored.filter { $0.uniqueId == device }.map(\.fixTimeMs))) }
-        }
+        let liveArrived = await world.server.waitForAll(live, timeout: .seconds(60))
         #expect(liveArrived, "live collectors' positions waited behind the backlog")
         peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
 
         // Ledger for the backlog: each device's first arrivals are exactly the start of its spooled
         // track, in order, with no gap, across every kill (repeats after a kill are counted, not failed).
-        let stored = world.server.positions
-        var firsts: [String: [Int64]] = [:]
-        var seen = Set<String>()
-        for position in stored where seen.insert("\(position.uniqueId) \(position.fixTimeMs)").inserted {
-            firsts[position.uniqueId, default: []].append(position.fixTimeMs)
-        }
+        let (firsts, duplicates) = world.server.firstArrivals
+        let delivered = firsts.values.reduce(0) { $0 + $1.count }
         for device in (0..<Self.backlogDevices).map({ "unit\($0)" }) {
             let times = firsts[device] ?? []
             #expect(times == (0..<times.count).map(fixTimeMs), "\(device): a gap or a reordering in what arrived")
         }
-        let duplicates = stored.count - seen.count
         // Bounded: holding the backlog would take hundreds of MiB.
         #expect(peakRSS < 96 << 20, "peak RSS \(peakRSS >> 20) MiB")
         #expect(acceptSeconds.allSatisfy { $0 < 1 }, "accepting after \(acceptSeconds) s")
         print("""
             large spool: \(total) spooled in \(String(format: "%.1f", fillSeconds)) s; accepting \(acceptSeconds.map { String(format: "%.2f", $0) }.joined(separator: " and ")) s \
-            after each start (\(cycles) after a SIGKILL mid-drain); \(seen.count) delivered without a gap incl. \(liveTotal) live positions \
+            after each start (\(cycles) after a SIGKILL mid-drain); \(delivered) delivered without a gap incl. \(liveTotal) live positions \
             from 4 collectors, all of them; \(duplicates) repeats after the kills; peak RSS \(peakRSS >> 20) MiB
             """)
     }

@@ -252,12 +252,7 @@ import GeoRelayTestKit
         let world = try RelayWorld(spool: #"maxBytes: 1048576, whenFull: "reject""#)
         world.server.http.stop() // nothing gets delivered, so nothing can be deleted
         try world.start()
-        let client = try world.client()
-        var answers: [String] = []
-        for batch in 0..<40 {
-            try client.write((0..<500).map { line("a", batch * 500 + $0) }.joined())
-            answers += client.readLines(500)
-        }
+        let answers = try writeInBatches(try world.client(), device: "a", count: 20_000)
         #expect(answers.count == 20_000)
         let full = answers.filter { $0.hasPrefix("err spool-full") }
         #expect(!full.isEmpty)

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -101,6 +102,39 @@ func expectNoSecrets(_ world: RelayWorld, relay: RelayProcess, push: FakePushSer
     for secret in [push.expected.apiKey] + push.issuedTokens {
         #expect(!visible.contains(secret), "a secret appears in logs or status", sourceLocation: sourceLocation)
     }
+}
+
+/// Starts each device's next `burst` lines on its own collector (a thread each, so a relay that
+/// stops reading blocks no one else) and advances `written`.
+func startBurst(_ burst: Int, devices: [String], clients: [UnixLineClient], written: inout [String: Int]) {
+    for (index, device) in devices.enumerated() {
+        let start = written[device, default: 0]
+        let text = (start..<(start + burst)).map { line(device, $0) }.joined()
+        let client = clients[index]
+        Thread { try? client.write(text) }.start()
+        written[device] = start + burst
+    }
+}
+
+/// SIGKILLs `pid` from a thread as soon as `acknowledged()` reaches `target` (or after 30 s).
+func killRelay(_ pid: Int32, whenAcknowledged target: Int, _ acknowledged: @escaping @Sendable () -> Int) {
+    Thread {
+        let deadline = Date().addingTimeInterval(30)
+        while acknowledged() < target, Date() < deadline { usleep(200) }
+        Glibc.kill(pid, SIGKILL)
+    }.start()
+}
+
+/// Writes `count` positions of `device` from line `start` on, in batches of 500, reading each
+/// batch's answers before writing the next; returns the answers in order.
+func writeInBatches(_ client: UnixLineClient, device: String, from start: Int = 0, count: Int) throws -> [String] {
+    var answers: [String] = []
+    for batch in stride(from: start, to: start + count, by: 500) {
+        let size = min(500, start + count - batch)
+        try client.write((batch..<(batch + size)).map { line(device, $0) }.joined())
+        answers += client.readLines(size)
+    }
+    return answers
 }
 
 /// A JSON line for a position.
