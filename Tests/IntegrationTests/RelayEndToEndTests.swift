@@ -180,6 +180,8 @@ import GeoRelayTestKit
         try client.write(line("a", 0) + line("ghost", 0))
         #expect(client.readLines(2) == ["ok 1", "ok 2"])
         #expect(await world.server.waitUntil { $0.count >= 1 })
+        // The park is recorded once the server's 400 for "ghost" is back, which may follow "a"'s 200.
+        try await world.waitForStatus { $0["destinations"]?.array?.first?["parked"]?.number == 1 }
         relay.signal(SIGTERM)
         #expect(relay.exitStatus == 0)
         #expect(!FileManager.default.fileExists(atPath: world.socketPath))

@@ -71,6 +71,18 @@ final class RelayWorld: @unchecked Sendable {
         return object
     }
 
+    /// Polls `georelay status --json` (a separate process: there is no event to await) until
+    /// `condition` holds or `timeout` passes; returns the last status read.
+    @discardableResult
+    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (JSONObject) -> Bool) async throws -> JSONObject {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let status = try statusJSON()
+            if condition(status) || ContinuousClock.now >= deadline { return status }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     deinit {
         relay = nil
         server.http.stop()

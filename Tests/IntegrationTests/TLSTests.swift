@@ -68,11 +68,10 @@ final class SelfSignedServer {
         let client = try world.client()
         try client.write(line("a", 0))
         #expect(client.readLine() == "ok 1")
-        var lastError = ""
-        for _ in 0..<200 where !lastError.contains("certificate") {
-            lastError = try world.statusJSON()["destinations"]?.array?.first?["lastError"]?.string ?? ""
-            if !lastError.contains("certificate") { try await Task.sleep(for: .milliseconds(50)) }
+        let status = try await world.waitForStatus {
+            $0["destinations"]?.array?.first?["lastError"]?.string?.contains("certificate") == true
         }
+        let lastError = status["destinations"]?.array?.first?["lastError"]?.string ?? ""
         #expect(lastError.contains("certificate"), "\(lastError)")
         #expect(world.server.positions.isEmpty, "a position went to a server whose certificate nobody vouched for")
         #expect(try world.statusJSON()["destinations"]?.array?.first?["pending"]?.number == 1)
