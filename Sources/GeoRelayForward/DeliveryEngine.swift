@@ -75,14 +75,18 @@ final class DeliveryEngine {
     }
 
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
+    ///
+    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
+    ///   sends one); their retries and canaries do not count.
     func deliver(
-        _ batches: [DeviceBatch], mode: Mode, traccar: TraccarProtocol, parkSeconds: Double,
+        _ batches: [DeviceBatch], mode: Mode, traccar: TraccarProtocol, parkSeconds: Double, maxPositions: Int = .max,
         stop: StopFlag, yield: StopFlag? = nil, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         var slots: [Slot?] = Array(repeating: nil, count: easies.count)
         var nextBatch = 0
         var halted = false
+        var positionsLeft = maxPositions
         var update = DeliveryUpdate(destination: destination)
 
         func flush(force: Bool) {
@@ -99,6 +103,7 @@ final class DeliveryEngine {
                 try multi.add(easies[slot])
                 slots[slot] = assignment
                 results[assignment.batch].attempted += 1
+                if assignment.attempt == .first { positionsLeft -= 1 }
                 return true
             } catch {
                 logger.error("cannot start a request: \(error)")
@@ -107,10 +112,11 @@ final class DeliveryEngine {
             }
         }
 
-        /// Gives a free slot the next device that has positions, unless the round is halted.
-        /// No new requests: the destination failed, or an alarm asks for the round to end early.
-        var finishing: Bool { halted || yield?.isSet == true }
+        /// No new requests: the destination failed, an alarm asks for the round to end early,
+        /// or the trial's one position is out.
+        var finishing: Bool { halted || yield?.isSet == true || positionsLeft <= 0 }
 
+        /// Gives a free slot the next device that has positions, unless the round is finishing.
         func assignNextDevice(_ slot: Int) {
             while !finishing, nextBatch < batches.count {
                 let batch = nextBatch

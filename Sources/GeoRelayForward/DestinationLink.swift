@@ -8,8 +8,8 @@ package protocol DestinationForwarder: Sendable {
 }
 
 /// What every destination does when it cannot deliver: back off with jitter,
-/// probe cheaply instead of resending payloads, and tell the spool its state
-/// so `georelay status` can show it.
+/// probe cheaply while nothing answers instead of resending payloads, and tell
+/// the spool its state so `georelay status` can show it.
 package final class DestinationLink: Sendable {
     let settings: Configuration.DestinationSettings
     private let spool: Spool
@@ -23,40 +23,77 @@ package final class DestinationLink: Sendable {
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls)
     }
 
-    /// Waits out a failure. Returns true when a probe says the destination is reachable again.
-    package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async -> Bool {
-        var delay = max(backoff.nextDelay(), retryAfter ?? 0)
-        logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
-        while !Task.isCancelled {
-            let nextAttempt = WallClock.nowMs() + Int64(delay * 1000)
-            recordState(.backoff, error: reason, nextAttemptMs: nextAttempt)
-            // After a transport failure a probe every `probe.intervalSeconds` notices the link's return
-            // early; after an HTTP error the server was reachable, so the full delay is waited.
-            let step = transport ? min(delay, settings.probeIntervalSeconds) : delay
-            var waited = 0.0
-            while waited < delay, !Task.isCancelled {
-                let slice = min(step, delay - waited)
-                try? await Task.sleep(for: .milliseconds(Int(slice * 1000)))
-                waited += slice
-                if !transport { break }
-                if waited < delay, await probe() {
-                    return true
-                }
-            }
-            if Task.isCancelled { return false }
-            recordState(.probing, error: reason, nextAttemptMs: nil)
-            if await probe() { return true }
-            delay = backoff.nextDelay()
-        }
-        return false
+    /// How delivery goes on after backing off.
+    package enum Resumption: Sendable, Equatable {
+        /// A probe got an answer only the destination's server gives: deliver at full speed.
+        case proven
+        /// Send the smallest real payload (one position, one small batch); its answer decides.
+        case trial
+        /// The task was cancelled while waiting.
+        case cancelled
     }
 
-    /// A cheap check that the destination is back: GET `probe.url` (2xx and
-    /// not an HTML page), or an empty request to the destination itself
-    /// (`ServerCheck`: any answer from the server, not a portal). Not a TCP
-    /// connect: a black-holing middlebox or a captive portal accepts those, and
-    /// then every probe would be followed by a payload that cannot arrive.
-    package func probe() async -> Bool {
+    /// Waits out a failure, and says how to go on.
+    ///
+    /// A probe is an optimisation, never a gate: it decides nothing but how
+    /// soon the next payload goes, so no server's answer to a GET can hold
+    /// delivery for longer than one backoff ceiling.
+    /// - After an HTTP answer to a payload (`transport` false: a 503, a 429, a
+    ///   portal's page), the link is up: the next attempt is a payload at the
+    ///   backoff time, and no probe is sent.
+    /// - After no answer at all, probes (a few hundred bytes each, at most every
+    ///   `probe.intervalSeconds`) notice the link's return early instead of
+    ///   payloads that cannot arrive. A probe answered by the server resumes
+    ///   delivery at once; any other HTTP answer (an HTML error page, a
+    ///   redirect) shows a path, so a payload goes at the backoff time; and if
+    ///   no probe is answered, a payload still goes once per backoff ceiling,
+    ///   in case only the probe cannot get through.
+    package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async -> Resumption {
+        let delay = max(backoff.nextDelay(), retryAfter ?? 0)
+        logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
+        let clock = ContinuousClock()
+        let started = clock.now
+        let payloadAt = started + .milliseconds(Int(delay * 1000))
+        guard transport else {
+            recordState(.backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
+            try? await Task.sleep(until: payloadAt, clock: clock)
+            return Task.isCancelled ? .cancelled : .trial
+        }
+        // Probes start at the backoff floor and slow to the probe interval; the insurance
+        // payload goes one ceiling (or the server's Retry-After, if longer) after the failure.
+        let ceilingAt = started + .milliseconds(Int(max(delay, backoff.maxSeconds) * 1000))
+        var probeSpacing = Backoff(minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds), maxSeconds: settings.probeIntervalSeconds)
+        while !Task.isCancelled {
+            let probeAt = min(clock.now + .milliseconds(Int(probeSpacing.nextDelay() * 1000)), ceilingAt)
+            recordState(.probing, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: probeAt))
+            try? await Task.sleep(until: probeAt, clock: clock)
+            if Task.isCancelled { break }
+            if clock.now >= ceilingAt { return .trial }
+            switch await probe() {
+            case .server:
+                return .proven
+            case .path:
+                // Something answers HTTP: no more probes, a payload at the backoff time tells.
+                logger.info("a probe got an answer that does not prove the server; a payload goes at the backoff time")
+                recordState(.backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: payloadAt))
+                try? await Task.sleep(until: payloadAt, clock: clock)
+                return Task.isCancelled ? .cancelled : .trial
+            case .nothing:
+                continue
+            }
+        }
+        return .cancelled
+    }
+
+    /// From now until `instant`, for the wall-clock time status shows as the next attempt.
+    private static func milliseconds(until instant: ContinuousClock.Instant) -> Int64 {
+        max(0, Int64(ContinuousClock.now.duration(to: instant) / .milliseconds(1)))
+    }
+
+    /// A cheap check that the destination is back: GET `probe.url`, or an empty
+    /// request to the destination itself (`ServerCheck`). Its wire bytes count
+    /// against the uplink like a payload's.
+    func probe() async -> ServerCheck.Answer {
         let request = ServerCheck.request(url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
         let result = await prober.perform(request)
         if case .success(let response) = result {
@@ -64,9 +101,7 @@ package final class DestinationLink: Sendable {
             update.wireBytes = response.wireBytes
             spool.record(update)
         }
-        guard settings.probeURL != nil else { return ServerCheck.provesServer(result) }
-        guard case .success(let response) = result else { return false }
-        return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response)
+        return ServerCheck.answer(result, ownURL: settings.probeURL == nil)
     }
 
     package func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {

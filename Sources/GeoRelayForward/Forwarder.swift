@@ -9,9 +9,9 @@ import Synchronization
 /// acknowledged, then works through up to `concurrency` devices at once, each
 /// strictly in order. Acknowledgements go to the spool without waiting for
 /// the commit: a crash can only cause a resend of what was in flight.
-/// When the destination is unavailable the forwarder backs off and probes
-/// (a TCP connect, or `probe.url`) instead of resending payloads, and resumes
-/// at once when a probe succeeds. Each destination has its own forwarder, so
+/// When the destination is unavailable the forwarder backs off (`DestinationLink`:
+/// probes while nothing answers, one position as a trial when no probe proves
+/// the server) and resumes at full speed once the server answers. Each destination has its own forwarder, so
 /// one outage never slows another.
 package final class Forwarder: DestinationForwarder {
     package let settings: Configuration.DestinationSettings
@@ -77,6 +77,8 @@ package final class Forwarder: DestinationForwarder {
         memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
+        /// After backing off without proof that the server is back: the next round sends one position.
+        var trial = false
         /// The last device of the previous round: the next round starts after it, so with more
         /// devices than fit in a round every device is served in turn, not the first 64 until done.
         var rotation: Int64 = 0
@@ -109,9 +111,11 @@ package final class Forwarder: DestinationForwarder {
             }
             if ready.isEmpty {
                 // Nothing live waits: history queued by `georelay replay` goes now.
-                if let results = await replayRound(cursors: cursors), !results.isEmpty {
+                if let results = await replayRound(cursors: cursors, maxPositions: trial ? 1 : .max), !results.isEmpty {
                     if let failure = results.compactMap(\.unavailable).first, case .unavailable(let reason, let retryAfter, let transport) = failure {
-                        _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                        trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
+                    } else {
+                        trial = false
                     }
                     continue
                 }
@@ -129,11 +133,11 @@ package final class Forwarder: DestinationForwarder {
                 !alarmsSent.contains(alarm.seq) && ready.contains { $0.deviceID == alarm.deviceID }
             }
             if !readyAlarms.isEmpty {
-                results = await sendAlarmsFirst(readyAlarms, cursors: ready, memory: &memory)
+                results = await sendAlarmsFirst(readyAlarms, cursors: ready, memory: &memory, maxPositions: trial ? 1 : .max)
             } else {
                 let turn = Self.inTurn(ready, after: rotation)
                 rotation = turn.last?.deviceID ?? 0
-                results = await deliverRound(turn, mode: .buffered, memory: &memory, alarmsSent: alarmsSent, alarms: alarmWake)
+                results = await deliverRound(turn, mode: .buffered, memory: &memory, alarmsSent: alarmsSent, alarms: alarmWake, maxPositions: trial ? 1 : .max)
             }
             var failure: DeliveryOutcome?
             var delivered = 0
@@ -144,9 +148,13 @@ package final class Forwarder: DestinationForwarder {
             }
             if Task.isCancelled { break }
             if let failure, case .unavailable(let reason, let retryAfter, let transport) = failure {
-                _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
                 state = .probing
-            } else if delivered > 0 {
+                continue
+            }
+            // The server answered the round (a trial's position included): full rounds from here.
+            trial = false
+            if delivered > 0 {
                 backoff.reset()
                 if state != .online {
                     logger.notice("delivering again")
@@ -171,7 +179,7 @@ package final class Forwarder: DestinationForwarder {
     /// not send) and the alarm's own place in the backlog is skipped. The
     /// alternative, holding the alarm behind hours of backlog on a slow uplink,
     /// would defeat the point of an alarm.
-    private func sendAlarmsFirst(_ alarms: [StoredPosition], cursors: [DeviceCursor], memory: inout Memory) async -> [DeviceResult] {
+    private func sendAlarmsFirst(_ alarms: [StoredPosition], cursors: [DeviceCursor], memory: inout Memory, maxPositions: Int) async -> [DeviceResult] {
         var batches: [DeviceBatch] = []
         for alarm in alarms {
             let planned = PlannedPosition(stored: alarm, ackThrough: alarm.seq, stateAfter: memory.filters[alarm.deviceID] ?? FilterState())
@@ -181,7 +189,7 @@ package final class Forwarder: DestinationForwarder {
                 batches.append(DeviceBatch(cursor: cursor, planned: [planned], outOfOrder: true))
             }
         }
-        let results = await send(batches, mode: .buffered)
+        let results = await send(batches, mode: .buffered, maxPositions: maxPositions)
         // What the server now has as newest makes the older backlog history.
         var update = DeliveryUpdate(destination: settings.name)
         for batch in batches {
@@ -200,7 +208,7 @@ package final class Forwarder: DestinationForwarder {
 
     /// Sends the next chunk of the replay queue as history (`archive=true`): in
     /// fix-time order per device, without moving the live cursor. Nil when nothing is queued.
-    private func replayRound(cursors: [DeviceCursor]) async -> [DeviceResult]? {
+    private func replayRound(cursors: [DeviceCursor], maxPositions: Int) async -> [DeviceResult]? {
         let name = settings.name
         guard let queued = try? await reader.run({ try $0.replayQueue(destination: name, limit: Self.positionsPerRound) }), !queued.isEmpty else {
             return nil
@@ -217,11 +225,12 @@ package final class Forwarder: DestinationForwarder {
                 batches.append(DeviceBatch(cursor: cursor, planned: [planned], outOfOrder: true, replay: true))
             }
         }
-        return await send(batches, mode: .buffered)
+        return await send(batches, mode: .buffered, maxPositions: maxPositions)
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
-    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode, memory: inout Memory, alarmsSent: Set<Int64>, alarms: WakeSignal? = nil) async -> [DeviceResult] {
+    private func deliverRound(_ devices: [DeviceCursor], mode: DeliveryEngine.Mode, memory: inout Memory, alarmsSent: Set<Int64>,
+                              alarms: WakeSignal? = nil, maxPositions: Int) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
@@ -249,13 +258,13 @@ package final class Forwarder: DestinationForwarder {
             if !plan.sends.isEmpty { batches.append(DeviceBatch(cursor: cursor, planned: plan.sends)) }
         }
         spool.record(settled)
-        return await send(batches, mode: mode, alarms: alarms)
+        return await send(batches, mode: mode, alarms: alarms, maxPositions: maxPositions)
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
     /// the round early (requests in flight finish, no new ones start), so the
     /// next round can send it ahead of everything.
-    private func send(_ batches: [DeviceBatch], mode: DeliveryEngine.Mode, alarms: WakeSignal? = nil) async -> [DeviceResult] {
+    private func send(_ batches: [DeviceBatch], mode: DeliveryEngine.Mode, alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = StopFlag()
         let yield = StopFlag()
         let (traccar, parkSeconds, logger, spool, waker) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.waker)
@@ -273,7 +282,8 @@ package final class Forwarder: DestinationForwarder {
                     }
                 }
                 let results = await engine.run { engine in
-                    engine.deliver(batches, mode: mode, traccar: traccar, parkSeconds: parkSeconds, stop: stop, yield: yield, logger: logger) { update in
+                    engine.deliver(batches, mode: mode, traccar: traccar, parkSeconds: parkSeconds, maxPositions: maxPositions,
+                                   stop: stop, yield: yield, logger: logger) { update in
                         spool.record(update)
                     }
                 }

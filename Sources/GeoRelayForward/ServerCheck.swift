@@ -3,10 +3,10 @@ import GeoRelayCore
 /// An empty request to a destination's own URL, and how to read its answer.
 ///
 /// Used twice, for the same reason: to tell the server from the link.
-/// - As the **probe** while backing off: a TCP connect succeeds through a
-///   middlebox that black-holes or closes everything, and a captive portal
-///   accepts any connection, so only an HTTP answer from something that is not
-///   a portal says payloads would get through.
+/// - As the **probe** while backing off after a network failure: only the
+///   absence of an answer says the link is down. A TCP connect proves little
+///   (a black-holing middlebox or a captive portal accepts it), so the probe is
+///   an HTTP request, and its answer says how to go on (`Answer`).
 /// - As the **canary** before quarantining a Traccar position that got no
 ///   answer twice: Traccar closes the connection on a payload it cannot
 ///   decode, but so does a dying link. Traccar answers a request that names no
@@ -16,8 +16,28 @@ import GeoRelayCore
 /// It carries no position and no credentials: a GET without parameters costs
 /// a few hundred bytes and puts nothing on the server.
 enum ServerCheck {
+    /// What a probe's answer says.
+    enum Answer: Equatable {
+        /// Nothing answered (refused, reset, timed out, TLS failure): the link is down.
+        case nothing
+        /// Something answered over HTTP, but nothing only the destination's server would say:
+        /// an HTML error page (nginx's 405, Python's 501), a redirect, a 5xx. There is a path;
+        /// whether it reaches the server only a real payload can tell.
+        case path
+        /// An answer only the destination's server gives: deliver at full speed.
+        case server
+    }
+
     static func request(url: String, connectTimeoutSeconds: Double) -> HTTPRequest {
         HTTPRequest(method: "GET", url: url, timeoutSeconds: connectTimeoutSeconds * 2, connectTimeoutSeconds: connectTimeoutSeconds)
+    }
+
+    /// Reads a probe of the destination's own URL, or of `probe.url` when `ownURL` is false
+    /// (which must answer 2xx, not a page, to count as the server).
+    static func answer(_ result: Result<HTTPResponse, CurlError>, ownURL: Bool = true) -> Answer {
+        guard case .success(let response) = result else { return .nothing }
+        if ownURL { return provesServer(result) ? .server : .path }
+        return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response) ? .server : .path
     }
 
     /// Whether the answer came from the destination's server: any non-HTML

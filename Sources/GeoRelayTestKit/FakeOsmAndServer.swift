@@ -45,6 +45,11 @@ package final class FakeOsmAndServer: Sendable {
         var unknownDevices: Set<String> = []
         var behaviour = Behaviour.normal
         var rejectedRequests = 0
+        /// Answers to the next payloads, before the behaviour applies.
+        var queuedStatuses: [Int] = []
+        /// How a GET naming nothing (the relay's probe) is answered; nil: as Traccar does (400).
+        var probeStyle: ServerStyle?
+        var probes = 0
     }
 
     private let state = Mutex(State())
@@ -94,6 +99,12 @@ package final class FakeOsmAndServer: Sendable {
 
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
+    /// The next payloads get these statuses (a server that fails a few requests, then recovers).
+    package func queueStatuses(_ statuses: [Int]) { state.withLock { $0.queuedStatuses += statuses } }
+    /// Answers probes as the server behind `style` would (nginx, Python, a portal…), whatever the behaviour.
+    package func setProbeStyle(_ style: ServerStyle?) { state.withLock { $0.probeStyle = style } }
+    /// GET requests naming nothing that this server answered.
+    package var probeCount: Int { state.withLock { $0.probes } }
 
     /// Waits until `condition` holds over the stored positions, or `timeout` passes.
     /// Returns whether it held.
@@ -103,11 +114,16 @@ package final class FakeOsmAndServer: Sendable {
     }
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        let behaviour = state.withLock { state -> Behaviour in
+        let isProbe = request.method == "GET" && request.body.isEmpty && !request.target.contains("?")
+        let (behaviour, probeStyle, queued) = state.withLock { state -> (Behaviour, ServerStyle?, Int?) in
             state.requests += 1
             state.bodyBytes += request.body.count
-            return state.behaviour
+            if isProbe { state.probes += 1 }
+            let queued = !isProbe && !state.queuedStatuses.isEmpty ? state.queuedStatuses.removeFirst() : nil
+            return (state.behaviour, state.probeStyle, queued)
         }
+        if isProbe, let probeStyle { return probeStyle.probeAnswer }
+        if let queued { return HTTPTestResponse(status: queued) }
         switch behaviour {
         case .normal: break
         case .status(let code, let headers): return HTTPTestResponse(status: code, headers: headers)

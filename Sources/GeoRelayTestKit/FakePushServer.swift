@@ -56,6 +56,8 @@ package final class FakePushServer: Sendable {
         var snakeCase = false
         var expiresIn: Double? = 3600
         var down = false
+        /// How a GET (the relay's probe) is answered; nil: 405 with no body.
+        var probeStyle: ServerStyle?
     }
 
     package let expected: Expected
@@ -97,6 +99,8 @@ package final class FakePushServer: Sendable {
 
     /// The next push requests get these statuses, one each, before normal service resumes.
     package func queuePushStatuses(_ statuses: [Int]) { state.withLock { $0.pushStatuses += statuses } }
+    /// Answers probes as the server behind `style` would (nginx, Python, a portal…).
+    package func setProbeStyle(_ style: ServerStyle?) { state.withLock { $0.probeStyle = style } }
     package func queueTokenStatuses(_ statuses: [Int]) { state.withLock { $0.tokenStatuses += statuses } }
     /// Content-Encodings accepted (`identity` is no encoding); others get 415.
     package func setEncodings(_ encodings: Set<String>) { state.withLock { $0.encodings = encodings } }
@@ -162,7 +166,9 @@ package final class FakePushServer: Sendable {
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
         let path = String(request.target.prefix { $0 != "?" })
         // A GET with no body is the relay's probe (`ServerCheck`): a real gateway answers it 405 too.
-        if request.method == "GET", request.body.isEmpty { return HTTPTestResponse(status: 405) }
+        if request.method == "GET", request.body.isEmpty {
+            return state.withLock { $0.probeStyle }?.probeAnswer ?? HTTPTestResponse(status: 405)
+        }
         guard request.method == "POST" else { return problem("\(request.method) \(path): only POST", status: 405) }
         switch path {
         case "/auth/api/auth/token": return token(request)

@@ -11,11 +11,14 @@ import GeoRelayTestKit
 /// and everything arrives, in order, once the link is back.
 @Suite struct LinkFaultTests {
 
-    /// Short timeouts so a black hole costs seconds, not the default 30.
+    /// Short timeouts so a black hole costs seconds, not the default 30; a backoff ceiling
+    /// longer than the window watched, so the one insurance payload per ceiling
+    /// (`NeverStuckTests`) does not fall in it and the probes bring the link back.
     static func shortTimeouts(_ settings: inout Configuration.DestinationSettings) {
         settings.requestTimeoutSeconds = 2
         settings.connectTimeoutSeconds = 1
         settings.probeIntervalSeconds = 0.5
+        settings.backoffMaxSeconds = 30
     }
 
     @Test(arguments: FaultProxy.Mode.allDown)

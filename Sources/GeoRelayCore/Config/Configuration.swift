@@ -70,8 +70,9 @@ package struct Configuration: Sendable, Equatable {
         /// How many devices may have a request in flight at once.
         package var concurrency = 4
         package var backoffMinSeconds = 5.0
+        /// The backoff ceiling; also how often, at least, a real payload goes while probes get no answer.
         package var backoffMaxSeconds = 300.0
-        /// A URL to GET while backing off instead of a TCP connect to `url`'s host.
+        /// A URL to GET as the probe after a network failure instead of `url` itself; its 2xx (not a page) proves the server.
         package var probeURL: String?
         /// While the link is down, how often to probe it (at most), however long the backoff.
         package var probeIntervalSeconds = 15.0

@@ -96,6 +96,8 @@ package final class PushForwarder: DestinationForwarder {
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
         var prefetched: Prepared?
+        /// After backing off without proof that the gateway is back: the next batch holds one position.
+        var trial = false
         while !Task.isCancelled {
             let prepared: Prepared
             if let next = prefetched {
@@ -103,7 +105,7 @@ package final class PushForwarder: DestinationForwarder {
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(memory: memory, state: state)
+                    prepared = try await prepare(memory: memory, state: state, maxPositions: trial ? 1 : nil)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
@@ -134,7 +136,7 @@ package final class PushForwarder: DestinationForwarder {
             do {
                 token = try await auth.token()
             } catch {
-                await handleAuth(error, backoff: &backoff)
+                trial = await handleAuth(error, backoff: &backoff) == .trial
                 continue
             }
             // While this batch is on the wire, the next one is read, encoded and
@@ -153,15 +155,16 @@ package final class PushForwarder: DestinationForwarder {
             if Task.isCancelled { break }
             switch result.stop {
             case .none:
+                trial = false
                 backoff.reset()
                 // The bet holds only if the whole batch went, in the encoding and size it was made for.
                 if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions {
                     prefetched = next
                 }
             case .auth(let error):
-                await handleAuth(error, backoff: &backoff)
+                trial = await handleAuth(error, backoff: &backoff) == .trial
             case .unavailable(let reason, let retryAfter, let transport):
-                _ = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
             }
         }
     }
@@ -185,8 +188,9 @@ package final class PushForwarder: DestinationForwarder {
         var seconds: Double
     }
 
-    private func prepare(memory: Memory, state: DeliveryState) async throws -> Prepared {
-        let (items, full, settled) = try await nextBatch(memory: memory, maxPositions: state.maxPositions)
+    /// - Parameter maxPositions: a smaller batch than the state's (a trial after backing off).
+    private func prepare(memory: Memory, state: DeliveryState, maxPositions: Int? = nil) async throws -> Prepared {
+        let (items, full, settled) = try await nextBatch(memory: memory, maxPositions: min(state.maxPositions, maxPositions ?? .max))
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
         let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
@@ -412,15 +416,16 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// No usable token: wait (login mode retries with backoff; token mode waits for a new token).
-    private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async {
+    private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async -> DestinationLink.Resumption {
         switch error {
         case .unavailable(_, let retryAfter, let transport):
-            _ = await link.backOff(reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+            return await link.backOff(reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
         case .rejected(let reason):
             let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
             logger.error("authentication failed: \(reason)")
             link.recordState(.authFailed, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            return .trial
         }
     }
 }

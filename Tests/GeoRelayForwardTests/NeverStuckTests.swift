@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// A probe is an optimisation, never a gate: whatever a server answers to the
+/// relay's GET (Traccar's 400, a JSON 404/405, nginx's HTML 405, Python's HTML
+/// 501, a portal's redirect), delivery resumes within one backoff ceiling of the
+/// server taking positions again; and while the link is truly down only probes
+/// and at most one small payload per ceiling go out.
+@Suite struct NeverStuckTests {
+    /// The backoff ceiling these tests run with: short, so that "within one ceiling" is seconds.
+    static let ceiling = 2.0
+
+    static func timings(_ settings: inout Configuration.DestinationSettings) {
+        settings.backoffMinSeconds = 0.2
+        settings.backoffMaxSeconds = ceiling
+        settings.probeIntervalSeconds = 0.5
+        settings.requestTimeoutSeconds = 1
+        settings.connectTimeoutSeconds = 0.5
+    }
+
+    /// What "within one ceiling" allows on a busy test machine: the ceiling, its jitter, and the drain.
+    static let resumeBound: Duration = .seconds(ceiling * 1.2 + 8)
+
+    @Test(arguments: ServerStyle.allCases)
+    func traccarResumesAfterA503WhateverItsServerAnswersAProbe(style: ServerStyle) async throws {
+        let f = try await ForwardFixture(concurrency: 2) { Self.timings(&$0) }
+        f.server.setProbeStyle(style)
+        f.server.queueStatuses([503, 503])
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 30) + track("b", count: 30))
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 }, "\(style): delivery did not resume")
+        }
+        // The server answered, so the link was up: payloads at the backoff time, no probes.
+        #expect(f.server.probeCount == 0, "\(style): \(f.server.probeCount) probes after an HTTP answer")
+        for device in ["a", "b"] {
+            #expect(f.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs) == track(device, count: 30).map(\.timeMs), "\(style) \(device)")
+        }
+    }
+
+    @Test(arguments: ServerStyle.allCases)
+    func pushResumesAfterA503WhateverItsServerAnswersAProbe(style: ServerStyle) async throws {
+        let f = try await PushFixture { Self.timings(&$0) }
+        f.server.setProbeStyle(style)
+        f.server.queuePushStatuses([503])
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 60))
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 }, "\(style): delivery did not resume")
+        }
+        let stamps = f.server.points.map(\.timestamp)
+        #expect(stamps == movingTrack("a", count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) }, "\(style)")
+        // The first batch after the 503 is a trial of one position; then full batches again.
+        #expect(f.server.batches.first?.points == 1, "\(style): \(f.server.batches.map(\.points))")
+        #expect(f.server.batches.count <= 3, "\(style): \(f.server.batches.map(\.points))")
+        #expect(f.server.problems.isEmpty, "\(f.server.problems)")
+    }
+
+    /// A server whose probe answers are all it can ever give (a portal's page, an HTML error)
+    /// after a link failure: the probe shows a path, so a payload goes at the backoff time.
+    @Test(arguments: [ServerStyle.nginx405, .python501, .portalRedirect])
+    func traccarResumesAfterALinkFailureWhenProbesOnlyShowAPath(style: ServerStyle) async throws {
+        let f = try await ForwardFixture(concurrency: 1) { Self.timings(&$0) }
+        let proxy = try FaultProxy(targetPort: f.server.http.port)
+        defer { proxy.stop() }
+        f.settings.url = "http://127.0.0.1:\(proxy.port)/"
+        f.server.setProbeStyle(style)
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 3))
+            #expect(await f.server.waitUntil(timeout: .seconds(10)) { $0.count >= 3 })
+            proxy.setMode(.refuse)
+            _ = await f.spool.append(track("a", count: 20, from: 3))
+            try await f.waitForStatus { $0.state == "probing" }
+            proxy.setMode(.pass)
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 23 }, "\(style): delivery did not resume")
+        }
+        #expect(f.server.positions.map(\.fixTimeMs) == track("a", count: 23).map(\.timeMs))
+    }
+
+    /// Black-holed for several ceilings: probes, and at most one one-position payload per ceiling.
+    @Test func traccarBlackHoledSendsProbesAndOneSmallPayloadPerCeiling() async throws {
+        let f = try await ForwardFixture(concurrency: 2) { Self.timings(&$0) }
+        let proxy = try FaultProxy(targetPort: f.server.http.port)
+        defer { proxy.stop() }
+        f.settings.url = "http://127.0.0.1:\(proxy.port)/"
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 5) + track("b", count: 5))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(.blackHole)
+            _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
+            try await f.waitForStatus { $0.state == "probing" }
+            let atBackoff = proxy.counters
+            let window = Self.ceiling * 3
+            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
+            let during = proxy.counters
+            let posts = (during.requestsWhileDown["POST"] ?? 0) - (atBackoff.requestsWhileDown["POST"] ?? 0)
+            let gets = (during.requestsWhileDown["GET"] ?? 0) - (atBackoff.requestsWhileDown["GET"] ?? 0)
+            let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
+            #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
+            #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
+            #expect(posts <= Int(window / Self.ceiling) + 1, "\(posts) payloads in \(window) s, ceiling \(Self.ceiling) s")
+            // Probes and one-position payloads are a few hundred bytes each.
+            #expect(bytes <= (gets + posts) * 400, "\(bytes) bytes for \(gets) probes and \(posts) payloads")
+            proxy.setMode(.pass)
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50 })
+        }
+    }
+
+    @Test func pushBlackHoledSendsProbesAndOneSmallPayloadPerCeiling() async throws {
+        let f = try await PushFixture { Self.timings(&$0) }
+        let proxy = try FaultProxy(targetPort: f.server.http.port)
+        defer { proxy.stop() }
+        let direct = f.server.http.url, viaProxy = "http://127.0.0.1:\(proxy.port)"
+        f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 10))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(.blackHole)
+            _ = await f.spool.append(movingTrack("a", count: 200, from: 10))
+            try await f.waitForStatus { $0.state == "probing" }
+            let atBackoff = proxy.counters
+            let window = Self.ceiling * 3
+            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
+            let during = proxy.counters
+            let posts = (during.requestsWhileDown["POST"] ?? 0) - (atBackoff.requestsWhileDown["POST"] ?? 0)
+            let gets = (during.requestsWhileDown["GET"] ?? 0) - (atBackoff.requestsWhileDown["GET"] ?? 0)
+            let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
+            #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
+            #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
+            #expect(posts <= Int(window / Self.ceiling) + 1, "\(posts) payloads in \(window) s, ceiling \(Self.ceiling) s")
+            // A one-position batch with its bearer token is well under a kilobyte; 200 positions are not.
+            #expect(bytes <= gets * 400 + posts * 900, "\(bytes) bytes for \(gets) probes and \(posts) payloads")
+            proxy.setMode(.pass)
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.timestamp)).count >= 210 })
+        }
+        #expect(f.server.problems.isEmpty, "\(f.server.problems)")
+    }
+}
