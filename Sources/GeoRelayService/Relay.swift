@@ -119,7 +119,7 @@ package struct Relay: Sendable {
             }
             do {
                 switch destination.kind {
-                case .traccar: forwarders.append(try Forwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
+                case .traccar: forwarders.append(try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
                 case .push: forwarders.append(try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
                 }
             } catch {

@@ -36,7 +36,10 @@ extension SpoolWriter {
                 INSERT OR REPLACE INTO filter_state(destination, device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course,
                     newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-            for (deviceID, state) in update.filterStates {
+            // The last state per device is the one that holds; one upsert per device.
+            var latest: [Int64: FilterState] = [:]
+            for (deviceID, state) in update.filterStates { latest[deviceID] = state }
+            for (deviceID, state) in latest {
                 try upsert.run(with: update.destination, deviceID, state.lastSentMs, state.lastSentLat, state.lastSentLon, state.lastSentCourse,
                                state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
             }

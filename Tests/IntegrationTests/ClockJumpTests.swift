@@ -13,7 +13,7 @@ import GeoRelayTestKit
 /// Delivery after the step back is not checked here: libfaketime also shifts the deadlines of the
 /// Swift runtime's own monotonic timers by the step, so every `Task.sleep` in the relay would
 /// wait out the 28 hours; a real clock step leaves those timers alone. The forwarders' own use
-/// of the wall clock after a step back is covered in-process (`ForwarderTests`
+/// of the wall clock after a step back is covered in-process (`TraccarForwarderTests`
 /// `aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored`, `PushForwarderTests`
 /// `aBatchReceivedBeforeTheClockWentBackIsNotHeldBack`).
 @Suite struct ClockJumpTests {

@@ -41,45 +41,10 @@ package final class PushForwarder: DestinationForwarder {
             worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls), logger: self.logger, now: now)
     }
 
-    /// A pending position with its JSON point, encoded once, and what its delivery settles.
+    /// A delivery with its JSON point, encoded once.
     private struct Item: Sendable {
-        var stored: StoredPosition
+        var delivery: Delivery
         var point: [UInt8]
-        /// Delivered, it acknowledges its device up to here (itself and the positions the filter skipped after it).
-        var ackThrough: Int64
-        var stateAfter: FilterState
-        /// An alarm sent ahead of its device's backlog: it does not move the cursor.
-        var outOfOrder = false
-        /// A position from the replay queue (with `outOfOrder`).
-        var replay = false
-    }
-
-    /// What the forwarder knows ahead of the spool's commits.
-    private struct Memory: Sendable {
-        var acked: [Int64: Int64] = [:]
-        var filters: [Int64: FilterState] = [:]
-        var alarmsSent: Set<Int64> = []
-
-        /// As it will be if `items` are all delivered.
-        func assuming(_ items: [Item], settled: DeliveryUpdate) -> Memory {
-            var copy = self
-            copy.apply(settled)
-            for item in items where !item.replay {
-                if item.outOfOrder {
-                    copy.alarmsSent.insert(item.stored.seq)
-                } else {
-                    copy.acked[item.stored.deviceID] = max(copy.acked[item.stored.deviceID] ?? 0, item.ackThrough)
-                    copy.filters[item.stored.deviceID] = item.stateAfter
-                }
-            }
-            return copy
-        }
-
-        mutating func apply(_ update: DeliveryUpdate) {
-            for (deviceID, seq) in update.acknowledged { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
-            for (deviceID, state) in update.filterStates { filters[deviceID] = state }
-            alarmsSent.formUnion(update.alarmsSent)
-        }
     }
 
     package func run() async {
@@ -91,8 +56,7 @@ package final class PushForwarder: DestinationForwarder {
            let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength {
             state.encoding = remembered
         }
-        var memory = Memory()
-        memory.filters = (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:]
+        var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
         var prefetched: Prepared?
@@ -105,7 +69,7 @@ package final class PushForwarder: DestinationForwarder {
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(memory: memory, state: state, maxPositions: trial ? 1 : nil)
+                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : nil)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
@@ -115,9 +79,9 @@ package final class PushForwarder: DestinationForwarder {
             // Positions the filter skipped before anything to send are settled now.
             if !prepared.settled.isEmpty {
                 spool.record(prepared.settled)
-                memory.apply(prepared.settled)
+                ledger.apply(prepared.settled)
             }
-            guard let oldest = prepared.items.map(\.stored.receivedMs).min() else {
+            guard let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else {
                 // A replay queued by another process is noticed within half a minute.
                 if prepared.settled.isEmpty { await wake.wait(timeout: .seconds(30)) }
                 continue
@@ -141,17 +105,16 @@ package final class PushForwarder: DestinationForwarder {
             }
             // While this batch is on the wire, the next one is read, encoded and
             // compressed, on the bet that this one is taken whole.
-            let (speculative, current) = (memory.assuming(prepared.items, settled: DeliveryUpdate(destination: name)), state)
+            let (speculative, current) = (ledger.assuming(prepared.items.map(\.delivery)), state)
             let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
                 if prepared.full {
-                    group.addTask { try? await self.prepare(memory: speculative, state: current) }
+                    group.addTask { try? await self.prepare(ledger: speculative, state: current) }
                 }
-                let (result, newState) = await send(prepared, token: token, state: current)
+                let (result, newState) = await send(prepared, token: token, state: current, ledger: &ledger)
                 let next = await group.next() ?? nil
                 return (result, newState, next)
             }
             state = newState
-            memory.apply(result.settled)
             if Task.isCancelled { break }
             switch result.stop {
             case .none:
@@ -189,8 +152,8 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// - Parameter maxPositions: a smaller batch than the state's (a trial after backing off).
-    private func prepare(memory: Memory, state: DeliveryState, maxPositions: Int? = nil) async throws -> Prepared {
-        let (items, full, settled) = try await nextBatch(memory: memory, maxPositions: min(state.maxPositions, maxPositions ?? .max))
+    private func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil) async throws -> Prepared {
+        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max))
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
         let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
@@ -207,41 +170,26 @@ package final class PushForwarder: DestinationForwarder {
     /// The next batch: alarms this destination has not had, ahead of everything;
     /// otherwise the oldest pending positions the filter keeps, across devices,
     /// each device's part a prefix of its own backlog.
-    private func nextBatch(memory: Memory, maxPositions: Int) async throws -> ([Item], Bool, DeliveryUpdate) {
+    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
         let (wire, maxBytes, filter) = (self.wire, push.batchMaxBytes, self.filter)
         return try await reader.run { reader in
+            var ledger = initial
             var settled = DeliveryUpdate(destination: name)
-            let alarms = try reader.pendingAlarms(destination: name)
-            let alarmsSent = alarms.sent.union(memory.alarmsSent)
-            let unsent = alarms.unsent.filter { !alarmsSent.contains($0.seq) }.prefix(maxPositions)
-            if !unsent.isEmpty {
-                let items = unsent.map { stored in
-                    Item(stored: stored, point: wire.encodePoint(stored.position), ackThrough: stored.seq,
-                         stateAfter: memory.filters[stored.deviceID] ?? FilterState(), outOfOrder: true)
-                }
+            let alarms = ledger.alarms(try reader.pendingAlarms(destination: name))
+            if !alarms.ahead.isEmpty {
+                let items = alarms.ahead.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }
                 return (items, true, settled)
             }
-            var candidates: [Item] = []
-            for var cursor in try reader.pendingDevices(destination: name) {
-                cursor.ackedSeq = max(cursor.ackedSeq, memory.acked[cursor.deviceID] ?? 0)
-                guard cursor.ackedSeq < cursor.lastSeq else { continue }
+            var candidates: [Delivery] = []
+            for case let cursor? in try reader.pendingDevices(destination: name).map(ledger.pending) {
                 let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
-                let plan = DevicePlan(positions, state: memory.filters[cursor.deviceID] ?? FilterState(), filter: filter,
-                                      alreadySent: alarmsSent, traccarAttributes: false)
-                if let leading = plan.leading {
-                    settled.acknowledged.append((cursor.deviceID, leading.ackThrough))
-                    settled.filterStates.append((cursor.deviceID, leading.state))
-                }
-                candidates += plan.sends.map { planned in
-                    Item(stored: planned.stored, point: [], ackThrough: planned.ackThrough, stateAfter: planned.stateAfter)
-                }
+                candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
             }
             if candidates.isEmpty, settled.isEmpty {
                 // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.
                 let replays = try reader.replayQueue(destination: name, limit: maxPositions).map { stored in
-                    Item(stored: stored, point: wire.encodePoint(stored.position), ackThrough: stored.seq,
-                         stateAfter: FilterState(), outOfOrder: true, replay: true)
+                    Item(delivery: .replay(stored), point: wire.encodePoint(stored.position))
                 }
                 if !replays.isEmpty { return (replays, true, settled) }
             }
@@ -249,8 +197,8 @@ package final class PushForwarder: DestinationForwarder {
             candidates.sort { $0.stored.seq < $1.stored.seq }
             var items: [Item] = []
             var bytes = 2
-            for var item in candidates {
-                item.point = wire.encodePoint(item.stored.position)
+            for delivery in candidates {
+                let item = Item(delivery: delivery, point: wire.encodePoint(delivery.stored.position))
                 if items.count == maxPositions || (!items.isEmpty && bytes + item.point.count + 1 > maxBytes) {
                     return (items, true, settled)
                 }
@@ -267,8 +215,6 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     private struct SendResult {
-        /// What the delivered and quarantined positions settled.
-        var settled: DeliveryUpdate
         var stop: Stop?
         /// Every position of the batch was delivered or quarantined.
         var advancedAll = false
@@ -276,27 +222,13 @@ package final class PushForwarder: DestinationForwarder {
 
     /// Sends a batch, splitting it as the answers require, until all of it is
     /// delivered or quarantined, or the destination stops taking anything.
-    private func send(_ prepared: Prepared, token initialToken: String, state initial: DeliveryState) async -> (SendResult, DeliveryState) {
+    /// What the answers settle goes into `ledger` and, through it, to the spool.
+    private func send(_ prepared: Prepared, token initialToken: String, state initial: DeliveryState,
+                      ledger: inout DeliveryLedger) async -> (SendResult, DeliveryState) {
         let batch = prepared.items
         var state = initial
-        var result = SendResult(settled: DeliveryUpdate(destination: settings.name))
+        var result = SendResult()
         var handled = 0
-        /// Records what delivering (or quarantining) an item settles, in both the update and the result.
-        func settle(_ item: Item, into update: inout DeliveryUpdate) {
-            if item.replay {
-                update.replayed.append(item.stored.seq)
-                result.settled.replayed.append(item.stored.seq)
-            } else if item.outOfOrder {
-                update.alarmsSent.append(item.stored.seq)
-                result.settled.alarmsSent.append(item.stored.seq)
-            } else {
-                update.acknowledged.append((item.stored.deviceID, item.ackThrough))
-                update.filterStates.removeAll { $0.deviceID == item.stored.deviceID }
-                update.filterStates.append((item.stored.deviceID, item.stateAfter))
-                result.settled.acknowledged.append((item.stored.deviceID, item.ackThrough))
-                result.settled.filterStates.append((item.stored.deviceID, item.stateAfter))
-            }
-        }
         var token = initialToken
         var retriedAuth = false
         // Chunks still to send, the next at the end.
@@ -334,8 +266,7 @@ package final class PushForwarder: DestinationForwarder {
             }
             switch wire.outcome(of: response) {
             case .delivered:
-                for item in chunk { settle(item, into: &update) }
-                update.sent += chunk.count
+                for item in chunk { ledger.delivered(item.delivery, into: &update) }
                 handled += chunk.count
                 update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
             case .tooLarge where chunk.count > 1:
@@ -345,18 +276,8 @@ package final class PushForwarder: DestinationForwarder {
             case .badBatch where chunk.count > 1:
                 pending.append(contentsOf: halves(chunk).reversed())
             case .tooLarge, .badBatch:
-                let item = chunk[chunk.startIndex]
                 let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
-                if item.replay {
-                    logger.warning("replayed position \(item.stored.seq) refused: \(reason)")
-                    settle(item, into: &update)
-                } else if item.outOfOrder {
-                    logger.warning("alarm \(item.stored.seq) of \(item.stored.position.device) refused ahead of its backlog: \(reason)")
-                } else {
-                    logger.warning("quarantined position \(item.stored.seq) of \(item.stored.position.device): \(reason)")
-                    update.quarantined.append((item.stored.deviceID, item.stored.seq, reason))
-                    settle(item, into: &update)
-                }
+                ledger.refused(chunk[chunk.startIndex].delivery, reason: reason, logger: logger, into: &update)
                 handled += 1
             case .unsupportedEncoding:
                 guard let weaker = state.encoding.weaker else {

@@ -1,22 +1,11 @@
 import GeoRelayCore
 import GeoRelaySpool
 
-/// A position a destination will send, with what its acknowledgement settles.
-struct PlannedPosition: Sendable {
-    /// The position as it goes out (with `motion` and `archive` attributes where they apply).
-    var stored: StoredPosition
-    /// Delivered, it acknowledges everything of its device up to here: itself and
-    /// the positions the filter skipped after it.
-    var ackThrough: Int64
-    /// The filter's memory once it and those skipped positions are done.
-    var stateAfter: FilterState
-}
-
 /// What the filter makes of one device's pending positions for one destination.
 struct DevicePlan: Sendable {
     /// Positions skipped before the first one to send: settled at once.
     var leading: (ackThrough: Int64, state: FilterState)?
-    var sends: [PlannedPosition] = []
+    var sends: [Delivery] = []
 
     /// Runs the filter over a device's positions in order.
     ///
@@ -44,7 +33,7 @@ struct DevicePlan: Sendable {
                     }
                     var planned = stored
                     planned.position = position
-                    sends.append(PlannedPosition(stored: planned, ackThrough: stored.seq, stateAfter: state))
+                    sends.append(Delivery(stored: planned, ackThrough: stored.seq, stateAfter: state))
                     continue
                 }
             }

@@ -2,41 +2,31 @@ import CCurl
 import GeoRelayCore
 import GeoRelaySpool
 
-/// One device's positions for one round, as the filter planned them.
+/// One device's deliveries for one round, in the order they must reach the server.
 struct DeviceBatch: Sendable {
     var cursor: DeviceCursor
-    var planned: [PlannedPosition]
-    /// Send without moving the cursor: alarms ahead of their device's backlog, or replays.
-    var outOfOrder = false
-    /// Positions from the replay queue (with `outOfOrder`).
-    var replay = false
-
-    var positions: [StoredPosition] { planned.map(\.stored) }
+    var deliveries: [Delivery]
 }
 
 /// What a round did for one device.
 struct DeviceResult: Sendable {
     var deviceID: Int64
-    /// The highest seq acknowledged or quarantined (the cursor may move past it).
-    var ackedSeq: Int64?
     var delivered = 0
     var attempted = 0
     /// Set when the destination proved unavailable while this device was sending.
     var unavailable: DeliveryOutcome?
-    /// The filter's memory as of `ackedSeq`.
-    var filterState: FilterState?
 }
 
-/// Sends rounds of positions over one curl multi handle, on one thread.
+/// Sends rounds of OsmAnd requests over one curl multi handle, on one thread.
 ///
 /// Each device has at most one request in flight (its order is strict); up to
 /// `concurrency` devices are in flight at once, each on its own kept-alive
 /// connection. A finished request starts the device's next one at once, on
 /// this thread, with no hop through the task scheduler per position: that is
-/// what lets one relay keep a local server busy. Acknowledgements are handed
-/// to `progress` every `ackFlush` positions (and at the end of the round), so a crash mid-round resends
-/// little.
-final class DeliveryEngine {
+/// what lets one relay keep a local server busy. What each answer settles is the
+/// ledger's to say; its updates are handed to `progress` every `ackFlush` positions (and at the
+/// end of the round), so a crash mid-round resends little.
+final class OsmAndEngine {
     enum Mode {
         /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
         case buffered
@@ -79,8 +69,8 @@ final class DeliveryEngine {
     /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
     ///   sends one); their retries and canaries do not count.
     func deliver(
-        _ batches: [DeviceBatch], mode: Mode, traccar: TraccarProtocol, parkSeconds: Double, maxPositions: Int = .max,
-        stop: StopFlag, yield: StopFlag? = nil, logger: Logger, progress: (DeliveryUpdate) -> Void
+        _ batches: [DeviceBatch], mode: Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
+        maxPositions: Int = .max, stop: AbortFlag, yield: AbortFlag? = nil, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         var slots: [Slot?] = Array(repeating: nil, count: easies.count)
@@ -97,7 +87,7 @@ final class DeliveryEngine {
         }
 
         func start(_ slot: Int, _ assignment: Slot) -> Bool {
-            let stored = batches[assignment.batch].planned[assignment.index].stored
+            let stored = batches[assignment.batch].deliveries[assignment.index].stored
             do throws(CurlError) {
                 try easies[slot].configure(assignment.attempt == .canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
                 try multi.add(easies[slot])
@@ -121,7 +111,7 @@ final class DeliveryEngine {
             while !finishing, nextBatch < batches.count {
                 let batch = nextBatch
                 nextBatch += 1
-                if batches[batch].planned.isEmpty { continue }
+                if batches[batch].deliveries.isEmpty { continue }
                 if start(slot, Slot(batch: batch, index: 0)) { return }
             }
             slots[slot] = nil
@@ -129,7 +119,7 @@ final class DeliveryEngine {
 
         func advance(_ slot: Int, _ assignment: Slot) {
             let next = assignment.index + 1
-            if !finishing, next < batches[assignment.batch].planned.count, !stop.isSet {
+            if !finishing, next < batches[assignment.batch].deliveries.count, !stop.isSet {
                 if start(slot, Slot(batch: assignment.batch, index: next)) { return }
             }
             assignNextDevice(slot)
@@ -155,11 +145,7 @@ final class DeliveryEngine {
             while let finished = multi.nextFinished() {
                 guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot] else { continue }
                 multi.remove(easies[slot])
-                let planned = batches[assignment.batch].planned[assignment.index]
-                let stored = planned.stored
-                let outOfOrder = batches[assignment.batch].outOfOrder
-                let replay = batches[assignment.batch].replay
-                let device = batches[assignment.batch].cursor.device
+                let delivery = batches[assignment.batch].deliveries[assignment.index]
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
                 var outcome = traccar.outcome(of: response)
@@ -170,32 +156,15 @@ final class DeliveryEngine {
                 }
                 if mode == .realTime {
                     if case .delivered = outcome { update.sent += 1; results[assignment.batch].delivered += 1 }
-                    results[assignment.batch].ackedSeq = planned.ackThrough
-                    results[assignment.batch].filterState = planned.stateAfter
                     advance(slot, assignment)
                     continue
                 }
-                /// Settles the position (and the skipped ones after it) for this destination.
-                func settle() {
-                    if replay {
-                        update.replayed.append(stored.seq)
-                    } else if outOfOrder {
-                        update.alarmsSent.append(stored.seq)
-                    } else {
-                        update.acknowledged.append((stored.deviceID, planned.ackThrough))
-                        update.filterStates.append((stored.deviceID, planned.stateAfter))
-                        results[assignment.batch].ackedSeq = planned.ackThrough
-                        results[assignment.batch].filterState = planned.stateAfter
-                    }
-                }
                 switch outcome {
                 case .delivered:
-                    settle()
-                    update.sent += 1
+                    ledger.delivered(delivery, into: &update)
                     results[assignment.batch].delivered += 1
                     if results[assignment.batch].delivered == 1, batches[assignment.batch].cursor.parkedUntilMs != nil {
-                        update.parked.append((stored.deviceID, nil, nil))
-                        logger.notice("device \(device) is known to the server again")
+                        ledger.unpark(delivery, logger: logger, into: &update)
                     }
                     advance(slot, assignment)
                 case .rejected(let reason):
@@ -205,21 +174,10 @@ final class DeliveryEngine {
                         let next = Slot(batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
                         if start(slot, next) { continue }
                     }
-                    if replay {
-                        logger.warning("replayed position \(stored.seq) of \(device) refused: \(reason)")
-                        update.replayed.append(stored.seq)
-                    } else if outOfOrder {
-                        // An alarm sent ahead and refused: its turn in the backlog decides.
-                        logger.warning("alarm \(stored.seq) of \(device) refused ahead of its backlog: \(reason)")
-                    } else {
-                        logger.warning("quarantined position \(stored.seq) of \(device): \(reason)")
-                        update.quarantined.append((stored.deviceID, stored.seq, reason))
-                        settle()
-                    }
+                    ledger.refused(delivery, reason: reason, logger: logger, into: &update)
                     advance(slot, assignment)
                 case .unknownDevice(let reason):
-                    logger.warning("parked device \(device) for \(Int(parkSeconds)) s: \(reason)")
-                    update.parked.append((stored.deviceID, WallClock.nowMs() + Int64(parkSeconds * 1000), reason))
+                    ledger.park(delivery, seconds: parkSeconds, reason: reason, logger: logger, into: &update)
                     assignNextDevice(slot)
                 case .unavailable:
                     results[assignment.batch].unavailable = outcome
@@ -246,4 +204,4 @@ final class DeliveryEngine {
 }
 
 @available(*, unavailable)
-extension DeliveryEngine: Sendable {}
+extension OsmAndEngine: Sendable {}

@@ -27,7 +27,7 @@ final class ForwardFixture: @unchecked Sendable {
 
     /// Runs the forwarder while `body` runs, then stops it.
     func withForwarder(_ body: () async throws -> Void) async throws {
-        try await running(try Forwarder(settings: settings, spool: spool, logger: .disabled), body)
+        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled), body)
     }
 
     @discardableResult
@@ -80,7 +80,7 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
     }
 }
 
-@Suite struct ForwarderTests {
+@Suite struct TraccarForwarderTests {
     @Test func deliversEveryPositionInPerDeviceOrderOverKeptAliveConnections() async throws {
         let f = try await ForwardFixture(concurrency: 4)
         try await f.withForwarder {
@@ -110,7 +110,7 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
     /// last device's positions start arriving long before the first devices' backlogs are done.
     @Test func devicesBeyondOneRoundAreServedInTurn() async throws {
         let f = try await ForwardFixture(concurrency: 4)
-        let devices = (0..<(Forwarder.devicesPerRound + 36)).map { String(format: "d%03d", $0) }
+        let devices = (0..<(TraccarForwarder.devicesPerRound + 36)).map { String(format: "d%03d", $0) }
         for device in devices { _ = await f.spool.append(track(device, count: 400)) }
         try await f.withForwarder {
             #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= devices.count * 400 })
@@ -126,9 +126,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 
     @Test func rotationWrapsRoundTheDevices() {
         let cursors = (1...100).map { DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil) }
-        #expect(Forwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
-        #expect(Forwarder.inTurn(cursors, after: 64).map(\.deviceID) == Array(65...100) + Array(1...28))
-        #expect(Forwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
+        #expect(TraccarForwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
+        #expect(TraccarForwarder.inTurn(cursors, after: 64).map(\.deviceID) == Array(65...100) + Array(1...28))
+        #expect(TraccarForwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
     }
 
     @Test func unknownDeviceIsParkedWhileOthersFlow() async throws {

@@ -1,0 +1,163 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// What one destination has settled ahead of the spool's commits, and the one
+/// place that says what each answer settles.
+///
+/// Every transport (OsmAnd requests, push batches) asks the ledger what to
+/// send next for a device and tells it what the server answered; the ledger
+/// writes that into the `DeliveryUpdate` the spool commits, and remembers it
+/// meanwhile, so the next round neither resends what was taken nor waits for
+/// the commit. A crash loses only this memory: the spool then resends what was
+/// in flight, which at-least-once allows.
+///
+/// A value type: a round works on its own copy (on the thread that runs the
+/// transport) and hands it back, and the push destination plans its next batch
+/// against `assuming(_:)` while the current one is on the wire.
+struct DeliveryLedger: Sendable {
+    let destination: String
+    /// Per device, the highest seq settled (delivered, quarantined or skipped by the filter).
+    private(set) var acked: [Int64: Int64] = [:]
+    /// Per device, the location filter's memory as of `acked`.
+    private(set) var filters: [Int64: FilterState] = [:]
+    /// Alarms delivered ahead of their backlog that the spool may not have recorded yet.
+    private(set) var alarmsSent: Set<Int64> = []
+
+    init(destination: String, filters: [Int64: FilterState] = [:]) {
+        self.destination = destination
+        self.filters = filters
+    }
+
+    // MARK: - What to send
+
+    /// The device's cursor moved past what this ledger settled; nil when nothing of it is pending.
+    func pending(_ cursor: DeviceCursor) -> DeviceCursor? {
+        var cursor = cursor
+        cursor.ackedSeq = max(cursor.ackedSeq, acked[cursor.deviceID] ?? 0)
+        return cursor.ackedSeq < cursor.lastSeq ? cursor : nil
+    }
+
+    /// The alarms to send ahead of their backlogs, and every alarm already sent ahead (which the
+    /// backlog skips), from the spool's view of them and what this ledger knows since.
+    mutating func alarms(_ spool: (unsent: [StoredPosition], sent: Set<Int64>)) -> (ahead: [Delivery], sent: Set<Int64>) {
+        // Forget what the spool now records; keep what it has not committed yet.
+        alarmsSent.subtract(spool.sent)
+        let sent = spool.sent.union(alarmsSent)
+        let ahead = spool.unsent.filter { !sent.contains($0.seq) }.map { alarm in
+            Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .alarmAhead)
+        }
+        return (ahead, sent)
+    }
+
+    /// Runs the location filter over a device's next positions, in order, and returns what to
+    /// send. Positions it skips before the first one to send are settled at once, into `update`.
+    ///
+    /// - Parameters:
+    ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
+    ///   - traccarAttributes: add `motion` and `archive` as Traccar reads them (`DevicePlan`).
+    mutating func plan(_ positions: [StoredPosition], filter: LocationFilter, alreadySent: Set<Int64>,
+                       traccarAttributes: Bool, into update: inout DeliveryUpdate) -> [Delivery] {
+        guard let deviceID = positions.first?.deviceID else { return [] }
+        let plan = DevicePlan(positions, state: filters[deviceID] ?? FilterState(), filter: filter,
+                              alreadySent: alreadySent, traccarAttributes: traccarAttributes)
+        if let leading = plan.leading {
+            settle(deviceID, through: leading.ackThrough, state: leading.state, into: &update)
+        }
+        return plan.sends
+    }
+
+    // MARK: - What an answer settles
+
+    /// The server has it.
+    mutating func delivered(_ delivery: Delivery, into update: inout DeliveryUpdate) {
+        update.sent += 1
+        switch delivery.kind {
+        case .replay:
+            update.replayed.append(delivery.stored.seq)
+        case .alarmAhead:
+            update.alarmsSent.append(delivery.stored.seq)
+            alarmsSent.insert(delivery.stored.seq)
+            // Traccar computes distance and engine hours against a device's latest position,
+            // so what the server now has as newest makes the older backlog history (`archive`).
+            var state = filters[delivery.deviceID] ?? FilterState()
+            state.newestSentMs = max(state.newestSentMs ?? .min, delivery.stored.position.timeMs)
+            filters[delivery.deviceID] = state
+            update.filterStates.append((delivery.deviceID, state))
+        case .backlog:
+            settle(delivery.deviceID, through: delivery.ackThrough, state: delivery.stateAfter, into: &update)
+        }
+    }
+
+    /// The server refused it for good. A backlog position is quarantined (kept, counted, never
+    /// retried automatically) and its device goes on; a replayed one leaves the replay queue; an
+    /// alarm refused ahead of its backlog is left to its turn in the backlog, which decides.
+    mutating func refused(_ delivery: Delivery, reason: String, logger: Logger, into update: inout DeliveryUpdate) {
+        let (seq, device) = (delivery.stored.seq, delivery.device)
+        switch delivery.kind {
+        case .replay:
+            logger.warning("replayed position \(seq) of \(device) refused: \(reason)")
+            update.replayed.append(seq)
+        case .alarmAhead:
+            logger.warning("alarm \(seq) of \(device) refused ahead of its backlog: \(reason)")
+        case .backlog:
+            logger.warning("quarantined position \(seq) of \(device): \(reason)")
+            update.quarantined.append((delivery.deviceID, seq, reason))
+            settle(delivery.deviceID, through: delivery.ackThrough, state: delivery.stateAfter, into: &update)
+        }
+    }
+
+    /// The server does not know the device: it is parked for `seconds` while the others flow.
+    func park(_ delivery: Delivery, seconds: Double, reason: String, logger: Logger, into update: inout DeliveryUpdate) {
+        logger.warning("parked device \(delivery.device) for \(Int(seconds)) s: \(reason)")
+        update.parked.append((delivery.deviceID, WallClock.nowMs() + Int64(seconds * 1000), reason))
+    }
+
+    /// A parked device's position was taken: the server knows it again.
+    func unpark(_ delivery: Delivery, logger: Logger, into update: inout DeliveryUpdate) {
+        update.parked.append((delivery.deviceID, nil, nil))
+        logger.notice("device \(delivery.device) is known to the server again")
+    }
+
+    /// Takes in what another copy of this ledger settled (a batch planned on the reader's thread).
+    mutating func apply(_ update: DeliveryUpdate) {
+        for (deviceID, seq) in update.acknowledged { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
+        for (deviceID, state) in update.filterStates { filters[deviceID] = state }
+        alarmsSent.formUnion(update.alarmsSent)
+    }
+
+    /// The ledger as it will be if every one of `deliveries` is delivered: what the next batch
+    /// is planned against while these are on the wire.
+    func assuming(_ deliveries: some Sequence<Delivery>) -> DeliveryLedger {
+        var copy = self
+        var scratch = DeliveryUpdate(destination: destination)
+        for delivery in deliveries { copy.delivered(delivery, into: &scratch) }
+        return copy
+    }
+
+    private mutating func settle(_ deviceID: Int64, through seq: Int64, state: FilterState, into update: inout DeliveryUpdate) {
+        update.acknowledged.append((deviceID, seq))
+        update.filterStates.append((deviceID, state))
+        acked[deviceID] = max(acked[deviceID] ?? 0, seq)
+        filters[deviceID] = state
+    }
+
+    // MARK: - Grouping
+
+    /// Items per device, devices in order of first appearance, each device's in its own order.
+    static func byDevice<Item>(_ items: [Item], _ deviceID: (Item) -> Int64) -> [[Item]] {
+        var index: [Int64: Int] = [:]
+        var groups: [[Item]] = []
+        for item in items {
+            let id = deviceID(item)
+            if let at = index[id] {
+                groups[at].append(item)
+            } else {
+                index[id] = groups.count
+                groups.append([item])
+            }
+        }
+        return groups
+    }
+
+    static func byDevice(_ deliveries: [Delivery]) -> [[Delivery]] { byDevice(deliveries, \.deviceID) }
+}

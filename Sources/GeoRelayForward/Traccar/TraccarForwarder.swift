@@ -1,0 +1,209 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+
+/// Delivers the spool to a Traccar server's OsmAnd port, oldest first per device.
+///
+/// Each round reads which devices have positions this destination has not
+/// settled, then works through up to `concurrency` devices at once, each
+/// strictly in order (`OsmAndEngine`); the `DeliveryLedger` says what each
+/// answer settles, and its updates go to the spool without waiting for the
+/// commit: a crash can only cause a resend of what was in flight. Four modes,
+/// one file each: the buffered backlog (here), alarms ahead of it
+/// (`+AlarmsFirst`), history queued by `georelay replay` (`+Replay`), and
+/// real-time only with the buffer off (`+RealTime`). When the destination is
+/// unavailable the forwarder backs off (`DestinationLink`: probes while nothing
+/// answers, one position as a trial when no probe proves the server) and
+/// resumes at full speed once the server answers. Each destination has its own
+/// forwarder, so one outage never slows another.
+package final class TraccarForwarder: DestinationForwarder {
+    package let settings: Configuration.DestinationSettings
+    let spool: Spool
+    let logger: Logger
+    let traccar: TraccarProtocol
+    let engine: QueueConfined<OsmAndEngine>
+    let waker: CurlMulti.Waker
+    let link: DestinationLink
+    let filter: LocationFilter
+    let reader: QueueConfined<SpoolReader>
+
+    /// Positions read per round, shared among its devices: few devices get long
+    /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
+    static let positionsPerRound = 8192
+    /// Devices per round: bounds the memory a round holds with thousands of devices.
+    static let devicesPerRound = 64
+
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger) throws {
+        self.settings = settings
+        self.spool = spool
+        self.logger = logger.with(label: "forward[\(settings.name)]")
+        self.traccar = TraccarProtocol(settings: settings)
+        let engine = try OsmAndEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
+        self.waker = engine.waker
+        self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
+        self.filter = LocationFilter(settings: settings.filter)
+        self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
+    }
+
+    /// Runs until the task is cancelled.
+    package func run() async {
+        let wake = spool.commits.subscribe()
+        defer { spool.commits.unsubscribe(wake) }
+        if settings.buffer {
+            await runBuffered(wake: wake)
+        } else {
+            await runRealTime(wake: wake)
+        }
+    }
+
+    // MARK: - Buffered delivery
+
+    private func runBuffered(wake: WakeSignal) async {
+        let name = settings.name
+        let alarmWake = spool.alarms.subscribe()
+        defer { spool.alarms.unsubscribe(alarmWake) }
+        var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
+        var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
+        var state = DestinationState.online
+        /// After backing off without proof that the server is back: the next round sends one position.
+        var trial = false
+        /// The last device of the previous round: the next round starts after it, so with more
+        /// devices than fit in a round every device is served in turn, not the first 64 until done.
+        var rotation: Int64 = 0
+        while !Task.isCancelled {
+            let nowMs = WallClock.nowMs()
+            let cursors: [DeviceCursor]
+            let alarms: (unsent: [StoredPosition], sent: Set<Int64>)
+            do {
+                (cursors, alarms) = try await reader.run { reader in
+                    (try reader.pendingDevices(destination: name), try reader.pendingAlarms(destination: name))
+                }
+            } catch {
+                logger.error("cannot read the spool: \(error)")
+                try? await Task.sleep(for: .seconds(5))
+                continue
+            }
+            var ready: [DeviceCursor] = []
+            var nextUnpark: Int64?
+            for case let cursor? in cursors.map(ledger.pending) {
+                // A deadline more than one park period ahead means the wall clock went back
+                // (NTP catching up after a cold start): the device is tried now rather than
+                // sitting parked for however far the clock jumped.
+                if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs + Int64(settings.parkSeconds * 1000) {
+                    nextUnpark = min(nextUnpark ?? .max, until)
+                    continue
+                }
+                ready.append(cursor)
+            }
+            let maxPositions = trial ? 1 : Int.max
+            let results: [DeviceResult]
+            if ready.isEmpty {
+                // Nothing live waits: history queued by `georelay replay` goes now.
+                if let replayed = await replayRound(ledger: &ledger, maxPositions: maxPositions), !replayed.isEmpty {
+                    results = replayed
+                } else {
+                    // A replay queued by another process is noticed within half a minute.
+                    let untilUnpark = nextUnpark.map { Duration.milliseconds(max(1, $0 - nowMs)) }
+                    await wake.wait(timeout: min(untilUnpark ?? .seconds(30), .seconds(30)))
+                    continue
+                }
+            } else {
+                let alarmsAhead = ledger.alarms(alarms)
+                let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
+                if !readyAlarms.isEmpty {
+                    results = await sendAlarmsFirst(readyAlarms, cursors: ready, ledger: &ledger, maxPositions: maxPositions)
+                } else {
+                    let turn = Self.inTurn(ready, after: rotation)
+                    rotation = turn.last?.deviceID ?? 0
+                    results = await deliverRound(turn, ledger: &ledger, alarmsSent: alarmsAhead.sent, alarms: alarmWake, maxPositions: maxPositions)
+                }
+            }
+            if Task.isCancelled { break }
+            if let failure = results.lazy.compactMap(\.unavailable).first, case .unavailable(let reason, let retryAfter, let transport) = failure {
+                trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
+                state = .probing
+                continue
+            }
+            // The server answered the round (a trial's position included): full rounds from here.
+            trial = false
+            if results.contains(where: { $0.delivered > 0 }) {
+                backoff.reset()
+                if state != .online {
+                    logger.notice("delivering again")
+                }
+                state = .online
+            }
+        }
+    }
+
+    /// Up to `devicesPerRound` devices (in id order), starting after the device `after`, wrapping round.
+    static func inTurn(_ ready: [DeviceCursor], after: Int64) -> [DeviceCursor] {
+        let split = ready.firstIndex { $0.deviceID > after } ?? ready.endIndex
+        return Array((ready[split...] + ready[..<split]).prefix(devicesPerRound))
+    }
+
+    /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
+    private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, alarmsSent: Set<Int64>,
+                              alarms: WakeSignal, maxPositions: Int) async -> [DeviceResult] {
+        let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
+        let read: [(DeviceCursor, [StoredPosition])]
+        do {
+            read = try await reader.run { reader in
+                try devices.map { cursor in
+                    (cursor, try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk))
+                }
+            }
+        } catch {
+            logger.error("cannot read positions: \(error)")
+            return []
+        }
+        var batches: [DeviceBatch] = []
+        var skipped = DeliveryUpdate(destination: settings.name)
+        for (cursor, positions) in read {
+            let deliveries = ledger.plan(positions, filter: filter, alreadySent: alarmsSent, traccarAttributes: true, into: &skipped)
+            if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
+        }
+        spool.record(skipped)
+        return await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, maxPositions: maxPositions)
+    }
+
+    /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
+    /// the round early (requests in flight finish, no new ones start), so the
+    /// next round can send it ahead of everything.
+    func send(_ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger,
+              alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
+        let stop = AbortFlag()
+        let yield = AbortFlag()
+        let (traccar, parkSeconds, logger, spool, waker, before) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.waker, ledger)
+        let (results, after) = await withTaskCancellationHandler {
+            await withTaskGroup(of: Void.self) { group in
+                if let alarms {
+                    alarms.clear()
+                    group.addTask {
+                        await alarms.wait()
+                        if !Task.isCancelled {
+                            yield.set()
+                            waker.wake()
+                        }
+                    }
+                }
+                let outcome = await engine.run { engine in
+                    var ledger = before
+                    let results = engine.deliver(batches, mode: mode, ledger: &ledger, traccar: traccar, parkSeconds: parkSeconds,
+                                                 maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
+                        spool.record(update)
+                    }
+                    return (results, ledger)
+                }
+                group.cancelAll()
+                return outcome
+            }
+        } onCancel: {
+            stop.set()
+            waker.wake()
+        }
+        ledger = after
+        return results
+    }
+}
