@@ -65,8 +65,9 @@ package final class FakeTeltonikaServer: Sendable {
         package var identifications: [Identification] = []
         /// Data frames answered with a count.
         package var framesAnswered = 0
-        /// Connections the server closed because a frame could not be decoded or was too long.
-        package var closedOnError = 0
+        /// Connections the server closed: a frame it could not decode, one too long, or a
+        /// behaviour that closes.
+        package var closedByServer = 0
     }
 
     /// How the server treats a decoded data frame, for fault tests. Identification is always answered.
@@ -209,7 +210,7 @@ package final class FakeTeltonikaServer: Sendable {
             let open = receive(&connection, fd: fd)
             state.withLock {
                 $0.statistics.bytesReceived += n
-                if !open { $0.statistics.closedOnError += 1 }
+                if !open { $0.statistics.closedByServer += 1 }
             }
             changed.signal()
             if !open { return }
