@@ -174,7 +174,7 @@ import Testing
         for byte in stream { try client.write([byte]) }
         #expect(client.read(5) == .bytes([1, 0, 0, 0, 3]))
         #expect(server.positions.count == 3)
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == stream.count })
+        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == stream.count }, "every byte of the stream counted")
     }
 
     @Test func frameShorterThanItsLengthWaitsForTheRest() async throws {
@@ -183,7 +183,7 @@ import Testing
         let whole = frame([position(0)])
         try client.write(Array(whole.dropLast(6)))
         let sent = 17 + whole.count - 6
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == sent })
+        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == sent }, "the partial frame arrives")
         #expect(server.statistics.framesAnswered == 0 && server.statistics.closedByServer == 0, "Traccar waits, it does not close")
         try client.write(Array(whole.suffix(6)))
         #expect(client.read(4) == .bytes([0, 0, 0, 1]))
@@ -234,7 +234,7 @@ import Testing
         // The fake may close before the last bytes are written.
         try? client.write(bytes)
         #expect(client.readToEnd() == .closed(after: []), "\(name): closed with nothing answered")
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.closedByServer == 1 }, "\(name)")
+        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.closedByServer == 1 }, "\(name): the server counts the close")
         #expect(server.positions.isEmpty, "\(name): nothing kept")
     }
 
@@ -243,12 +243,12 @@ import Testing
         server.setBehaviour(.storeThenClose)
         let client = try identified(server)
         try client.write(frame([position(0)]))
-        #expect(client.readToEnd() == .closed(after: []))
+        #expect(client.readToEnd() == .closed(after: []), "closed before the answer")
         #expect(server.positions.count == 1)
         server.setBehaviour(.closeWithoutAnswer)
         let again = try identified(server)
         try again.write(frame([position(0)]))
-        #expect(again.readToEnd() == .closed(after: []))
+        #expect(again.readToEnd() == .closed(after: []), "closed with nothing kept or answered")
         #expect(server.positions.count == 1)
         #expect(server.statistics.connections == 2)
     }
