@@ -189,6 +189,7 @@ package struct HTTP1ResponseParser: Sendable {
         while true {
             switch state {
             case .statusLine:
+                try checkStatusLineStart()
                 guard let line = try takeLine() else { return try endOfInput() }
                 try parseStatusLine(line)
                 state = .headerLines
@@ -341,6 +342,14 @@ package struct HTTP1ResponseParser: Sendable {
     }
 
     // MARK: - Lines
+
+    /// Fails as soon as the first bytes cannot begin `HTTP/1.`, rather than waiting for the end of
+    /// a line that garbage (a TLS alert on a plain connection, a stray byte) may never send.
+    private func checkStatusLineStart() throws(HTTP1ParseError) {
+        let expected: StaticString = "HTTP/1."
+        let count = min(expected.utf8CodeUnitCount, buffer.count - readIndex)
+        for k in 0..<count where buffer[readIndex + k] != expected.utf8Start[k] { throw .malformedStatusLine }
+    }
 
     /// `HTTP/1.x NNN[ reason]`.
     private mutating func parseStatusLine(_ line: Range<Int>) throws(HTTP1ParseError) {
