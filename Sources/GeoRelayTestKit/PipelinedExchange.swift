@@ -18,7 +18,9 @@ package enum PipelineEnd: Sendable, Equatable {
 /// requests while reading responses, until the expected count arrived, the connection ended,
 /// or the deadline passed. The delivery engine has its own loop; this one keeps the tests' short.
 package struct PipelinedExchange {
+    /// The responses, in the order they arrived.
     package var responses: [HTTP1Response] = []
+    /// Why the exchange stopped.
     package var end = PipelineEnd.timedOut
     /// Bytes of `requests` the connection took.
     package var bytesSent = 0

@@ -25,6 +25,7 @@ package final class CurlConnection {
     private let handle: UnsafeMutableRawPointer
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var socket: curl_socket_t = -1
+    /// The destination, as given.
     package let url: String
     /// Application bytes sent (before TLS): what requests cost, as `CurlEasy` counts them.
     package private(set) var bytesSent = 0

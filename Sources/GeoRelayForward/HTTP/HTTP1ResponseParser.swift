@@ -91,7 +91,9 @@ package struct HTTP1ParseError: Error, Sendable, Hashable, CustomStringConvertib
 /// No Foundation: it works on one byte buffer with a read index and compacts only when most of the
 /// buffer has been consumed, so a response costs its headers' strings and its body's array.
 package struct HTTP1ResponseParser: Sendable {
+    /// The most a status line and its headers may take; also each chunk-size line, and the trailers.
     package let maxHeaderBytes: Int
+    /// The largest body taken.
     package let maxBodyBytes: Int
 
     private var buffer: [UInt8] = []
