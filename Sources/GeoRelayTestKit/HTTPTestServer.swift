@@ -34,6 +34,9 @@ package struct HTTPTestResponse: Sendable {
 /// A small blocking HTTP/1.1 server on loopback for tests and benchmarks:
 /// a thread per connection, keep-alive, Content-Length bodies.
 ///
+/// Pipelined requests (several in one read) are answered one by one, in order, on their
+/// connection, as Traccar's Netty HTTP codec does.
+///
 /// It can be stopped and started again on the same port, which is how tests
 /// make the destination go away and come back.
 package final class HTTPTestServer: Sendable {
@@ -47,6 +50,7 @@ package final class HTTPTestServer: Sendable {
 
     private let state = Mutex(State())
     private let handler: Handler
+    private let closesAfterEachResponse: Bool
     private let portValue = Atomic<Int>(0)
 
     package var port: Int { portValue.load(ordering: .relaxed) }
@@ -54,8 +58,12 @@ package final class HTTPTestServer: Sendable {
     package var connectionsAccepted: Int { state.withLock { $0.accepted } }
 
     /// Starts on an ephemeral loopback port.
-    package init(handler: @escaping Handler) throws {
+    /// - Parameter closesAfterEachResponse: a server that does not keep connections alive: every
+    ///   response says `Connection: close` and the connection closes after it. Requests pipelined
+    ///   behind it are read and dropped, never answered, so the client must send them again.
+    package init(closesAfterEachResponse: Bool = false, handler: @escaping Handler) throws {
         self.handler = handler
+        self.closesAfterEachResponse = closesAfterEachResponse
         try start(port: 0)
     }
 
@@ -147,6 +155,7 @@ package final class HTTPTestServer: Sendable {
             guard let response = handler(request) else { return }
             var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
             for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
+            if closesAfterEachResponse { out += "Connection: close\r\n" }
             out += "Content-Length: \(response.body.count)\r\n\r\n"
             let bytes = Array(out.utf8) + response.body
             var offset = 0
@@ -155,7 +164,28 @@ package final class HTTPTestServer: Sendable {
                 if n <= 0 { return }
                 offset += n
             }
+            if closesAfterEachResponse {
+                Self.lingeringClose(fd)
+                return
+            }
             if request.header("Connection")?.lowercased() == "close" { return }
+        }
+    }
+
+    /// Closes the way nginx's lingering close does: shut the write side, then read and drop what
+    /// the client still sends until it closes too (at most two seconds). Closing with unread bytes
+    /// would make the kernel answer with a reset, which can reach the client as an error instead of
+    /// the clean end after the response that this mode promises.
+    private static func lingeringClose(_ fd: Int32) {
+        shutdown(fd, Int32(SHUT_WR))
+        let deadline = ContinuousClock.now + .seconds(2)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 100) >= 0 || errno == EINTR else { return }
+            if descriptor.revents == 0 { continue }
+            let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return }
         }
     }
 

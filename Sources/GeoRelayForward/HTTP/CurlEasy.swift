@@ -56,7 +56,8 @@ package final class CurlEasy {
     /// The request being transferred: curl reads its body in place, so it must live until the end.
     private var body: [UInt8] = []
 
-    private static let globalInit: Bool = {
+    /// libcurl's one-time setup, shared by every handle the relay makes (`CurlConnection` too).
+    static let globalInit: Bool = {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
     }()
 
@@ -69,12 +70,15 @@ package final class CurlEasy {
         self.handle = handle
         errorBuffer.initialize(to: 0)
         try setConstantOptions()
-        try setTLS(tls)
+        try Self.setTLS(tls, on: handle)
     }
 
+    /// How `handle` verifies HTTPS servers: the one place for it, so that `CurlEasy` and
+    /// `CurlConnection` cannot drift apart on certificate checks.
+    ///
     /// curl verifies the peer and the host name by default; this only adds a CA file or, when
     /// asked in so many words, turns verification off.
-    private func setTLS(_ tls: Configuration.TLSSettings) throws(CurlError) {
+    static func setTLS(_ tls: Configuration.TLSSettings, on handle: UnsafeMutableRawPointer) throws(CurlError) {
         if let caFile = tls.caFile {
             try check(georelay_curl_setopt_string(handle, CURLOPT_CAINFO, caFile))
         }

@@ -1,0 +1,155 @@
+import CCurl
+import Glibc
+import GeoRelayCore
+
+/// One connection to a destination that libcurl opens and secures but does not speak HTTP on:
+/// a `CURLOPT_CONNECT_ONLY` easy handle. libcurl does DNS, TCP, the TLS handshake and the
+/// certificate checks (exactly as `CurlEasy` does them, through the same `setTLS`); the caller
+/// frames requests (`HTTP1Request`) and parses responses (`HTTP1ResponseParser`) itself, which is
+/// how requests are pipelined now that libcurl no longer pipelines.
+///
+/// Non-blocking after `connect()`: `send` and `receive` take or give what the socket allows, and
+/// `wait` polls the socket.
+///
+/// - Important: over TLS, curl may already hold decrypted bytes, so the socket can be idle while
+///   data is waiting. After `wait` says readable, call `receive` until it returns nil (would block)
+///   before waiting again; waiting while `receive` still had bytes can stall the connection.
+/// - Important: when `send` takes fewer bytes than offered (0 when it would block), offer the rest
+///   again, starting at the first byte not taken and no shorter: OpenSSL requires a write it could
+///   not finish to be retried with the same bytes. Keep them in place until they are taken.
+/// - Important: one connection per instance. After `receive` returns 0 (the peer closed) or any
+///   call throws, the connection is finished; make a new `CurlConnection` to reconnect.
+///
+/// Not `Sendable`: confine it to one thread.
+package final class CurlConnection {
+    private let handle: UnsafeMutableRawPointer
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    private var socket: curl_socket_t = -1
+    /// The destination, as given.
+    package let url: String
+    /// Application bytes sent (before TLS): what requests cost, as `CurlEasy` counts them.
+    package private(set) var bytesSent = 0
+    /// Application bytes received (after TLS).
+    package private(set) var bytesReceived = 0
+
+    /// Sets the connection up without connecting.
+    /// - Parameters:
+    ///   - url: the destination; only its scheme, host and port matter here.
+    ///   - tls: how an HTTPS server is verified, as for `CurlEasy`.
+    ///   - connectTimeoutSeconds: the bound on DNS, TCP and the TLS handshake together.
+    package init(url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10) throws(CurlError) {
+        _ = CurlEasy.globalInit
+        guard let handle = curl_easy_init() else {
+            errorBuffer.deallocate()
+            throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "curl_easy_init failed")
+        }
+        self.handle = handle
+        self.url = url
+        errorBuffer.initialize(to: 0)
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECT_ONLY, 1))
+        // ALPN must offer HTTP/1.1 only: a server that picked h2 would read our HTTP/1.1 as garbage.
+        try check(georelay_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1))
+        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeoutSeconds * 1000)))
+        try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
+        try CurlEasy.setTLS(tls, on: handle)
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        errorBuffer.deallocate()
+    }
+
+    /// Whether `connect()` succeeded.
+    package var isConnected: Bool { socket != -1 }
+
+    /// Resolves, connects and, for `https`, does the TLS handshake and verifies the certificate,
+    /// blocking the calling thread for at most the connect timeout.
+    /// - Throws: `CurlError` (`isConnectFailure`, `isTimeout`, or a TLS/certificate code).
+    package func connect() throws(CurlError) {
+        precondition(!isConnected, "CurlConnection.connect() called twice: make a new connection instead")
+        errorBuffer.pointee = 0
+        try check(curl_easy_perform(handle), errorBuffer)
+        var active: curl_socket_t = -1
+        try check(georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active), errorBuffer)
+        guard active != -1 else { throw CurlError(code: CURLE_COULDNT_CONNECT.rawValue, message: "no socket after connecting") }
+        socket = active
+    }
+
+    /// Sends what the connection takes of `bytes` now.
+    /// - Returns: the number of bytes taken; 0 when the socket would block (wait for writable).
+    /// - Throws: `CurlError` when the connection failed (reset, broken pipe).
+    package func send(_ bytes: UnsafeRawBufferPointer) throws(CurlError) -> Int {
+        precondition(isConnected, "CurlConnection.send before connect()")
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return 0 }
+        errorBuffer.pointee = 0
+        var sent = 0
+        let code = curl_easy_send(handle, base, bytes.count, &sent)
+        if code == CURLE_AGAIN { return 0 }
+        try check(code, errorBuffer)
+        bytesSent += sent
+        return sent
+    }
+
+    /// Reads what has arrived into `buffer`.
+    /// - Returns: the number of bytes read; nil when nothing is there now (wait for readable);
+    ///   0 when the peer closed the connection.
+    /// - Throws: `CurlError` when the connection failed (reset, a TLS error).
+    package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(CurlError) -> Int? {
+        precondition(isConnected, "CurlConnection.receive before connect()")
+        precondition(!buffer.isEmpty, "CurlConnection.receive into an empty buffer")
+        errorBuffer.pointee = 0
+        var received = 0
+        let code = curl_easy_recv(handle, buffer.baseAddress, buffer.count, &received)
+        if code == CURLE_AGAIN { return nil }
+        try check(code, errorBuffer)
+        bytesReceived += received
+        return received
+    }
+
+    /// Waits until the socket is readable or writable (as asked) or `timeout` passes, retrying
+    /// interrupted polls within the same deadline. An error or hang-up on the socket reports as
+    /// ready, so the next `send` or `receive` reports it.
+    /// - Important: see the type's note on TLS: drain `receive` before waiting for readable.
+    /// - Returns: which of the asked conditions hold; both false when the time ran out.
+    package func wait(readable: Bool, writable: Bool, timeout: Duration) throws(CurlError) -> (readable: Bool, writable: Bool) {
+        precondition(isConnected, "CurlConnection.wait before connect()")
+        precondition(readable || writable, "CurlConnection.wait for nothing")
+        precondition(timeout >= .zero, "CurlConnection.wait: negative timeout")
+        var events: Int16 = 0
+        if readable { events |= Int16(POLLIN) }
+        if writable { events |= Int16(POLLOUT) }
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let result = poll(&descriptor, 1, Self.milliseconds(until: deadline, on: clock))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw CurlError(code: CURLE_RECV_ERROR.rawValue, message: "poll failed: \(String(cString: strerror(errno)))")
+            }
+            if result == 0 { return (false, false) }
+            let revents = Int32(descriptor.revents)
+            if revents & Int32(POLLNVAL) != 0 {
+                throw CurlError(code: CURLE_RECV_ERROR.rawValue, message: "poll: the connection's socket is closed")
+            }
+            let failed = revents & (Int32(POLLERR) | Int32(POLLHUP)) != 0
+            return (readable && (revents & Int32(POLLIN) != 0 || failed),
+                    writable && (revents & Int32(POLLOUT) != 0 || failed))
+        }
+    }
+
+    /// poll's timeout: rounded up, so a wait never returns early and spins.
+    private static func milliseconds(until deadline: ContinuousClock.Instant, on clock: ContinuousClock) -> Int32 {
+        let remaining = clock.now.duration(to: deadline)
+        guard remaining > .zero else { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds)
+    }
+}
+
+@available(*, unavailable)
+extension CurlConnection: Sendable {}
