@@ -17,8 +17,10 @@ package final class RelayProcess {
         return root.appendingPathComponent(".build/debug/georelay").path
     }
 
-    /// Starts `georelay run` and waits until its socket accepts connections.
-    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// Starts `georelay run` and waits until its socket accepts connections, for at most
+    /// `startTimeout`; throws saying so (with the relay's stderr) when it does not.
+    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:],
+                 startTimeout: Duration = .seconds(30)) throws {
         self.configPath = configPath
         self.socketPath = socketPath
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -32,13 +34,13 @@ package final class RelayProcess {
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + startTimeout
+        while true {
             if (try? UnixLineClient(path: socketPath, receiveTimeoutSeconds: 1)) != nil { return }
-            if !process.isRunning { break }
+            if !process.isRunning || ContinuousClock.now >= deadline { break }
             usleep(20_000) // waiting for a child process to bind: no event to await
         }
-        throw RelayProcessError(message: "relay did not start listening on \(socketPath): \(stderrText())")
+        throw RelayProcessError(message: "relay did not start listening on \(socketPath) within \(startTimeout): \(stderrText())")
     }
 
     /// Standard error so far.
