@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GeoRelayCore
+import Synchronization
 
 /// The real `georelay` binary, run as a child process on a test's config.
 package final class RelayProcess {
@@ -66,8 +67,8 @@ package final class RelayProcess {
     }
 
     /// Runs a one-shot command (`status --json`, `logs`, …) and returns its exit status and output.
-    package static func command(_ arguments: [String], directory: String) throws -> (status: Int32, stdout: String, stderr: String) {
-        try run(binary, arguments, directory: directory)
+    package static func command(_ arguments: [String], directory: String, timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+        try run(binary, arguments, directory: directory, timeout: timeout)
     }
 
     /// Runs a program to its end and returns its exit status and output.
@@ -75,7 +76,12 @@ package final class RelayProcess {
     /// Output goes through files, not pipes: Foundation's `Process` lets every child spawned
     /// meanwhile (a relay another test starts) inherit a pipe's write end, and reading to the
     /// end of the pipe would then wait for that child to exit.
-    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory()) throws -> (status: Int32, stdout: String, stderr: String) {
+    ///
+    /// A program still running after `timeout` is killed and the call throws, naming it: a
+    /// command that hangs (or a `run` that was meant to refuse its config and starts instead)
+    /// fails the test in a minute rather than holding it for ever.
+    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory(),
+                            timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -86,9 +92,27 @@ package final class RelayProcess {
         process.standardOutput = FileHandle(forWritingAtPath: stem + ".out")
         process.standardError = FileHandle(forWritingAtPath: stem + ".err")
         try process.run()
+        // The watchdog kills only while the child has not been seen to exit: its pid cannot have been reused.
+        let pid = process.processIdentifier
+        let watch = Mutex((finished: false, killed: false))
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            watch.withLock { state in
+                guard !state.finished else { return }
+                state.killed = true
+                kill(pid, SIGKILL)
+            }
+        }
         process.waitUntilExit()
+        let killed = watch.withLock { state in
+            state.finished = true
+            return state.killed
+        }
         let stdout = (try? String(contentsOfFile: stem + ".out", encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOfFile: stem + ".err", encoding: .utf8)) ?? ""
+        if killed {
+            throw RelayProcessError(message: "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout); killed. stderr: \(stderr.suffix(2000))")
+        }
         return (process.terminationStatus, stdout, stderr)
     }
 }
