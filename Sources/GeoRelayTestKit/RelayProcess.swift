@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GeoRelayCore
+import Synchronization
 
 /// The real `georelay` binary, run as a child process on a test's config.
 package final class RelayProcess {
@@ -17,8 +18,10 @@ package final class RelayProcess {
         return root.appendingPathComponent(".build/debug/georelay").path
     }
 
-    /// Starts `georelay run` and waits until its socket accepts connections.
-    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// Starts `georelay run` and waits until its socket accepts connections, for at most
+    /// `startTimeout`; throws saying so (with the relay's stderr) when it does not.
+    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:],
+                 startTimeout: Duration = .seconds(30)) throws {
         self.configPath = configPath
         self.socketPath = socketPath
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -32,13 +35,13 @@ package final class RelayProcess {
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + startTimeout
+        while true {
             if (try? UnixLineClient(path: socketPath, receiveTimeoutSeconds: 1)) != nil { return }
-            if !process.isRunning { break }
+            if !process.isRunning || ContinuousClock.now >= deadline { break }
             usleep(20_000) // waiting for a child process to bind: no event to await
         }
-        throw RelayProcessError(message: "relay did not start listening on \(socketPath): \(stderrText())")
+        throw RelayProcessError(message: "relay did not start listening on \(socketPath) within \(startTimeout): \(stderrText())")
     }
 
     /// Standard error so far.
@@ -64,8 +67,8 @@ package final class RelayProcess {
     }
 
     /// Runs a one-shot command (`status --json`, `logs`, …) and returns its exit status and output.
-    package static func command(_ arguments: [String], directory: String) throws -> (status: Int32, stdout: String, stderr: String) {
-        try run(binary, arguments, directory: directory)
+    package static func command(_ arguments: [String], directory: String, timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+        try run(binary, arguments, directory: directory, timeout: timeout)
     }
 
     /// Runs a program to its end and returns its exit status and output.
@@ -73,7 +76,12 @@ package final class RelayProcess {
     /// Output goes through files, not pipes: Foundation's `Process` lets every child spawned
     /// meanwhile (a relay another test starts) inherit a pipe's write end, and reading to the
     /// end of the pipe would then wait for that child to exit.
-    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory()) throws -> (status: Int32, stdout: String, stderr: String) {
+    ///
+    /// A program still running after `timeout` is killed and the call throws, naming it: a
+    /// command that hangs (or a `run` that was meant to refuse its config and starts instead)
+    /// fails the test in a minute rather than holding it for ever.
+    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory(),
+                            timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -84,9 +92,27 @@ package final class RelayProcess {
         process.standardOutput = FileHandle(forWritingAtPath: stem + ".out")
         process.standardError = FileHandle(forWritingAtPath: stem + ".err")
         try process.run()
+        // The watchdog kills only while the child has not been seen to exit: its pid cannot have been reused.
+        let pid = process.processIdentifier
+        let watch = Mutex((finished: false, killed: false))
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            watch.withLock { state in
+                guard !state.finished else { return }
+                state.killed = true
+                kill(pid, SIGKILL)
+            }
+        }
         process.waitUntilExit()
+        let killed = watch.withLock { state in
+            state.finished = true
+            return state.killed
+        }
         let stdout = (try? String(contentsOfFile: stem + ".out", encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOfFile: stem + ".err", encoding: .utf8)) ?? ""
+        if killed {
+            throw RelayProcessError(message: "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout); killed. stderr: \(stderr.suffix(2000))")
+        }
         return (process.terminationStatus, stdout, stderr)
     }
 }

@@ -40,7 +40,8 @@ import GeoRelayTestKit
         let client = try world.client()
         for (name, bytes, expected) in Self.cases {
             try client.write(bytes)
-            let reply = client.readLine() ?? "<closed>"
+            // One missing answer ends the test: waiting out the reply timeout for each of the rest would take minutes.
+            let reply = try #require(client.readLine(), "\(name): no reply within 30 s (closed, or the relay is stuck)")
             if let expected {
                 #expect(reply.hasPrefix("err \(expected)"), "\(name): \(reply)")
             } else {
@@ -81,7 +82,9 @@ import GeoRelayTestKit
         // The good collector keeps being answered while the others do their worst.
         for second in 1...200 {
             try good.write(line("good", second))
-            #expect(good.readLine() == "ok \(second + 1)")
+            // One missing answer ends the test: 200 reply timeouts would be 100 minutes.
+            let reply = try #require(good.readLine(), "line \(second) of the good collector: no reply within 30 s")
+            #expect(reply == "ok \(second + 1)")
         }
         // The huge line is refused once, then the relay closes that connection: a client that
         // sends lines past the limit is not talking the protocol.

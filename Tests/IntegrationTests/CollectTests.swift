@@ -19,6 +19,32 @@ import GeoRelayTestKit
         return process
     }
 
+    /// The UDP port `process` has bound, once it has (it was told port 0); nil after `timeout`.
+    /// The collector does not say which port the kernel gave it, so this polls the socket table.
+    func boundUDPPort(of process: Process, timeout: Duration = .seconds(10)) async -> Int? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if let port = SocketTable.udpPorts(ofProcess: process.processIdentifier).first { return port }
+            if ContinuousClock.now >= deadline { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
+    /// Waits for `process` to exit, at most `timeout`; when it has not, kills it and returns false.
+    func exited(_ process: Process, within timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now >= deadline {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return false
+            }
+            try? await Task.sleep(for: .milliseconds(20)) // Foundation reaps the child; there is no exit event to await here
+        }
+        return true
+    }
+
     func nmea(_ body: String) -> String {
         "$\(body)*\(String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 }))"
     }
@@ -39,7 +65,8 @@ import GeoRelayTestKit
         try world.start()
         let log = SharedTestData.nmea.appendingPathComponent("telit-he910.log").path
         let process = try collector(world, ["--device", "telit", "--file", log])
-        process.waitUntilExit()
+        // The collector exits once the relay has answered every line, and waits for ever until then.
+        try #require(await exited(process, within: .seconds(30)), "the collector had not finished the log after 30 s")
         #expect(process.terminationStatus == 0)
         // The same count the NMEA path gives for this log in the gpsd comparison.
         #expect(await world.server.waitUntil { $0.count >= 187 })
@@ -56,10 +83,11 @@ import GeoRelayTestKit
         #expect(await mux.waitForClient())
         mux.send(cycles(0))
         #expect(await world.server.waitUntil { $0.count >= 2 })
-        // The relay dies; the receiver keeps talking; the relay comes back.
+        // The relay dies; the receiver keeps talking; the relay comes back once the collector has
+        // read what was said meanwhile, so it holds those lines while the relay is gone.
         relay.signal(SIGKILL)
         mux.send(cycles(3))
-        try await Task.sleep(for: .milliseconds(300)) // the collector holds these while the relay is gone
+        #expect(await mux.waitUntilClientsHaveRead(), "the collector did not read the lines sent while the relay was down within 10 s")
         try world.start()
         mux.send(cycles(6))
         #expect(await world.server.waitUntil(timeout: .seconds(20)) { Set($0.map(\.fixTimeMs)).count >= 8 })
@@ -73,25 +101,22 @@ import GeoRelayTestKit
     @Test func udpBroadcastsFromAMultiplexer() async throws {
         let world = try RelayWorld()
         try world.start()
-        let port = Int.random(in: 20_000...40_000)
-        let process = try collector(world, ["--device", "aft", "--udp", "127.0.0.1:\(port)"])
+        // Port 0: the kernel gives the collector a free port, read back from its socket once bound;
+        // datagrams sent from then on wait in that socket's queue, so one round is enough.
+        let process = try collector(world, ["--device", "aft", "--udp", "127.0.0.1:0"])
         defer { process.terminate(); process.waitUntilExit() }
+        let port = try #require(await boundUDPPort(of: process), "the collector bound no UDP port within 10 s")
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        // Datagrams until the collector is listening and the positions arrive (UDP has no connection to wait for).
-        var arrived = false
-        for round in 0..<50 where !arrived {
-            for line in cycles(round * 3, count: 3) {
-                let bytes = Array((line + "\r\n").utf8)
-                _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            }
-            arrived = await world.server.waitUntil(timeout: .milliseconds(200)) { $0.count >= 2 }
+        for line in cycles(0, count: 3) {
+            let bytes = Array((line + "\r\n").utf8)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         }
-        #expect(arrived)
+        #expect(await world.server.waitUntil { $0.count >= 2 }, "positions from the datagrams did not arrive within 30 s")
         #expect(world.server.positions.allSatisfy { $0.uniqueId == "aft" })
     }
 
@@ -103,8 +128,9 @@ import GeoRelayTestKit
         let process = try collector(world, ["--device", "/dev/ttyUSB0=bow,/dev/ttyUSB1=stern", "--gpsd", "127.0.0.1:\(gpsd.port)"])
         defer { process.terminate(); process.waitUntilExit() }
         #expect(await gpsd.waitForClient())
-        try await Task.sleep(for: .milliseconds(200)) // the ?WATCH request on its way
-        #expect(gpsd.requests.first?.hasPrefix("?WATCH=") == true)
+        // Like gpsd, report only once the client has asked to watch.
+        #expect(await gpsd.waitForRequest { $0.hasPrefix("?WATCH=") } != nil, "no ?WATCH within 10 s of connecting")
+        #expect(gpsd.requests.first?.hasPrefix("?WATCH=") == true, "\(gpsd.requests)")
         gpsd.send([
             #"{"class":"VERSION","release":"3.25"}"#,
             #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T12:30:00.000Z","lat":59.5,"lon":10.7}"#,
@@ -133,7 +159,10 @@ import GeoRelayTestKit
         try client.write(line("gps-bow", 0, lat: 59.0) + line("gps-stern", 0, lat: 59.1) + line("gps-bow", 1, lat: 59.0) + line("gps-stern", 1, lat: 59.1))
         #expect(client.readLines(4).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await world.server.waitUntil { $0.count >= 2 })
-        // The primary falls silent for longer than failoverSeconds (a real wait: the failover is by wall clock).
+        // The primary falls silent for longer than failoverSeconds. A real wait, not a guess at when
+        // something happens: the relay judges silence by the time since the primary's last arrival
+        // on its monotonic clock, only when the next position comes, so there is nothing to await;
+        // a sleep can only overshoot, and 1.3 s after the positions arrived is past the 1 s window.
         try await Task.sleep(for: .milliseconds(1300))
         try client.write(line("gps-stern", 2, lat: 59.1))
         _ = client.readLine()

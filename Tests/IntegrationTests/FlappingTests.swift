@@ -70,11 +70,13 @@ import GeoRelayTestKit
         let sent = written.load(ordering: .relaxed)
         #expect(total == sent, "ingest does not depend on the uplink")
 
-        let atTraccar = await world.server.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
-        let atGateway = await push.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
+        // Both at once: the relay drains them side by side, so a stall costs one bound, not two.
+        async let traccarDrained = world.server.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
+        async let gatewayDrained = push.waitForAll(expected, timeout: .seconds(Self.backoffMax + 30))
+        let (atTraccar, atGateway) = await (traccarDrained, gatewayDrained)
         let drainSeconds = Double(WallClock.monotonicNs() - recovered) / 1e9
-        #expect(atTraccar, "acknowledged positions missing at Traccar")
-        #expect(atGateway, "acknowledged positions missing at the push gateway")
+        #expect(atTraccar, "acknowledged positions missing at Traccar after \(Int(Self.backoffMax + 30)) s")
+        #expect(atGateway, "acknowledged positions missing at the push gateway after \(Int(Self.backoffMax + 30)) s")
         // Within one backoff period of the final recovery: the probes, not the backoff, bring it back.
         #expect(drainSeconds < Self.backoffMax, "drained \(drainSeconds) s after the link came back")
         #expect(push.problems.isEmpty, "\(push.problems)")

@@ -32,20 +32,40 @@ import GeoRelayTestKit
         spool.close()
     }
 
+    /// How long one chunk of the drain may take: 60,000 positions drained in about 6 s here
+    /// (10,000/s, debug build, the test alone; each run prints its figures), so ten times that.
+    static let drainBound = Duration.seconds(60)
+
     @Test func restartOnAMillionSpooledAcceptsAtOnceAndDrainsInBoundedMemory() async throws {
         let world = try RelayWorld()
         let filling = WallClock.monotonicNs()
         try await Self.fillSpool(at: world.spoolPath)
         let fillSeconds = Double(WallClock.monotonicNs() - filling) / 1e9
         let total = Self.backlogDevices * Self.perDevice
+        // Each cycle drains another chunk of the backlog, then the relay is killed while collectors write.
+        let cycles = Self.long ? 3 : 1
+
+        // One deadline for every wait from here on, so a stall anywhere fails within minutes
+        // (3 in the short form, 5 in the long one), saying what it waited for: a drain bound per
+        // chunk and one minute for the rest (starts, hellos, collectors ending, live positions),
+        // the rest being seconds when all is well. Each wait is also capped by its own bound.
+        let deadline = ContinuousClock.now + Self.drainBound * (cycles + 1) + .seconds(60)
+        func remaining(atMost bound: Duration) -> Duration { max(.zero, min(bound, deadline - .now)) }
 
         // Live collectors keep writing across both restarts.
         let writing = Atomic<Bool>(true)
+        defer { writing.store(false, ordering: .relaxed) } // a failed wait leaves no writer behind
         let acknowledged = Mutex<[String: Set<Int64>]>([:])
         let collectors = DispatchGroup()
         func startCollectors() throws {
             for device in (0..<4).map({ "live\($0)" }) {
-                let client = try world.client()
+                // The reply timeout ends a reader whose relay stalls; it is capped by the deadline too.
+                let seconds = Int(remaining(atMost: .seconds(30)).components.seconds)
+                let client = try UnixLineClient(path: world.socketPath, receiveTimeoutSeconds: max(1, seconds))
+                try client.write(#"{"hello":{"ack":true}}"# + "\n")
+                guard client.readLine() != nil else {
+                    throw RelayProcessError(message: "\(device): no answer to its hello within \(max(1, seconds)) s")
+                }
                 let first = acknowledged.withLock { $0[device]?.count ?? 0 }
                 Thread {
                     var i = first
@@ -65,41 +85,57 @@ import GeoRelayTestKit
                 }
             }
         }
+        /// Waits until every collector's reader has seen the relay's end of its stream.
+        func collectorsEnded(_ after: String) async throws {
+            let bound = remaining(atMost: .seconds(30))
+            let seconds = Double(bound.components.seconds) + Double(bound.components.attoseconds) / 1e18
+            let ended = await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: collectors.wait(timeout: .now() + seconds) == .success) }
+            }
+            try #require(ended, "the live collectors' streams did not end within \(bound) of \(after)")
+        }
 
         var acceptSeconds: [Double] = []
+        var drainSeconds: [Double] = []
         var peakRSS = 0
         /// Starts the relay and measures how long until its socket accepts a collector.
         func start() throws -> RelayProcess {
             let launched = WallClock.monotonicNs()
-            let relay = try world.start()
+            let relay = try world.start(timeout: remaining(atMost: .seconds(10)))
             acceptSeconds.append(Double(WallClock.monotonicNs() - launched) / 1e9)
             return relay
+        }
+        /// Waits until another 60,000 positions have arrived at Traccar.
+        func drain(_ chunk: Int) async throws {
+            let began = WallClock.monotonicNs()
+            let target = world.server.positions.count + 60_000
+            let bound = remaining(atMost: Self.drainBound)
+            let drained = await world.server.waitUntil(timeout: bound) { $0.count >= target }
+            drainSeconds.append(Double(WallClock.monotonicNs() - began) / 1e9)
+            try #require(drained, "drain \(chunk) of \(cycles + 1): \(world.server.positions.count) of \(target) positions at Traccar after \(bound)")
         }
 
         var relay = try start()
         try startCollectors()
-        // Each cycle drains another chunk of the backlog, then the relay is killed while collectors write.
-        let cycles = Self.long ? 3 : 1
-        for _ in 0..<cycles {
-            let target = world.server.positions.count + 60_000
-            #expect(await world.server.waitUntil(timeout: .seconds(600)) { $0.count >= target })
+        for cycle in 0..<cycles {
+            try await drain(cycle + 1)
             peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
             relay.signal(SIGKILL)
             writing.store(false, ordering: .relaxed)
-            await withCheckedContinuation { continuation in collectors.notify(queue: .global()) { continuation.resume() } }
+            try await collectorsEnded("the SIGKILL")
             writing.store(true, ordering: .relaxed)
             relay = try start()
             try startCollectors()
         }
-        let target = world.server.positions.count + 60_000
-        #expect(await world.server.waitUntil(timeout: .seconds(600)) { $0.count >= target })
+        try await drain(cycles + 1)
         writing.store(false, ordering: .relaxed)
-        await withCheckedContinuation { continuation in collectors.notify(queue: .global()) { continuation.resume() } }
+        try await collectorsEnded("the collectors' last line")
         let live = acknowledged.withLock { $0 }
         let liveTotal = live.values.reduce(0) { $0 + $1.count }
         // Live devices are served while the backlog drains, not after it.
-        let liveArrived = await world.server.waitForAll(live, timeout: .seconds(60))
-        #expect(liveArrived, "live collectors' positions waited behind the backlog")
+        let liveBound = remaining(atMost: .seconds(60))
+        let liveArrived = await world.server.waitForAll(live, timeout: liveBound)
+        #expect(liveArrived, "live collectors' positions waited behind the backlog (not all at Traccar within \(liveBound))")
         peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
 
         // Ledger for the backlog: each device's first arrivals are exactly the start of its spooled
@@ -115,7 +151,8 @@ import GeoRelayTestKit
         #expect(acceptSeconds.allSatisfy { $0 < 1 }, "accepting after \(acceptSeconds) s")
         print("""
             large spool: \(total) spooled in \(String(format: "%.1f", fillSeconds)) s; accepting \(acceptSeconds.map { String(format: "%.2f", $0) }.joined(separator: " and ")) s \
-            after each start (\(cycles) after a SIGKILL mid-drain); \(delivered) delivered without a gap incl. \(liveTotal) live positions \
+            after each start (\(cycles) after a SIGKILL mid-drain); 60,000 drained in \(drainSeconds.map { String(format: "%.1f", $0) }.joined(separator: " and ")) s; \
+            \(delivered) delivered without a gap incl. \(liveTotal) live positions \
             from 4 collectors, all of them; \(duplicates) repeats after the kills; peak RSS \(peakRSS >> 20) MiB
             """)
     }

@@ -45,9 +45,10 @@ final class RelayWorld: @unchecked Sendable {
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
+    /// Starts the relay on this world's config; throws when its socket does not accept within `timeout`.
     @discardableResult
-    func start() throws -> RelayProcess {
-        let process = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path)
+    func start(timeout: Duration = .seconds(30)) throws -> RelayProcess {
+        let process = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path, startTimeout: timeout)
         relay = process
         return process
     }
