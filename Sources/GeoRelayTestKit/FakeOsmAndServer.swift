@@ -56,10 +56,11 @@ package final class FakeOsmAndServer: Sendable {
     private let changed = WakeSignal()
     package let http: HTTPTestServer
 
-    package init() throws {
+    /// - Parameter closesAfterEachResponse: behind a proxy that does not keep connections alive.
+    package init(closesAfterEachResponse: Bool = false) throws {
         var server: HTTPTestServer?
         let box = Box()
-        server = try HTTPTestServer { request in box.value?.handle(request) }
+        server = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse) { request in box.value?.handle(request) }
         http = server!
         box.value = self
     }

@@ -40,8 +40,12 @@ package final class FaultProxy: Sendable {
         package var bytesDown = 0
         /// Relay → server bytes received while the mode was not `pass`.
         package var bytesUpWhileDown = 0
-        /// Requests seen while down, by method ("POST" are payloads, "GET" probes).
+        /// Requests seen while down, by method.
         package var requestsWhileDown: [String: Int] = [:]
+        /// Of those, payloads: a POST, or a GET with the position in its query (pipelined OsmAnd).
+        package var payloadsWhileDown = 0
+        /// Of those, probes and canaries: a GET that names nothing (no query).
+        package var probesWhileDown = 0
     }
 
     private struct State {
@@ -277,18 +281,23 @@ package final class FaultProxy: Sendable {
             state.counters.bytesUp += chunk.count
             guard state.mode.isDown else { return }
             state.counters.bytesUpWhileDown += chunk.count
-            for method in Self.requestMethods(in: chunk) { state.counters.requestsWhileDown[method, default: 0] += 1 }
+            for (method, payload) in Self.requestLines(in: chunk) {
+                state.counters.requestsWhileDown[method, default: 0] += 1
+                if payload { state.counters.payloadsWhileDown += 1 } else { state.counters.probesWhileDown += 1 }
+            }
         }
     }
 
-    /// The methods of the request lines in a chunk (a line ending in ` HTTP/1.1`). curl writes a
-    /// request's head in one piece, so a request line is not split across chunks in practice.
-    static func requestMethods(in chunk: [UInt8]) -> [String] {
+    /// The request lines in a chunk (a line ending in ` HTTP/1.1`): each one's method and whether
+    /// it carries a position (any method but GET, or a GET with a query). curl and the pipelined
+    /// engine write a request's head in one piece, so a request line is not split across chunks in practice.
+    static func requestLines(in chunk: [UInt8]) -> [(method: String, payload: Bool)] {
         let text = String(decoding: chunk, as: UTF8.self)
         return text.components(separatedBy: "\r\n").compactMap { line in
             guard line.hasSuffix(" HTTP/1.1"), let space = line.firstIndex(of: " ") else { return nil }
             let method = line[..<space]
-            return method.allSatisfy({ $0.isUppercase }) ? String(method) : nil
+            guard method.allSatisfy({ $0.isUppercase }) else { return nil }
+            return (String(method), method != "GET" || line[space...].contains("?"))
         }
     }
 

@@ -46,6 +46,7 @@ package final class HTTPTestServer: Sendable {
         var listenFD: Int32 = -1
         var connections: Set<Int32> = []
         var accepted = 0
+        var deepestPipeline = 0
     }
 
     private let state = Mutex(State())
@@ -56,6 +57,9 @@ package final class HTTPTestServer: Sendable {
     package var port: Int { portValue.load(ordering: .relaxed) }
     package var url: String { "http://127.0.0.1:\(port)" }
     package var connectionsAccepted: Int { state.withLock { $0.accepted } }
+    /// The most requests that were on one connection at once, this one and those already received
+    /// behind it: above 1 only when a client pipelines.
+    package var deepestPipeline: Int { state.withLock { $0.deepestPipeline } }
 
     /// Starts on an ephemeral loopback port.
     /// - Parameter closesAfterEachResponse: a server that does not keep connections alive: every
@@ -152,6 +156,8 @@ package final class HTTPTestServer: Sendable {
                 method: head.method, target: head.target, headers: head.headers,
                 body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
             buffer.removeFirst(bodyStart + length)
+            let waiting = Self.count([13, 10, 13, 10], in: buffer)
+            state.withLock { $0.deepestPipeline = max($0.deepestPipeline, 1 + waiting) }
             guard let response = handler(request) else { return }
             var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
             for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
@@ -187,6 +193,22 @@ package final class HTTPTestServer: Sendable {
             let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { return }
         }
+    }
+
+    /// How many request heads are complete in `haystack` (bodiless requests: what a pipelining
+    /// client sends), counted up to 16 in one pass so a fast benchmark client is not slowed.
+    private static func count(_ needle: [UInt8], in haystack: [UInt8]) -> Int {
+        var found = 0
+        var matched = 0
+        for byte in haystack {
+            matched = byte == needle[matched] ? matched + 1 : (byte == needle[0] ? 1 : 0)
+            if matched == needle.count {
+                found += 1
+                matched = 0
+                if found == 16 { break }
+            }
+        }
+        return found
     }
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {

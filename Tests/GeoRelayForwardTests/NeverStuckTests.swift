@@ -95,8 +95,8 @@ import GeoRelayTestKit
             let window = Self.ceiling * 3
             try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
             let during = proxy.counters
-            let posts = (during.requestsWhileDown["POST"] ?? 0) - (atBackoff.requestsWhileDown["POST"] ?? 0)
-            let gets = (during.requestsWhileDown["GET"] ?? 0) - (atBackoff.requestsWhileDown["GET"] ?? 0)
+            let posts = during.payloadsWhileDown - atBackoff.payloadsWhileDown
+            let gets = during.probesWhileDown - atBackoff.probesWhileDown
             let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
             #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
             #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
@@ -124,8 +124,8 @@ import GeoRelayTestKit
             let window = Self.ceiling * 3
             try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
             let during = proxy.counters
-            let posts = (during.requestsWhileDown["POST"] ?? 0) - (atBackoff.requestsWhileDown["POST"] ?? 0)
-            let gets = (during.requestsWhileDown["GET"] ?? 0) - (atBackoff.requestsWhileDown["GET"] ?? 0)
+            let posts = during.payloadsWhileDown - atBackoff.payloadsWhileDown
+            let gets = during.probesWhileDown - atBackoff.probesWhileDown
             let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
             #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
             #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")

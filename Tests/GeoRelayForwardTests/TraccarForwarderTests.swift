@@ -12,7 +12,8 @@ final class ForwardFixture: @unchecked Sendable {
     let server: FakeOsmAndServer
     var settings: Configuration.DestinationSettings
 
-    init(buffer: Bool = true, concurrency: Int = 4, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+    init(buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline,
+         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
         directory = try TemporaryDirectory()
         spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
         server = try FakeOsmAndServer()
@@ -20,6 +21,7 @@ final class ForwardFixture: @unchecked Sendable {
         settings.url = server.url
         settings.buffer = buffer
         settings.concurrency = concurrency
+        settings.pipeline = pipeline
         settings.useTestTimings()
         configure(&settings)
         try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
@@ -81,8 +83,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 }
 
 @Suite struct TraccarForwarderTests {
-    @Test func deliversEveryPositionInPerDeviceOrderOverKeptAliveConnections() async throws {
-        let f = try await ForwardFixture(concurrency: 4)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func deliversEveryPositionInPerDeviceOrderOverKeptAliveConnections(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 4, pipeline: pipeline)
         try await f.withForwarder {
             for device in ["a", "b", "c", "d", "e", "f"] {
                 _ = await f.spool.append(track(device, count: 100))
@@ -99,8 +103,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             let times = stored.filter { $0.uniqueId == device }.map(\.fixTimeMs)
             #expect(times == track(device, count: 100).map(\.timeMs))
         }
-        // Keep-alive: one connection per worker, not one per position.
+        // Keep-alive: one connection per worker, not one per position; pipelined, several requests at once on one.
         #expect(f.server.http.connectionsAccepted <= 4)
+        #expect(pipeline == 1 ? f.server.http.deepestPipeline == 1 : f.server.http.deepestPipeline > 1, "\(f.server.http.deepestPipeline)")
         let first = try #require(stored.first { $0.uniqueId == "a" })
         #expect(abs(first.speedKnots - 2.5 / OsmAndQuery.metresPerSecondPerKnot) < 0.001)
         #expect(first.lat == 59)
@@ -131,8 +136,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(TraccarForwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
     }
 
-    @Test func unknownDeviceIsParkedWhileOthersFlow() async throws {
-        let f = try await ForwardFixture(concurrency: 2)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func unknownDeviceIsParkedWhileOthersFlow(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 2, pipeline: pipeline)
         f.server.setUnknownDevices(["ghost"])
         try await f.withForwarder {
             _ = await f.spool.append(track("ghost", count: 20) + track("real", count: 20) + track("other", count: 20))
@@ -161,8 +168,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["early"])
     }
 
-    @Test func payloadRefusedByClosingIsQuarantinedAndTheRestFlows() async throws {
-        let f = try await ForwardFixture(concurrency: 1)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func payloadRefusedByClosingIsQuarantinedAndTheRestFlows(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         // Traccar closes the connection without answering when a value does not parse (here a cell tower).
         var bad = track("a", count: 1, from: 5)[0]
         bad.attributes = [Attribute("cell", .string("not-a-cell"))]
@@ -176,8 +185,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(f.server.positions.map(\.fixTimeMs) == (track("a", count: 5) + track("a", count: 5, from: 6)).map(\.timeMs))
     }
 
-    @Test func outageIsCaughtUpWithoutInterventionAndProbesInsteadOfResending() async throws {
-        let f = try await ForwardFixture(concurrency: 2)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func outageIsCaughtUpWithoutInterventionAndProbesInsteadOfResending(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 2, pipeline: pipeline)
         let port = f.server.http.port
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 10))
@@ -205,9 +216,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 
     /// 401/403 come from an authenticating proxy in front of Traccar (OsmAnd itself has no auth):
     /// the positions are kept and retried with backoff until the proxy lets them through.
-    @Test(arguments: [503, 500, 502, 429, 401, 403])
-    func serverErrorsBackOffAndRetry(status: Int) async throws {
-        let f = try await ForwardFixture(concurrency: 1)
+    @Test(arguments: [503, 500, 502, 429, 401, 403], [1, 32])
+    func serverErrorsBackOffAndRetry(status: Int, pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         f.server.setBehaviour(.status(status, headers: status == 429 ? [("Retry-After", "1")] : []))
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 3))
@@ -219,8 +230,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
     }
 
-    @Test func aServerThatAcceptsAndNeverAnswersTimesOutAndNothingIsQuarantined() async throws {
-        let f = try await ForwardFixture(concurrency: 1) { $0.requestTimeoutSeconds = 1 }
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func aServerThatAcceptsAndNeverAnswersTimesOutAndNothingIsQuarantined(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline) { $0.requestTimeoutSeconds = 1 }
         f.server.setBehaviour(.hang)
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 3))
@@ -234,8 +247,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
     }
 
-    @Test func captivePortalPageIsNotADelivery() async throws {
-        let f = try await ForwardFixture(concurrency: 1)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func captivePortalPageIsNotADelivery(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         f.server.setBehaviour(.htmlPage)
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 2))
@@ -377,8 +392,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(f.server.positions.count == before)
     }
 
-    @Test func anAlarmGoesAheadOfItsDevicesBacklogWhichFollowsAsHistory() async throws {
-        let f = try await ForwardFixture(concurrency: 1)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func anAlarmGoesAheadOfItsDevicesBacklogWhichFollowsAsHistory(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         var backlog = track("a", count: 300)
         backlog[299].alarm = "sos"
         _ = await f.spool.append(backlog + track("b", count: 5))
@@ -393,8 +410,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Array(a.dropFirst().map(\.fixTimeMs)) == backlog.prefix(299).map(\.timeMs))
     }
 
-    @Test func anAlarmArrivingMidRoundCutsTheRoundShort() async throws {
-        let f = try await ForwardFixture(concurrency: 1)
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func anAlarmArrivingMidRoundCutsTheRoundShort(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         let backlog = track("a", count: 5000)
         _ = await f.spool.append(backlog)
         try await f.withForwarder {

@@ -96,8 +96,8 @@ import GeoRelayTestKit
         // the batch and curl's resend), never a stream of them.
         let outages = schedule.filter { $0.mode.isDown }.count
         let traccar = traccarProxy.counters, gateway = pushProxy.counters
-        #expect((traccar.requestsWhileDown["POST"] ?? 0) <= outages * 3 * 4, "\(traccar.requestsWhileDown) over \(outages) outages")
-        #expect((gateway.requestsWhileDown["POST"] ?? 0) <= outages * 2 + 2, "\(gateway.requestsWhileDown) over \(outages) outages")
+        #expect(traccar.payloadsWhileDown <= outages * 3 * 4, "\(traccar.requestsWhileDown) over \(outages) outages")
+        #expect(gateway.payloadsWhileDown <= outages * 2 + 2, "\(gateway.requestsWhileDown) over \(outages) outages")
 
         try expectNoSecrets(world, relay: relay, push: push)
         let duplicates = arrivals.duplicates

@@ -21,6 +21,9 @@ extension Configuration {
                     ("heartbeatIntervalSeconds", number(d.filter.heartbeatIntervalSeconds)), ("mode", .string(d.filter.mode.rawValue)),
                 ]))),
             ]
+            if d.kind == .traccar {
+                members.insert(contentsOf: [("protocol", .string(d.traccarProtocol.rawValue)), ("pipeline", number(Double(d.pipeline)))], at: 5)
+            }
             if let p = d.push {
                 members += [
                     ("authBaseUrl", string(p.authBaseURL)), ("registrationBaseUrl", string(p.registrationBaseURL)),

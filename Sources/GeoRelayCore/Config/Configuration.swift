@@ -61,6 +61,14 @@ package struct Configuration: Sendable, Equatable {
         case push
     }
 
+    /// How a Traccar destination carries positions.
+    package enum TraccarProtocolKind: String, Sendable, CaseIterable {
+        /// HTTP to the OsmAnd port (5055): one position per request, pipelined on kept-alive connections.
+        case osmand
+        /// TCP (or TLS) to the Teltonika port (5027): codec 8 Extended frames of up to 255 records.
+        case teltonika
+    }
+
     package struct DestinationSettings: Sendable, Equatable {
         package var name = "traccar"
         package var kind = DestinationKind.traccar
@@ -69,6 +77,11 @@ package struct Configuration: Sendable, Equatable {
         package var buffer = true
         /// How many devices may have a request in flight at once.
         package var concurrency = 4
+        /// Traccar: the protocol that carries positions.
+        package var traccarProtocol = TraccarProtocolKind.osmand
+        /// OsmAnd requests in flight at once on one kept-alive connection (HTTP/1.1 pipelining);
+        /// 1 sends one request per round trip, through libcurl, as before pipelining.
+        package var pipeline = 32
         package var backoffMinSeconds = 5.0
         /// The backoff ceiling; also how often, at least, a real payload goes while probes get no answer.
         package var backoffMaxSeconds = 300.0
@@ -222,9 +235,15 @@ extension Configuration.DestinationSettings {
             filter.distanceMeters = 50
             push = try PushSettings.read(&node)
         } else {
-            url = try node.string("url", default: url)
+            traccarProtocol = try node.choice("protocol", default: traccarProtocol)
+            url = try node.string("url", default: traccarProtocol == .teltonika ? "tcp://127.0.0.1:5027" : url)
+            pipeline = try node.integer("pipeline", default: pipeline, min: 1, max: 256)
         }
-        try Self.validateURL(url, at: node.child("url"))
+        if traccarProtocol == .teltonika {
+            try Self.validateTCPURL(url, at: node.child("url"))
+        } else {
+            try Self.validateURL(url, at: node.child("url"))
+        }
         buffer = try node.bool("buffer", default: buffer)
         concurrency = try node.integer("concurrency", default: concurrency, min: 1, max: 64)
         requestTimeoutSeconds = try node.number("timeoutSeconds", default: requestTimeoutSeconds, min: 1)
@@ -250,6 +269,14 @@ extension Configuration.DestinationSettings {
             throw ConfigError(path: node.child("insecure"), "insecure: true turns verification off, so caFile would be ignored; keep one")
         }
         try node.finish()
+    }
+
+    /// `tcp://host:port` or `tls://host:port` (a Teltonika port; 5027 when no port is given).
+    static func validateTCPURL(_ text: String, at path: String) throws(ConfigError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "tcp" || scheme == "tls",
+              let host = url.host, !host.isEmpty, url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
+            throw ConfigError(path: path, "expected a tcp://host:port or tls://host:port URL for the Teltonika protocol")
+        }
     }
 
     static func validateURL(_ text: String, at path: String) throws(ConfigError) {

@@ -65,6 +65,9 @@ package final class CurlConnection {
     /// Whether `connect()` succeeded.
     package var isConnected: Bool { socket != -1 }
 
+    /// The socket, for a caller that polls many connections at once (see the TLS note on the type).
+    package var descriptor: Int32 { socket }
+
     /// Resolves, connects and, for `https`, does the TLS handshake and verifies the certificate,
     /// blocking the calling thread for at most the connect timeout.
     /// - Throws: `CurlError` (`isConnectFailure`, `isTimeout`, or a TLS/certificate code).

@@ -17,6 +17,23 @@ struct DeviceResult: Sendable {
     var unavailable: DeliveryOutcome?
 }
 
+/// Runs rounds of OsmAnd deliveries on one thread (a `QueueConfined` serial queue): libcurl's
+/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), or the engine's own
+/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`).
+protocol OsmAndRounds: AnyObject {
+    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
+    ///
+    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
+    ///   sends one); their retries and canaries do not count.
+    func deliver(
+        _ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
+        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
+    ) -> [DeviceResult]
+
+    /// Wakes a running round so it sees its flags; may be called from any thread.
+    var wake: @Sendable () -> Void { get }
+}
+
 /// Sends rounds of OsmAnd requests over one curl multi handle, on one thread.
 ///
 /// Each device has at most one request in flight (its order is strict); up to
@@ -26,7 +43,7 @@ struct DeviceResult: Sendable {
 /// what lets one relay keep a local server busy. What each answer settles is the
 /// ledger's to say; its updates are handed to `progress` every `ackFlush` positions (and at the
 /// end of the round), so a crash mid-round resends little.
-final class OsmAndEngine {
+final class OsmAndEngine: OsmAndRounds {
     enum Mode {
         /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
         case buffered
@@ -47,8 +64,10 @@ final class OsmAndEngine {
         self.easies = easies
     }
 
-    /// Wakes a running round so it sees its stop flag; may be used from any thread.
-    var waker: CurlMulti.Waker { multi.waker }
+    var wake: @Sendable () -> Void {
+        let waker = multi.waker
+        return { waker.wake() }
+    }
 
     private struct Slot {
         var batch: Int
@@ -64,13 +83,9 @@ final class OsmAndEngine {
         }
     }
 
-    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
-    ///
-    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
-    ///   sends one); their retries and canaries do not count.
     func deliver(
         _ batches: [DeviceBatch], mode: Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
-        maxPositions: Int = .max, stop: AbortFlag, yield: AbortFlag? = nil, logger: Logger, progress: (DeliveryUpdate) -> Void
+        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         var slots: [Slot?] = Array(repeating: nil, count: easies.count)

@@ -21,8 +21,8 @@ package final class TraccarForwarder: DestinationForwarder {
     let spool: Spool
     let logger: Logger
     let traccar: TraccarProtocol
-    let engine: QueueConfined<OsmAndEngine>
-    let waker: CurlMulti.Waker
+    let engine: QueueConfined<any OsmAndRounds>
+    let wakeEngine: @Sendable () -> Void
     let link: DestinationLink
     let filter: LocationFilter
     let reader: QueueConfined<SpoolReader>
@@ -38,12 +38,25 @@ package final class TraccarForwarder: DestinationForwarder {
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.traccar = TraccarProtocol(settings: settings)
-        let engine = try OsmAndEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
-        self.waker = engine.waker
+        let engine = try Self.makeEngine(settings, logger: self.logger)
+        self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
+    }
+
+    /// Pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
+    /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
+    private static func makeEngine(_ settings: Configuration.DestinationSettings, logger: Logger) throws -> any OsmAndRounds {
+        if settings.pipeline > 1, settings.buffer {
+            do {
+                return try PipelinedOsmAndEngine(settings: settings, target: try HTTP1Target(url: settings.url))
+            } catch let error as HTTP1RequestError {
+                logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
+            }
+        }
+        return try OsmAndEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
     }
 
     /// Runs until the task is cancelled.
@@ -175,7 +188,7 @@ package final class TraccarForwarder: DestinationForwarder {
               alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = AbortFlag()
         let yield = AbortFlag()
-        let (traccar, parkSeconds, logger, spool, waker, before) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.waker, ledger)
+        let (traccar, parkSeconds, logger, spool, wake, before) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger)
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 if let alarms {
@@ -184,7 +197,7 @@ package final class TraccarForwarder: DestinationForwarder {
                         await alarms.wait()
                         if !Task.isCancelled {
                             yield.set()
-                            waker.wake()
+                            wake()
                         }
                     }
                 }
@@ -201,7 +214,7 @@ package final class TraccarForwarder: DestinationForwarder {
             }
         } onCancel: {
             stop.set()
-            waker.wake()
+            wake()
         }
         ledger = after
         return results

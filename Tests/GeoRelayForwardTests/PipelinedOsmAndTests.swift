@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// What pipelining adds to the Traccar destination: the servers that do not keep connections
+/// alive, windows that break, and what goes on the wire. The rest of the Traccar behaviour
+/// (order, parking, quarantine, backoff, alarms) runs for both engines in `TraccarForwarderTests`.
+@Suite struct PipelinedOsmAndTests {
+    /// A backlog on a link with a round trip: one connection, many requests in flight on it.
+    @Test func aBacklogGoesAsWindowsOnOneConnection() async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
+        let proxy = try FaultProxy(targetPort: f.server.http.port, latencyMs: 20)
+        defer { proxy.stop() }
+        f.settings.url = "http://127.0.0.1:\(proxy.port)/"
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 300))
+            #expect(await f.server.waitUntil(timeout: .seconds(30)) { $0.count >= 300 })
+        }
+        #expect(f.server.positions.map(\.fixTimeMs) == track("a", count: 300).map(\.timeMs))
+        #expect(f.server.http.connectionsAccepted == 1)
+        #expect(f.server.http.deepestPipeline >= 8, "requests in flight at once: \(f.server.http.deepestPipeline)")
+    }
+
+    /// A server (or proxy) that closes after every answer gets one request per connection, and
+    /// nothing is lost or repeated.
+    @Test func aServerThatClosesAfterEachAnswerGetsOneRequestAtATime() async throws {
+        let server = try FakeOsmAndServer(closesAfterEachResponse: true)
+        defer { server.http.stop() }
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 32) { $0.url = server.url }
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 40))
+            #expect(await server.waitUntil(timeout: .seconds(30)) { $0.count >= 40 })
+            try await f.waitForStatus { $0.pending == 0 }
+        }
+        #expect(server.positions.map(\.fixTimeMs) == track("a", count: 40).map(\.timeMs))
+        #expect(server.http.deepestPipeline == 1)
+        #expect(server.http.connectionsAccepted == 40)
+    }
+
+    /// Bad payloads in the middle of windows: Traccar closes the connection on each; exactly those
+    /// are quarantined, everything else arrives once and in order.
+    @Test func badPayloadsMidWindowAreQuarantinedAloneAndTheRestArrivesOnce() async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
+        var positions = track("a", count: 100)
+        for index in [10, 11, 57] { positions[index].attributes = [Attribute("cell", .string("not-a-cell"))] }
+        _ = await f.spool.append(positions)
+        try await f.withForwarder {
+            let status = try await f.waitForStatus(timeout: .seconds(30)) { $0.pending == 0 && $0.quarantined == 3 }
+            #expect(status.quarantined == 3)
+        }
+        let expected = positions.indices.filter { ![10, 11, 57].contains($0) }.map { positions[$0].timeMs }
+        #expect(f.server.positions.map(\.fixTimeMs) == expected)
+    }
+
+    /// The request a position becomes: a GET with the position in the query, decoded by the
+    /// OsmAnd fake exactly as the form POST is, and small.
+    @Test func aPipelinedRequestIsAQueryGetThatDecodesAsTheFormPost() throws {
+        var settings = Configuration.DestinationSettings()
+        settings.url = "http://traccar.example.org:5055/"
+        let traccar = TraccarProtocol(settings: settings)
+        let target = try HTTP1Target(url: settings.url)
+        let position = Position(device: "gps-bow", timeMs: 1_784_953_800_000, lat: 59.912345, lon: 10.712345, speed: 5.1, course: 45.3,
+                                altitude: 12, accuracy: 4)
+        var bytes: [UInt8] = []
+        let count = traccar.appendPipelined(position, target: target, to: &bytes)
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(count == bytes.count)
+        #expect(text.hasPrefix("GET /?id=gps-bow&timestamp=1784953800&lat=59.912345&lon=10.712345&speed="))
+        #expect(text.hasSuffix(" HTTP/1.1\r\nHost: traccar.example.org:5055\r\n\r\n"))
+        #expect(!text.contains("Content-"))
+        let form = traccar.request(for: position)
+        #expect(count < form.body.count + 100, "\(count) bytes")
+    }
+}
