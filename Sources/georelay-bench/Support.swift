@@ -25,14 +25,14 @@ final class BenchRelay {
     let socketPath: String
     var process: RelayProcess?
 
-    init(directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4) throws {
+    init(directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil) throws {
         self.directory = try directory ?? TemporaryDirectory()
         configPath = self.directory.file("bench.json5")
         socketPath = self.directory.file("r.sock")
         try """
             { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
               ingest: { socket: "\(socketPath)" },
-              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), filter: { mode: "all" },
+              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")filter: { mode: "all" },
                                backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
             """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
@@ -213,7 +213,7 @@ func fillSpool(_ directory: TemporaryDirectory, count: Int, devices: Int, port: 
     relay.stop()
 }
 
-func forwardThroughput(count: Int) throws -> (rate: Double, peakRSS: Int, delivered: Int) {
+func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (rate: Double, peakRSS: Int, delivered: Int, relayCPUSeconds: Double) {
     let server = try FakeOsmAndServer()
     let port = server.http.port
     server.http.stop()
@@ -221,7 +221,7 @@ func forwardThroughput(count: Int) throws -> (rate: Double, peakRSS: Int, delive
     try fillSpool(directory, count: count, devices: 8, port: port)
     try server.http.start(port: port)
     defer { server.http.stop() }
-    let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(port)")
+    let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(port)", pipeline: pipeline)
     let started = WallClock.monotonicNs()
     try relay.start()
     var peak = 0
@@ -231,9 +231,10 @@ func forwardThroughput(count: Int) throws -> (rate: Double, peakRSS: Int, delive
     }
     let seconds = Double(WallClock.monotonicNs() - started) / 1e9
     peak = max(peak, peakRSSBytes(relay.pid))
-    note("forward: \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", cpuSeconds(relay.pid))) s, bench+server CPU \(String(format: "%.2f", cpuSeconds(getpid()))) s")
+    let relayCPU = cpuSeconds(relay.pid)
+    note("forward (pipeline \(pipeline.map(String.init) ?? "default")): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s, bench+server CPU \(String(format: "%.2f", cpuSeconds(getpid()))) s")
     relay.stop()
-    return (Double(count) / seconds, peak, server.requestCount)
+    return (Double(count) / seconds, peak, server.requestCount, relayCPU)
 }
 
 /// The limit: wrk's keep-alive POSTs of the same body to the same server.
