@@ -217,26 +217,37 @@ package final class FaultProxy: Sendable {
     }
 
     /// Copies one direction until either end closes or the link goes down.
+    ///
+    /// A delay line, as a real link is: each chunk leaves the sending end once the bandwidth cap
+    /// has serialised the bytes before it, and arrives `latencyMs` later, while the chunks behind
+    /// it are already on their way. (Sleeping the latency per chunk instead would make a round
+    /// trip's worth of delay a cap on throughput, and pipelined requests pay it once each.)
     private func pump(_ pair: Pair, up: Bool, epoch: Int, cutAfterFirstChunk: Bool) {
         let (source, destination) = up ? (pair.client, pair.upstream) : (pair.upstream, pair.client)
-        let started = WallClock.monotonicNs()
-        var total = 0
-        while let chunk = receive(source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair) {
-            if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
-            if currentEpoch != epoch {
-                // The link went down under this connection.
-                if mode == .blackHole { continue }
-                pair.breakLink()
-                break
-            }
-            total += chunk.count
-            if let bytesPerSecond {
-                // Pacing: the bytes may go out only when the cap allows them.
-                let due = started + UInt64(Double(total) / Double(bytesPerSecond) * 1e9)
+        let line = DelayLine()
+        let (bytesPerSecond, latencyNs) = (self.bytesPerSecond, UInt64(latencyMs) * 1_000_000)
+        let readerDone = DispatchSemaphore(value: 0)
+        Thread { [self] in
+            defer { readerDone.signal() }
+            var departure: UInt64 = 0
+            while let chunk = receive(source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair) {
+                if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
+                if currentEpoch != epoch {
+                    // The link went down under this connection.
+                    if mode == .blackHole { continue }
+                    pair.breakLink()
+                    break
+                }
                 let now = WallClock.monotonicNs()
-                if due > now { usleep(UInt32((due - now) / 1000)) }
+                departure = max(departure, now) + (bytesPerSecond.map { UInt64(Double(chunk.count) / Double($0) * 1e9) } ?? 0)
+                line.push(chunk, due: departure + latencyNs)
             }
-            if latencyMs > 0 { usleep(UInt32(latencyMs * 1000)) }
+            line.close()
+        }.start()
+        while let (chunk, due) = line.pop() {
+            let now = WallClock.monotonicNs()
+            if due > now { usleep(UInt32((due - now) / 1000)) }
+            if pair.broken.load(ordering: .relaxed) { break }
             let sending = cutAfterFirstChunk ? chunk.prefix(5) : chunk[...]
             if !Self.sendAll(sending, to: destination) { break }
             if cutAfterFirstChunk {
@@ -244,11 +255,51 @@ package final class FaultProxy: Sendable {
                 break
             }
         }
+        line.close()
         if !pair.broken.load(ordering: .relaxed) {
             shutdown(destination, Int32(SHUT_WR))
-            shutdown(source, Int32(SHUT_RD))
         }
+        // The reader must be done with the socket before the pair closes it (its number could be reused).
+        shutdown(source, Int32(SHUT_RD))
+        readerDone.wait()
         pair.finish()
+    }
+
+    /// Chunks on their way, each with the time it arrives at the far end.
+    private final class DelayLine: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var chunks: [(chunk: [UInt8], due: UInt64)] = []
+        private var head = 0
+        private var closed = false
+
+        func push(_ chunk: [UInt8], due: UInt64) {
+            condition.lock()
+            chunks.append((chunk, due))
+            condition.signal()
+            condition.unlock()
+        }
+
+        func close() {
+            condition.lock()
+            closed = true
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// The next chunk, waiting for one; nil once closed and empty.
+        func pop() -> (chunk: [UInt8], due: UInt64)? {
+            condition.lock()
+            defer { condition.unlock() }
+            while head == chunks.count, !closed { condition.wait() }
+            guard head < chunks.count else { return nil }
+            let next = chunks[head]
+            head += 1
+            if head > 64, head * 2 > chunks.count {
+                chunks.removeFirst(head)
+                head = 0
+            }
+            return next
+        }
     }
 
     private var currentEpoch: Int { state.withLock { $0.epoch } }

@@ -28,6 +28,7 @@ func satelliteFigure() throws {
         let result = try standardOutage(transport: transport, link: link, historySeconds: Int(hours * 3600))
         emit("satellite_outage_\(transport)", [
             ("link", .string(link.name)), ("outage_hours", .number(hours)),
+            ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
             ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
             ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
             ("positions_delivered", .number(Double(result.delivered))),
@@ -56,6 +57,8 @@ private extension Double {
 }
 
 struct OutageResult {
+    /// Until the first position arrived: the wait for a probe to notice the link.
+    var firstArrivalSeconds: Double
     var currentSeconds: Double
     var drainedSeconds: Double
     var delivered: Int
@@ -158,6 +161,7 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
     let linkUpMs = WallClock.nowMs()
     let linkUp = WallClock.monotonicNs()
     proxy.setMode(.pass)
+    var firstAt: UInt64?
     var currentAt: UInt64?
     var drainedAt: UInt64?
     let deadline = linkUp + 1_200_000_000_000
@@ -165,6 +169,7 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
         let times = sink.fixTimes
         let newest = times.max() ?? 0
         let now = WallClock.monotonicNs()
+        if firstAt == nil, times.count > heldBefore { firstAt = now }
         // The current position: a fix from no more than 20 s before link-up.
         if currentAt == nil, newest >= linkUpMs - 20_000 { currentAt = now }
         // Drained: nothing pending but the live fix of the moment.
@@ -176,14 +181,16 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
     let up = after.bytesUp - before.bytesUp, down = after.bytesDown - before.bytesDown
     let rtt = 2 * Double(link.oneWayMs) / 1000
     let result = OutageResult(
+        firstArrivalSeconds: Double((firstAt ?? deadline) - linkUp) / 1e9,
         currentSeconds: Double((currentAt ?? deadline) - linkUp) / 1e9,
         drainedSeconds: Double((drainedAt ?? deadline) - linkUp) / 1e9,
         delivered: delivered,
         bytesPerPosition: Double(up + down) / Double(max(1, delivered)),
         limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt)
     note("satellite \(transport): \(history.count) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; " +
-         "current position after \(String(format: "%.1f", result.currentSeconds)) s, drained after \(String(format: "%.1f", result.drainedSeconds)) s, " +
+         "first position after \(String(format: "%.1f", result.firstArrivalSeconds)) s, current position after \(String(format: "%.1f", result.currentSeconds)) s, drained after \(String(format: "%.1f", result.drainedSeconds)) s, " +
          "limit \(String(format: "%.1f", result.limitSeconds)) s")
+    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() { note("relay log:\n\(log)") }
     return result
 }
 

@@ -78,10 +78,10 @@ import GeoRelayTestKit
 
 @Suite struct PipelineConfigurationTests {
     @Test func pipelineIsATraccarKeyWithADefaultAndBounds() throws {
-        #expect(try Configuration.parse("{}").destinations[0].pipeline == 32)
+        #expect(try Configuration.parse("{}").destinations[0].pipeline == 128)
         #expect(try Configuration.parse("{destinations: [{pipeline: 1}]}").destinations[0].pipeline == 1)
         for (text, message) in [("{destinations: [{pipeline: 0}]}", "destinations[0].pipeline: must be at least 1, got 0"),
-                                ("{destinations: [{pipeline: 1000}]}", "destinations[0].pipeline: must be at most 256, got 1000")] {
+                                ("{destinations: [{pipeline: 5000}]}", "destinations[0].pipeline: must be at most 1024, got 5000")] {
             #expect(throws: ConfigError.self) { try Configuration.parse(text) }
             do { _ = try Configuration.parse(text) } catch { #expect("\(error)".contains(message), "\(error)") }
         }

@@ -80,8 +80,9 @@ package struct Configuration: Sendable, Equatable {
         /// Traccar: the protocol that carries positions.
         package var traccarProtocol = TraccarProtocolKind.osmand
         /// OsmAnd requests in flight at once on one kept-alive connection (HTTP/1.1 pipelining);
-        /// 1 sends one request per round trip, through libcurl, as before pipelining.
-        package var pipeline = 32
+        /// 1 sends one request per round trip, through libcurl, as before pipelining. 128 requests of
+        /// about 150 bytes fill a geostationary link's bandwidth-delay product (256 kbit/s × 600 ms ≈ 19 KB).
+        package var pipeline = 128
         package var backoffMinSeconds = 5.0
         /// The backoff ceiling; also how often, at least, a real payload goes while probes get no answer.
         package var backoffMaxSeconds = 300.0
@@ -237,7 +238,7 @@ extension Configuration.DestinationSettings {
         } else {
             traccarProtocol = try node.choice("protocol", default: traccarProtocol)
             url = try node.string("url", default: traccarProtocol == .teltonika ? "tcp://127.0.0.1:5027" : url)
-            pipeline = try node.integer("pipeline", default: pipeline, min: 1, max: 256)
+            pipeline = try node.integer("pipeline", default: pipeline, min: 1, max: 1024)
         }
         if traccarProtocol == .teltonika {
             try Self.validateTCPURL(url, at: node.child("url"))
