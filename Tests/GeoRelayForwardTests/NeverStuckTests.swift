@@ -69,7 +69,7 @@ import GeoRelayTestKit
         f.server.setProbeStyle(style)
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 3))
-            #expect(await f.server.waitUntil(timeout: .seconds(10)) { $0.count >= 3 })
+            try await f.waitForStatus { $0.pending == 0 }
             proxy.setMode(.refuse)
             _ = await f.spool.append(track("a", count: 20, from: 3))
             try await f.waitForStatus { $0.state == "probing" }
@@ -77,6 +77,22 @@ import GeoRelayTestKit
             #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 23 }, "\(style): delivery did not resume")
         }
         #expect(f.server.positions.map(\.fixTimeMs) == track("a", count: 23).map(\.timeMs))
+    }
+
+    /// Watches a black-holed link for three ceilings: probes go out, and one payload at least and
+    /// at most one per ceiling, each of at most `payloadBytes`.
+    static func expectProbesAndSmallPayloads(through proxy: FaultProxy, payloadBytes: Int) async throws {
+        let atBackoff = proxy.counters
+        let window = ceiling * 3
+        try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
+        let during = proxy.counters
+        let payloads = during.payloadsWhileDown - atBackoff.payloadsWhileDown
+        let probes = during.probesWhileDown - atBackoff.probesWhileDown
+        let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
+        #expect(probes >= 2, "probes while down: \(during.requestsWhileDown)")
+        #expect(payloads >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
+        #expect(payloads <= Int(window / ceiling) + 1, "\(payloads) payloads in \(window) s, ceiling \(ceiling) s")
+        #expect(bytes <= probes * 400 + payloads * payloadBytes, "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
     }
 
     /// Black-holed for several ceilings: probes, and at most one one-position payload per ceiling.
@@ -91,18 +107,8 @@ import GeoRelayTestKit
             proxy.setMode(.blackHole)
             _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
             try await f.waitForStatus { $0.state == "probing" }
-            let atBackoff = proxy.counters
-            let window = Self.ceiling * 3
-            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
-            let during = proxy.counters
-            let posts = during.payloadsWhileDown - atBackoff.payloadsWhileDown
-            let gets = during.probesWhileDown - atBackoff.probesWhileDown
-            let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
-            #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
-            #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
-            #expect(posts <= Int(window / Self.ceiling) + 1, "\(posts) payloads in \(window) s, ceiling \(Self.ceiling) s")
             // Probes and one-position payloads are a few hundred bytes each.
-            #expect(bytes <= (gets + posts) * 400, "\(bytes) bytes for \(gets) probes and \(posts) payloads")
+            try await Self.expectProbesAndSmallPayloads(through: proxy, payloadBytes: 400)
             proxy.setMode(.pass)
             #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50 })
         }
@@ -120,18 +126,8 @@ import GeoRelayTestKit
             proxy.setMode(.blackHole)
             _ = await f.spool.append(movingTrack("a", count: 200, from: 10))
             try await f.waitForStatus { $0.state == "probing" }
-            let atBackoff = proxy.counters
-            let window = Self.ceiling * 3
-            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
-            let during = proxy.counters
-            let posts = during.payloadsWhileDown - atBackoff.payloadsWhileDown
-            let gets = during.probesWhileDown - atBackoff.probesWhileDown
-            let bytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown
-            #expect(gets >= 2, "probes while down: \(during.requestsWhileDown)")
-            #expect(posts >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
-            #expect(posts <= Int(window / Self.ceiling) + 1, "\(posts) payloads in \(window) s, ceiling \(Self.ceiling) s")
             // A one-position batch with its bearer token is well under a kilobyte; 200 positions are not.
-            #expect(bytes <= gets * 400 + posts * 900, "\(bytes) bytes for \(gets) probes and \(posts) payloads")
+            try await Self.expectProbesAndSmallPayloads(through: proxy, payloadBytes: 900)
             proxy.setMode(.pass)
             #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.timestamp)).count >= 210 })
         }
