@@ -1,12 +1,6 @@
 import GeoRelayCore
 import GeoRelaySpool
 
-/// A destination's delivery loop, whatever its protocol.
-package protocol DestinationForwarder: Sendable {
-    /// Runs until the task is cancelled.
-    func run() async
-}
-
 /// What every destination does when it cannot deliver: back off with jitter,
 /// probe cheaply while nothing answers instead of resending payloads, and tell
 /// the spool its state so `georelay status` can show it.

@@ -3,14 +3,16 @@ import GeoRelayCore
 import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
-import Synchronization
 
 /// The daemon: ingest, spool and one forwarder per destination, with a graceful lifecycle.
 ///
 /// SIGTERM or SIGINT: stop intake, answer what is in flight, abandon
 /// requests still running after the grace period, close the spool cleanly.
 /// SIGHUP: re-read the configuration and rebuild the destinations (the
-/// Traccar client's `updateConfig`); the spool's delivery state is kept.
+/// Traccar client's `updateConfig`); the spool's delivery state is kept. The
+/// old destinations finish as at a stop (their requests in flight answered,
+/// within the grace period) and what they settled is committed before the new
+/// ones read the spool, so a reload sends nothing twice.
 package struct Relay: Sendable {
     package var configuration: Configuration
     /// Re-read on SIGHUP; nil disables reloading.
@@ -71,47 +73,76 @@ package struct Relay: Sendable {
         defer { watchdog?.cancel() }
 
         var current = configuration
-        var forwarders = startForwarders(current, spool: spool, logger: logger)
-        for await number in signals.signals {
+        var signalled = signals.signals.makeAsyncIterator()
+        while true {
+            let generation = makeForwarders(current, spool: spool, logger: logger)
+            let request = await run(generation, logger: logger) {
+                let request = await nextRequest(from: &signalled, current: current, logger: logger, systemd: systemd)
+                if case .stop = request {
+                    // Intake first: what ingest still answers `ok` is stored before the forwarders finish.
+                    phones?.stop()
+                    metrics?.stop()
+                    await ingest.stop(grace: grace)
+                }
+                return request
+            }
+            // What the old generation settled is committed before anything reads the cursors again.
+            await spool.flush()
+            guard case .reload(let next) = request else { break }
+            do {
+                try await spool.register(destinations: next.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
+                var applied = next
+                applied.spool = current.spool
+                applied.ingest = current.ingest
+                current = applied
+                logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
+            } catch {
+                logger.error("reload of \(configPath ?? "") failed, keeping the running configuration: \(error)")
+            }
+            systemd.notify("READY=1")
+        }
+        logger.notice("stopped")
+        spool.close()
+    }
+
+    /// What the signals ask of a running generation of forwarders.
+    private enum Request {
+        /// SIGHUP with a configuration that loads: rebuild the destinations from it.
+        case reload(Configuration)
+        /// SIGTERM or SIGINT, or the task was cancelled.
+        case stop
+    }
+
+    /// Waits for a signal that ends the running generation; a reload whose configuration does
+    /// not load leaves it running.
+    private func nextRequest(from signals: inout AsyncStream<Int32>.Iterator, current: Configuration,
+                             logger: Logger, systemd: SystemdNotifier) async -> Request {
+        while let number = await signals.next() {
             if number == SIGHUP {
                 guard let configPath else { continue }
                 systemd.notify("RELOADING=1")
-                defer { systemd.notify("READY=1") }
                 do {
                     let next = try Configuration.load(path: configPath)
                     if next.spool != current.spool || next.ingest != current.ingest {
                         logger.warning("reload: spool and ingest settings take effect at the next restart")
                     }
-                    await stop(forwarders)
-                    try await spool.register(destinations: next.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
-                    var applied = next
-                    applied.spool = current.spool
-                    applied.ingest = current.ingest
-                    current = applied
-                    forwarders = startForwarders(current, spool: spool, logger: logger)
-                    logger.notice("reloaded \(configPath): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
+                    return .reload(next)
                 } catch {
                     logger.error("reload of \(configPath) failed, keeping the running configuration: \(error)")
-                    if forwarders.isCancelled { forwarders = startForwarders(current, spool: spool, logger: logger) }
+                    systemd.notify("READY=1")
+                    continue
                 }
-                continue
             }
             logger.notice("signal \(number): stopping")
             systemd.notify("STOPPING=1")
             break
         }
-        phones?.stop()
-        metrics?.stop()
-        await ingest.stop(grace: grace)
-        await stop(forwarders)
-        logger.notice("stopped")
-        spool.close()
+        return .stop
     }
 
-    /// The forwarders of one configuration generation, run as one task so a
-    /// reload can stop them together. The task is always awaited (`stop`).
-    private func startForwarders(_ configuration: Configuration, spool: Spool, logger: Logger) -> Task<Void, Never> {
-        var forwarders: [any DestinationForwarder] = []
+    /// The forwarders of one configuration generation, built but not started.
+    private func makeForwarders(_ configuration: Configuration, spool: Spool, logger: Logger) -> [(name: String, forwarder: any DestinationForwarder)] {
+        var forwarders: [(name: String, forwarder: any DestinationForwarder)] = []
         for destination in configuration.destinations {
             if destination.tls.insecure {
                 // Loud, at every start and reload: this is for a test bench, never for a voyage.
@@ -119,41 +150,59 @@ package struct Relay: Sendable {
             }
             do {
                 switch destination.kind {
-                case .traccar: forwarders.append(try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
-                case .push: forwarders.append(try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: "")))
+                case .traccar: forwarders.append((destination.name, try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: ""))))
+                case .push: forwarders.append((destination.name, try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: ""))))
                 }
             } catch {
                 logger.error("destination \(destination.name) cannot start: \(error)")
             }
         }
-        return Task {
-            await withTaskGroup(of: Void.self) { group in
-                for forwarder in forwarders {
-                    group.addTask { await forwarder.run() }
+        return forwarders
+    }
+
+    /// Runs one generation of forwarders as children of this task until `request` returns, then
+    /// ends them: each is asked to finish (nothing new starts, what is in flight is answered and
+    /// recorded); those still running `grace` later are abandoned (what they still have in flight
+    /// is dropped and sent again by the next generation, at least once). Returns only when every
+    /// forwarder of the generation has returned, so two generations never send at once.
+    ///
+    /// - Important: after the grace, an abandoned forwarder still takes a moment to return: up to
+    ///   a second for a transfer curl is running, up to the connect timeout for a connection it is
+    ///   opening. The reload waits for it rather than leave it sending beside the next generation.
+    private func run(_ generation: [(name: String, forwarder: any DestinationForwarder)], logger: Logger,
+                     until request: () async -> Request) async -> Request {
+        enum Event: Sendable {
+            case returned(Int)
+            case graceOver
+        }
+        return await withTaskGroup(of: Event.self) { group in
+            for (index, member) in generation.enumerated() {
+                group.addTask {
+                    await member.forwarder.run()
+                    return .returned(index)
                 }
             }
+            let request = await request()
+            for member in generation { member.forwarder.finish() }
+            // Cancelled (the relay's task was), the sleep ends at once: abandon without waiting.
+            group.addTask {
+                try? await Task.sleep(for: grace)
+                return .graceOver
+            }
+            var running = Set(generation.indices)
+            while !running.isEmpty, let event = await group.next() {
+                switch event {
+                case .returned(let index):
+                    running.remove(index)
+                case .graceOver:
+                    logger.warning("still finishing \(grace) after being asked: \(running.sorted().map { generation[$0].name }.joined(separator: ", ")); abandoning what they have in flight")
+                    for index in running { generation[index].forwarder.abandon() }
+                }
+            }
+            group.cancelAll()
+            return request
         }
     }
-
-    /// Cancels the forwarders and waits for them, at most `grace`: requests in
-    /// flight are abandoned (the spool still has their positions), and a
-    /// forwarder stuck past that is left behind rather than holding up shutdown.
-    private func stop(_ forwarders: Task<Void, Never>) async {
-        forwarders.cancel()
-        let finished = OneShot()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            finished.arm(continuation)
-            Task { await forwarders.value; finished.fire() }
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace.components.seconds * 1000))) { finished.fire() }
-        }
-    }
-}
-
-/// Resumes one continuation once, whichever of several events comes first.
-final class OneShot: Sendable {
-    private let state = Mutex<CheckedContinuation<Void, Never>?>(nil)
-    func arm(_ continuation: CheckedContinuation<Void, Never>) { state.withLock { $0 = continuation } }
-    func fire() { state.withLock { continuation in continuation?.resume(); continuation = nil } }
 }
 
 /// A failure that ends the daemon, with a message for the operator.

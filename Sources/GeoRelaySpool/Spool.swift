@@ -60,6 +60,15 @@ package final class Spool: Sendable {
         writer.submit(.delivery(update))
     }
 
+    /// Returns once everything recorded or submitted before the call is committed (or its write
+    /// failed for good): a forwarder that starts after this reads cursors past every
+    /// acknowledgement recorded so far. Returns at once on a closed spool.
+    package func flush() async {
+        await withCheckedContinuation { continuation in
+            writer.submit(.barrier { continuation.resume() })
+        }
+    }
+
     /// Adds to named counters (`ingest.rejected.parse`, …) in the next commit.
     package func add(counters: [String: Int64]) {
         guard !counters.isEmpty else { return }

@@ -17,6 +17,17 @@ final class SpoolWriter: @unchecked Sendable {
         case counters([String: Int64])
         case log(LogEntry)
         case operation(@Sendable (SQLiteDatabase) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
+        /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
+        case barrier(completion: @Sendable () -> Void)
+
+        /// Acknowledgements, counters and log entries are worth a second try on their own when
+        /// their group fails; a barrier follows them so it still comes after them.
+        var retriedAlone: Bool {
+            switch self {
+            case .append, .operation: false
+            case .delivery, .counters, .log, .barrier: true
+            }
+        }
     }
 
     private struct Inbox {
@@ -130,6 +141,8 @@ final class SpoolWriter: @unchecked Sendable {
             completion(Array(repeating: .failed(error), count: positions.count))
         case .operation(_, let completion):
             completion(SpoolError.incompatible(error.message))
+        case .barrier(let completion):
+            completion()
         case .delivery, .counters, .log:
             break
         }
@@ -158,6 +171,8 @@ final class SpoolWriter: @unchecked Sendable {
                     for (name, value) in values { counters.add(name, value) }
                 case .log(let entry):
                     try insertLog(entry, db: db)
+                case .barrier:
+                    break
                 case .operation(let body, _):
                     // An operation's own failure is its caller's; it does not fail the group.
                     try db.execute("SAVEPOINT operation")
@@ -186,10 +201,11 @@ final class SpoolWriter: @unchecked Sendable {
                 ? .spoolFull("the disk is full: \(sqlError?.message ?? "")")
                 : .internal("spool write failed: \(sqlError?.message ?? "\(error)")")
             logger.error("write of \(jobs.count) jobs failed: \(error)")
-            for job in jobs { fail(job, with: ingestError) }
             // Acknowledgements and counters are worth a second try on their own.
-            let retry = jobs.filter { if case .append = $0 { false } else if case .operation = $0 { false } else { true } }
-            if !retry.isEmpty, retry.count < jobs.count { process(retry) }
+            let retry = jobs.filter(\.retriedAlone)
+            let retrying = !retry.isEmpty && retry.count < jobs.count
+            for job in jobs where !(retrying && job.retriedAlone) { fail(job, with: ingestError) }
+            if retrying { process(retry) }
             return
         }
 
@@ -204,6 +220,8 @@ final class SpoolWriter: @unchecked Sendable {
             case .operation(_, let completion):
                 completion(operationErrors[operationIndex])
                 operationIndex += 1
+            case .barrier(let completion):
+                completion()
             default:
                 break
             }

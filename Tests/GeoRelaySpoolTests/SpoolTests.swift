@@ -124,6 +124,25 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         #expect(try reader.status().destinations.map(\.name) == ["two"])
     }
 
+    /// What a reload relies on: the new forwarders read cursors past every acknowledgement the old ones recorded.
+    @Test func flushReturnsOnceEverythingRecordedBeforeItIsCommitted() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true)])
+        _ = await spool.append((0..<1000).map { fix("a", Int64($0)) })
+        let reader = try spool.makeReader()
+        let device = try #require(try reader.pendingDevices(destination: "one").first)
+        for seq in (device.ackedSeq + 1)...device.lastSeq {
+            var update = DeliveryUpdate(destination: "one")
+            update.acknowledged = [(device.deviceID, seq)]
+            spool.record(update)
+        }
+        await spool.flush()
+        #expect(try reader.pendingDevices(destination: "one").isEmpty)
+        spool.close()
+        await spool.flush() // closed: returns at once rather than wait for a commit that cannot come
+    }
+
     @Test func parkedDevicesShowInStatus() async throws {
         let fixture = SpoolFixture()
         let spool = try fixture.open()

@@ -23,6 +23,7 @@ package final class PushForwarder: DestinationForwarder {
     private let encoder: QueueConfined<ZstdCompressor>
     private let filter: LocationFilter
     package let auth: PushAuthenticator
+    private let shutdown = ForwarderShutdown()
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger,
                  now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
@@ -48,6 +49,14 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     package func run() async {
+        await shutdown.run { await self.deliver() }
+    }
+
+    package func finish() { shutdown.finish() }
+    package func abandon() { shutdown.abandon() }
+
+    /// The delivery loop, until the task is cancelled.
+    private func deliver() async {
         let wake = spool.commits.subscribe()
         defer { spool.commits.unsubscribe(wake) }
         var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions, planner: CompressionPlanner(fixedLevel: push.zstdLevel))
@@ -259,7 +268,13 @@ package final class PushForwarder: DestinationForwarder {
                 break
             }
             let sentAt = WallClock.monotonicNs()
-            let response = await worker.perform(wire.request(body: body, encoding: state.encoding, token: token))
+            // Finishing, the batch on the wire still gets its answer; only an abandon drops it.
+            let response = await worker.perform(wire.request(body: body, encoding: state.encoding, token: token), unlessAbandoned: shutdown.abandoned)
+            if shutdown.abandoned.isSet, case .failure = response {
+                logger.warning("abandoned a batch of \(chunk.count) positions in flight, unanswered; it goes again, so the gateway may get it twice")
+                spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(chunk.count)])
+                break
+            }
             if case .success(let http) = response {
                 update.wireBytes += http.wireBytes
                 state.planner.recordUpload(bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)

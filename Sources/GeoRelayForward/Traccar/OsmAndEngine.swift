@@ -15,6 +15,8 @@ struct DeviceResult: Sendable {
     var attempted = 0
     /// Set when the destination proved unavailable while this device was sending.
     var unavailable: DeliveryOutcome?
+    /// Requests dropped unanswered because the forwarder was abandoned: the server may have them.
+    var abandoned = 0
 }
 
 /// Runs rounds of OsmAnd deliveries on one thread (a `QueueConfined` serial queue): libcurl's
@@ -22,6 +24,10 @@ struct DeviceResult: Sendable {
 /// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`).
 protocol OsmAndRounds: AnyObject {
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
+    ///
+    /// `yield` set, no new request starts and the round ends once those in flight are answered
+    /// (an alarm to send ahead, or the forwarder finishing); a position's retry and its canary
+    /// still go, as they settle what is already on the wire.
     ///
     /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
     ///   sends one); their retries and canaries do not count.
@@ -144,9 +150,11 @@ final class OsmAndEngine: OsmAndRounds {
 
         while slots.contains(where: { $0 != nil }) {
             if stop.isSet {
-                // Shutdown: abandon what is in flight; the spool still has it.
-                for slot in easies.indices where slots[slot] != nil {
+                // Abandoned: drop what is in flight; the spool still has it.
+                for slot in easies.indices {
+                    guard let assignment = slots[slot] else { continue }
                     multi.remove(easies[slot])
+                    results[assignment.batch].abandoned += 1
                     slots[slot] = nil
                 }
                 break

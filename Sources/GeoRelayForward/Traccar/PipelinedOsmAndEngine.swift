@@ -380,8 +380,12 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
             }
         }
         if stop.isSet {
-            // Shutdown: abandon what is in flight; the spool still has it.
-            for lane in lanes { lane.inFlight.removeAll(); lane.close() }
+            // Abandoned: drop what is in flight; the spool still has it.
+            for lane in lanes {
+                for request in lane.inFlight { results[request.batch].abandoned += 1 }
+                lane.inFlight.removeAll()
+                lane.close()
+            }
         }
         if results.contains(where: { $0.delivered > 0 }) {
             update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())

@@ -26,6 +26,7 @@ package final class TraccarForwarder: DestinationForwarder {
     let link: DestinationLink
     let filter: LocationFilter
     let reader: QueueConfined<SpoolReader>
+    let shutdown: ForwarderShutdown
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
@@ -44,6 +45,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
+        self.shutdown = ForwarderShutdown(wake: engine.wake)
     }
 
     /// Pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
@@ -59,16 +61,20 @@ package final class TraccarForwarder: DestinationForwarder {
         return try OsmAndEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
     }
 
-    /// Runs until the task is cancelled.
     package func run() async {
         let wake = spool.commits.subscribe()
         defer { spool.commits.unsubscribe(wake) }
-        if settings.buffer {
-            await runBuffered(wake: wake)
-        } else {
-            await runRealTime(wake: wake)
+        await shutdown.run {
+            if self.settings.buffer {
+                await self.runBuffered(wake: wake)
+            } else {
+                await self.runRealTime(wake: wake)
+            }
         }
     }
+
+    package func finish() { shutdown.finish() }
+    package func abandon() { shutdown.abandon() }
 
     // MARK: - Buffered delivery
 
@@ -183,10 +189,12 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
     /// the round early (requests in flight finish, no new ones start), so the
-    /// next round can send it ahead of everything.
+    /// next round can send it ahead of everything. Cancelling the task (the
+    /// forwarder is asked to finish) ends it early the same way; only an abandon
+    /// drops the requests in flight.
     func send(_ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger,
               alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
-        let stop = AbortFlag()
+        let stop = shutdown.abandoned
         let yield = AbortFlag()
         let (traccar, parkSeconds, logger, spool, wake, before) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger)
         let (results, after) = await withTaskCancellationHandler {
@@ -213,10 +221,15 @@ package final class TraccarForwarder: DestinationForwarder {
                 return outcome
             }
         } onCancel: {
-            stop.set()
+            yield.set()
             wake()
         }
         ledger = after
+        let abandoned = results.reduce(0) { $0 + $1.abandoned }
+        if abandoned > 0 {
+            logger.warning("abandoned \(abandoned) requests in flight, unanswered; their positions go again, so the server may get them twice")
+            spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(abandoned)])
+        }
         return results
     }
 }
