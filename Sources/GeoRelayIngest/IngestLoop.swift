@@ -15,6 +15,9 @@ final class IngestLoop: @unchecked Sendable {
     let decoder: LineDecoder
     private let inbox = Mutex<[IngestServer.Completion]>([])
     private let stopDeadline = Mutex<Int64?>(nil)
+    let heartbeat = Heartbeat("ingest loop")
+    /// A stall the test hook asked for, in milliseconds; 0 for none.
+    private let pendingStallMs = Atomic<Int64>(0)
 
     // Loop-thread state.
     private var connections: [UInt64: IngestConnection] = [:]
@@ -48,6 +51,10 @@ final class IngestLoop: @unchecked Sendable {
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
     }
 
+    func stall(for duration: Duration) {
+        pendingStallMs.store(max(1, duration.wholeMilliseconds), ordering: .relaxed)
+    }
+
     func requestStop(graceMs: Int64) {
         stopDeadline.withLock { $0 = WallClock.monotonicMs() + graceMs }
     }
@@ -55,20 +62,26 @@ final class IngestLoop: @unchecked Sendable {
     func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         logger.info("listening on \(settings.socketPath)")
+        // Bounded, so an idle loop turns over and beats: only a stuck turn ages the heartbeat.
+        let turnMs = Int32(clamping: max(1, settings.turnInterval.wholeMilliseconds))
         while true {
+            let stallMs = pendingStallMs.exchange(0, ordering: .relaxed)
+            if stallMs > 0 { Thread.sleep(forTimeInterval: Double(stallMs) / 1000) }
             let deadline = stopDeadline.withLock { $0 }
             if let deadline {
                 if listening { stopListening() }
                 if inFlight == 0 || WallClock.monotonicMs() >= deadline { break }
             }
+            var timeout = turnMs
+            if let deadline { timeout = min(timeout, Int32(clamping: max(1, deadline - WallClock.monotonicMs()))) }
             // A fix cycle held open wakes the loop once a second to end it if the receiver went quiet.
-            let nmeaTimeout: Int32 = connections.values.contains { $0.nmeaHeldSinceMs != nil } ? 1000 : -1
-            var timeout: Int32 = deadline.map { Int32(clamping: max(1, $0 - WallClock.monotonicMs())) } ?? -1
-            if nmeaTimeout > 0 { timeout = timeout < 0 ? nmeaTimeout : min(timeout, nmeaTimeout) }
+            let holdsNMEA = connections.values.contains { $0.nmeaHeldSinceMs != nil }
+            if holdsNMEA { timeout = min(timeout, 1000) }
             let count = epoll.wait(into: &events, timeoutMs: timeout)
+            heartbeat.beat()
             // Fix times are judged against the wall clock (a step back ignored); quiet periods by the monotonic one.
             let nowMs = WallClock.latestMs()
-            if nmeaTimeout > 0 {
+            if holdsNMEA {
                 let monotonic = WallClock.monotonicMs()
                 for connection in connections.values {
                     if let since = connection.nmeaHeldSinceMs, monotonic - since >= Self.nmeaQuietMs {

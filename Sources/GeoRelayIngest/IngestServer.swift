@@ -22,6 +22,8 @@ package final class IngestServer: Sendable {
         package var nmeaAccuracyPerHDOP: Double?
         /// Devices fed by several receivers, best first.
         package var devices: [Configuration.DeviceSources] = []
+        /// The longest the event loop waits before it turns over (and beats) with nothing to do.
+        package var turnInterval: Duration = Heartbeat.turnInterval
 
         package init(socketPath: String) {
             self.socketPath = socketPath
@@ -56,6 +58,8 @@ package final class IngestServer: Sendable {
 
     private let loop: IngestLoop
     private let wakeFD: Int32
+    /// The event loop's turns: it beats after every wait, so an idle loop beats each `turnInterval`.
+    package var heartbeat: Heartbeat { loop.heartbeat }
     private let stopped = Waiters()
 
     /// Continuations waiting for the loop thread to end; nil once it has.
@@ -106,6 +110,15 @@ package final class IngestServer: Sendable {
 }
 
 extension IngestServer {
+    /// Blocks the event-loop thread for `duration` at its next turn, as a wedged loop would be.
+    ///
+    /// - Important: A test hook (`GEORELAY_TEST_WEDGE`), never used otherwise: nothing is
+    ///   read or answered meanwhile, and the heartbeat ages.
+    package func stallForTesting(_ duration: Duration) {
+        loop.stall(for: duration)
+        Epoll.wake(wakeFD)
+    }
+
     /// Whether a relay is accepting connections on `socketPath`.
     package static func isRunning(socketPath: String) -> Bool {
         UnixListener.isLive(path: socketPath)

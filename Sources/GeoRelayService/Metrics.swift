@@ -4,10 +4,12 @@ import GeoRelayIngest
 import GeoRelaySpool
 
 /// Prometheus text exposition of what `georelay status` shows, for a monitoring
-/// system on shore: `/metrics`, and `/healthz` (200 while the spool reads).
+/// system on shore: `/metrics`, and `/healthz` (200 while the spool reads and the
+/// ingest loop and the spool writer turn over).
 package enum Metrics {
-    /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh per scrape.
-    package static func serve(listen: String, configuration: Configuration) throws(IngestStartError) -> HTTPListener {
+    /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh per scrape and
+    /// judging the loops' heartbeats per request.
+    package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(IngestStartError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
             switch request.path {
             case "/metrics":
@@ -15,19 +17,22 @@ package enum Metrics {
                     return HTTPListener.Response(status: 503, reason: "Service Unavailable")
                 }
                 return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                             body: Array(render(status, configuration: configuration).utf8))
+                                             body: Array(render(status, configuration: configuration, health: health?.report()).utf8))
             case "/healthz":
-                let healthy = (try? SpoolReader.open(path: configuration.spool.path).newestSeq()) != nil
-                return HTTPListener.Response(status: healthy ? 200 : 503, reason: healthy ? "OK" : "Service Unavailable",
-                                             contentType: "text/plain", body: Array((healthy ? "ok\n" : "spool unreadable\n").utf8))
+                // Read-only, on its own connection: a stalled writer does not hold it up.
+                let readable = (try? SpoolReader.open(path: configuration.spool.path).newestSeq()) != nil
+                let problems = (readable ? [] : ["spool unreadable"]) + (health?.report().problem.map { [$0] } ?? [])
+                return HTTPListener.Response(status: problems.isEmpty ? 200 : 503, reason: problems.isEmpty ? "OK" : "Service Unavailable",
+                                             contentType: "text/plain", body: Array((problems.isEmpty ? "ok\n" : problems.joined(separator: "; ") + "\n").utf8))
             default:
                 return HTTPListener.Response(status: 404, reason: "Not Found")
             }
         }
     }
 
-    /// The exposition text (format 0.0.4).
-    package static func render(_ status: SpoolStatus, configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) -> String {
+    /// The exposition text (format 0.0.4); the loop families only with `health` (in the daemon).
+    package static func render(_ status: SpoolStatus, configuration: Configuration, health: HealthReport? = nil,
+                               nowMs: Int64 = WallClock.nowMs()) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -68,6 +73,12 @@ package enum Metrics {
         family("georelay_spool_max_bytes", "gauge", "The spool's quota.", [("", Double(configuration.spool.maxBytes))])
         family("georelay_spool_rows", "gauge", "Positions in the spool.", [("", Double(status.rows))])
         family("georelay_spool_dropped_total", "counter", "Undelivered positions dropped at the quota.", [("", Double(c["spool.dropped"] ?? 0))])
+        if let health {
+            family("georelay_loop_up", "gauge", "1 while the loop (ingest, writer) turns over within the stall limit.",
+                   health.parts.map { (label("loop", $0.key), health.isAlive($0) ? 1 : 0) })
+            family("georelay_loop_last_turn_age_seconds", "gauge", "Time since the loop last turned over.",
+                   health.parts.map { (label("loop", $0.key), Double(health.ageMs($0)) / 1000) })
+        }
         return out
     }
 }

@@ -13,6 +13,8 @@ import GeoRelaySpool
 /// old destinations finish as at a stop (their requests in flight answered,
 /// within the grace period) and what they settled is committed before the new
 /// ones read the spool, so a reload sends nothing twice.
+/// Under systemd's watchdog the keep-alive goes out only while the ingest loop
+/// and the spool writer turn over (`Watchdog`).
 package struct Relay: Sendable {
     package var configuration: Configuration
     /// Re-read on SIGHUP; nil disables reloading.
@@ -21,6 +23,8 @@ package struct Relay: Sendable {
     package var grace: Duration = .seconds(5)
     package var logLevel: LogLevel = .info
     package var extraSinks: [any LogSink] = []
+    /// Where `NOTIFY_SOCKET`, `WATCHDOG_USEC` and the test hooks are read from.
+    package var environment: [String: String] = ProcessInfo.processInfo.environment
 
     package init(configuration: Configuration, configPath: String?) {
         self.configuration = configuration
@@ -31,23 +35,35 @@ package struct Relay: Sendable {
     package func run() async throws {
         let signals = SignalStream([SIGTERM, SIGINT, SIGHUP])
         let stderr = StandardErrorLogSink()
+        let systemd = SystemdNotifier(environment: environment)
+        // The loops' waits are bounded by the watchdog's timings, so an idle loop stays young.
+        let timing = HealthMonitor.Configuration(watchdogTimeout: systemd.watchdogTimeout)
+        let (wedges, wedgeIgnored) = try TestWedge.schedule(environment: environment)
         let spool: Spool
         do {
-            spool = try Spool(settings: Spool.Settings(configuration.spool), logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel))
+            var settings = Spool.Settings(configuration.spool)
+            settings.turnInterval = timing.turnInterval
+            spool = try Spool(settings: settings, logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel))
         } catch {
             throw RelayError("cannot open the spool \(configuration.spool.path): \(error)")
         }
         let logger = Logger(label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel)
 
         let ingest: IngestServer
+        let health: HealthMonitor
         var phones: PhoneListener?
         var metrics: HTTPListener?
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             try spool.setSourceDevices(configuration.sourceIDs)
-            ingest = try IngestServer(settings: IngestServer.Settings(configuration), spool: spool, logger: logger.with(label: "ingest"))
+            var settings = IngestServer.Settings(configuration)
+            settings.turnInterval = timing.turnInterval
+            ingest = try IngestServer(settings: settings, spool: spool, logger: logger.with(label: "ingest"))
+            health = HealthMonitor(parts: [HealthMonitor.Part(key: "ingest", heartbeat: ingest.heartbeat),
+                                           HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat)],
+                                   configuration: timing)
             if let listen = configuration.metricsListen {
-                metrics = try Metrics.serve(listen: listen, configuration: configuration)
+                metrics = try Metrics.serve(listen: listen, configuration: configuration, health: health)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
@@ -60,17 +76,15 @@ package struct Relay: Sendable {
         logger.notice("started: spool \(configuration.spool.path), socket \(configuration.ingest.socket), destinations \(configuration.destinations.map { "\($0.name) → \(Redaction.url($0.url))" }.joined(separator: ", "))")
 
         // Up: the socket listens and the spool is open.
-        let systemd = SystemdNotifier()
-        systemd.notify("READY=1\nSTATUS=relaying to \(configuration.destinations.map(\.name).joined(separator: ", "))")
-        let watchdog = systemd.watchdogInterval.map { interval in
-            Task {
-                while !Task.isCancelled {
-                    systemd.notify("WATCHDOG=1")
-                    try? await Task.sleep(for: interval)
-                }
-            }
+        let readyStatus = "relaying to \(configuration.destinations.map(\.name).joined(separator: ", "))"
+        systemd.notify("READY=1\nSTATUS=\(readyStatus)")
+        let watchdog = Watchdog(monitor: health, systemd: systemd, file: HealthFile(socketPath: configuration.ingest.socket),
+                                logger: logger.with(label: "watchdog"), readyStatus: readyStatus)
+        let watching = Task { await watchdog.run() }
+        if wedgeIgnored {
+            logger.warning("GEORELAY_TEST_WEDGE ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
         }
-        defer { watchdog?.cancel() }
+        let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
 
         var current = configuration
         var signalled = signals.signals.makeAsyncIterator()
@@ -79,6 +93,10 @@ package struct Relay: Sendable {
             let request = await run(generation, logger: logger) {
                 let request = await nextRequest(from: &signalled, current: current, logger: logger, systemd: systemd)
                 if case .stop = request {
+                    // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
+                    wedging?.cancel()
+                    watching.cancel()
+                    await watching.value
                     // Intake first: what ingest still answers `ok` is stored before the forwarders finish.
                     phones?.stop()
                     metrics?.stop()
@@ -95,6 +113,7 @@ package struct Relay: Sendable {
                 applied.spool = current.spool
                 applied.ingest = current.ingest
                 current = applied
+                watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
                 logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
             } catch {
                 logger.error("reload of \(configPath ?? "") failed, keeping the running configuration: \(error)")
@@ -103,6 +122,19 @@ package struct Relay: Sendable {
         }
         logger.notice("stopped")
         spool.close()
+    }
+
+    /// Runs the test hook's wedges at their times (from now), each blocking its part's thread.
+    private static func inject(_ wedges: [TestWedge], ingest: IngestServer, spool: Spool, logger: Logger) async {
+        let start = ContinuousClock.now
+        for wedge in wedges.sorted(by: { $0.after < $1.after }) {
+            do { try await Task.sleep(until: start + wedge.after) } catch { return }
+            logger.warning("test hook GEORELAY_TEST_WEDGE: stalling the \(wedge.part == .ingest ? "ingest loop" : "spool writer") for \(wedge.duration)")
+            switch wedge.part {
+            case .ingest: ingest.stallForTesting(wedge.duration)
+            case .writer: spool.stallWriterForTesting(wedge.duration)
+            }
+        }
     }
 
     /// What the signals ask of a running generation of forwarders.

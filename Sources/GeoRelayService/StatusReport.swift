@@ -12,11 +12,36 @@ package struct StatusReport: Sendable {
     package var configuration: Configuration
     package var running: Bool
     package var nowMs: Int64
+    /// The running relay's loops, from the health file it refreshes (`HealthFile`).
+    package var health: Health = .unknown("the relay is not running")
+
+    /// What `status` can say about the loops' health.
+    package enum Health: Sendable, Equatable {
+        /// Judged against status's own monotonic clock.
+        case known(HealthReport)
+        /// Why it cannot say: the relay is down, or publishes nothing fresh.
+        case unknown(String)
+    }
 
     package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
-        return StatusReport(status: try reader.status(nowMs: nowMs), configuration: configuration,
-                            running: IngestServer.isRunning(socketPath: configuration.ingest.socket), nowMs: nowMs)
+        let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
+        return StatusReport(status: try reader.status(nowMs: nowMs), configuration: configuration, running: running, nowMs: nowMs,
+                            health: running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running"))
+    }
+
+    /// The running relay's health as its file tells it, judged now.
+    static func health(from file: HealthFile, nowMs: Int64 = WallClock.monotonicMs()) -> Health {
+        guard let contents = file.read() else { return .unknown("the relay publishes no health (no readable \(file.path))") }
+        let report = contents.report
+        // The monitor rewrites the file every check; one older than the stall limit (or from
+        // before a reboot, when the monotonic clock restarted) says nothing about now.
+        let age = nowMs - report.atMs
+        guard age >= 0 else { return .unknown("the relay's health report is from before a reboot") }
+        guard age <= report.stallAfterMs else {
+            return .unknown("the relay's health report is \(HealthReport.seconds(age)) old: its monitor is not running")
+        }
+        return .known(report.judged(atMs: nowMs))
     }
 
     private func iso(_ ms: Int64?) -> JSONValue { ms.map { .string(Timestamp.iso8601(milliseconds: $0)) } ?? .null }
@@ -89,9 +114,47 @@ package struct StatusReport: Sendable {
                 ("wireBytesToday", num(status.destinations.reduce(0) { $0 + $1.wireBytesToday })),
                 ("wireBytesThisMonth", num(status.destinations.reduce(0) { $0 + $1.wireBytesThisMonth })),
             ]))),
+            ("health", healthJSON),
             ("destinations", .array(destinations)),
             ("devices", .array(devices)),
         ]))
+    }
+
+    /// The same shape whether known or not: each part's state and age, `null` when unknown.
+    private var healthJSON: JSONValue {
+        switch health {
+        case .known(let report):
+            var members: [(key: String, value: JSONValue)] = [
+                ("state", .string(report.isHealthy ? "ok" : "stalled")),
+                ("reason", report.problem.map { .string($0) } ?? .null),
+                ("stallAfterSeconds", .number(Double(report.stallAfterMs) / 1000)),
+            ]
+            for part in report.parts {
+                members.append((part.key, .object(JSONObject([
+                    ("state", .string(report.isAlive(part) ? "alive" : "stalled")),
+                    ("lastTurnAgeSeconds", .number(Double(report.ageMs(part)) / 1000)),
+                ]))))
+            }
+            return .object(JSONObject(members))
+        case .unknown(let reason):
+            let unknown = JSONValue.object(JSONObject([("state", .string("unknown")), ("lastTurnAgeSeconds", .null)]))
+            return .object(JSONObject([("state", .string("unknown")), ("reason", .string(reason)), ("stallAfterSeconds", .null),
+                                       ("ingest", unknown), ("writer", unknown)]))
+        }
+    }
+
+    /// One line: each part alive or stalled, or why the health is unknown.
+    private var healthText: String {
+        switch health {
+        case .known(let report):
+            return report.parts.map { part in
+                report.isAlive(part)
+                    ? "\(part.name) alive (turned \(HealthReport.seconds(report.ageMs(part))) ago)"
+                    : "\(part.name) STALLED (no turn for \(HealthReport.seconds(report.ageMs(part))), limit \(HealthReport.seconds(report.stallAfterMs)))"
+            }.joined(separator: ", ")
+        case .unknown(let reason):
+            return "unknown: \(reason)"
+        }
     }
 
     /// The body encoding a push destination uses: the configured one, or what a 415 made it fall back to.
@@ -125,6 +188,7 @@ package struct StatusReport: Sendable {
         let c = status.counters
         let rejected = IngestError.allCodes.compactMap { code in c["ingest.rejected.\(code)"].flatMap { $0 > 0 ? "\(code) \($0)" : nil } }
         out += "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
+        out += "health  \(healthText)\n"
         out += "\ndestinations\n"
         for row in destinationRows {
             let d = row.status

@@ -6,12 +6,16 @@ import Glibc
 /// datagram written straight to `$NOTIFY_SOCKET`, no libsystemd needed.
 package struct SystemdNotifier: Sendable {
     private let path: String?
-    /// Half of `WatchdogSec`, when systemd asked for keep-alives.
-    package let watchdogInterval: Duration?
+    /// `WatchdogSec`, when systemd asked this process for keep-alives: without one
+    /// that long, systemd restarts the service.
+    package let watchdogTimeout: Duration?
 
     package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         path = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
-        watchdogInterval = environment["WATCHDOG_USEC"].flatMap(Int64.init).map { .microseconds($0 / 2) }
+        // As sd_watchdog_enabled: WATCHDOG_PID, when set, must name this process (a child that
+        // inherited the environment is not the one systemd watches).
+        let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
+        watchdogTimeout = forUs ? environment["WATCHDOG_USEC"].flatMap(Int64.init).flatMap { $0 > 0 ? .microseconds($0) : nil } : nil
     }
 
     package var isActive: Bool { path != nil }

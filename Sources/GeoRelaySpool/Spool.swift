@@ -14,6 +14,8 @@ package final class Spool: Sendable {
         package var whenFull: Configuration.WhenFull = .dropOldest
         /// How often retention and the quota are checked when nothing is written.
         package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
+        /// The longest the writer goes without turning over (and beating) when idle.
+        package var turnInterval: Duration = Heartbeat.turnInterval
 
         package init(path: String) {
             self.path = path
@@ -33,6 +35,8 @@ package final class Spool: Sendable {
     package let commits: CommitSignal
     /// Signals each commit that stored an alarm, so forwarders can cut a round short for it.
     package var alarms: CommitSignal { writer.alarmSignal }
+    /// The writer's turns: it beats after each group and each `turnInterval` when idle.
+    package var writerHeartbeat: Heartbeat { writer.heartbeat }
 
     package init(settings: Settings, logger: Logger = .disabled) throws(SpoolError) {
         let signal = CommitSignal()
@@ -149,6 +153,14 @@ package final class Spool: Sendable {
     /// Finishes queued writes, checkpoints and closes. Appends after this fail with `internal`.
     package func close() {
         writer.close()
+    }
+
+    /// Blocks the writer's queue for `duration`, as a write stuck in the kernel would.
+    ///
+    /// - Important: A test hook (`GEORELAY_TEST_WEDGE`), never used otherwise: writes queue
+    ///   up meanwhile (nothing is lost; collectors wait for their answers) and the heartbeat ages.
+    package func stallWriterForTesting(_ duration: Duration) {
+        writer.stall(for: duration)
     }
 
     /// Runs a block on the writer's connection (maintenance passes and tests).

@@ -39,6 +39,8 @@ final class SpoolWriter: @unchecked Sendable {
     let settings: Spool.Settings
     let signal: CommitSignal
     let alarmSignal = CommitSignal()
+    /// The queue's turns: after each group, and from a timer on the queue when idle.
+    let heartbeat = Heartbeat("spool writer")
     private let inbox = Mutex(Inbox())
     private let queue = DispatchQueue(label: "georelay.spool.writer", qos: .userInitiated)
 
@@ -53,6 +55,7 @@ final class SpoolWriter: @unchecked Sendable {
     private var logRowsSinceTrim = 0
     var logger: Logger = .disabled
     private var maintenanceTimer: DispatchSourceTimer?
+    private var heartbeatTimer: DispatchSourceTimer?
 
     /// Rows kept in the diagnostic log.
     static let logCapacity = 10_000
@@ -66,10 +69,19 @@ final class SpoolWriter: @unchecked Sendable {
         timer.setEventHandler { [weak self] in self?.maintain() }
         timer.resume()
         maintenanceTimer = timer
+        // The timer runs on the queue, so it fires only while the queue turns over: a job stuck
+        // in SQLite or an fsync holds it back and the heartbeat ages.
+        let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
+        let beat = DispatchSource.makeTimerSource(queue: queue)
+        beat.schedule(deadline: .now() + turn, repeating: turn, leeway: .milliseconds(10))
+        beat.setEventHandler { [heartbeat] in heartbeat.beat() }
+        beat.resume()
+        heartbeatTimer = beat
     }
 
     deinit {
         maintenanceTimer?.cancel()
+        heartbeatTimer?.cancel()
     }
 
     /// Queues a job; it runs in the next group.
@@ -93,6 +105,7 @@ final class SpoolWriter: @unchecked Sendable {
         inbox.withLock { $0.closed = true }
         queue.sync {
             self.maintenanceTimer?.cancel()
+            self.heartbeatTimer?.cancel()
             self.drainNow()
             if let db = self.db {
                 _ = try? db.pragma("wal_checkpoint(TRUNCATE)")
@@ -111,6 +124,13 @@ final class SpoolWriter: @unchecked Sendable {
         }
     }
 
+    /// Blocks the queue for `duration`, as a write stuck in the kernel would: test hook only.
+    func stall(for duration: Duration) {
+        queue.async {
+            Thread.sleep(forTimeInterval: Double(duration.wholeMilliseconds) / 1000)
+        }
+    }
+
     // MARK: - Draining
 
     private func drain() {
@@ -123,6 +143,8 @@ final class SpoolWriter: @unchecked Sendable {
             }
             if jobs.isEmpty { return }
             process(jobs)
+            // A writer kept busy by a steady stream of groups never lets the idle timer in.
+            heartbeat.beat()
         }
     }
 

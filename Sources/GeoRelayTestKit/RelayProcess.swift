@@ -71,7 +71,7 @@ package final class RelayProcess {
         try run(binary, arguments, directory: directory, timeout: timeout)
     }
 
-    /// Runs a program to its end and returns its exit status and output.
+    /// Runs a program to its end (with `environment` added to the test's) and returns its exit status and output.
     ///
     /// Output goes through files, not pipes: Foundation's `Process` lets every child spawned
     /// meanwhile (a relay another test starts) inherit a pipe's write end, and reading to the
@@ -81,10 +81,13 @@ package final class RelayProcess {
     /// command that hangs (or a `run` that was meant to refuse its config and starts instead)
     /// fails the test in a minute rather than holding it for ever.
     package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory(),
-                            timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+                            environment: [String: String] = [:], timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let stem = "\(directory)/output-\(UUID().uuidString.prefix(8))"
         defer { for suffix in [".out", ".err"] { unlink(stem + suffix) } }

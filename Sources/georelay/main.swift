@@ -34,7 +34,8 @@ let commandHelp: [String: String] = [
     "status": """
         usage: georelay status [--config PATH] [--json | --watch]
         Shows each destination's state, backlog, oldest pending age, last success and error,
-        the spool's size against its quota and the ingest counters. Reads the spool read-only.
+        the spool's size against its quota, the ingest counters and the health of the running
+        relay's ingest loop and spool writer. Reads the spool read-only.
         """,
     "logs": """
         usage: georelay logs [--config PATH] [--clear] [--limit N]

@@ -263,4 +263,37 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         }
         #expect(Set(results.compactMap(\.seq)).count == 1600)
     }
+
+    @Test func theWritersHeartbeatTurnsOverWhenIdleAndAgesOnlyWhileItIsStalled() async throws {
+        let fixture = SpoolFixture()
+        fixture.settings.turnInterval = .milliseconds(50)
+        let spool = try fixture.open()
+        defer { spool.close() }
+        let heartbeat = spool.writerHeartbeat
+        let opened = heartbeat.lastBeatMs
+        // No job at all, yet the writer turns over: the timer on its queue beats.
+        #expect(waitUntil("an idle beat 200 ms after opening") { heartbeat.lastBeatMs >= opened + 200 })
+        #expect(heartbeat.ageMs() < 200)
+        spool.stallWriterForTesting(.seconds(2))
+        #expect(waitUntil("the stalled writer's heartbeat to age 400 ms") { heartbeat.ageMs() >= 400 })
+        // A write waits for the stall: the queue is wedged, not just its timer.
+        let stored = await spool.append([fix("a", 0)])
+        #expect(stored == [.stored(seq: 1)])
+        #expect(heartbeat.ageMs() < 200)
+    }
+
+    /// Polls `condition` every 5 ms for at most 10 s. On this thread, not by suspending: a
+    /// heartbeat has no event to await, and a stall is a window that a task waiting its turn
+    /// on a busy cooperative pool could sleep through.
+    func waitUntil(_ what: String, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            if ContinuousClock.now >= deadline {
+                Issue.record("gave up after 10 s waiting for \(what)")
+                return false
+            }
+            usleep(5000)
+        }
+        return true
+    }
 }

@@ -9,4 +9,10 @@ struct GeoRelayForwardCurl {
         let response = try easy.perform(HTTPRequest(method: "GET", url: url))
         return String(decoding: response.body, as: UTF8.self)
     }
+
+    /// The status code with the body, for answers other than 200.
+    func fetch(_ url: String) throws -> (status: Int, body: String) {
+        let response = try easy.perform(HTTPRequest(method: "GET", url: url))
+        return (response.status, String(decoding: response.body, as: UTF8.self))
+    }
 }

@@ -8,24 +8,10 @@ import GeoRelayTestKit
 @Suite struct ServiceTests {
     @Test func tellsSystemdWhenReadyAliveAndStopping() async throws {
         let world = try RelayWorld()
-        // A fake $NOTIFY_SOCKET: a datagram socket the relay writes its states to.
-        let path = world.directory.file("notify.sock")
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-        #expect(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } } == 0)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        func next() -> String {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
-        }
+        let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
+        func next() -> String { notify.next(timeout: .seconds(10))?.message ?? "" }
         let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
-                                     environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"])
+                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
         let first = next()
         #expect(first.hasPrefix("READY=1"))
         #expect(next() == "WATCHDOG=1" || first.contains("WATCHDOG"))

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import GeoRelayCore
+@testable import GeoRelayService
+
+@Suite struct HealthFileTests {
+    func directory() -> String {
+        var template = Array("/tmp/grh.XXXXXX".utf8CString)
+        return String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
+    }
+
+    @Test func roundTripsBesideTheSocket() throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = HealthFile(socketPath: dir + "/r.sock")
+        #expect(file.path == dir + "/r.sock.health")
+        #expect(file.read() == nil)
+        let written = report(at: 5000, ingest: 4900, writer: 1000)
+        try file.write(written, pid: 42)
+        #expect(file.read() == HealthFile.Contents(pid: 42, report: written))
+        file.remove()
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+
+    @Test func statusJudgesTheFileWithItsOwnClockAndDistrustsAStaleOne() throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = HealthFile(socketPath: dir + "/r.sock")
+        #expect(StatusReport.health(from: file, nowMs: 5000) == .unknown("the relay publishes no health (no readable \(file.path))"))
+        try file.write(report(at: 5000, ingest: 4900, writer: 4000))
+        // Written at 5000: at 5500 the writer's last turn (4000) is 1.5 s old, alive; at 6500, 2.5 s: stalled.
+        guard case .known(let fresh) = StatusReport.health(from: file, nowMs: 5500), case .known(let later) = StatusReport.health(from: file, nowMs: 6500) else {
+            Issue.record("a fresh file is known")
+            return
+        }
+        #expect(fresh.isHealthy)
+        #expect(later.stalled.map(\.key) == ["writer"])
+        // Not rewritten within the stall limit: the monitor itself is not running.
+        #expect(StatusReport.health(from: file, nowMs: 7100) == .unknown("the relay's health report is 2.1 s old: its monitor is not running"))
+        #expect(StatusReport.health(from: file, nowMs: 100) == .unknown("the relay's health report is from before a reboot"))
+    }
+}
