@@ -56,11 +56,15 @@ package final class FakeOsmAndServer: Sendable {
     private let changed = WakeSignal()
     package let http: HTTPTestServer
 
-    /// - Parameter closesAfterEachResponse: behind a proxy that does not keep connections alive.
-    package init(closesAfterEachResponse: Bool = false) throws {
+    /// - Parameters:
+    ///   - closesAfterEachResponse: behind a proxy that does not keep connections alive.
+    ///   - responsesPerConnection: behind nginx, which closes a connection after `keepalive_requests`.
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil) throws {
         var server: HTTPTestServer?
         let box = Box()
-        server = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse) { request in box.value?.handle(request) }
+        server = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection) { request in
+            box.value?.handle(request)
+        }
         http = server!
         box.value = self
     }

@@ -51,7 +51,8 @@ package final class HTTPTestServer: Sendable {
 
     private let state = Mutex(State())
     private let handler: Handler
-    private let closesAfterEachResponse: Bool
+    /// After how many responses a connection closes (`Connection: close` on the last); nil: never.
+    private let responsesPerConnection: Int?
     private let portValue = Atomic<Int>(0)
 
     package var port: Int { portValue.load(ordering: .relaxed) }
@@ -62,12 +63,15 @@ package final class HTTPTestServer: Sendable {
     package var deepestPipeline: Int { state.withLock { $0.deepestPipeline } }
 
     /// Starts on an ephemeral loopback port.
-    /// - Parameter closesAfterEachResponse: a server that does not keep connections alive: every
-    ///   response says `Connection: close` and the connection closes after it. Requests pipelined
-    ///   behind it are read and dropped, never answered, so the client must send them again.
-    package init(closesAfterEachResponse: Bool = false, handler: @escaping Handler) throws {
+    /// - Parameters:
+    ///   - closesAfterEachResponse: a server that does not keep connections alive: every
+    ///     response says `Connection: close` and the connection closes after it. Requests pipelined
+    ///     behind it are read and dropped, never answered, so the client must send them again.
+    ///   - responsesPerConnection: the same after this many responses, as nginx does after
+    ///     `keepalive_requests` (1,000 by default).
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, handler: @escaping Handler) throws {
         self.handler = handler
-        self.closesAfterEachResponse = closesAfterEachResponse
+        self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
         try start(port: 0)
     }
 
@@ -131,6 +135,7 @@ package final class HTTPTestServer: Sendable {
         }
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
+        var answered = 0
         while true {
             // Read until the end of the headers.
             var headerEnd: Int?
@@ -161,7 +166,9 @@ package final class HTTPTestServer: Sendable {
             guard let response = handler(request) else { return }
             var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
             for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
-            if closesAfterEachResponse { out += "Connection: close\r\n" }
+            answered += 1
+            let last = responsesPerConnection.map { answered >= $0 } ?? false
+            if last { out += "Connection: close\r\n" }
             out += "Content-Length: \(response.body.count)\r\n\r\n"
             let bytes = Array(out.utf8) + response.body
             var offset = 0
@@ -170,7 +177,7 @@ package final class HTTPTestServer: Sendable {
                 if n <= 0 { return }
                 offset += n
             }
-            if closesAfterEachResponse {
+            if last {
                 Self.lingeringClose(fd)
                 return
             }

@@ -40,6 +40,23 @@ import GeoRelayTestKit
         #expect(server.http.connectionsAccepted == 40)
     }
 
+    /// Behind nginx, which closes a connection with `Connection: close` on its `keepalive_requests`th
+    /// answer while more requests are pipelined behind it: those go again on a new connection,
+    /// nothing repeats, and pipelining goes on (it is not a server that never keeps alive).
+    @Test func aConnectionClosedAfterItsRequestLimitGoesOnPipelinedOnANewOne() async throws {
+        let server = try FakeOsmAndServer(responsesPerConnection: 50)
+        defer { server.http.stop() }
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 32) { $0.url = server.url }
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 400))
+            #expect(await server.waitUntil(timeout: .seconds(30)) { $0.count >= 400 })
+            try await f.waitForStatus { $0.pending == 0 }
+        }
+        #expect(server.positions.map(\.fixTimeMs) == track("a", count: 400).map(\.timeMs))
+        #expect(server.http.connectionsAccepted == 8)
+        #expect(server.http.deepestPipeline > 1)
+    }
+
     /// Bad payloads in the middle of windows: Traccar closes the connection on each; exactly those
     /// are quarantined, everything else arrives once and in order.
     @Test func badPayloadsMidWindowAreQuarantinedAloneAndTheRestArrivesOnce() async throws {
