@@ -73,6 +73,7 @@ package struct Relay: Sendable {
             spool.close()
             throw RelayError("\(error)")
         }
+        if let configPath, let warning = configuration.exposureWarning(path: configPath) { logger.warning(warning) }
         logger.notice("started: spool \(configuration.spool.path), socket \(configuration.ingest.socket), destinations \(configuration.destinations.map { "\($0.name) → \(Redaction.url($0.url))" }.joined(separator: ", "))")
 
         // Up: the socket listens and the spool is open.

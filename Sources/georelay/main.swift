@@ -163,7 +163,10 @@ func loadConfiguration(_ arguments: Arguments) -> Configuration? {
         return Configuration()
     }
     do {
-        return try Configuration.load(path: path)
+        let configuration = try Configuration.load(path: path)
+        // `run` logs it (where `georelay logs` shows it too); `check` says it here.
+        if arguments.command == "check", let warning = configuration.exposureWarning(path: path) { printError("warning: \(warning)") }
+        return configuration
     } catch {
         printError("configuration \(path): \(error)")
         return nil
