@@ -13,10 +13,10 @@ import GeoRelayCore
 ///
 /// 16 bytes up and 1 down, and no position: nothing is stored. A Traccar server with
 /// `database.registerUnknown` on creates a device of this id the first time it is probed.
-final class TeltonikaProbe: Sendable {
+package final class TeltonikaProbe: Sendable {
     /// The id probes identify as: no device of the relay's is expected to carry it. 14 characters,
     /// so the identification (16 bytes) is long enough for Traccar to answer it alone.
-    static let uniqueID = "georelay-probe"
+    package static let uniqueID = "georelay-probe"
 
     private let endpoint: TeltonikaSession.Endpoint
     private let timeout: Duration
