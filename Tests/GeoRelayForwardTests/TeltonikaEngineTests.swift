@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -324,12 +325,39 @@ final class TeltonikaFixture: @unchecked Sendable {
 
     /// Something that answers, but not as Traccar does (an HTTP server on the port): there is a path.
     @Test func anythingElseAnsweringIsAPath() async throws {
-        let server = try LineServer()
+        let server = try GreetingServer(greeting: Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8))
         defer { server.stop() }
         let probe = try probe(url: "tcp://127.0.0.1:\(server.port)")
-        async let answer = probe.check()
-        #expect(await server.waitForClient(), "the probe connected")
-        server.send(["HTTP/1.1 400 Bad Request"])
-        #expect(await answer.answer == .path)
+        #expect(await probe.check().answer == .path)
+    }
+}
+
+/// A TCP server on loopback that greets every connection with the same bytes as soon as it
+/// accepts it, on its own thread, whatever the client sends: a server of another protocol.
+final class GreetingServer: Sendable {
+    let port: Int
+    private let listener: Int32
+
+    init(greeting: [UInt8]) throws {
+        (listener, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 8)
+        let listener = self.listener
+        Thread {
+            while true {
+                let client = accept(listener, nil, nil)
+                if client < 0 { return }
+                _ = greeting.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                // Closed at once, the greeting could be lost to a reset; the client closes its end.
+                Thread {
+                    var buffer = [UInt8](repeating: 0, count: 256)
+                    while recv(client, &buffer, buffer.count, 0) > 0 {}
+                    close(client)
+                }.start()
+            }
+        }.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
     }
 }

@@ -253,6 +253,8 @@ final class TeltonikaEngine: OsmAndRounds {
                 }
                 results[work.batch].delivered += count
                 update.wireBytes += work.session.takeWireBytes()
+                // A frame can take seconds on a slow link: status says so at each one, not at the round's end.
+                if buffered { update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs()) }
                 flush()
             case .broken(let reason):
                 guard let frame = work.inFlight else { return }
@@ -349,9 +351,6 @@ final class TeltonikaEngine: OsmAndRounds {
                 kept.session.close()
                 idle[deviceID] = nil
             }
-        }
-        if buffered, results.contains(where: { $0.delivered > 0 }) {
-            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
         }
         flush()
         return results
