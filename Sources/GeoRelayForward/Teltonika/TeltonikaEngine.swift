@@ -302,7 +302,15 @@ final class TeltonikaEngine: OsmAndRounds {
                 nextBatch += 1
                 if let work = makeWork(batch) { active.append(work) }
             }
-            for work in active { advance(work) }
+            // A frame that failed as it went out (a reset on send) leaves its retry to go at once, not after a poll.
+            var idleWork = true
+            while idleWork {
+                idleWork = false
+                for work in active where !work.done && !work.isBusy {
+                    advance(work)
+                    idleWork = idleWork || (!work.done && !work.isBusy)
+                }
+            }
             for work in active where work.done { retire(work) }
             active.removeAll { $0.done }
             if active.isEmpty {
