@@ -208,6 +208,21 @@ final class TeltonikaFixture: @unchecked Sendable {
         #expect(f.storedByDevice["b"] == movingTrack("b", count: 10).map(\.timeMs))
     }
 
+    /// An answer that is not the frame's record count is not an acknowledgement: nothing settles,
+    /// nothing is quarantined, the destination backs off.
+    @Test func aCountThatIsNotTheFramesSettlesNothing() async throws {
+        // Answers every connection at once with 0x01 and a count of 7, whatever was sent.
+        let server = try GreetingServer(greeting: [0x01, 0, 0, 0, 7])
+        defer { server.stop() }
+        let f = try await TeltonikaFixture(concurrency: 1) { $0.url = "tcp://127.0.0.1:\(server.port)" }
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 3))
+            let status = try await f.waitForStatus { $0.lastError != nil }
+            #expect(status.lastError?.contains("answered 7 to a frame of 3 records") == true, "\(status.lastError ?? "")")
+            #expect(status.pending == 3 && status.sent == 0 && status.quarantined == 0)
+        }
+    }
+
     @Test func anAlarmGoesAheadOfItsDevicesBacklog() async throws {
         let f = try await TeltonikaFixture(concurrency: 1)
         let device = "356307042441013"
