@@ -29,6 +29,23 @@ import GeoRelayTestKit
         #expect(status["destinations"]?.array?.first?["state"]?.string == "online")
     }
 
+    /// `georelay send` bypasses the spool: one frame of one position on a connection of its own.
+    @Test func sendUploadsOnePositionToTheTeltonikaPort() async throws {
+        let port = try FakeTeltonikaServer()
+        defer { port.stop() }
+        port.setUnknownDevices(["ghost"])
+        let world = try RelayWorld()
+        try world.writeConfig(destination: #"protocol: "teltonika","#, traccarURL: "tcp://127.0.0.1:\(port.port)")
+        let sent = try world.command(["send", "--device", "356307042441013", "--lat", "59.5", "--lon", "10.5", "--alarm", "sos"])
+        #expect(sent.status == 0, "\(sent.stdout) \(sent.stderr)")
+        let stored = try #require(port.positions.first)
+        #expect(stored.uniqueId == "356307042441013" && stored.lat == 59.5 && stored.lon == 10.5)
+        #expect(stored.attributes["alarm"] == .string("general"))
+        let unknown = try world.command(["send", "--device", "ghost", "--lat", "1", "--lon", "2"])
+        #expect(unknown.status != 0, "an unknown device is not a success")
+        #expect(port.positions.count == 1)
+    }
+
     @Test func overTLSTheCertificateIsVerifiedAgainstCAFile() async throws {
         let port = try FakeTeltonikaServer()
         defer { port.stop() }

@@ -49,17 +49,7 @@ package final class TeltonikaProbe: Sendable {
         } catch {
             return (.nothing, 0)
         }
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 1)
-        defer { scratch.deallocate() }
-        var event = session.identify()
-        while event == nil, !abort.isSet, clock.now < deadline, let connection = session.connection {
-            let slice = min(clock.now.duration(to: deadline), .milliseconds(250))
-            guard let ready = try? connection.wait(readable: true, writable: session.hasOutput, timeout: max(slice, .zero)) else { break }
-            if ready.writable { event = session.flush() }
-            if event == nil, ready.readable { event = session.receive(into: scratch).first }
-        }
+        let event = session.identify() ?? session.nextEvent(before: .now + timeout, abort: abort)
         session.close()
         let answer: ServerCheck.Answer = switch event {
         case .identified?: .server

@@ -286,6 +286,23 @@ final class TeltonikaSession {
         return bytes
     }
 
+    /// Blocks until the next event, `deadline`, or `abort` (checked every quarter of a second),
+    /// for a one-off exchange on a thread of its own (the probe, `georelay send`). Nil: no event in time.
+    func nextEvent(before deadline: ContinuousClock.Instant, abort: AbortFlag? = nil) -> Event? {
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
+        defer { scratch.deallocate() }
+        let clock = ContinuousClock()
+        while abort?.isSet != true, clock.now < deadline, let connection {
+            let slice = min(clock.now.duration(to: deadline), .milliseconds(250))
+            guard let ready = try? connection.wait(readable: true, writable: hasOutput, timeout: max(slice, .zero)) else {
+                return fail(.failed("the connection's socket failed"))
+            }
+            if ready.writable, let event = flush() { return event }
+            if ready.readable, let event = receive(into: scratch).first { return event }
+        }
+        return nil
+    }
+
     /// A connection idle since its last answer that the server closed meanwhile, or that has
     /// bytes nobody asked for, is not worth a frame: checked before reuse.
     var isStale: Bool {
