@@ -9,12 +9,19 @@ package final class DestinationLink: Sendable {
     private let spool: Spool
     private let logger: Logger
     private let prober: HTTPWorker
+    private let ownProbe: Probe?
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger) throws {
+    /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
+    /// port): what its answer says, and the bytes it cost on the wire.
+    typealias Probe = @Sendable () async -> (answer: ServerCheck.Answer, wireBytes: Int)
+
+    /// - Parameter probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
+    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil) throws {
         self.settings = settings
         self.spool = spool
         self.logger = logger
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls)
+        self.ownProbe = probe
     }
 
     /// How delivery goes on after backing off.
@@ -84,10 +91,17 @@ package final class DestinationLink: Sendable {
         max(0, Int64(ContinuousClock.now.duration(to: instant) / .milliseconds(1)))
     }
 
-    /// A cheap check that the destination is back: GET `probe.url`, or an empty
-    /// request to the destination itself (`ServerCheck`). Its wire bytes count
-    /// against the uplink like a payload's.
+    /// A cheap check that the destination is back: the destination's own probe when it has one,
+    /// else GET `probe.url`, or an empty request to the destination itself (`ServerCheck`). Its
+    /// wire bytes count against the uplink like a payload's.
     func probe() async -> ServerCheck.Answer {
+        if let ownProbe {
+            let (answer, wireBytes) = await ownProbe()
+            var update = DeliveryUpdate(destination: settings.name)
+            update.wireBytes = wireBytes
+            if wireBytes > 0 { spool.record(update) }
+            return answer
+        }
         let request = ServerCheck.request(url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
         let result = await prober.perform(request)
         if case .success(let response) = result {

@@ -14,7 +14,8 @@ import GeoRelayCore
 ///   so the payload really is at fault. No answer means the link is.
 ///
 /// It carries no position and no credentials: a GET without parameters costs
-/// a few hundred bytes and puts nothing on the server.
+/// a few hundred bytes and puts nothing on the server. Traccar's Teltonika port
+/// answers no HTTP; it has its own probe (`TeltonikaProbe`), read as the same `Answer`.
 enum ServerCheck {
     /// What a probe's answer says.
     enum Answer: Equatable {

@@ -38,6 +38,10 @@ package enum Commands {
                 results.append(SendResult(destination: settings.name, outcome: await sendPush(position, settings: settings, configuration: configuration)))
                 continue
             }
+            if settings.traccarProtocol == .teltonika {
+                results.append(SendResult(destination: settings.name, outcome: TeltonikaUpload.send(position, settings: settings)))
+                continue
+            }
             let traccar = TraccarProtocol(settings: settings)
             let result: Result<HTTPResponse, CurlError>
             do throws(CurlError) {

@@ -90,6 +90,7 @@ package final class FakeTeltonikaServer: Sendable {
         var statistics = Statistics()
         var unknownDevices: Set<String> = []
         var behaviour = Behaviour.normal
+        var undecodable: Set<Int64> = []
     }
 
     private let state = Mutex(State())
@@ -138,6 +139,12 @@ package final class FakeTeltonikaServer: Sendable {
 
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
+
+    /// Records with these fix times make Traccar's decoder throw, whatever the behaviour: a data
+    /// frame holding any of them closes the connection without an answer and keeps none of its
+    /// records. The relay's codec builds only frames Traccar decodes, so this stands in for a
+    /// value a real server cannot parse.
+    package func setUndecodable(fixTimes: Set<Int64>) { state.withLock { $0.undecodable = fixTimes } }
 
     /// Forgets everything stored, as a server restored from an old backup.
     package func clear() { state.withLock { $0.positions.removeAll() } }
@@ -302,6 +309,8 @@ package final class FakeTeltonikaServer: Sendable {
 
     /// Applies the behaviour to a decoded data frame. Returns false when the connection must close.
     private func deliver(_ decoded: [Stored], count: UInt8, fd: Int32) -> Bool {
+        let undecodable = state.withLock { $0.undecodable }
+        if decoded.contains(where: { undecodable.contains($0.fixTimeMs) }) { return false }
         var behaviour = state.withLock { $0.behaviour }
         if behaviour == .hang {
             // Each connection has its own thread, so holding this one wedges only this connection.

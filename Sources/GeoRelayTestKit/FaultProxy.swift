@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayForward
 import Synchronization
 
 /// A TCP proxy on loopback between the relay and a fake server that breaks
@@ -44,7 +45,8 @@ package final class FaultProxy: Sendable {
         package var requestsWhileDown: [String: Int] = [:]
         /// Of those, payloads: a POST, or a GET with the position in its query (pipelined OsmAnd).
         package var payloadsWhileDown = 0
-        /// Of those, probes and canaries: a GET that names nothing (no query).
+        /// Of those, probes and canaries: a GET that names nothing (no query), or a Teltonika
+        /// identification as `TeltonikaProbe.uniqueID` (16 bytes each).
         package var probesWhileDown = 0
     }
 
@@ -336,6 +338,7 @@ package final class FaultProxy: Sendable {
                 state.counters.requestsWhileDown[method, default: 0] += 1
                 if payload { state.counters.payloadsWhileDown += 1 } else { state.counters.probesWhileDown += 1 }
             }
+            state.counters.probesWhileDown += Self.occurrences(of: Self.teltonikaProbe, in: chunk)
         }
     }
 
@@ -350,6 +353,15 @@ package final class FaultProxy: Sendable {
             guard method.allSatisfy({ $0.isUppercase }) else { return nil }
             return (String(method), method != "GET" || line[space...].contains("?"))
         }
+    }
+
+    /// The Teltonika probe's identification: binary Teltonika frames have no request line, so this
+    /// is how the probes among them are told from payloads.
+    package static let teltonikaProbe = Array(try! TeltonikaCodec.identification(uniqueID: TeltonikaProbe.uniqueID))
+
+    static func occurrences(of needle: [UInt8], in chunk: [UInt8]) -> Int {
+        guard chunk.count >= needle.count else { return 0 }
+        return (0...(chunk.count - needle.count)).count { chunk[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
     /// A whole HTTP request: the head and `Content-Length` bytes of body.

@@ -52,6 +52,47 @@ import Testing
         }
     }
 
+    /// `protocol` chooses how a Traccar destination carries positions; OsmAnd stays the default.
+    @Test(arguments: [
+        (#"{destinations: [{protocol: "teltonika", url: "tcp://traccar.example.org:5027"}]}"#, "tcp://traccar.example.org:5027"),
+        (#"{destinations: [{protocol: "teltonika", url: "tls://traccar.example.org:5443/"}]}"#, "tls://traccar.example.org:5443/"),
+        (#"{destinations: [{protocol: "teltonika", url: "tcp://10.0.0.2"}]}"#, "tcp://10.0.0.2"),
+        (#"{destinations: [{protocol: "teltonika"}]}"#, "tcp://127.0.0.1:5027"),
+    ])
+    func teltonikaTakesATCPOrTLSURL(text: String, url: String) throws {
+        let destination = try Configuration.parse(text).destinations[0]
+        #expect(destination.kind == .traccar && destination.traccarProtocol == .teltonika)
+        #expect(destination.url == url)
+        // What `georelay check` prints.
+        let effective = try Configuration.parse(text).effective.jsonText
+        #expect(effective.contains(#""protocol":"teltonika""#), "\(effective)")
+    }
+
+    @Test func osmAndStaysTheDefault() throws {
+        let destination = try Configuration.parse(#"{destinations: [{type: "traccar"}]}"#).destinations[0]
+        #expect(destination.traccarProtocol == .osmand && destination.url == "http://127.0.0.1:5055")
+    }
+
+    @Test(arguments: [
+        (#"{destinations: [{protocol: "teltonika", url: "http://traccar.example.org:5055"}]}"#,
+         #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#),
+        (#"{destinations: [{protocol: "teltonika", url: "https://traccar.example.org"}]}"#,
+         #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#),
+        (#"{destinations: [{protocol: "teltonika", url: "tcp://host:5027/path"}]}"#,
+         "destinations[0].url: expected a tcp://host:port or tls://host:port URL for the Teltonika protocol"),
+        (#"{destinations: [{protocol: "osmand", url: "tcp://host:5027"}]}"#,
+         "destinations[0].url: expected an http:// or https:// URL with a host"),
+        (#"{destinations: [{protocol: "gt06"}]}"#, #"destinations[0].protocol: expected one of "osmand", "teltonika", got "gt06""#),
+    ])
+    func teltonikaURLsAreCheckedWithAClearMessage(text: String, message: String) {
+        do {
+            _ = try Configuration.parse(text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.description == message)
+        }
+    }
+
     @Test func syntaxErrorsGiveLineAndColumn() {
         do {
             _ = try Configuration.parse("{\n  spool: {\n    path: 'x' 'y'\n  }\n}")

@@ -64,6 +64,64 @@ import GeoRelayTestKit
         if mode != .resetMidResponse { #expect(arrivals.duplicates == 0, "\(mode) pipeline \(pipeline): duplicates") }
     }
 
+    /// Traccar's Teltonika port: binary frames, so what went out while down is told apart by the
+    /// probe's identification (`FaultProxy.teltonikaProbe`): every other byte is a payload's.
+    @Test(arguments: FaultProxy.Mode.allDown)
+    func teltonikaRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
+        let server = try FakeTeltonikaServer()
+        defer { server.stop() }
+        let proxy = try FaultProxy(targetPort: server.port)
+        defer { proxy.stop() }
+        let f = try await TeltonikaFixture(concurrency: 2) { settings in
+            settings.url = "tcp://127.0.0.1:\(proxy.port)"
+            Self.shortTimeouts(&settings)
+        }
+        let devices = ["356307042441013", "b"]
+        func payloadBytesWhileDown() -> Int {
+            let counters = proxy.counters
+            return counters.bytesUpWhileDown - counters.probesWhileDown * FaultProxy.teltonikaProbe.count
+        }
+        try await f.withForwarder {
+            _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 5) })
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(mode)
+            _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 300, from: 5) })
+            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
+            // Several probe periods with the link down: probes only. Not so when the proxy resets
+            // only the answer: the probe's whole answer (one byte) gets through and proves the
+            // server, so frames go at full speed, each reset once Traccar took it.
+            let payloadAtBackoff = payloadBytesWhileDown()
+            try await Task.sleep(for: .seconds(2))
+            if mode != .resetMidResponse {
+                #expect(payloadBytesWhileDown() == payloadAtBackoff, "\(mode): payloads sent after backing off")
+                // A refused connection carries no probe to count.
+                #expect(mode == .refuse || proxy.counters.probesWhileDown >= 1, "\(mode): probed")
+            }
+            proxy.setMode(.pass)
+            #expect(await server.waitForAll(Dictionary(uniqueKeysWithValues: devices.map { ($0, Set(movingTrack($0, count: 305).map(\.timeMs))) }),
+                                            timeout: .seconds(20)), "\(mode): everything arrived")
+            let after = try await f.waitForStatus { $0.pending == 0 }
+            #expect(after.quarantined == 0, "\(mode)")
+        }
+        // Order kept: first arrivals per device in spool order. Only a reset after the server took a
+        // frame repeats it (at-least-once).
+        var seen: Set<String> = []
+        var firsts: [String: [Int64]] = [:]
+        var duplicates = 0
+        for position in server.positions {
+            if seen.insert("\(position.uniqueId) \(position.fixTimeMs)").inserted {
+                firsts[position.uniqueId, default: []].append(position.fixTimeMs)
+            } else {
+                duplicates += 1
+            }
+        }
+        for device in devices {
+            #expect(firsts[device] == movingTrack(device, count: 305).map(\.timeMs), "\(mode) \(device): order")
+        }
+        if mode != .resetMidResponse { #expect(duplicates == 0, "\(mode): \(duplicates) duplicates") }
+    }
+
     @Test(arguments: FaultProxy.Mode.allDown)
     func pushRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
         let f = try await PushFixture { settings in Self.shortTimeouts(&settings) }

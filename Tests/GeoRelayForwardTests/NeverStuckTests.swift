@@ -114,6 +114,35 @@ import GeoRelayTestKit
         }
     }
 
+    /// The Teltonika port black-holed: probes (identifications as `TeltonikaProbe.uniqueID`), and at
+    /// most one frame of one position per ceiling (a short id goes with it, in the same write).
+    @Test func teltonikaBlackHoledSendsProbesAndOneRecordPerCeiling() async throws {
+        let f = try await TeltonikaFixture(concurrency: 1) { Self.timings(&$0) }
+        let proxy = try FaultProxy(targetPort: f.server.port)
+        defer { proxy.stop() }
+        f.settings.url = "tcp://127.0.0.1:\(proxy.port)"
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("a", count: 5))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(.blackHole)
+            _ = await f.spool.append(movingTrack("a", count: 500, from: 5))
+            try await f.waitForStatus { $0.state == "probing" }
+            let atBackoff = proxy.counters
+            let window = Self.ceiling * 3
+            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
+            let during = proxy.counters
+            let probes = during.probesWhileDown - atBackoff.probesWhileDown
+            let payloadBytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown - probes * FaultProxy.teltonikaProbe.count
+            // A one-record trial with its identification: 3 + 15 + 41 bytes; 500 positions would be 20 KB.
+            let trial = 3 + TeltonikaCodec.frameOverheadBytes + TeltonikaCodec.record(from: movingTrack("a", count: 1)[0]).encodedSize
+            #expect(probes >= 2, "probes while down: \(probes)")
+            #expect(payloadBytes >= trial, "no payload in \(window) s: a probe that never gets through must not gate delivery")
+            #expect(payloadBytes <= (Int(window / Self.ceiling) + 1) * trial, "\(payloadBytes) payload bytes in \(window) s, ceiling \(Self.ceiling) s")
+            proxy.setMode(.pass)
+            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.fixTimeMs)).count >= 505 }, "delivery resumed")
+        }
+    }
+
     @Test func pushBlackHoledSendsProbesAndOneSmallPayloadPerCeiling() async throws {
         let f = try await PushFixture { Self.timings(&$0) }
         let proxy = try FaultProxy(targetPort: f.server.http.port)

@@ -274,6 +274,9 @@ extension Configuration.DestinationSettings {
 
     /// `tcp://host:port` or `tls://host:port` (a Teltonika port; 5027 when no port is given).
     static func validateTCPURL(_ text: String, at path: String) throws(ConfigError) {
+        if let scheme = URL(string: text)?.scheme?.lowercased(), scheme == "http" || scheme == "https" {
+            throw ConfigError(path: path, #"protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#)
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "tcp" || scheme == "tls",
               let host = url.host, !host.isEmpty, url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
             throw ConfigError(path: path, "expected a tcp://host:port or tls://host:port URL for the Teltonika protocol")

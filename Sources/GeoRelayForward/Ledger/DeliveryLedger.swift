@@ -22,6 +22,8 @@ struct DeliveryLedger: Sendable {
     private(set) var filters: [Int64: FilterState] = [:]
     /// Alarms delivered ahead of their backlog that the spool may not have recorded yet.
     private(set) var alarmsSent: Set<Int64> = []
+    /// Replayed positions settled (delivered or refused) that the spool may still list as queued.
+    private(set) var replaysSettled: Set<Int64> = []
 
     init(destination: String, filters: [Int64: FilterState] = [:]) {
         self.destination = destination
@@ -49,6 +51,15 @@ struct DeliveryLedger: Sendable {
         return (ahead, sent)
     }
 
+    /// The replays to send from the spool's queue: those this ledger has not settled since the
+    /// spool last listed them. Without this, a round that reads the queue before the previous
+    /// round's answers are committed sends them again.
+    mutating func replays(_ queued: [StoredPosition]) -> [Delivery] {
+        // What the spool no longer lists it has recorded: forget it.
+        replaysSettled.formIntersection(queued.map(\.seq))
+        return queued.filter { !replaysSettled.contains($0.seq) }.map(Delivery.replay)
+    }
+
     /// Runs the location filter over a device's next positions, in order, and returns what to
     /// send. Positions it skips before the first one to send are settled at once, into `update`.
     ///
@@ -74,6 +85,7 @@ struct DeliveryLedger: Sendable {
         switch delivery.kind {
         case .replay:
             update.replayed.append(delivery.stored.seq)
+            replaysSettled.insert(delivery.stored.seq)
         case .alarmAhead:
             update.alarmsSent.append(delivery.stored.seq)
             alarmsSent.insert(delivery.stored.seq)
@@ -97,6 +109,7 @@ struct DeliveryLedger: Sendable {
         case .replay:
             logger.warning("replayed position \(seq) of \(device) refused: \(reason)")
             update.replayed.append(seq)
+            replaysSettled.insert(seq)
         case .alarmAhead:
             logger.warning("alarm \(seq) of \(device) refused ahead of its backlog: \(reason)")
         case .backlog:

@@ -19,9 +19,10 @@ struct DeviceResult: Sendable {
     var abandoned = 0
 }
 
-/// Runs rounds of OsmAnd deliveries on one thread (a `QueueConfined` serial queue): libcurl's
-/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), or the engine's own
-/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`).
+/// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): libcurl's
+/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), the engine's own
+/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`), or Teltonika frames
+/// on one connection per device (`TeltonikaEngine`, which ignores `traccar`, the OsmAnd codec).
 protocol OsmAndRounds: AnyObject {
     /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
     ///

@@ -2,11 +2,13 @@ import Foundation
 import GeoRelayCore
 import GeoRelaySpool
 
-/// Delivers the spool to a Traccar server's OsmAnd port, oldest first per device.
+/// Delivers the spool to a Traccar server's OsmAnd port (or its Teltonika port, with
+/// `protocol: "teltonika"`), oldest first per device.
 ///
 /// Each round reads which devices have positions this destination has not
 /// settled, then works through up to `concurrency` devices at once, each
-/// strictly in order (`OsmAndEngine`); the `DeliveryLedger` says what each
+/// strictly in order (`OsmAndEngine`, `PipelinedOsmAndEngine` or `TeltonikaEngine`,
+/// which only the wire tells apart); the `DeliveryLedger` says what each
 /// answer settles, and its updates go to the spool without waiting for the
 /// commit: a crash can only cause a resend of what was in flight. Four modes,
 /// one file each: the buffered backlog (here), alarms ahead of it
@@ -42,15 +44,23 @@ package final class TraccarForwarder: DestinationForwarder {
         let engine = try Self.makeEngine(settings, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings))
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
     }
 
-    /// Pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
+    /// The Teltonika port answers no GET: probed by identifying, unless `probe.url` names an HTTP URL to GET.
+    private static func makeProbe(_ settings: Configuration.DestinationSettings) throws -> DestinationLink.Probe? {
+        guard settings.traccarProtocol == .teltonika, settings.probeURL == nil else { return nil }
+        let probe = try TeltonikaProbe(settings: settings)
+        return { await probe.check() }
+    }
+
+    /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
     /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
     private static func makeEngine(_ settings: Configuration.DestinationSettings, logger: Logger) throws -> any OsmAndRounds {
+        if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings) }
         if settings.pipeline > 1, settings.buffer {
             do {
                 return try PipelinedOsmAndEngine(settings: settings, target: try HTTP1Target(url: settings.url))
