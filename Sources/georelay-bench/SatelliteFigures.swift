@@ -22,7 +22,7 @@ struct LinkProfile {
 func satelliteFigure() throws {
     let link = LinkProfile.geo
     let hours = quick ? 0.5 : 2.0
-    var transports = ["osmand", "push"]
+    var transports = ["osmand", "teltonika", "push"]
     if let only = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRANSPORTS"] { transports = only.split(separator: ",").map(String.init) }
     for transport in transports {
         let result = try standardOutage(transport: transport, link: link, historySeconds: Int(hours * 3600))
@@ -80,6 +80,13 @@ private struct OsmAndSink: FixSink {
     func stop() { server.http.stop() }
 }
 
+private struct TeltonikaSink: FixSink {
+    let server: FakeTeltonikaServer
+    var fixTimes: [Int64] { server.positions.map(\.fixTimeMs) }
+    var port: Int { server.port }
+    func stop() { server.stop() }
+}
+
 private struct PushSink: FixSink {
     let server: FakePushServer
     var fixTimes: [Int64] { server.points.compactMap { Timestamp.milliseconds(fromISO8601: $0.timestamp) } }
@@ -95,6 +102,9 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
         let server = try FakePushServer()
         sink = PushSink(server: server)
         pushServer = server
+    case "teltonika":
+        sink = TeltonikaSink(server: try FakeTeltonikaServer())
+        pushServer = nil
     default:
         sink = OsmAndSink(server: try FakeOsmAndServer())
         pushServer = nil
@@ -116,6 +126,8 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
             """
     case "osmand-serial":
         destination = #"{ url: "\#(via)", pipeline: 1 }"#
+    case "teltonika":
+        destination = #"{ protocol: "teltonika", url: "tcp://127.0.0.1:\#(proxy.port)" }"#
     default:
         destination = #"{ url: "\#(via)" }"#
     }
