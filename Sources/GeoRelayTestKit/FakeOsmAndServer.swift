@@ -60,17 +60,11 @@ package final class FakeOsmAndServer: Sendable {
     ///   - closesAfterEachResponse: behind a proxy that does not keep connections alive.
     ///   - responsesPerConnection: behind nginx, which closes a connection after `keepalive_requests`.
     package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil) throws {
-        var server: HTTPTestServer?
-        let box = Box()
-        server = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection) { request in
-            box.value?.handle(request)
+        let server = WeakReference<FakeOsmAndServer>()
+        http = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection) { request in
+            server.value?.handle(request)
         }
-        http = server!
-        box.value = self
-    }
-
-    private final class Box: @unchecked Sendable {
-        weak var value: FakeOsmAndServer?
+        server.value = self
     }
 
     package var url: String { http.url }

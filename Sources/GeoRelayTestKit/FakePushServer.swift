@@ -67,13 +67,9 @@ package final class FakePushServer: Sendable {
 
     package init(expected: Expected = Expected()) throws {
         self.expected = expected
-        let box = Box()
-        http = try HTTPTestServer { request in box.value?.handle(request) }
-        box.value = self
-    }
-
-    private final class Box: @unchecked Sendable {
-        weak var value: FakePushServer?
+        let server = WeakReference<FakePushServer>()
+        http = try HTTPTestServer { request in server.value?.handle(request) }
+        server.value = self
     }
 
     package var authBaseURL: String { http.url + "/auth/" }

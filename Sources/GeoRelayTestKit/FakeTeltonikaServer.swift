@@ -84,8 +84,6 @@ package final class FakeTeltonikaServer: Sendable {
     }
 
     private struct State {
-        var listenFD: Int32 = -1
-        var connectionFDs: Set<Int32> = []
         var positions: [Stored] = []
         var statistics = Statistics()
         var unknownDevices: Set<String> = []
@@ -95,47 +93,27 @@ package final class FakeTeltonikaServer: Sendable {
 
     private let state = Mutex(State())
     private let changed = WakeSignal()
-    private let portValue = Atomic<Int>(0)
+    private let listener: TestTCPListener
 
     /// Traccar's `BaseProtocol.MAX_FRAME_LENGTH_LARGE`, which `TeltonikaFrameDecoder` is built with.
     package static let maxFrameLength = 32 * 1024
 
-    package var port: Int { portValue.load(ordering: .relaxed) }
+    package var port: Int { listener.port }
     package var positions: [Stored] { state.withLock { $0.positions } }
     package var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// Starts on an ephemeral loopback port.
     package init() throws {
-        try start(port: 0)
+        let server = WeakReference<FakeTeltonikaServer>()
+        listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in server.value?.serve(fd, number: number) }
+        server.value = self
     }
 
     /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws {
-        let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: 64)
-        portValue.store(bound, ordering: .relaxed)
-        state.withLock { $0.listenFD = fd }
-        let thread = Thread { [self] in acceptLoop(fd) }
-        thread.name = "teltonika-test-accept"
-        thread.start()
-    }
+    package func start(port: Int) throws { try listener.start(port: port) }
 
     /// Closes the listener and every open connection: the server is gone.
-    package func stop() {
-        let (listener, connections) = state.withLock { state in
-            defer {
-                state.listenFD = -1
-                state.connectionFDs.removeAll()
-            }
-            return (state.listenFD, state.connectionFDs)
-        }
-        if listener >= 0 {
-            shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-        }
-        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
-    }
-
-    deinit { stop() }
+    package func stop() { listener.stop() }
 
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
@@ -173,38 +151,10 @@ package final class FakeTeltonikaServer: Sendable {
 
     // MARK: Connections
 
-    private func acceptLoop(_ listener: Int32) {
-        while true {
-            let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            let number = state.withLock { state -> Int? in
-                guard state.listenFD == listener else { return nil }
-                state.connectionFDs.insert(fd)
-                state.statistics.connections += 1
-                return state.statistics.connections
-            }
-            guard let number else {
-                close(fd)
-                return
-            }
-            changed.signal()
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let thread = Thread { [self] in serve(fd, number: number) }
-            thread.name = "teltonika-test-conn"
-            thread.start()
-        }
-    }
-
     private func serve(_ fd: Int32, number: Int) {
-        defer {
-            state.withLock { _ = $0.connectionFDs.remove(fd) }
-            shutdown(fd, Int32(SHUT_RDWR))
-            close(fd)
-        }
+        state.withLock { $0.statistics.connections += 1 }
+        changed.signal()
+        defer { shutdown(fd, Int32(SHUT_RDWR)) }
         var connection = Connection(number: number)
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {

@@ -42,25 +42,18 @@ package struct HTTPTestResponse: Sendable {
 package final class HTTPTestServer: Sendable {
     package typealias Handler = @Sendable (HTTPTestRequest) -> HTTPTestResponse?
 
-    private struct State {
-        var listenFD: Int32 = -1
-        var connections: Set<Int32> = []
-        var accepted = 0
-        var deepestPipeline = 0
-    }
-
-    private let state = Mutex(State())
+    private let deepest = Mutex(0)
     private let handler: Handler
     /// After how many responses a connection closes (`Connection: close` on the last); nil: never.
     private let responsesPerConnection: Int?
-    private let portValue = Atomic<Int>(0)
+    private let listener: TestTCPListener
 
-    package var port: Int { portValue.load(ordering: .relaxed) }
+    package var port: Int { listener.port }
     package var url: String { "http://127.0.0.1:\(port)" }
-    package var connectionsAccepted: Int { state.withLock { $0.accepted } }
+    package var connectionsAccepted: Int { listener.connectionsAccepted }
     /// The most requests that were on one connection at once, this one and those already received
     /// behind it: above 1 only when a client pipelines.
-    package var deepestPipeline: Int { state.withLock { $0.deepestPipeline } }
+    package var deepestPipeline: Int { deepest.withLock { $0 } }
 
     /// Starts on an ephemeral loopback port.
     /// - Parameters:
@@ -72,67 +65,18 @@ package final class HTTPTestServer: Sendable {
     package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, handler: @escaping Handler) throws {
         self.handler = handler
         self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
-        try start(port: 0)
+        let server = WeakReference<HTTPTestServer>()
+        listener = try TestTCPListener(name: "http-test") { fd, number in server.value?.serve(fd, number: number) }
+        server.value = self
     }
 
     /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws {
-        let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: 128)
-        portValue.store(bound, ordering: .relaxed)
-        state.withLock { $0.listenFD = fd }
-        let thread = Thread { [self] in acceptLoop(fd) }
-        thread.name = "http-test-accept"
-        thread.start()
-    }
+    package func start(port: Int) throws { try listener.start(port: port) }
 
     /// Closes the listener and every open connection: the server is gone.
-    package func stop() {
-        let (listener, connections) = state.withLock { state in
-            defer {
-                state.listenFD = -1
-                state.connections.removeAll()
-            }
-            return (state.listenFD, state.connections)
-        }
-        if listener >= 0 {
-            shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-        }
-        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
-    }
-
-    deinit { stop() }
-
-    private func acceptLoop(_ listener: Int32) {
-        while true {
-            let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            let number = state.withLock { state -> Int? in
-                guard state.listenFD == listener else { return nil }
-                state.connections.insert(fd)
-                state.accepted += 1
-                return state.accepted
-            }
-            guard let number else {
-                close(fd)
-                return
-            }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let thread = Thread { [self] in serve(fd, number: number) }
-            thread.name = "http-test-conn"
-            thread.start()
-        }
-    }
+    package func stop() { listener.stop() }
 
     private func serve(_ fd: Int32, number: Int) {
-        defer {
-            state.withLock { _ = $0.connections.remove(fd) }
-            close(fd)
-        }
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         var answered = 0
@@ -162,7 +106,7 @@ package final class HTTPTestServer: Sendable {
                 body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
             buffer.removeFirst(bodyStart + length)
             let waiting = Self.count([13, 10, 13, 10], in: buffer)
-            state.withLock { $0.deepestPipeline = max($0.deepestPipeline, 1 + waiting) }
+            deepest.withLock { $0 = max($0, 1 + waiting) }
             guard let response = handler(request) else { return }
             var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
             for (name, value) in response.headers { out += "\(name): \(value)\r\n" }

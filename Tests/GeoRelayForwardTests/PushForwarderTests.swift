@@ -14,16 +14,11 @@ final class TestClock: Sendable {
 }
 
 /// A spool and a push forwarder to the fake gateway, in one process.
-final class PushFixture: @unchecked Sendable {
-    let directory: TemporaryDirectory
-    let spool: Spool
+final class PushFixture: SpoolFixture, @unchecked Sendable {
     let server: FakePushServer
-    var settings: Configuration.DestinationSettings
     let clock = TestClock()
 
     init(mode: PushSettings.AuthMode = .login, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
-        directory = try TemporaryDirectory()
-        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
         server = try FakePushServer()
         var push = PushSettings()
         push.authBaseURL = server.authBaseURL
@@ -36,14 +31,12 @@ final class PushFixture: @unchecked Sendable {
         push.authMode = mode
         push.batchMaxDelaySeconds = 0
         push.zstdLevel = 3
-        settings = Configuration.DestinationSettings()
+        var settings = Configuration.DestinationSettings()
         settings.name = "push"
         settings.kind = .push
         settings.url = server.pushURL
         settings.push = push
-        settings.useTestTimings()
-        configure(&settings)
-        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
+        try await super.init(settings: settings, configure: configure)
     }
 
     func withForwarder(_ body: () async throws -> Void) async throws {
@@ -51,13 +44,7 @@ final class PushFixture: @unchecked Sendable {
         try await running(try PushForwarder(settings: settings, spool: spool, logger: .disabled, now: { clock.now() }), body)
     }
 
-    @discardableResult
-    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
-        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
-    }
-
     deinit {
-        spool.close()
         server.http.stop()
     }
 }

@@ -7,33 +7,21 @@ import GeoRelayTestKit
 @testable import GeoRelayForward
 
 /// A spool and a Traccar forwarder on the Teltonika protocol, to the fake Teltonika port, in one process.
-final class TeltonikaFixture: @unchecked Sendable {
-    let directory: TemporaryDirectory
-    let spool: Spool
+final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeTeltonikaServer
-    var settings: Configuration.DestinationSettings
 
     init(buffer: Bool = true, concurrency: Int = 4, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
-        directory = try TemporaryDirectory()
-        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
         server = try FakeTeltonikaServer()
-        settings = Configuration.DestinationSettings()
+        var settings = Configuration.DestinationSettings()
         settings.traccarProtocol = .teltonika
         settings.url = "tcp://127.0.0.1:\(server.port)"
         settings.buffer = buffer
         settings.concurrency = concurrency
-        settings.useTestTimings()
-        configure(&settings)
-        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
+        try await super.init(settings: settings, configure: configure)
     }
 
     func withForwarder(_ body: () async throws -> Void) async throws {
         try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled), body)
-    }
-
-    @discardableResult
-    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
-        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
     }
 
     /// Per device, the fix times stored, in the order they arrived.
@@ -42,7 +30,6 @@ final class TeltonikaFixture: @unchecked Sendable {
     }
 
     deinit {
-        spool.close()
         server.stop()
     }
 }

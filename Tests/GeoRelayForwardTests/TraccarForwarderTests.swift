@@ -6,25 +6,18 @@ import GeoRelayTestKit
 @testable import GeoRelayForward
 
 /// A spool and a forwarder to a fake Traccar server, in one process.
-final class ForwardFixture: @unchecked Sendable {
-    let directory: TemporaryDirectory
-    let spool: Spool
+final class ForwardFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeOsmAndServer
-    var settings: Configuration.DestinationSettings
 
     init(buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline,
          configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
-        directory = try TemporaryDirectory()
-        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
         server = try FakeOsmAndServer()
-        settings = Configuration.DestinationSettings()
+        var settings = Configuration.DestinationSettings()
         settings.url = server.url
         settings.buffer = buffer
         settings.concurrency = concurrency
         settings.pipeline = pipeline
-        settings.useTestTimings()
-        configure(&settings)
-        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: buffer)])
+        try await super.init(settings: settings, configure: configure)
     }
 
     /// Runs the forwarder while `body` runs, then stops it.
@@ -32,13 +25,7 @@ final class ForwardFixture: @unchecked Sendable {
         try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled), body)
     }
 
-    @discardableResult
-    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
-        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
-    }
-
     deinit {
-        spool.close()
         server.http.stop()
     }
 }

@@ -1,0 +1,34 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// A spool in a temporary directory and one destination registered in it, in one process: what
+/// each forwarder fixture (Traccar over OsmAnd or Teltonika, push) builds around its fake server.
+class SpoolFixture: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let spool: Spool
+    var settings: Configuration.DestinationSettings
+
+    /// - Parameter settings: the destination as the fixture points it at its server; the test
+    ///   timings are applied, then `configure`.
+    init(settings: Configuration.DestinationSettings, configure: (inout Configuration.DestinationSettings) -> Void) async throws {
+        directory = try TemporaryDirectory()
+        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        self.settings = settings
+        self.settings.useTestTimings()
+        configure(&self.settings)
+        try await spool.register(destinations: [DestinationRegistration(name: self.settings.name, buffered: self.settings.buffer)])
+    }
+
+    /// Waits for the spool's view of the destination to satisfy `condition`.
+    @discardableResult
+    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+        try await destinationStatus(spool, settings.name, timeout: timeout, condition)
+    }
+
+    deinit {
+        spool.close()
+    }
+}
