@@ -96,6 +96,19 @@ package final class CurlConnection {
         return sent
     }
 
+    /// Sends what the connection takes now of `bytes` from `offset` on, the bytes left in place
+    /// for the next call (see the type's note on short sends).
+    /// - Returns: the number of bytes taken; 0 when the socket would block.
+    package func send(_ bytes: [UInt8], from offset: Int) throws(CurlError) -> Int {
+        try bytes.withUnsafeBytes { raw -> Result<Int, CurlError> in
+            do throws(CurlError) {
+                return .success(try send(UnsafeRawBufferPointer(rebasing: raw[offset...])))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
     /// Reads what has arrived into `buffer`.
     /// - Returns: the number of bytes read; nil when nothing is there now (wait for readable);
     ///   0 when the peer closed the connection.

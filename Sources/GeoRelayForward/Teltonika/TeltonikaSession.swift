@@ -167,14 +167,7 @@ final class TeltonikaSession {
         guard let connection, hasOutput else { return nil }
         do throws(CurlError) {
             while hasOutput {
-                let offset = sentBytes
-                let taken = try output.withUnsafeBytes { raw -> Result<Int, CurlError> in
-                    do throws(CurlError) {
-                        return .success(try connection.send(UnsafeRawBufferPointer(rebasing: raw[offset...])))
-                    } catch {
-                        return .failure(error)
-                    }
-                }.get()
+                let taken = try connection.send(output, from: sentBytes)
                 if taken == 0 { break }
                 sentBytes += taken
                 lastProgress = .now

@@ -205,14 +205,7 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
             guard let connection = lane.connection, lane.hasOutput else { return }
             do throws(CurlError) {
                 while lane.hasOutput {
-                    let offset = lane.sentBytes
-                    let taken = try lane.output.withUnsafeBytes { raw -> Result<Int, CurlError> in
-                        do throws(CurlError) {
-                            return .success(try connection.send(UnsafeRawBufferPointer(rebasing: raw[offset...])))
-                        } catch {
-                            return .failure(error)
-                        }
-                    }.get()
+                    let taken = try connection.send(lane.output, from: lane.sentBytes)
                     if taken == 0 { break }
                     lane.sentBytes += taken
                     lane.lastProgress = clock.now
