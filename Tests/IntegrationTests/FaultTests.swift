@@ -11,11 +11,17 @@ import GeoRelayTestKit
 @Suite struct FaultTests {
     static let cycles = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 200 : 20
 
+    /// Traccar twice (pipelined OsmAnd, and its Teltonika port) and a push gateway: every transport.
     @Test func sigkillCyclesWithEightCollectorsAndBothDestinations() async throws {
         let world = try RelayWorld()
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(moreDestinations: pushDestination(push))
+        let teltonika = try FakeTeltonikaServer()
+        defer { teltonika.stop() }
+        try world.writeConfig(moreDestinations: pushDestination(push) + """
+            { name: "teltonika", protocol: "teltonika", url: "tcp://127.0.0.1:\(teltonika.port)", filter: { mode: "all" },
+              backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } },
+            """)
         let devices = (0..<8).map { "unit\($0)" }
         let burst = 300
         var acknowledged: [String: Set<Int64>] = [:]
@@ -46,16 +52,25 @@ import GeoRelayTestKit
         // at once: the relay feeds them side by side, so a stall costs one bound, not two.
         async let traccar = world.server.waitForAll(expected, timeout: .seconds(120))
         async let gateway = push.waitForAll(expected, timeout: .seconds(120))
+        async let teltonikaPort = teltonika.waitForAll(expected, timeout: .seconds(120))
         #expect(await traccar, "acknowledged positions missing at Traccar after 120 s")
         #expect(await gateway, "acknowledged positions missing at the push gateway after 120 s")
+        #expect(await teltonikaPort, "acknowledged positions missing at Traccar's Teltonika port after 120 s")
         #expect(push.problems.isEmpty)
         try expectNoSecrets(world, relay: final, push: push)
         // Duplicates are bounded by what was in flight at each kill; order per device at Traccar holds.
         let arrivals = world.server.firstArrivals
         print("fault test: \(arrivals.duplicates) duplicates at Traccar over \(Self.cycles) kills")
+        var firstAtTeltonika: [String: [Int64]] = [:]
+        var seen = Set<String>()
+        for position in teltonika.positions where seen.insert("\(position.uniqueId) \(position.fixTimeMs)").inserted {
+            firstAtTeltonika[position.uniqueId, default: []].append(position.fixTimeMs)
+        }
         for device in devices {
             let times = arrivals.byDevice[device] ?? []
             #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "out of order for \(device)")
+            let frames = firstAtTeltonika[device] ?? []
+            #expect(zip(frames, frames.dropFirst()).allSatisfy { $0 < $1 }, "out of order at the Teltonika port for \(device)")
         }
     }
 }
