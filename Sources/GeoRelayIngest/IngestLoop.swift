@@ -29,7 +29,7 @@ final class IngestLoop: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var rejectLog = RateLimiter(perWindow: 20, windowMs: 10_000)
     private var inFlight = 0
-    private var sources: SourceRouter
+    private let sources: SourceRouter
     /// Connections read in this wake-up: only their replies can have changed.
     private var active: [UInt64: IngestConnection] = [:]
 
@@ -40,13 +40,13 @@ final class IngestLoop: @unchecked Sendable {
     static let maxOutput = 1 << 20
     private static let listenToken: UInt64 = 0
 
-    init(settings: IngestServer.Settings, listenFD: Int32, spool: Spool, logger: Logger) throws(SystemError) {
+    init(settings: IngestServer.Settings, listenFD: Int32, spool: Spool, sources: SourceRouter, logger: Logger) throws(SystemError) {
         self.settings = settings
         self.listenFD = listenFD
         self.spool = spool
         self.logger = logger
         self.decoder = LineDecoder(maxFutureSeconds: settings.maxFutureSeconds)
-        self.sources = SourceRouter(devices: settings.devices, logger: logger)
+        self.sources = sources
         self.epoll = try Epoll()
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
     }

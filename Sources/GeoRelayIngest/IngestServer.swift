@@ -58,6 +58,8 @@ package final class IngestServer: Sendable {
 
     private let loop: IngestLoop
     private let wakeFD: Int32
+    /// Which receiver feeds each multi-source device now; the phone listener routes through it too.
+    package let sources: SourceRouter
     /// The event loop's turns: it beats after every wait, so an idle loop beats each `turnInterval`.
     package var heartbeat: Heartbeat { loop.heartbeat }
     private let stopped = Waiters()
@@ -69,10 +71,11 @@ package final class IngestServer: Sendable {
 
     /// Binds the socket and starts the event-loop thread.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
+        sources = SourceRouter(devices: settings.devices, logger: logger)
         let listenFD = try UnixListener.listen(path: settings.socketPath)
         let loop: IngestLoop
         do {
-            loop = try IngestLoop(settings: settings, listenFD: listenFD, spool: spool, logger: logger)
+            loop = try IngestLoop(settings: settings, listenFD: listenFD, spool: spool, sources: sources, logger: logger)
         } catch {
             close(listenFD)
             unlink(settings.socketPath)

@@ -16,9 +16,11 @@ package final class PhoneListener: Sendable {
     package var port: Int { http.port }
 
     /// Listens on `HOST:PORT` (e.g. `0.0.0.0:5055`).
-    package init(listen: String, spool: Spool, decoder: LineDecoder, logger: Logger) throws(IngestStartError) {
+    /// - Parameter sources: the multi-source routing of the socket's ingest, so a phone listed
+    ///   as one of a device's sources feeds that device as a collector would.
+    package init(listen: String, spool: Spool, decoder: LineDecoder, sources: SourceRouter? = nil, logger: Logger) throws(IngestStartError) {
         http = try HTTPListener(listen: listen, what: "ingest.http.listen") { request in
-            Self.answer(request, spool: spool, decoder: decoder, logger: logger)
+            Self.answer(request, spool: spool, decoder: decoder, sources: sources, logger: logger)
         }
         logger.info("phones: OsmAnd HTTP on \(listen)")
     }
@@ -26,7 +28,8 @@ package final class PhoneListener: Sendable {
     package func stop() { http.stop() }
 
     /// Stores the request's position; the status to answer.
-    private static func answer(_ request: HTTPListener.Request, spool: Spool, decoder: LineDecoder, logger: Logger) -> HTTPListener.Response {
+    private static func answer(_ request: HTTPListener.Request, spool: Spool, decoder: LineDecoder, sources: SourceRouter?,
+                               logger: Logger) -> HTTPListener.Response {
         if request.header("user-agent")?.hasPrefix("georelay") == true {
             logger.warning("refused a request from a georelay: a destination points back at this listener")
             return HTTPListener.Response(status: 508, reason: "Loop Detected")
@@ -49,7 +52,9 @@ package final class PhoneListener: Sendable {
         }
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<AppendResult?>(nil)
-        spool.append([position]) { results in
+        // The active receiver's position also goes in under its device, in the same commit.
+        let routed = sources?.route(position).map { [$0] } ?? []
+        spool.append([position] + routed) { results in
             result.withLock { $0 = results.first }
             done.signal()
         }

@@ -1,19 +1,28 @@
 import GeoRelayCore
+import Synchronization
 
 /// Several receivers on one vessel: positions from the best receiver that
 /// reported within `failoverSeconds` become the device's; the others are kept
 /// as each receiver's own history (stored, never forwarded), and a change of
 /// receiver is logged.
-struct SourceRouter {
+///
+/// One router for every way positions come in (the socket's event loop and the
+/// phone listener's threads), since a device's sources may be a collector and a
+/// phone at once.
+package final class SourceRouter: Sendable {
     private struct Route {
         var device: Int
         var source: String
     }
 
+    private struct State {
+        var lastSeenMs: [String: Int64] = [:]
+        var active: [Int: String] = [:]
+    }
+
     private let devices: [Configuration.DeviceSources]
     private let routes: [String: Route]
-    private var lastSeenMs: [String: Int64] = [:]
-    private var active: [Int: String] = [:]
+    private let state = Mutex(State())
     private let logger: Logger
 
     init(devices: [Configuration.DeviceSources], logger: Logger) {
@@ -27,17 +36,19 @@ struct SourceRouter {
     }
 
     /// For a receiver's position: the device's copy when this receiver is the active one.
-    mutating func route(_ position: Position, nowMs: Int64 = WallClock.monotonicMs()) -> Position? {
+    func route(_ position: Position, nowMs: Int64 = WallClock.monotonicMs()) -> Position? {
         guard let route = routes[position.device] else { return nil }
-        lastSeenMs[route.source] = nowMs
         let device = devices[route.device]
         let window = Int64(device.failoverSeconds * 1000)
-        let best = device.sources.first { nowMs - (lastSeenMs[$0] ?? .min / 2) <= window } ?? route.source
-        if active[route.device] != best {
-            if let previous = active[route.device] {
-                logger.notice("\(device.id): failover from \(previous) to \(best)")
-            }
-            active[route.device] = best
+        let (best, previous) = state.withLock { state -> (String, String?) in
+            state.lastSeenMs[route.source] = nowMs
+            let best = device.sources.first { nowMs - (state.lastSeenMs[$0] ?? .min / 2) <= window } ?? route.source
+            let previous = state.active[route.device]
+            state.active[route.device] = best
+            return (best, previous)
+        }
+        if let previous, previous != best {
+            logger.notice("\(device.id): failover from \(previous) to \(best)")
         }
         guard best == route.source else { return nil }
         var copy = position

@@ -67,6 +67,7 @@ package struct Relay: Sendable {
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
+                                           sources: ingest.sources,
                                            logger: logger.with(label: "phones"))
             }
         } catch {

@@ -54,6 +54,24 @@ func freePort() -> Int {
         #expect(phone3.attributes["trip"] == .string("A"))
     }
 
+    /// A phone listed as one of a device's sources feeds the device as a collector would: its
+    /// positions go to the destinations under the device, with the phone as their source.
+    @Test func aPhoneListedAsADevicesSourceIsRoutedToTheDevice() async throws {
+        let port = freePort()
+        let world = try RelayWorld(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#,
+                              topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "phone-a"], failoverSeconds: 10 }],"#)
+        try world.start()
+        let base = "http://127.0.0.1:\(port)"
+        for second in 0..<3 {
+            #expect(try post(base + "/?id=phone-a&timestamp=\(1_784_953_800 + second)&lat=59.5&lon=10.5", body: "", type: "text/plain") == 200)
+        }
+        #expect(await world.server.waitUntil { $0.count >= 3 }, "the phone's positions never reached the server under its device")
+        let stored = world.server.positions
+        #expect(stored.allSatisfy { $0.uniqueId == "boat" }, "\(stored.map(\.uniqueId))")
+        #expect(stored.allSatisfy { $0.attributes["source"] == .string("phone-a") })
+    }
+
     @Test func aDestinationPointingAtTheListenerIsRefusedAtStart() throws {
         let port = freePort()
         let world = try RelayWorld(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#)
