@@ -207,11 +207,13 @@ extension Spool {
         package var evicted: [(device: String, oldestMs: Int64)] = []
     }
 
-    /// Queues a window of spooled positions for a destination again, through
-    /// `filter` unless it is nil. Works beside a running relay (its own connection
-    /// waits for the writer); the relay's forwarder drains the queue as history.
+    /// Queues a window of spooled positions for a destination again: every one, or those
+    /// `choose` keeps. The spool only stores; which positions go is the caller's to decide (a
+    /// destination's filter, `LocationFilter.replayChoice`): `choose` makes a fresh decision per
+    /// device, given each of its whole positions in fix-time order. Works beside a running relay
+    /// (its own connection waits for the writer); the relay's forwarder drains the queue as history.
     package static func queueReplay(path: String, destination: String, device: String?, sinceMs: Int64, untilMs: Int64,
-                                    filter: LocationFilter?) throws -> ReplayReport {
+                                    choose: (() -> (Position) -> Bool)?) throws -> ReplayReport {
         guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
         let db = try SQLiteDatabase(path: path)
         let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
@@ -226,7 +228,11 @@ extension Spool {
         devices.reset()
         try db.transaction {
             let oldest = try db.statement("SELECT min(fix_ms) FROM positions WHERE device_id = ?")
-            let rows = try db.statement("SELECT seq, fix_ms, lat, lon, speed, course FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms")
+            // Whole positions, alarms and attributes included: the caller's choice sees what a destination would.
+            let rows = try db.statement("""
+                SELECT seq, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+                FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
+                """)
             let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
             for (id, name) in list {
                 oldest.reset()
@@ -237,17 +243,11 @@ extension Spool {
                 rows.bind(1, id)
                 rows.bind(2, sinceMs)
                 rows.bind(3, untilMs)
-                var state = FilterState()
+                let chooses = choose?()
                 var chosen: [Int64] = []
                 while try rows.step() {
                     report.considered += 1
-                    if let filter {
-                        let p = Position(device: name, timeMs: rows.int64(1), lat: rows.double(2), lon: rows.double(3),
-                                         speed: rows.optionalDouble(4), course: rows.optionalDouble(5))
-                        let (decision, next) = filter.evaluate(p, state: state)
-                        state = next
-                        guard case .send = decision else { continue }
-                    }
+                    if let chooses, !chooses(SpoolReader.readPosition(rows, device: name)) { continue }
                     chosen.append(rows.int64(0))
                 }
                 rows.reset()

@@ -63,7 +63,7 @@ package final class SpoolReader {
             select.bind(3, limit)
             var rows: [StoredPosition] = []
             while try select.step() {
-                rows.append(StoredPosition(seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1), position: readPosition(select, device: device)))
+                rows.append(StoredPosition(seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1), position: Self.readPosition(select, device: device)))
             }
             return rows
         }
@@ -90,12 +90,12 @@ package final class SpoolReader {
         var rows: [StoredPosition] = []
         while try select.step() {
             rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
-                                       position: readPosition(select, device: select.text(14) ?? "")))
+                                       position: Self.readPosition(select, device: select.text(14) ?? "")))
         }
         return rows
     }
 
-    func readPosition(_ s: SQLiteStatement, device: String) -> Position {
+    static func readPosition(_ s: SQLiteStatement, device: String) -> Position {
         Position(
             device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
             speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
@@ -153,7 +153,7 @@ package final class SpoolReader {
                     continue
                 }
                 unsent.append(StoredPosition(seq: seq, deviceID: select.int64(13), receivedMs: select.int64(1),
-                                             position: readPosition(select, device: select.text(14) ?? "")))
+                                             position: Self.readPosition(select, device: select.text(14) ?? "")))
             }
             return (unsent, sent)
         }
@@ -223,7 +223,7 @@ extension SpoolReader {
         select.bind(2, sinceMs ?? .min)
         select.bind(3, untilMs ?? .max)
         while try select.step() {
-            if try !body(readPosition(select, device: device)) { break }
+            if try !body(Self.readPosition(select, device: device)) { break }
         }
     }
 }

@@ -198,7 +198,7 @@ func replay(_ arguments: Arguments, configuration: Configuration) -> Int32 {
     do {
         let filter = arguments.flags.contains("--all") ? nil : LocationFilter(settings: destination.filter)
         let report = try Spool.queueReplay(path: configuration.spool.path, destination: name, device: arguments.options["--device"],
-                                           sinceMs: since, untilMs: until ?? .max, filter: filter)
+                                           sinceMs: since, untilMs: until ?? .max, choose: filter.map { filter in { filter.replayChoice() } })
         print("queued \(report.queued) of \(report.considered) positions for \(name)\(filter == nil ? "" : " (through its filter)")")
         for (device, oldest) in report.evicted {
             print("\(device): nothing before \(Timestamp.iso8601(milliseconds: oldest)) is left in the spool (evicted)")

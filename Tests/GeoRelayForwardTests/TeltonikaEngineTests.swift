@@ -236,7 +236,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             try await f.waitForStatus { $0.pending == 0 }
             f.server.clear()
             let report = try Spool.queueReplay(path: f.spool.path, destination: f.settings.name, device: nil,
-                                               sinceMs: track[0].timeMs, untilMs: track[299].timeMs, filter: nil)
+                                               sinceMs: track[0].timeMs, untilMs: track[299].timeMs, choose: nil)
             #expect(report.queued == 300)
             // A live position wakes the forwarder (an idle one notices a replay within 30 s); the replay follows it.
             _ = await f.spool.append(movingTrack("wake", count: 1))

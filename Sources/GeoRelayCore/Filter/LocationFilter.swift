@@ -44,6 +44,18 @@ package struct LocationFilter: Sendable {
         self.settings = settings
     }
 
+    /// Decides over one device's positions in fix-time order, from a fresh memory, as the
+    /// destination would have: what `georelay replay` queues through a destination's filter.
+    package func replayChoice() -> (Position) -> Bool {
+        var state = FilterState()
+        return { position in
+            let (decision, next) = evaluate(position, state: state)
+            state = next
+            if case .send = decision { return true }
+            return false
+        }
+    }
+
     package func evaluate(_ position: Position, state: FilterState) -> (FilterDecision, FilterState) {
         var next = state
         let changed = settings.stopDetection ? detectStop(position, state: &next) : nil
