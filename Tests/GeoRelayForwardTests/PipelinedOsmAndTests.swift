@@ -58,7 +58,9 @@ import GeoRelayTestKit
     }
 
     /// Bad payloads in the middle of windows: Traccar closes the connection on each; exactly those
-    /// are quarantined, everything else arrives once and in order.
+    /// are quarantined, everything else arrives in order. The close comes with requests unread, so
+    /// the kernel may send a reset, which can take the answer before the bad one with it: that
+    /// position is sent again (at-least-once), at most once per bad payload.
     @Test func badPayloadsMidWindowAreQuarantinedAloneAndTheRestArrivesOnce() async throws {
         let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
         var positions = track("a", count: 100)
@@ -69,7 +71,9 @@ import GeoRelayTestKit
             #expect(status.quarantined == 3)
         }
         let expected = positions.indices.filter { ![10, 11, 57].contains($0) }.map { positions[$0].timeMs }
-        #expect(f.server.positions.map(\.fixTimeMs) == expected)
+        let arrivals = f.server.firstArrivals
+        #expect(arrivals.byDevice["a"] == expected)
+        #expect(arrivals.duplicates <= 3, "\(arrivals.duplicates) positions repeated for 3 bad payloads")
     }
 
     /// The request a position becomes: a GET with the position in the query, decoded by the
