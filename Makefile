@@ -2,7 +2,7 @@
 #   make run   install missing Debian packages, build in release mode, run on config/georelay.json5
 #   make test  the same install, then every test
 
-APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime
+APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 
@@ -27,6 +27,7 @@ run: build
 	$$($(SWIFT) build -c release --show-bin-path)/georelay run --config $(CONFIG)
 
 # Tests start the real georelay binary, so it is built first and handed to them.
+# The power-cut test builds its FUSE filesystem (Tests/Helpers/lazyfs) itself, with cc and libfuse3.
 # The release build `make run` uses is built too, so what compiles only in debug cannot land.
 test: deps
 	$(SWIFT) build -c release --product georelay

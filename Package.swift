@@ -50,6 +50,6 @@ let package = Package(
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
     ]
 )
