@@ -41,6 +41,12 @@ func forwardFigure() throws {
             ("target", .string(pipeline == nil ? ">= 1.0 of limit, CPU <= 8.9 us/position" : ">= 0.5 of limit")),
         ])
     }
+    let teltonika = try teltonikaForwardThroughput(count: count)
+    emit("forward_teltonika_positions_per_second", [
+        ("value", .number(teltonika.rate.rounded())),
+        ("relay_cpu_us_per_position", .number((teltonika.relayCPUSeconds / Double(max(1, teltonika.delivered)) * 1e7).rounded() / 10)),
+        ("positions", .number(Double(teltonika.delivered))), ("target", .string("as measured")),
+    ])
 }
 
 /// The `memory` figure.

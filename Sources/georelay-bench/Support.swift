@@ -25,14 +25,15 @@ final class BenchRelay {
     let socketPath: String
     var process: RelayProcess?
 
-    init(directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil) throws {
+    /// - Parameter destinationKeys: more keys of the destination (`protocol: "teltonika", ` for its port).
+    init(directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil, destinationKeys: String = "") throws {
         self.directory = try directory ?? TemporaryDirectory()
         configPath = self.directory.file("bench.json5")
         socketPath = self.directory.file("r.sock")
         try """
             { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
               ingest: { socket: "\(socketPath)" },
-              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")filter: { mode: "all" },
+              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")\(destinationKeys)filter: { mode: "all" },
                                backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
             """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
@@ -235,6 +236,26 @@ func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (rate: Double
     note("forward (pipeline \(pipeline.map(String.init) ?? "default")): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s, bench+server CPU \(String(format: "%.2f", cpuSeconds(getpid()))) s")
     relay.stop()
     return (Double(count) / seconds, peak, server.requestCount, relayCPU)
+}
+
+/// The spool of `forwardThroughput` drained to Traccar's Teltonika port (the fake), for the relay's CPU per position.
+func teltonikaForwardThroughput(count: Int) throws -> (rate: Double, delivered: Int, relayCPUSeconds: Double) {
+    let server = try FakeTeltonikaServer()
+    let port = server.port
+    server.stop()
+    let directory = try TemporaryDirectory()
+    try fillSpool(directory, count: count, devices: 8, port: port)
+    try server.start(port: port)
+    defer { server.stop() }
+    let relay = try BenchRelay(directory: directory, destinationURL: "tcp://127.0.0.1:\(port)", destinationKeys: #"protocol: "teltonika", "#)
+    let started = WallClock.monotonicNs()
+    try relay.start()
+    while server.positions.count < count { usleep(50_000) }
+    let seconds = Double(WallClock.monotonicNs() - started) / 1e9
+    let relayCPU = cpuSeconds(relay.pid)
+    note("forward (teltonika): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s")
+    relay.stop()
+    return (Double(count) / seconds, server.positions.count, relayCPU)
 }
 
 /// The limit: wrk's keep-alive POSTs of the same body to the same server.
