@@ -60,52 +60,6 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
 
     var wake: @Sendable () -> Void { wakeup.signal }
 
-    /// One connection and what is in flight on it.
-    private final class Lane {
-        var connection: CurlConnection?
-        var parser = HTTP1ResponseParser()
-        var output: [UInt8] = []
-        var sentBytes = 0
-        var inFlight: [InFlight] = []
-        /// Batches this lane carries, in the order it took them.
-        var batches: [Int] = []
-        /// A suspect to send alone, with its next attempt.
-        var suspect: InFlight?
-        var lastProgress = ContinuousClock.now
-        var answeredOnConnection = 0
-
-        var hasOutput: Bool { sentBytes < output.count }
-
-        func close() {
-            connection = nil
-            parser = HTTP1ResponseParser()
-            output.removeAll(keepingCapacity: true)
-            sentBytes = 0
-            answeredOnConnection = 0
-        }
-    }
-
-    private struct InFlight {
-        var batch: Int
-        var index: Int
-        var attempt = Attempt.first
-        var bytes = 0
-    }
-
-    /// As in `OsmAndEngine`: asked once more alone, then the canary decides.
-    private enum Attempt {
-        case first, retry, canary
-        var next: Attempt { self == .first ? .retry : .canary }
-    }
-
-    /// How a connection ended with requests unanswered.
-    private enum Break {
-        /// Closed or reset: the first unanswered request is the suspect.
-        case closed(String)
-        /// Timed out, or the server sent what cannot be an answer: the link (or server) is not usable now.
-        case failed(String)
-    }
-
     func deliver(
         _ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
@@ -390,38 +344,3 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
 
 @available(*, unavailable)
 extension PipelinedOsmAndEngine: Sendable {}
-
-/// A pipe the engine's poll watches, so another thread can end a wait (shutdown, an alarm).
-final class WakePipe: Sendable {
-    let readEnd: Int32
-    private let writeEnd: Int32
-
-    init() throws {
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else {
-            throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "pipe failed: \(String(cString: strerror(errno)))")
-        }
-        for end in ends {
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        }
-        readEnd = ends[0]
-        writeEnd = ends[1]
-    }
-
-    deinit {
-        close(readEnd)
-        close(writeEnd)
-    }
-
-    /// Safe from any thread; a full pipe already wakes the reader.
-    @Sendable func signal() {
-        var byte: UInt8 = 1
-        _ = write(writeEnd, &byte, 1)
-    }
-
-    func drain() {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        while read(readEnd, &bytes, bytes.count) > 0 {}
-    }
-}

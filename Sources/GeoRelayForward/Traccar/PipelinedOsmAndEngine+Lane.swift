@@ -1,0 +1,50 @@
+import GeoRelayCore
+
+/// What the pipelined engine keeps per connection and per request in flight.
+extension PipelinedOsmAndEngine {
+    /// One connection and what is in flight on it.
+    final class Lane {
+        var connection: CurlConnection?
+        var parser = HTTP1ResponseParser()
+        var output: [UInt8] = []
+        var sentBytes = 0
+        var inFlight: [InFlight] = []
+        /// Batches this lane carries, in the order it took them.
+        var batches: [Int] = []
+        /// A suspect to send alone, with its next attempt.
+        var suspect: InFlight?
+        var lastProgress = ContinuousClock.now
+        var answeredOnConnection = 0
+
+        var hasOutput: Bool { sentBytes < output.count }
+
+        func close() {
+            connection = nil
+            parser = HTTP1ResponseParser()
+            output.removeAll(keepingCapacity: true)
+            sentBytes = 0
+            answeredOnConnection = 0
+        }
+    }
+
+    struct InFlight {
+        var batch: Int
+        var index: Int
+        var attempt = Attempt.first
+        var bytes = 0
+    }
+
+    /// As in `OsmAndEngine`: asked once more alone, then the canary decides.
+    enum Attempt {
+        case first, retry, canary
+        var next: Attempt { self == .first ? .retry : .canary }
+    }
+
+    /// How a connection ended with requests unanswered.
+    enum Break {
+        /// Closed or reset: the first unanswered request is the suspect.
+        case closed(String)
+        /// Timed out, or the server sent what cannot be an answer: the link (or server) is not usable now.
+        case failed(String)
+    }
+}
