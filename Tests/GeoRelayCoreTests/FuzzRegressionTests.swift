@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import GeoRelayCore
+import GeoRelayTestKit
 
 /// The fuzzers' corpus and every crash they found (`Tests/Fuzz`), replayed through the same
 /// targets on every test run: a crash fixed once stays fixed without the fuzzer.
@@ -17,12 +18,14 @@ import GeoRelayCore
     }
 
     @Test(arguments: ["lines", "config"])
-    func corpusAndCrashesReplayWithoutCrashing(target: String) throws {
+    func corpusAndCrashesReplayWithoutCrashing(target: String) async throws {
         let files = try Self.inputs(target)
         #expect(!files.isEmpty, "no corpus for \(target)")
-        for file in files {
-            let bytes = try [UInt8](Data(contentsOf: file))
-            bytes.withUnsafeBytes { target == "lines" ? FuzzTargets.lines($0) : FuzzTargets.config($0) }
+        try await offThePool {
+            for file in files {
+                let bytes = try [UInt8](Data(contentsOf: file))
+                bytes.withUnsafeBytes { target == "lines" ? FuzzTargets.lines($0) : FuzzTargets.config($0) }
+            }
         }
     }
 }

@@ -22,8 +22,10 @@ import GeoRelayTestKit
         settings.connectTimeoutSeconds = 0.5
     }
 
-    /// What "within one ceiling" allows on a busy test machine: the ceiling, its jitter, and the drain.
-    static let resumeBound: Duration = .seconds(ceiling * 1.2 + 8)
+    /// What "within one ceiling" allows on a busy test machine: the ceiling, its jitter and the drain,
+    /// and the time the test process's pool can be held by the CPU-bound suites under `make test`.
+    /// The wedge this guards against never resumes at all.
+    static let resumeBound: Duration = .seconds(ceiling * 1.2 + 40)
 
     @Test(arguments: ServerStyle.allCases)
     func traccarResumesAfterA503WhateverItsServerAnswersAProbe(style: ServerStyle) async throws {

@@ -22,9 +22,11 @@ class SpoolFixture: @unchecked Sendable {
         try await spool.register(destinations: [DestinationRegistration(name: self.settings.name, buffered: self.settings.buffer)])
     }
 
-    /// Waits for the spool's view of the destination to satisfy `condition`.
+    /// Waits for the spool's view of the destination to satisfy `condition`. The default bound is
+    /// generous: under `make test` the CPU-bound suites can hold the test process's two pool
+    /// threads for most of a minute, and the forwarders' tasks wait with everything else.
     @discardableResult
-    func waitForStatus(timeout: Duration = .seconds(10), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+    func waitForStatus(timeout: Duration = .seconds(60), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
         try await destinationStatus(spool, settings.name, timeout: timeout, condition)
     }
 
