@@ -86,7 +86,8 @@ import GeoRelayTestKit
         let position = Position(device: "gps-bow", timeMs: 1_784_953_800_000, lat: 59.912345, lon: 10.712345, speed: 5.1, course: 45.3,
                                 altitude: 12, accuracy: 4)
         var bytes: [UInt8] = []
-        let count = traccar.appendPipelined(position, target: target, to: &bytes)
+        let framing = TraccarProtocol.PipelinedFraming(target: target)
+        let count = framing.append(position, to: &bytes)
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(count == bytes.count)
         #expect(text.hasPrefix("GET /?id=gps-bow&timestamp=1784953800&lat=59.912345&lon=10.712345&speed="))
@@ -94,6 +95,14 @@ import GeoRelayTestKit
         #expect(!text.contains("Content-"))
         let form = traccar.request(for: position)
         #expect(count < form.body.count + 100, "\(count) bytes")
+        // A URL with a query of its own keeps it; the canary names no position.
+        let keyed = TraccarProtocol.PipelinedFraming(target: try HTTP1Target(url: "http://traccar.example.org:5055/?key=k"))
+        var keyedBytes: [UInt8] = []
+        _ = keyed.append(position, to: &keyedBytes)
+        #expect(String(decoding: keyedBytes, as: UTF8.self).hasPrefix("GET /?key=k&id=gps-bow&"))
+        var canary: [UInt8] = []
+        _ = framing.appendCanary(to: &canary)
+        #expect(String(decoding: canary, as: UTF8.self) == "GET / HTTP/1.1\r\nHost: traccar.example.org:5055\r\n\r\n")
     }
 }
 

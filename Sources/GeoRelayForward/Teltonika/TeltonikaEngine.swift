@@ -26,7 +26,7 @@ import GeoRelaySpool
 ///   halves a refused batch) until a single position still closes the connection; that one is
 ///   quarantined only if a probe identification on another connection gets Traccar's answer
 ///   (`TeltonikaProbe`), which proves the server, not the link, refused it.
-final class TeltonikaEngine: OsmAndRounds {
+final class TeltonikaEngine: TraccarEngine {
     private let destination: String
     private let endpoint: TeltonikaSession.Endpoint
     private let requestTimeout: Duration
@@ -98,7 +98,7 @@ final class TeltonikaEngine: OsmAndRounds {
     }
 
     func deliver(
-        _ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         round += 1

@@ -2,45 +2,6 @@ import CCurl
 import GeoRelayCore
 import GeoRelaySpool
 
-/// One device's deliveries for one round, in the order they must reach the server.
-struct DeviceBatch: Sendable {
-    var cursor: DeviceCursor
-    var deliveries: [Delivery]
-}
-
-/// What a round did for one device.
-struct DeviceResult: Sendable {
-    var deviceID: Int64
-    var delivered = 0
-    var attempted = 0
-    /// Set when the destination proved unavailable while this device was sending.
-    var unavailable: DeliveryOutcome?
-    /// Requests dropped unanswered because the forwarder was abandoned: the server may have them.
-    var abandoned = 0
-}
-
-/// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): libcurl's
-/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), the engine's own
-/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`), or Teltonika frames
-/// on one connection per device (`TeltonikaEngine`, which ignores `traccar`, the OsmAnd codec).
-protocol OsmAndRounds: AnyObject {
-    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
-    ///
-    /// `yield` set, no new request starts and the round ends once those in flight are answered
-    /// (an alarm to send ahead, or the forwarder finishing); a position's retry and its canary
-    /// still go, as they settle what is already on the wire.
-    ///
-    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
-    ///   sends one); their retries and canaries do not count.
-    func deliver(
-        _ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
-        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) -> [DeviceResult]
-
-    /// Wakes a running round so it sees its flags; may be called from any thread.
-    var wake: @Sendable () -> Void { get }
-}
-
 /// Sends rounds of OsmAnd requests over one curl multi handle, on one thread.
 ///
 /// Each device has at most one request in flight (its order is strict); up to
@@ -50,24 +11,19 @@ protocol OsmAndRounds: AnyObject {
 /// what lets one relay keep a local server busy. What each answer settles is the
 /// ledger's to say; its updates are handed to `progress` every `ackFlush` positions (and at the
 /// end of the round), so a crash mid-round resends little.
-final class OsmAndEngine: OsmAndRounds {
-    enum Mode {
-        /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
-        case buffered
-        /// Try each position once and go on whatever happens (`buffer: false`).
-        case realTime
-    }
-
+final class OsmAndEngine: TraccarEngine {
+    private let traccar: TraccarProtocol
     private let multi: CurlMulti
     private let easies: [CurlEasy]
     private let destination: String
     static let ackFlush = 128
 
-    init(destination: String, concurrency: Int, tls: Configuration.TLSSettings) throws(CurlError) {
-        self.destination = destination
+    init(settings: Configuration.DestinationSettings) throws(CurlError) {
+        destination = settings.name
+        traccar = TraccarProtocol(settings: settings)
         multi = try CurlMulti()
         var easies: [CurlEasy] = []
-        for _ in 0..<concurrency { easies.append(try CurlEasy(tls: tls)) }
+        for _ in 0..<settings.concurrency { easies.append(try CurlEasy(tls: settings.tls)) }
         self.easies = easies
     }
 
@@ -91,7 +47,7 @@ final class OsmAndEngine: OsmAndRounds {
     }
 
     func deliver(
-        _ batches: [DeviceBatch], mode: Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }

@@ -29,10 +29,12 @@ import GeoRelaySpool
 ///   request unanswered fall back to one request at a time for ten minutes.
 /// - Anything unexpected on the wire (a response that does not parse, bytes nobody asked for)
 ///   breaks the connection; it is never an acknowledgement.
-final class PipelinedOsmAndEngine: OsmAndRounds {
+final class PipelinedOsmAndEngine: TraccarEngine {
     private let destination: String
     private let url: String
-    private let target: HTTP1Target
+    private let traccar: TraccarProtocol
+    /// The request line's and `Host`'s bytes, laid out once: a request is a copy and the query.
+    private let framing: TraccarProtocol.PipelinedFraming
     private let tls: Configuration.TLSSettings
     private let connectTimeoutSeconds: Double
     private let requestTimeout: Duration
@@ -49,7 +51,8 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
     init(settings: Configuration.DestinationSettings, target: HTTP1Target) throws {
         destination = settings.name
         url = settings.url
-        self.target = target
+        traccar = TraccarProtocol(settings: settings)
+        framing = TraccarProtocol.PipelinedFraming(target: target)
         tls = settings.tls
         connectTimeoutSeconds = settings.connectTimeoutSeconds
         requestTimeout = .milliseconds(Int(settings.requestTimeoutSeconds * 1000))
@@ -61,7 +64,7 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
     var wake: @Sendable () -> Void { wakeup.signal }
 
     func deliver(
-        _ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger, traccar: TraccarProtocol, parkSeconds: Double,
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
         precondition(mode == .buffered, "the pipelined engine serves buffered destinations only")
@@ -135,8 +138,8 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
                 }
                 var request = suspect
                 let position = batches[suspect.batch].deliveries[suspect.index].stored.position
-                request.bytes = suspect.attempt == .canary ? traccar.appendPipelinedCanary(target: target, to: &lane.output)
-                    : traccar.appendPipelined(position, target: target, to: &lane.output)
+                request.bytes = suspect.attempt == .canary ? framing.appendCanary(to: &lane.output)
+                    : framing.append(position, to: &lane.output)
                 update.wireBytes += request.bytes
                 lane.inFlight.append(request)
                 lane.suspect = nil
@@ -145,7 +148,7 @@ final class PipelinedOsmAndEngine: OsmAndRounds {
             while lane.inFlight.count < windowSize(lane), !finishing, !stop.isSet, let batch = nextDelivery(for: lane) {
                 if let error = connect(lane) { return fail(batch, error) }
                 let index = nextIndex[batch]
-                let bytes = traccar.appendPipelined(batches[batch].deliveries[index].stored.position, target: target, to: &lane.output)
+                let bytes = framing.append(batches[batch].deliveries[index].stored.position, to: &lane.output)
                 update.wireBytes += bytes
                 lane.inFlight.append(InFlight(batch: batch, index: index, bytes: bytes))
                 nextIndex[batch] += 1

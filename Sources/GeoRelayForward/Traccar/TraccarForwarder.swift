@@ -22,8 +22,7 @@ package final class TraccarForwarder: DestinationForwarder {
     package let settings: Configuration.DestinationSettings
     let spool: Spool
     let logger: Logger
-    let traccar: TraccarProtocol
-    let engine: QueueConfined<any OsmAndRounds>
+    let engine: QueueConfined<any TraccarEngine>
     let wakeEngine: @Sendable () -> Void
     let link: DestinationLink
     let filter: LocationFilter
@@ -40,7 +39,6 @@ package final class TraccarForwarder: DestinationForwarder {
         self.settings = settings
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        self.traccar = TraccarProtocol(settings: settings)
         let engine = try Self.makeEngine(settings, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
@@ -59,7 +57,7 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
     /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
-    private static func makeEngine(_ settings: Configuration.DestinationSettings, logger: Logger) throws -> any OsmAndRounds {
+    private static func makeEngine(_ settings: Configuration.DestinationSettings, logger: Logger) throws -> any TraccarEngine {
         if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings) }
         if settings.pipeline > 1, settings.buffer {
             do {
@@ -68,7 +66,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
             }
         }
-        return try OsmAndEngine(destination: settings.name, concurrency: settings.concurrency, tls: settings.tls)
+        return try OsmAndEngine(settings: settings)
     }
 
     package func run() async {
@@ -202,11 +200,11 @@ package final class TraccarForwarder: DestinationForwarder {
     /// next round can send it ahead of everything. Cancelling the task (the
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
-    func send(_ batches: [DeviceBatch], mode: OsmAndEngine.Mode, ledger: inout DeliveryLedger,
+    func send(_ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
               alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (traccar, parkSeconds, logger, spool, wake, before) = (self.traccar, settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger)
+        let (parkSeconds, logger, spool, wake, before) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger)
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 if let alarms {
@@ -221,7 +219,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 }
                 let outcome = await engine.run { engine in
                     var ledger = before
-                    let results = engine.deliver(batches, mode: mode, ledger: &ledger, traccar: traccar, parkSeconds: parkSeconds,
+                    let results = engine.deliver(batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
                                                  maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
                         spool.record(update)
                     }

@@ -25,32 +25,6 @@ package struct TraccarProtocol: Sendable {
             timeoutSeconds: timeoutSeconds, connectTimeoutSeconds: connectTimeoutSeconds)
     }
 
-    /// The position as the pipelined engine frames it: a GET with the position in the query.
-    ///
-    /// `OsmAndProtocolDecoder` reads the URL's query first and the body only when the query is
-    /// empty, so this decodes exactly as the form POST does, and is 67 bytes shorter: no
-    /// `Content-Type`, no `Content-Length`, no `User-Agent` (a position costs about 190 bytes both
-    /// ways instead of 280). The query keeps the destination URL's own query, if it has one.
-    /// - Returns: the bytes appended.
-    func appendPipelined(_ position: Position, target: HTTP1Target, to buffer: inout [UInt8]) -> Int {
-        let start = buffer.count
-        buffer.append(contentsOf: "GET ".utf8)
-        buffer.append(contentsOf: target.target.utf8)
-        buffer.append(target.target.utf8.contains(UInt8(ascii: "?")) ? UInt8(ascii: "&") : UInt8(ascii: "?"))
-        buffer.append(contentsOf: OsmAndQuery.encode(position).utf8)
-        buffer.append(contentsOf: " HTTP/1.1\r\nHost: ".utf8)
-        buffer.append(contentsOf: target.hostHeader.utf8)
-        buffer.append(contentsOf: "\r\n\r\n".utf8)
-        return buffer.count - start
-    }
-
-    /// The canary as the pipelined engine frames it: the destination URL, no position.
-    func appendPipelinedCanary(target: HTTP1Target, to buffer: inout [UInt8]) -> Int {
-        let start = buffer.count
-        buffer.append(contentsOf: "GET \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n\r\n".utf8)
-        return buffer.count - start
-    }
-
     /// The empty request that tells Traccar (which answers it `400`) from a link that answers nothing.
     func canaryRequest() -> HTTPRequest {
         ServerCheck.request(url: url, connectTimeoutSeconds: connectTimeoutSeconds)
@@ -100,5 +74,45 @@ package struct TraccarProtocol: Sendable {
     static func retryAfter(_ response: HTTPResponse) -> Double? {
         guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
         return min(seconds, 3600)
+    }
+}
+
+extension TraccarProtocol {
+    /// A position as the pipelined engine frames it: a GET with the position in the query.
+    ///
+    /// `OsmAndProtocolDecoder` reads the URL's query first and the body only when the query is
+    /// empty, so this decodes exactly as the form POST does, and is 67 bytes shorter: no
+    /// `Content-Type`, no `Content-Length`, no `User-Agent` (a position costs about 190 bytes both
+    /// ways instead of 280). The query keeps the destination URL's own query, if it has one. What
+    /// is the same for every request is laid out once, when the destination is set up.
+    struct PipelinedFraming: Sendable {
+        /// `GET /path?` (or `GET /path?own&`).
+        private let head: [UInt8]
+        /// ` HTTP/1.1`, `Host` and the blank line.
+        private let tail: [UInt8]
+        /// The canary: the destination URL, no position.
+        private let canary: [UInt8]
+
+        init(target: HTTP1Target) {
+            let path = Array(target.target.utf8)
+            head = Array("GET ".utf8) + path + [path.contains(UInt8(ascii: "?")) ? UInt8(ascii: "&") : UInt8(ascii: "?")]
+            tail = Array(" HTTP/1.1\r\nHost: \(target.hostHeader)\r\n\r\n".utf8)
+            canary = Array("GET ".utf8) + path + tail
+        }
+
+        /// Appends the request for `position`; returns its bytes.
+        func append(_ position: Position, to buffer: inout [UInt8]) -> Int {
+            let start = buffer.count
+            buffer.append(contentsOf: head)
+            buffer.append(contentsOf: OsmAndQuery.encode(position).utf8)
+            buffer.append(contentsOf: tail)
+            return buffer.count - start
+        }
+
+        /// Appends the canary; returns its bytes.
+        func appendCanary(to buffer: inout [UInt8]) -> Int {
+            buffer.append(contentsOf: canary)
+            return canary.count
+        }
     }
 }

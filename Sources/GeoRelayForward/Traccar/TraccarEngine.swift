@@ -1,0 +1,50 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// One device's deliveries for one round, in the order they must reach the server.
+struct DeviceBatch: Sendable {
+    var cursor: DeviceCursor
+    var deliveries: [Delivery]
+}
+
+/// What a round did for one device.
+struct DeviceResult: Sendable {
+    var deviceID: Int64
+    var delivered = 0
+    var attempted = 0
+    /// Set when the destination proved unavailable while this device was sending.
+    var unavailable: DeliveryOutcome?
+    /// Requests dropped unanswered because the forwarder was abandoned: the server may have them.
+    var abandoned = 0
+}
+
+/// How a round treats what the server answers.
+enum DeliveryMode {
+    /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
+    case buffered
+    /// Try each position once and go on whatever happens (`buffer: false`).
+    case realTime
+}
+
+/// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): libcurl's
+/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), the engine's own
+/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`), or Teltonika frames
+/// on one connection per device (`TeltonikaEngine`). Each owns its wire format, set up once for
+/// its destination; the forwarder hands it batches and a ledger.
+protocol TraccarEngine: AnyObject {
+    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
+    ///
+    /// `yield` set, no new request starts and the round ends once those in flight are answered
+    /// (an alarm to send ahead, or the forwarder finishing); a position's retry and its canary
+    /// still go, as they settle what is already on the wire.
+    ///
+    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
+    ///   sends one); their retries and canaries do not count.
+    func deliver(
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
+        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
+    ) -> [DeviceResult]
+
+    /// Wakes a running round so it sees its flags; may be called from any thread.
+    var wake: @Sendable () -> Void { get }
+}
