@@ -10,7 +10,9 @@ import Synchronization
 ///
 /// `serve` runs on the connection's own thread with the socket and the connection's number (1 for
 /// the first accepted); the listener closes the socket when it returns, and `stop` shuts every
-/// open one down, so a thread blocked reading wakes up.
+/// open one down, so a thread blocked reading wakes up. While it listens, the listener's threads
+/// keep the server that owns it alive (a test that makes a fake and only talks to its port must
+/// not see it go away), as a server's own accept thread would.
 package final class TestTCPListener: Sendable {
     package typealias Serve = @Sendable (_ fd: Int32, _ number: Int) -> Void
 
@@ -18,6 +20,8 @@ package final class TestTCPListener: Sendable {
         var listenFD: Int32 = -1
         var connections: Set<Int32> = []
         var accepted = 0
+        /// Signalled once the accept loop has closed its listener.
+        var acceptDone: DispatchSemaphore?
     }
 
     private let state = Mutex(State())
@@ -29,44 +33,53 @@ package final class TestTCPListener: Sendable {
     package var port: Int { portValue.load(ordering: .relaxed) }
     package var connectionsAccepted: Int { state.withLock { $0.accepted } }
 
-    /// Starts on an ephemeral loopback port.
+    /// Set up, not listening yet: the owner calls `start` once it is built.
     /// - Parameter name: names the threads, for a debugger.
-    package init(name: String, backlog: Int32 = 128, serve: @escaping Serve) throws {
+    package init(name: String, backlog: Int32 = 128, serve: @escaping Serve) {
         self.name = name
         self.backlog = backlog
         self.serve = serve
-        try start(port: 0)
     }
 
-    /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws {
+    /// Listens (again) on `port` (0: any free port), keeping `owner` alive while it does.
+    package func start(port: Int, keepingAlive owner: AnyObject & Sendable) throws {
         let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
         portValue.store(bound, ordering: .relaxed)
-        state.withLock { $0.listenFD = fd }
-        let thread = Thread { [self] in acceptLoop(fd) }
+        let done = DispatchSemaphore(value: 0)
+        state.withLock { state in
+            state.listenFD = fd
+            state.acceptDone = done
+        }
+        let thread = Thread { [self] in
+            withExtendedLifetime(owner) { acceptLoop(fd, owner: owner) }
+            done.signal()
+        }
         thread.name = "\(name)-accept"
         thread.start()
     }
 
     /// Closes the listener and every open connection: the server is gone.
+    ///
+    /// Only threads that own a descriptor close it (the accept loop its listener, a connection's
+    /// thread its socket), and the shutdowns here happen under the lock those threads close under:
+    /// a number closed and reused meanwhile (another test's socket) is never touched.
     package func stop() {
-        let (listener, connections) = state.withLock { state in
-            defer {
-                state.listenFD = -1
-                state.connections.removeAll()
-            }
-            return (state.listenFD, state.connections)
+        let acceptDone = state.withLock { state -> DispatchSemaphore? in
+            if state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
+            state.listenFD = -1
+            for fd in state.connections { shutdown(fd, Int32(SHUT_RDWR)) }
+            state.connections.removeAll()
+            defer { state.acceptDone = nil }
+            return state.acceptDone
         }
-        if listener >= 0 {
-            shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-        }
-        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
+        // The port is free again once the accept loop has closed the listener (a test may start on it at once).
+        _ = acceptDone?.wait(timeout: .now() + 5)
     }
 
     deinit { stop() }
 
-    private func acceptLoop(_ listener: Int32) {
+    private func acceptLoop(_ listener: Int32, owner: AnyObject & Sendable) {
+        defer { close(listener) }
         while true {
             let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
@@ -86,9 +99,11 @@ package final class TestTCPListener: Sendable {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let thread = Thread { [self] in
-                serve(fd, number)
-                state.withLock { _ = $0.connections.remove(fd) }
-                close(fd)
+                withExtendedLifetime(owner) { serve(fd, number) }
+                state.withLock { state in
+                    state.connections.remove(fd)
+                    close(fd)
+                }
             }
             thread.name = "\(name)-conn"
             thread.start()
