@@ -20,8 +20,6 @@ package final class TestTCPListener: Sendable {
         var listenFD: Int32 = -1
         var connections: Set<Int32> = []
         var accepted = 0
-        /// Signalled once the accept loop has closed its listener.
-        var acceptDone: DispatchSemaphore?
     }
 
     private let state = Mutex(State())
@@ -45,14 +43,9 @@ package final class TestTCPListener: Sendable {
     package func start(port: Int, keepingAlive owner: AnyObject & Sendable) throws {
         let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
         portValue.store(bound, ordering: .relaxed)
-        let done = DispatchSemaphore(value: 0)
-        state.withLock { state in
-            state.listenFD = fd
-            state.acceptDone = done
-        }
+        state.withLock { $0.listenFD = fd }
         let thread = Thread { [self] in
             withExtendedLifetime(owner) { acceptLoop(fd, owner: owner) }
-            done.signal()
         }
         thread.name = "\(name)-accept"
         thread.start()
@@ -60,26 +53,24 @@ package final class TestTCPListener: Sendable {
 
     /// Closes the listener and every open connection: the server is gone.
     ///
-    /// Only threads that own a descriptor close it (the accept loop its listener, a connection's
-    /// thread its socket), and the shutdowns here happen under the lock those threads close under:
-    /// a number closed and reused meanwhile (another test's socket) is never touched.
+    /// A connection's socket is closed only by its own thread, under the lock these shutdowns
+    /// happen under, so a number closed and reused meanwhile (another test's socket) is never
+    /// touched. The listener is closed here at once, so a test can listen on its port again.
     package func stop() {
-        let acceptDone = state.withLock { state -> DispatchSemaphore? in
-            if state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
+        state.withLock { state in
+            if state.listenFD >= 0 {
+                shutdown(state.listenFD, Int32(SHUT_RDWR))
+                close(state.listenFD)
+            }
             state.listenFD = -1
             for fd in state.connections { shutdown(fd, Int32(SHUT_RDWR)) }
             state.connections.removeAll()
-            defer { state.acceptDone = nil }
-            return state.acceptDone
         }
-        // The port is free again once the accept loop has closed the listener (a test may start on it at once).
-        _ = acceptDone?.wait(timeout: .now() + 5)
     }
 
     deinit { stop() }
 
     private func acceptLoop(_ listener: Int32, owner: AnyObject & Sendable) {
-        defer { close(listener) }
         while true {
             let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
