@@ -105,13 +105,12 @@ package final class FakeTeltonikaServer: Sendable {
     /// Starts on an ephemeral loopback port.
     package init() throws {
         let server = WeakReference<FakeTeltonikaServer>()
-        listener = TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in server.value?.serve(fd, number: number) }
+        listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in server.value?.serve(fd, number: number) }
         server.value = self
-        try listener.start(port: 0, keepingAlive: self)
     }
 
     /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws { try listener.start(port: port, keepingAlive: self) }
+    package func start(port: Int) throws { try listener.start(port: port) }
 
     /// Closes the listener and every open connection: the server is gone.
     package func stop() { listener.stop() }

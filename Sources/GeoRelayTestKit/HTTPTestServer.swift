@@ -66,13 +66,12 @@ package final class HTTPTestServer: Sendable {
         self.handler = handler
         self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
         let server = WeakReference<HTTPTestServer>()
-        listener = TestTCPListener(name: "http-test") { fd, number in server.value?.serve(fd, number: number) }
+        listener = try TestTCPListener(name: "http-test") { fd, number in server.value?.serve(fd, number: number) }
         server.value = self
-        try listener.start(port: 0, keepingAlive: self)
     }
 
     /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws { try listener.start(port: port, keepingAlive: self) }
+    package func start(port: Int) throws { try listener.start(port: port) }
 
     /// Closes the listener and every open connection: the server is gone.
     package func stop() { listener.stop() }

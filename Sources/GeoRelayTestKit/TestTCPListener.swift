@@ -10,9 +10,7 @@ import Synchronization
 ///
 /// `serve` runs on the connection's own thread with the socket and the connection's number (1 for
 /// the first accepted); the listener closes the socket when it returns, and `stop` shuts every
-/// open one down, so a thread blocked reading wakes up. While it listens, the listener's threads
-/// keep the server that owns it alive (a test that makes a fake and only talks to its port must
-/// not see it go away), as a server's own accept thread would.
+/// open one down, so a thread blocked reading wakes up.
 package final class TestTCPListener: Sendable {
     package typealias Serve = @Sendable (_ fd: Int32, _ number: Int) -> Void
 
@@ -31,46 +29,44 @@ package final class TestTCPListener: Sendable {
     package var port: Int { portValue.load(ordering: .relaxed) }
     package var connectionsAccepted: Int { state.withLock { $0.accepted } }
 
-    /// Set up, not listening yet: the owner calls `start` once it is built.
+    /// Starts on an ephemeral loopback port.
     /// - Parameter name: names the threads, for a debugger.
-    package init(name: String, backlog: Int32 = 128, serve: @escaping Serve) {
+    package init(name: String, backlog: Int32 = 128, serve: @escaping Serve) throws {
         self.name = name
         self.backlog = backlog
         self.serve = serve
+        try start(port: 0)
     }
 
-    /// Listens (again) on `port` (0: any free port), keeping `owner` alive while it does.
-    package func start(port: Int, keepingAlive owner: AnyObject & Sendable) throws {
+    /// Listens (again) on `port` (0: any free port).
+    package func start(port: Int) throws {
         let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
         portValue.store(bound, ordering: .relaxed)
         state.withLock { $0.listenFD = fd }
-        let thread = Thread { [self] in
-            withExtendedLifetime(owner) { acceptLoop(fd, owner: owner) }
-        }
+        let thread = Thread { [self] in acceptLoop(fd) }
         thread.name = "\(name)-accept"
         thread.start()
     }
 
     /// Closes the listener and every open connection: the server is gone.
-    ///
-    /// A connection's socket is closed only by its own thread, under the lock these shutdowns
-    /// happen under, so a number closed and reused meanwhile (another test's socket) is never
-    /// touched. The listener is closed here at once, so a test can listen on its port again.
     package func stop() {
-        state.withLock { state in
-            if state.listenFD >= 0 {
-                shutdown(state.listenFD, Int32(SHUT_RDWR))
-                close(state.listenFD)
+        let (listener, connections) = state.withLock { state in
+            defer {
+                state.listenFD = -1
+                state.connections.removeAll()
             }
-            state.listenFD = -1
-            for fd in state.connections { shutdown(fd, Int32(SHUT_RDWR)) }
-            state.connections.removeAll()
+            return (state.listenFD, state.connections)
         }
+        if listener >= 0 {
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+        }
+        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     deinit { stop() }
 
-    private func acceptLoop(_ listener: Int32, owner: AnyObject & Sendable) {
+    private func acceptLoop(_ listener: Int32) {
         while true {
             let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
@@ -90,11 +86,9 @@ package final class TestTCPListener: Sendable {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let thread = Thread { [self] in
-                withExtendedLifetime(owner) { serve(fd, number) }
-                state.withLock { state in
-                    state.connections.remove(fd)
-                    close(fd)
-                }
+                serve(fd, number)
+                state.withLock { _ = $0.connections.remove(fd) }
+                close(fd)
             }
             thread.name = "\(name)-conn"
             thread.start()
