@@ -1,15 +1,27 @@
 # georelay: the README's two commands.
 #   make run   install missing Debian packages, build in release mode, run on config/georelay.json5
 #   make test  the same install, then every test
+#   make deb   the Debian package, georelay_<version>_<arch>.deb (packaging/build-deb.sh)
 
-APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev
+APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
+	dpkg-dev binutils lintian adduser
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: run test build deps bench clean install fuzz
+# One release build for make run, install, deb and test: the Swift runtime linked in statically
+# (the package must run without a toolchain), no $ORIGIN runpath, and full RELRO (lintian's
+# hardening-no-bindnow). These flags only change the link step, so the build costs what a
+# dynamically linked one does.
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now
+RELEASE_BIN = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/georelay
+
+VERSION := $(shell tr -d '[:space:]' < VERSION)
+DEB := georelay_$(VERSION)_$(shell dpkg --print-architecture).deb
+
+.PHONY: run test build deps bench clean install fuzz deb
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -21,16 +33,24 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build -c release --product georelay
+	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
 
 run: build
-	$$($(SWIFT) build -c release --show-bin-path)/georelay run --config $(CONFIG)
+	$(RELEASE_BIN) run --config $(CONFIG)
+
+# The package for this machine's architecture, from the release build (apt install ./$(DEB)).
+# A binary cross-compiled for arm64 goes through packaging/build-deb.sh itself (README, install).
+deb: build
+	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
 
 # Tests start the real georelay binary, so it is built first and handed to them.
 # The power-cut test builds its FUSE filesystem (Tests/Helpers/lazyfs) itself, with cc and libfuse3.
-# The release build `make run` uses is built too, so what compiles only in debug cannot land.
+# The release build `make run` uses is built too, so what compiles only in debug cannot land;
+# the package is made from it and checked (Tests/Package/check-deb.sh, about 15 s).
 test: deps
-	$(SWIFT) build -c release --product georelay
+	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
+	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
+	Tests/Package/check-deb.sh $(DEB)
 	$(SWIFT) build --build-tests
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build
 	Tests/Fuzz/fuzz.sh ci
@@ -47,7 +67,7 @@ bench: deps
 
 # The binary, the systemd unit, an example config (kept if one exists) and the docs.
 install: build
-	install -D -m 0755 $$($(SWIFT) build -c release --show-bin-path)/georelay $(DESTDIR)$(PREFIX)/bin/georelay
+	install -D -m 0755 $(RELEASE_BIN) $(DESTDIR)$(PREFIX)/bin/georelay
 	install -D -m 0644 contrib/georelay.service $(DESTDIR)$(PREFIX)/lib/systemd/system/georelay.service
 	sed -i 's|/usr/local/|$(PREFIX)/|g' $(DESTDIR)$(PREFIX)/lib/systemd/system/georelay.service
 	install -d $(DESTDIR)/etc/georelay
@@ -56,4 +76,4 @@ install: build
 	install -D -m 0644 config/georelay.json5 $(DESTDIR)$(PREFIX)/share/doc/georelay/georelay.json5
 
 clean:
-	rm -rf .build
+	rm -rf .build georelay_*.deb
