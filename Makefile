@@ -46,7 +46,7 @@ deb: build
 # Tests start the real georelay binary, so it is built first and handed to them.
 # The power-cut test builds its FUSE filesystem (Tests/Helpers/lazyfs) itself, with cc and libfuse3.
 # The release build `make run` uses is built too, so what compiles only in debug cannot land;
-# the package is made from it and checked (Tests/Package/check-deb.sh, about 15 s).
+# the package is made from it (about 20 s, most of it xz) and checked (check-deb.sh, about 15 s).
 test: deps
 	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
 	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
