@@ -147,5 +147,7 @@ import Testing
         #expect(try spec("send").usageLine == "usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]")
         #expect(try spec("duty").usageLine == "usage: georelay duty on|off [--destination NAME] [--config PATH]")
         #expect(try spec("collect").usageLine.hasSuffix("[--config PATH] [-]"))
+        #expect(try spec("status").usageLine == "usage: georelay status [--json | --watch] [--config PATH]")
+        #expect(try spec("logs").usageLine == "usage: georelay logs [--clear | --limit N] [--config PATH]")
     }
 }

@@ -5,9 +5,22 @@ extension CommandSpec {
     package var usageLine: String {
         var parts = ["usage: georelay", name]
         parts += positionals.filter(\.required).map { $0.choices.joined(separator: "|") }
-        for option in options.filter(\.required) + options.filter({ !$0.required }) {
-            let text = option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name
-            parts.append(option.required ? text : "[\(text)]")
+        func text(_ option: OptionSpec) -> String { option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name }
+        // Options of which at most one may be given share a bracket: `[--json | --watch]`.
+        let groups = constraints.compactMap { constraint -> [String]? in
+            guard case .atMostOne(let names) = constraint else { return nil }
+            return names
+        }
+        var shown: Set<String> = []
+        for option in options.filter(\.required) + options.filter({ !$0.required }) where !shown.contains(option.name) {
+            if option.required {
+                parts.append(text(option))
+            } else if let group = groups.first(where: { $0.contains(option.name) }) {
+                parts.append("[" + group.compactMap { self.option(named: $0).map(text) }.joined(separator: " | ") + "]")
+                shown.formUnion(group)
+            } else {
+                parts.append("[\(text(option))]")
+            }
         }
         parts += positionals.filter { !$0.required }.map { "[\($0.choices.joined(separator: "|"))]" }
         return parts.joined(separator: " ")
