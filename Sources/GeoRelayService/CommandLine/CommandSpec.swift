@@ -30,6 +30,7 @@ package struct CommandSpec: Sendable {
         self.work = work
     }
 
+    /// The declared option of that name (`--limit`, `-o`), if any.
     package func option(named name: String) -> OptionSpec? {
         options.first { $0.name == name }
     }

@@ -23,6 +23,7 @@ package struct UsageError: Error, Equatable, CustomStringConvertible {
 /// The accessors check, as preconditions, that the option is declared with that kind:
 /// asking for an undeclared option is a programmer error, not something input can cause.
 package struct ParsedArguments: Sendable, Equatable {
+    /// An option's value, of the kind its `OptionSpec` declares.
     package enum Value: Sendable, Equatable {
         case text(String)
         case number(Double)
@@ -31,7 +32,8 @@ package struct ParsedArguments: Sendable, Equatable {
         case time(Int64)
     }
 
-    package let spec: String
+    /// The command these are the arguments of, for the preconditions' messages.
+    package let command: String
     package private(set) var values: [String: Value] = [:]
     package private(set) var flags: Set<String> = []
     package private(set) var positionals: [String: String] = [:]
@@ -43,7 +45,7 @@ package struct ParsedArguments: Sendable, Equatable {
     private let words: Set<String>
 
     init(spec: CommandSpec) {
-        self.spec = spec.name
+        command = spec.name
         kinds = Dictionary(uniqueKeysWithValues: spec.options.map { ($0.name, $0.kind) })
         required = Set(spec.options.filter(\.required).map(\.name) + spec.positionals.filter(\.required).map(\.name))
         words = Set(spec.positionals.map(\.name))
@@ -54,8 +56,9 @@ package struct ParsedArguments: Sendable, Equatable {
         values[name] != nil || flags.contains(name) || positionals[name] != nil
     }
 
+    /// Whether a declared flag was given.
     package func flag(_ name: String) -> Bool {
-        precondition(kinds[name] == .flag, "\(spec): \(name) is not a declared flag")
+        precondition(kinds[name] == .flag, "\(command): \(name) is not a declared flag")
         return flags.contains(name)
     }
 
@@ -63,27 +66,29 @@ package struct ParsedArguments: Sendable, Equatable {
     package func text(_ name: String) -> String? {
         switch kinds[name] {
         case .text?, .choice?: break
-        default: preconditionFailure("\(spec): \(name) is not a declared text option")
+        default: preconditionFailure("\(command): \(name) is not a declared text option")
         }
         guard case .text(let text)? = values[name] else { return nil }
         return text
     }
 
+    /// A `.number` option's value, within its range.
     package func number(_ name: String) -> Double? {
-        guard case .number? = kinds[name] else { preconditionFailure("\(spec): \(name) is not a declared number option") }
+        guard case .number? = kinds[name] else { preconditionFailure("\(command): \(name) is not a declared number option") }
         guard case .number(let number)? = values[name] else { return nil }
         return number
     }
 
+    /// A `.positiveInteger` option's value.
     package func integer(_ name: String) -> Int? {
-        guard case .positiveInteger? = kinds[name] else { preconditionFailure("\(spec): \(name) is not a declared integer option") }
+        guard case .positiveInteger? = kinds[name] else { preconditionFailure("\(command): \(name) is not a declared integer option") }
         guard case .integer(let integer)? = values[name] else { return nil }
         return integer
     }
 
     /// A `.time` option's value in milliseconds since the epoch.
     package func time(_ name: String) -> Int64? {
-        precondition(kinds[name] == .time, "\(spec): \(name) is not a declared time option")
+        precondition(kinds[name] == .time, "\(command): \(name) is not a declared time option")
         guard case .time(let ms)? = values[name] else { return nil }
         return ms
     }
@@ -95,13 +100,14 @@ package struct ParsedArguments: Sendable, Equatable {
     package func requiredWord(_ name: String) -> String { required(name, Self.positional) }
 
     private func required<T>(_ name: String, _ accessor: (Self) -> (String) -> T?) -> T {
-        precondition(required.contains(name), "\(spec): \(name) is not declared required")
-        guard let value = accessor(self)(name) else { preconditionFailure("\(spec): the parser let a required \(name) through") }
+        precondition(required.contains(name), "\(command): \(name) is not declared required")
+        guard let value = accessor(self)(name) else { preconditionFailure("\(command): the parser let a required \(name) through") }
         return value
     }
 
+    /// The word given for a declared positional, one of its choices.
     package func positional(_ name: String) -> String? {
-        precondition(words.contains(name), "\(spec): \(name) is not a declared word")
+        precondition(words.contains(name), "\(command): \(name) is not a declared word")
         return positionals[name]
     }
 
