@@ -40,7 +40,7 @@ let package = Package(
         // The daemon's lifecycle and the commands: wires the parts together.
         .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward", "GeoRelayCollect"], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
-        .executableTarget(name: "georelay", dependencies: ["GeoRelayService", "GeoRelayCollect", "GeoRelaySpool"], swiftSettings: swiftSettings),
+        .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
 
         // Fakes of the remote servers, shared by tests and benchmarks.
         .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),

@@ -6,10 +6,14 @@ import GeoRelaySpool
 /// `georelay duty`, `georelay token refresh`, and `send` to push destinations.
 extension Commands {
     /// The push destinations a command applies to: the named one, or all of them.
-    static func pushDestinations(_ name: String?, in configuration: Configuration) throws -> [Configuration.DestinationSettings] {
+    ///
+    /// A name the configuration does not have as a push destination is a usage error (64),
+    /// as for `send` and `replay`; a configuration without any is the command failing (1).
+    static func pushDestinations(_ name: String?, in configuration: Configuration, command: String) throws -> [Configuration.DestinationSettings] {
         let matching = configuration.destinations.filter { $0.kind == .push && (name == nil || $0.name == name) }
         if matching.isEmpty {
-            throw RelayError(name.map { "no push destination named \($0) in the configuration" } ?? "no push destination in the configuration")
+            guard let name else { throw RelayError("no push destination in the configuration") }
+            throw UsageError(command: command, "--destination '\(name)' is not a push destination of the configuration")
         }
         return matching
     }
@@ -22,7 +26,7 @@ extension Commands {
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).
     package static func duty(on: Bool, destination: String?, configuration: Configuration) async throws -> [(String, String?)] {
         var results: [(String, String?)] = []
-        for settings in try pushDestinations(destination, in: configuration) {
+        for settings in try pushDestinations(destination, in: configuration, command: "duty") {
             let push = settings.push ?? PushSettings()
             guard let base = push.eventsBaseURL else {
                 results.append((settings.name, "eventsBaseUrl is not configured"))
@@ -67,7 +71,7 @@ extension Commands {
     /// Gets a new token now (login mode) and stores it where the running relay picks it up.
     package static func refreshToken(destination: String?, configuration: Configuration) async throws -> [(String, String?)] {
         var results: [(String, String?)] = []
-        for settings in try pushDestinations(destination, in: configuration) {
+        for settings in try pushDestinations(destination, in: configuration, command: "token") {
             do {
                 _ = try await authenticator(settings, configuration: configuration).refresh()
                 results.append((settings.name, nil))
@@ -112,5 +116,32 @@ extension Commands {
         } catch {
             return .unavailable("\(error)", retryAfter: nil, transport: false)
         }
+    }
+}
+
+/// The commands' entry points: one line per destination, exit status 0 only if every one succeeded.
+extension Commands {
+    static func duty(_ invocation: Invocation) async throws -> ExitCode {
+        let word = invocation.arguments.requiredWord("duty")
+        return report("duty \(word)", to: invocation.console,
+                      try await duty(on: word == "on", destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
+    }
+
+    static func refreshToken(_ invocation: Invocation) async throws -> ExitCode {
+        report("token refresh", to: invocation.console,
+               try await refreshToken(destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
+    }
+
+    private static func report(_ what: String, to console: Console, _ results: [(String, String?)]) -> ExitCode {
+        var ok = true
+        for (destination, failure) in results {
+            if let failure {
+                ok = false
+                console.line("\(destination): \(what) failed: \(failure)")
+            } else {
+                console.line("\(destination): \(what) done")
+            }
+        }
+        return ok ? .success : .failure
     }
 }

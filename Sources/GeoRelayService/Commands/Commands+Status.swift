@@ -1,0 +1,32 @@
+import GeoRelayCore
+
+/// `georelay status`: one report, as a screen or JSON, or the screen redrawn until interrupted.
+extension Commands {
+    static func status(_ invocation: Invocation) async throws -> ExitCode {
+        let configuration = invocation.configuration
+        if invocation.arguments.flag("--watch") {
+            try await watchStatus(configuration: configuration, console: invocation.console)
+            return .success
+        }
+        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration) }
+        invocation.console.write(invocation.arguments.flag("--json") ? report.json.jsonText + "\n" : report.text)
+        return .success
+    }
+
+    /// Redraws the status screen every `interval` until the task is cancelled (then throws
+    /// `CancellationError`) or the process is interrupted.
+    ///
+    /// The wait is `Task.sleep`, which holds no thread, and each report is read on a thread
+    /// of its own (SQLite blocks): a watch left open for days never occupies the cooperative pool.
+    package static func watchStatus(configuration: Configuration, console: Console, every interval: Duration = .seconds(2)) async throws {
+        while true {
+            let text = await onDedicatedThread(named: "georelay.status") {
+                (try? StatusReport.load(configuration: configuration).text) ?? "no spool at \(configuration.spool.path) yet\n"
+            }
+            try Task.checkCancellation()
+            // Home and clear, then the screen in one write.
+            console.write("\u{1B}[H\u{1B}[2J" + text)
+            try await Task.sleep(for: interval)
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayForward
+import GeoRelaySpool
+
+/// The work of every `georelay` command, one function per command taking its `Invocation`
+/// (`GeoRelayCommandLine.commands` says which command calls which), beside the typed
+/// functions they are made of, which the tests and the benchmarks call too.
+///
+/// A command returns its `ExitCode`, writes to the invocation's `Console` and throws
+/// `UsageError` for a mistake that only the configuration could reveal (a destination
+/// it does not name); anything else it throws ends it with `ExitCode.failure`.
+package enum Commands {
+    /// `georelay logs`.
+    static func logs(_ invocation: Invocation) throws -> ExitCode {
+        if invocation.arguments.flag("--clear") {
+            try clearLogs(configuration: invocation.configuration)
+        } else {
+            invocation.console.write(try logs(configuration: invocation.configuration, limit: invocation.arguments.integer("--limit") ?? 10_000))
+        }
+        return .success
+    }
+
+    /// The diagnostic log, oldest first, one line per entry with a millisecond timestamp.
+    package static func logs(configuration: Configuration, limit: Int = 10_000) throws -> String {
+        let reader = try SpoolReader.open(path: configuration.spool.path)
+        return try reader.logEntries(limit: limit).map { entry in
+            "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(entry.message)\n"
+        }.joined()
+    }
+
+    /// Empties the diagnostic log (works while the daemon runs).
+    package static func clearLogs(configuration: Configuration) throws {
+        try Spool.clearLog(path: configuration.spool.path)
+    }
+
+    /// `georelay check`: the effective configuration, secrets masked (the parser and the
+    /// loader have already refused what is wrong, with 64 or 78).
+    static func check(_ invocation: Invocation) throws -> ExitCode {
+        // `run` logs the warning (where `georelay logs` shows it too); `check` says it here.
+        if let path = invocation.configurationPath, let warning = invocation.configuration.exposureWarning(path: path) {
+            invocation.console.error("warning: \(warning)")
+        }
+        invocation.console.line(invocation.configuration.effective.prettyText())
+        return .success
+    }
+
+    /// `georelay run`: the daemon, until SIGTERM or SIGINT.
+    static func runRelay(_ invocation: Invocation) async throws -> ExitCode {
+        var relay = Relay(configuration: invocation.configuration, configPath: invocation.configurationPath)
+        if let level = invocation.arguments.text("--log-level") {
+            guard let parsed = LogLevel.allCases.first(where: { $0.name == level }) else { preconditionFailure("the parser admits only level names") }
+            relay.logLevel = parsed
+        }
+        try await relay.run()
+        return .success
+    }
+}
