@@ -58,6 +58,9 @@ struct Eviction {
         return deleted
     }
 
+    /// A generous estimate of what one stored position takes: its row and index entries.
+    static let bytesPerPosition: Int64 = 160
+
     /// Bytes of the database file in use (free pages are reused before the file grows).
     func usedBytes() throws -> Int64 {
         let pages = Int64(try db.pragma("page_count") ?? "0") ?? 0
@@ -75,9 +78,11 @@ struct Eviction {
     /// Brings the spool under its quota: delivered positions first, then the
     /// `whenFull` policy. Frees a margin below the quota so this does not run
     /// on every group once the spool is full.
-    func enforceQuota() throws -> Outcome {
+    /// - Parameter incomingBytes: what the group about to be written will take, so that the
+    ///   quota holds after it, not only before.
+    func enforceQuota(incomingBytes: Int64 = 0) throws -> Outcome {
         var outcome = Outcome()
-        guard try usedBytes() >= settings.maxBytes else { return outcome }
+        guard try usedBytes() + incomingBytes >= settings.maxBytes else { return outcome }
         let target = settings.maxBytes - settings.maxBytes / 20
         try db.transaction {
             while try usedBytes() > target {

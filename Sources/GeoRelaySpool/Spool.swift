@@ -16,6 +16,12 @@ package final class Spool: Sendable {
         package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
         /// The longest the writer goes without turning over (and beating) when idle.
         package var turnInterval: Duration = Heartbeat.turnInterval
+        /// How long a position may wait for its company's before the commit (`CommitWindow`).
+        /// Zero, the library's default, commits each group at once; the configuration's is not.
+        package var commitWindow: Duration = .zero
+        /// How long acknowledgements, counters and log entries may wait in memory before they
+        /// are written (at the latest; a barrier, `flush()` or close writes them at once).
+        package var stateInterval: Duration = .zero
 
         package init(path: String) {
             self.path = path
@@ -26,6 +32,8 @@ package final class Spool: Sendable {
             retainHours = configuration.retainHours
             maxBytes = configuration.maxBytes
             whenFull = configuration.whenFull
+            commitWindow = .milliseconds(configuration.commitWindowMs)
+            stateInterval = .milliseconds(Int64(configuration.stateSyncSeconds * 1000))
         }
     }
 

@@ -32,8 +32,27 @@ final class SpoolWriter: @unchecked Sendable {
 
     private struct Inbox {
         var jobs: [Job] = []
-        var draining = false
+        /// A drain is queued or running and will look at the inbox again before it stops.
+        var kicked = false
         var closed = false
+        /// Positions wait here for their company (see `CommitWindow`).
+        var window: CommitWindow
+        /// A barrier or an operation waits: commit now, held state included.
+        var urgent = false
+        /// When held acknowledgements, counters and log entries are due at the latest.
+        var stateDueNs: UInt64?
+
+        func isDue(nowNs: UInt64) -> Bool {
+            urgent || window.isDue(nowNs: nowNs) || stateDueNs.map { nowNs >= $0 } == true
+        }
+    }
+
+    /// What `submit` asks of the queue once the inbox lock is released.
+    private enum Wake {
+        case none
+        case now
+        case at(UInt64)
+        case rejected
     }
 
     let settings: Spool.Settings
@@ -41,11 +60,15 @@ final class SpoolWriter: @unchecked Sendable {
     let alarmSignal = CommitSignal()
     /// The queue's turns: after each group, and from a timer on the queue when idle.
     let heartbeat = Heartbeat("spool writer")
-    private let inbox = Mutex(Inbox())
+    private let inbox: Mutex<Inbox>
     private let queue = DispatchQueue(label: "georelay.spool.writer", qos: .userInitiated)
 
     // Touched only on `queue`.
     private var db: SQLiteDatabase?
+    /// Acknowledgements, counters and log entries held until `stateInterval` is up (see `Spool.Settings`).
+    private var heldState: [Job] = []
+    /// Counters of groups committed while state was held, written with it.
+    private var heldCounters: [String: Int64] = [:]
     var deviceIDs: [String: Int64] = [:]
     /// Source receivers of multi-source devices: stored, never forwarded as themselves.
     var sourceDevices: Set<String> = []
@@ -57,12 +80,16 @@ final class SpoolWriter: @unchecked Sendable {
     private var maintenanceTimer: DispatchSourceTimer?
     private var heartbeatTimer: DispatchSourceTimer?
 
+    /// Held acknowledgements, counters and log entries beyond this are written at once.
+    static let maxHeldState = 4096
+
     /// Rows kept in the diagnostic log.
     static let logCapacity = 10_000
 
     init(settings: Spool.Settings, signal: CommitSignal) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
+        inbox = Mutex(Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
         self.db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
@@ -74,7 +101,10 @@ final class SpoolWriter: @unchecked Sendable {
         let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
         let beat = DispatchSource.makeTimerSource(queue: queue)
         beat.schedule(deadline: .now() + turn, repeating: turn, leeway: .milliseconds(10))
-        beat.setEventHandler { [heartbeat] in heartbeat.beat() }
+        beat.setEventHandler { [weak self, heartbeat] in
+            heartbeat.beat()
+            self?.wakeUp()
+        }
         beat.resume()
         heartbeatTimer = beat
     }
@@ -84,19 +114,61 @@ final class SpoolWriter: @unchecked Sendable {
         heartbeatTimer?.cancel()
     }
 
-    /// Queues a job; it runs in the next group.
+    /// Queues a job; it runs in the next group that is due.
     func submit(_ job: Job) {
-        let start = inbox.withLock { inbox -> Bool in
-            guard !inbox.closed else { return false }
+        let nowNs = WallClock.monotonicNs()
+        let stateNs = UInt64(max(0, settings.stateInterval.wholeMilliseconds)) * 1_000_000
+        let wake = inbox.withLock { inbox -> Wake in
+            guard !inbox.closed else { return .rejected }
             inbox.jobs.append(job)
-            if inbox.draining { return false }
-            inbox.draining = true
-            return true
-        } 
-        if start {
-            queue.async { self.drain() }
-        } else if inbox.withLock({ $0.closed }) {
-            fail(job, with: .internal("the spool is closed"))
+            var deadline: UInt64?
+            switch job {
+            case .append(let positions, _, _):
+                let opening = inbox.window.openedNs == nil
+                let now = inbox.window.append(devices: Set(positions.map(\.device)), count: positions.count,
+                                              alarm: positions.contains { $0.alarm != nil }, nowNs: nowNs)
+                if !now, opening { deadline = inbox.window.deadlineNs }
+            case .barrier, .operation:
+                inbox.urgent = true
+            case .delivery, .counters, .log:
+                if inbox.stateDueNs == nil {
+                    inbox.stateDueNs = nowNs + stateNs
+                    deadline = nowNs + stateNs
+                }
+            }
+            if inbox.isDue(nowNs: nowNs) {
+                if inbox.kicked { return .none }
+                inbox.kicked = true
+                return .now
+            }
+            return deadline.map { .at($0) } ?? .none
+        }
+        switch wake {
+        case .none: break
+        case .now: queue.async { self.drain() }
+        case .at(let deadlineNs):
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadlineNs &- nowNs))) { self.wakeUp() }
+        case .rejected: fail(job, with: .internal("the spool is closed"))
+        }
+    }
+
+    /// A window's or the held state's deadline (and every heartbeat, as a safety net): drain
+    /// if nothing drained it meanwhile; a timer that fired a little early is set again.
+    private func wakeUp() {
+        let nowNs = WallClock.monotonicNs()
+        let next = inbox.withLock { inbox -> UInt64?? in
+            if inbox.kicked { return .some(nil) }
+            if inbox.isDue(nowNs: nowNs) {
+                inbox.kicked = true
+                return nil
+            }
+            return .some([inbox.window.deadlineNs, inbox.stateDueNs].compactMap { $0 }.min())
+        }
+        switch next {
+        case .none: drain()
+        case .some(.some(let deadlineNs)):
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadlineNs &- nowNs) + 1_000_000)) { self.wakeUp() }
+        case .some(.none): break
         }
     }
 
@@ -135,26 +207,39 @@ final class SpoolWriter: @unchecked Sendable {
 
     private func drain() {
         while true {
-            let jobs = inbox.withLock { inbox -> [Job] in
+            let taken = inbox.withLock { inbox -> (jobs: [Job], writeState: Bool)? in
+                let nowNs = WallClock.monotonicNs()
+                guard inbox.isDue(nowNs: nowNs) else {
+                    inbox.kicked = false
+                    return nil
+                }
                 let jobs = inbox.jobs
                 inbox.jobs.removeAll(keepingCapacity: true)
-                if jobs.isEmpty { inbox.draining = false }
-                return jobs
+                let writeState = inbox.urgent || inbox.stateDueNs.map { nowNs >= $0 } == true
+                if writeState { inbox.stateDueNs = nil }
+                inbox.urgent = false
+                inbox.window.close()
+                return (jobs, writeState)
             }
-            if jobs.isEmpty { return }
-            process(jobs)
+            guard let taken else { return }
+            process(taken.jobs, writeState: taken.writeState)
             // A writer kept busy by a steady stream of groups never lets the idle timer in.
             heartbeat.beat()
         }
     }
 
-    /// Drains on the current (writer) queue without the draining flag dance.
+    /// Drains on the current (writer) queue, everything and held state too.
     private func drainNow() {
         let jobs = inbox.withLock { inbox -> [Job] in
-            defer { inbox.jobs.removeAll() }
+            defer {
+                inbox.jobs.removeAll()
+                inbox.window.close()
+                inbox.urgent = false
+                inbox.stateDueNs = nil
+            }
             return inbox.jobs
         }
-        if !jobs.isEmpty { process(jobs) }
+        process(jobs, writeState: true)
     }
 
     private func fail(_ job: Job, with error: IngestError) {
@@ -170,13 +255,28 @@ final class SpoolWriter: @unchecked Sendable {
         }
     }
 
-    private func process(_ jobs: [Job]) {
+    /// Commits a group. Acknowledgements, counters and log entries wait in `heldState` until
+    /// `writeState` (their interval is up, someone waits on a barrier, or the spool closes), so
+    /// a commit of positions at a low rate touches only the pages the positions need.
+    private func process(_ taken: [Job], writeState: Bool) {
+        let isState: (Job) -> Bool = { if case .delivery = $0 { true } else if case .counters = $0 { true } else if case .log = $0 { true } else { false } }
+        var jobs: [Job]
+        let writeState = writeState || settings.stateInterval == .zero
+        if writeState || heldState.count + taken.count > Self.maxHeldState {
+            jobs = heldState + taken
+            heldState.removeAll()
+        } else {
+            heldState += taken.filter(isState)
+            jobs = taken.filter { !isState($0) }
+        }
+        let writingState = writeState || jobs.contains(where: isState)
+        guard !jobs.isEmpty || (writingState && !heldCounters.isEmpty) else { return }
         guard let db else {
             for job in jobs { fail(job, with: .internal("the spool is closed")) }
             return
         }
-        let hasAppends = jobs.contains { if case .append = $0 { true } else { false } }
-        if hasAppends { enforceQuota(db) }
+        let incoming = jobs.reduce(0) { if case .append(let positions, _, _) = $1 { $0 + positions.count } else { $0 } }
+        if incoming > 0 { enforceQuota(db, incoming: incoming) }
 
         var results: [[AppendResult]] = []
         var counters = GroupCounters()
@@ -211,9 +311,13 @@ final class SpoolWriter: @unchecked Sendable {
                     }
                 }
             }
-            try counters.write(db)
+            if writingState {
+                for (name, value) in heldCounters { counters.add(name, value) }
+                try counters.write(db)
+            }
             db.resetStatements()
             try db.execute("COMMIT")
+            if writingState { heldCounters.removeAll() } else { counters.hold(in: &heldCounters) }
         } catch {
             db.resetStatements()
             let sqlError = error as? SQLiteError
@@ -227,7 +331,7 @@ final class SpoolWriter: @unchecked Sendable {
             let retry = jobs.filter(\.retriedAlone)
             let retrying = !retry.isEmpty && retry.count < jobs.count
             for job in jobs where !(retrying && job.retriedAlone) { fail(job, with: ingestError) }
-            if retrying { process(retry) }
+            if retrying { process(retry, writeState: true) }
             return
         }
 
@@ -280,12 +384,12 @@ final class SpoolWriter: @unchecked Sendable {
             logger.warning("retention pass failed: \(error)")
         }
         trimLog(db)
-        enforceQuota(db)
+        enforceQuota(db, incoming: 0)
     }
 
-    private func enforceQuota(_ db: SQLiteDatabase) {
+    private func enforceQuota(_ db: SQLiteDatabase, incoming: Int) {
         do {
-            let outcome = try Eviction(db: db, settings: settings).enforceQuota()
+            let outcome = try Eviction(db: db, settings: settings).enforceQuota(incomingBytes: Int64(incoming) * Eviction.bytesPerPosition)
             if outcome.dropped > 0 {
                 logger.warning("spool at its quota of \(settings.maxBytes) bytes: dropped the \(outcome.dropped) oldest undelivered positions")
                 try? db.execute("INSERT INTO counters VALUES('spool.dropped', \(outcome.dropped)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
@@ -321,13 +425,24 @@ struct GroupCounters {
         }
     }
 
-    func write(_ db: SQLiteDatabase) throws {
+    /// Adds this group's counters to those held for the next state write.
+    func hold(in held: inout [String: Int64]) {
+        for (name, value) in totals { held[name, default: 0] += value }
+    }
+
+    /// Every counter this group adds, the stored count included.
+    private var totals: [String: Int64] {
         var all = values
         if stored > 0 {
             all["ingest.accepted", default: 0] += Int64(stored)
             // Groups that stored positions: accepted / commits is the mean group size.
             all["spool.commits", default: 0] += 1
         }
+        return all
+    }
+
+    func write(_ db: SQLiteDatabase) throws {
+        let all = totals
         guard !all.isEmpty else { return }
         let upsert = try db.statement("INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
         for (name, value) in all {

@@ -28,6 +28,7 @@ if want("latency") { try latencyFigure() }
 if want("forward") { try forwardFigure() }
 if want("memory") { try memoryFigure() }
 if want("idle") { try idleFigure() }
+if want("flash") { try flashFigure() }
 if want("compression") { try compressionFigure() }
 if want("wire") { try wireFigure() }
 if want("push-drain") { try pushDrainFigure() }

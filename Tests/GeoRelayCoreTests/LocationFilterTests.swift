@@ -133,3 +133,59 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
         #expect(f.distanceMeters == 0 && f.intervalSeconds == 60 && f.angleDegrees == 30 && !f.stopDetection && f.heartbeatIntervalSeconds == 900 && f.mode == .all)
     }
 }
+
+/// The SDK's accuracy levels: a bound on the fixes a destination gets.
+@Suite struct AccuracyLevelTests {
+    func settings(_ change: (inout FilterSettings) -> Void) -> LocationFilter {
+        var s = FilterSettings()
+        s.stopDetection = false
+        change(&s)
+        return LocationFilter(settings: s)
+    }
+
+    @Test func anAccuracyLevelDropsFixesWorseThanItsBoundAndForgetsThem() {
+        let filter = settings { $0.accuracy = .medium; $0.distanceMeters = 75 }
+        func at(_ second: Int64, north metres: Double, accuracy: Double?, alarm: String? = nil) -> Position {
+            var p = fix(second, north: metres, alarm: alarm)
+            p.accuracy = accuracy
+            return p
+        }
+        // 0: a 500 m fix (dropped, and not remembered as the last sent); 1: 80 m, the first sent;
+        // 2: 150 m away but judged 300 m inaccurate (dropped); 3: an alarm at 2 km accuracy (sent);
+        // 4: no accuracy known (judged by the rules only: 200 m away, sent).
+        let positions = [at(0, north: 0, accuracy: 500), at(1, north: 0, accuracy: 80), at(2, north: 150, accuracy: 300),
+                         at(3, north: 160, accuracy: 2000, alarm: "sos"), at(4, north: 400, accuracy: nil)]
+        #expect(run(filter, positions).sent == [1, 3, 4])
+    }
+
+    @Test func hdopTimesTheReceiversUEREJudgesFixesWithoutAnAccuracy() {
+        let filter = settings { $0.accuracy = .high; $0.accuracyPerHDOP = 5; $0.distanceMeters = 0; $0.intervalSeconds = 1 }
+        let positions = [1.2, 4.0, 1.8].enumerated().map { i, hdop in
+            var p = fix(Int64(i) * 10)
+            p.attributes = [Attribute("hdop", .number(hdop))]
+            return p
+        }
+        // 6 m, 20 m (worse than the high level's 10 m), 9 m.
+        #expect(run(filter, positions).sent == [0, 20])
+    }
+
+    @Test func accuracyLevelsAreReadAndAContradictingModeIsRefused() throws {
+        let highest = try Configuration.parse(#"{destinations: [{filter: {accuracy: "highest"}}]}"#).destinations[0].filter
+        #expect(highest.mode == .all && highest.accuracy == .highest)
+        let low = try Configuration.parse(#"{ingest: {nmea: {hdopAccuracyMeters: 4}}, destinations: [{filter: {accuracy: "low"}}]}"#).destinations[0].filter
+        #expect(low.mode == .filtered && low.accuracy?.boundMeters == 1000 && low.accuracyPerHDOP == 4)
+        #expect(try Configuration.parse("{}").destinations[0].filter.accuracy == nil)
+        do {
+            _ = try Configuration.parse(#"{destinations: [{filter: {accuracy: "medium", mode: "all"}}]}"#)
+            Issue.record("a medium accuracy with mode all was accepted")
+        } catch {
+            #expect("\(error)".contains("destinations[0].filter.accuracy"), "\(error)")
+        }
+        do {
+            _ = try Configuration.parse(#"{destinations: [{filter: {accuracy: "best"}}]}"#)
+            Issue.record("an unknown accuracy level was accepted")
+        } catch {
+            #expect("\(error)".contains(#"expected one of "highest", "high", "medium", "low""#), "\(error)")
+        }
+    }
+}

@@ -11,7 +11,8 @@ import GeoRelayTestKit
     /// SIGKILL; after a restart every acknowledged position reaches the server,
     /// in per-device order.
     @Test func sigkillLosesNothingThatWasAcknowledged() async throws {
-        let world = try RelayWorld()
+        // The default: acknowledgements held in memory for up to 15 s, positions in their commit window.
+        let world = try RelayWorld(spool: "stateSyncSeconds: 15, commitWindowMs: 900")
         var acknowledged: [String: Set<Int64>] = [:]
         var written: [String: Int] = [:]
         var cutShort = 0

@@ -38,7 +38,7 @@ import GeoRelayTestKit
         }
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(moreDestinations: pushDestination(push))
+        try world.writeConfig(spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
         let scratch = try TemporaryDirectory()
         let devices = (0..<4).map { "boat\($0)" }
         let burst = 600
@@ -142,7 +142,7 @@ import GeoRelayTestKit
         }
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(moreDestinations: pushDestination(push))
+        try world.writeConfig(spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
         let relay = try world.start()
         let client = try world.client()
         try client.write(line("boat", 0))

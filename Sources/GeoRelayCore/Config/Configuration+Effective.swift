@@ -40,7 +40,8 @@ extension Configuration {
         }
         return .object(JSONObject([
             ("spool", .object(JSONObject([("path", .string(spool.path)), ("retainHours", number(spool.retainHours)),
-                                          ("maxBytes", number(Double(spool.maxBytes))), ("whenFull", .string(spool.whenFull.rawValue))]))),
+                                          ("maxBytes", number(Double(spool.maxBytes))), ("whenFull", .string(spool.whenFull.rawValue)),
+                                          ("commitWindowMs", number(Double(spool.commitWindowMs))), ("stateSyncSeconds", number(spool.stateSyncSeconds))]))),
             ("ingest", .object(JSONObject([
                 ("socket", .string(ingest.socket)), ("maxLineBytes", number(Double(ingest.maxLineBytes))),
                 ("maxFutureSeconds", number(Double(ingest.maxFutureSeconds))), ("maxConnections", number(Double(ingest.maxConnections))),

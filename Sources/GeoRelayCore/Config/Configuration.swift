@@ -33,6 +33,12 @@ package struct Configuration: Sendable, Equatable {
         package var retainHours = 168.0
         package var maxBytes: Int64 = 1 << 30
         package var whenFull = WhenFull.dropOldest
+        /// The longest a position waits for its company of collectors before the commit: at a
+        /// few positions a second, one fsync for several of them instead of one each (flash wear).
+        package var commitWindowMs = 900
+        /// How long acknowledgements, counters and log entries may wait in memory before they are
+        /// written; a crash can only cost positions sent twice, never one lost.
+        package var stateSyncSeconds = 15.0
         package init() {}
     }
 
@@ -143,6 +149,8 @@ extension Configuration {
         config.spool.retainHours = try spool.number("retainHours", default: config.spool.retainHours, min: 0)
         config.spool.maxBytes = Int64(try spool.integer("maxBytes", default: Int(config.spool.maxBytes), min: 1 << 20))
         config.spool.whenFull = try spool.choice("whenFull", default: config.spool.whenFull)
+        config.spool.commitWindowMs = try spool.integer("commitWindowMs", default: config.spool.commitWindowMs, min: 0, max: 5000)
+        config.spool.stateSyncSeconds = try spool.number("stateSyncSeconds", default: config.spool.stateSyncSeconds, min: 0, max: 300)
         try spool.finish()
 
         var ingest = try root.node("ingest")
@@ -173,6 +181,8 @@ extension Configuration {
                 config.destinations.append(destination)
             }
         }
+        // An accuracy level judges NMEA-derived positions by the receiver's UERE, as ingest does.
+        for index in config.destinations.indices { config.destinations[index].filter.accuracyPerHDOP = config.ingest.nmeaAccuracyPerHDOP }
         var metrics = try root.node("metrics")
         config.metricsListen = try metrics.optionalString("listen")
         try metrics.finish()

@@ -20,6 +20,28 @@ package struct FilterSettings: Sendable, Equatable {
     /// While stopped, still send the newest position this often; 0 disables.
     package var heartbeatIntervalSeconds = 0.0
     package var mode = Mode.filtered
+    /// The SDK's accuracy level: fixes worse than its bound are not sent; nil: no bound.
+    package var accuracy: Accuracy?
+    /// Metres per unit of HDOP (`ingest.nmea.hdopAccuracyMeters`), for positions that carry
+    /// an `hdop` attribute but no accuracy; nil: such positions are not judged.
+    package var accuracyPerHDOP: Double?
+
+    /// The Traccar client SDK's accuracy levels, with the bounds of the iOS client's
+    /// `desiredAccuracy` for each (Best, NearestTenMeters, HundredMeters, Kilometer). `highest`
+    /// is the navigation level: every fix, as `mode: "all"`.
+    package enum Accuracy: String, Sendable, CaseIterable {
+        case highest, high, medium, low
+
+        /// The worst horizontal accuracy (metres) still sent; nil: every fix.
+        package var boundMeters: Double? {
+            switch self {
+            case .highest: nil
+            case .high: 10
+            case .medium: 100
+            case .low: 1000
+            }
+        }
+    }
 
     package init() {}
 }
@@ -43,7 +65,18 @@ extension FilterSettings {
         filter.stopTimeoutSeconds = try nonNegative("stopTimeoutSeconds", filter.stopTimeoutSeconds)
         filter.stationaryRadiusMeters = try nonNegative("stationaryRadiusMeters", filter.stationaryRadiusMeters)
         filter.heartbeatIntervalSeconds = try nonNegative("heartbeatIntervalSeconds", filter.heartbeatIntervalSeconds)
+        let explicitMode = node.value("mode") != nil
         filter.mode = try node.choice("mode", default: filter.mode)
+        if node.value("accuracy") != nil {
+            let accuracy: Accuracy = try node.choice("accuracy", default: .highest)
+            // `highest` is the navigation level (every fix); the others thin by the rules as well.
+            let implied: Mode = accuracy == .highest ? .all : .filtered
+            if explicitMode, filter.mode != implied {
+                throw ConfigError(path: node.child("accuracy"), "\"\(accuracy.rawValue)\" means mode \"\(implied.rawValue)\", but mode is \"\(filter.mode.rawValue)\": give one of the two")
+            }
+            filter.accuracy = accuracy
+            filter.mode = implied
+        }
         try node.finish()
         return filter
     }

@@ -57,6 +57,11 @@ package struct LocationFilter: Sendable {
     }
 
     package func evaluate(_ position: Position, state: FilterState) -> (FilterDecision, FilterState) {
+        // Below the destination's accuracy level: not sent and no part of the filter's memory
+        // (a bad fix neither anchors a stop nor counts as the last one sent). Alarms always go.
+        if position.alarm == nil, let bound = settings.accuracy?.boundMeters, let metres = horizontalAccuracy(position), metres > bound {
+            return (.skip, state)
+        }
         var next = state
         let changed = settings.stopDetection ? detectStop(position, state: &next) : nil
         let decision: FilterDecision
@@ -75,6 +80,15 @@ package struct LocationFilter: Sendable {
             next.newestSentMs = max(state.newestSentMs ?? .min, position.timeMs)
         }
         return (decision, next)
+    }
+
+    /// A fix's horizontal accuracy in metres: its own, or its HDOP times the configured UERE;
+    /// nil when neither is known (such a fix is not judged).
+    private func horizontalAccuracy(_ p: Position) -> Double? {
+        if let accuracy = p.accuracy { return accuracy }
+        guard let perHDOP = settings.accuracyPerHDOP,
+              case .number(let hdop)? = p.attributes.last(where: { $0.key == "hdop" })?.value else { return nil }
+        return hdop * perHDOP
     }
 
     /// Updates the stop state; returns the new motion value when it changed.
