@@ -52,9 +52,16 @@ import Testing
         let p = try position(#"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":40.5,"speed":1.2,"track":270.1,"eph":3.2}"#, device: "gps-mast")
         #expect(p.device == "gps-mast")
         #expect(p.timeMs == now - 1000)
-        #expect(p.altitude == 40.5)
+        #expect(p.altitude == nil, "altHAE alone is above the ellipsoid, not the sea: left out")
         #expect(p.course == 270.1)
         #expect(p.accuracy == 3.2)
+        // The same receiver as NMEA GGA read it: 12 m above the sea, the geoid 40 m above the ellipsoid there.
+        let both = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"altMSL":12.0,"geoidSep":40.0}"#, device: "g")
+        #expect(both.altitude == 12)
+        let converted = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"geoidSep":40.0}"#, device: "g")
+        #expect(converted.altitude == 12)
+        let old = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"alt":12.0}"#, device: "g")
+        #expect(old.altitude == 12, "gpsd before 3.20: alt is above mean sea level")
         #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#, nowMs: now) == .skip("no-fix"))
         #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#, nowMs: now) == .skip("class SKY"))
     }

@@ -137,8 +137,13 @@ package struct LineDecoder: Sendable {
             lat: lat, lon: lon)
         position.speed = try reader.number("speed")
         position.course = try reader.number("track")
+        // Altitude means one thing everywhere: above mean sea level, as NMEA's GGA gives it and
+        // a crew expects at sea. gpsd's `altMSL` (`alt` before gpsd 3.20) is that; `altHAE` is
+        // above the WGS 84 ellipsoid, tens of metres off, and is converted with `geoidSep` or
+        // left out rather than mixed in.
         let altHAE = try reader.number("altHAE"), alt = try reader.number("alt"), altMSL = try reader.number("altMSL")
-        position.altitude = altHAE ?? alt ?? altMSL
+        let geoidSeparation = try reader.number("geoidSep")
+        position.altitude = altMSL ?? alt ?? altHAE.flatMap { hae in geoidSeparation.map { hae - $0 } }
         let eph = try reader.number("eph"), epx = try reader.number("epx")
         position.accuracy = eph ?? epx
         try validate(position, nowMs: nowMs)
