@@ -38,7 +38,6 @@ package final class RelayLink: @unchecked Sendable {
     private let queue = Mutex(Queue())
     private let room = MonotonicCondition()
     private let wakeFD: Int32
-    private var thread: Thread?
 
     package init(settings: Settings, logger: Logger) throws {
         self.settings = settings
@@ -47,7 +46,6 @@ package final class RelayLink: @unchecked Sendable {
         guard wakeFD >= 0 else { throw SystemError(call: "eventfd", errno: errno) }
         let thread = Thread { [self] in run() }
         thread.name = "georelay-collect-link"
-        self.thread = thread
         thread.start()
     }
 

@@ -238,7 +238,7 @@ extension Spool {
             let oldest = try db.statement("SELECT min(fix_ms) FROM positions WHERE device_id = ?")
             // Whole positions, alarms and attributes included: the caller's choice sees what a destination would.
             let rows = try db.statement("""
-                SELECT seq, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+                SELECT \(SpoolReader.columns)
                 FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
                 """)
             let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")

@@ -55,7 +55,7 @@ package final class SpoolReader {
     package func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
             let select = try db.statement("""
-                SELECT seq, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+                SELECT \(Self.columns)
                 FROM positions WHERE device_id = ? AND seq > ? ORDER BY seq LIMIT ?
                 """)
             select.bind(1, deviceID)
@@ -73,8 +73,7 @@ package final class SpoolReader {
     package func positions(after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
             let select = try db.statement("""
-                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
-                       p.charging, p.alarm, p.attributes, p.device_id, d.name
+                SELECT \(Self.columns(of: "p")), p.device_id, d.name
                 FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.seq > ? AND d.hidden = 0 ORDER BY p.seq LIMIT ?
                 """)
             select.bind(1, seq)
@@ -82,6 +81,11 @@ package final class SpoolReader {
             return try storedRowsWithDevice(select)
         }
     }
+
+    /// The columns every reader selects, in the order `readPosition` and `StoredPosition` read them.
+    static let columns = columnNames.joined(separator: ", ")
+    static func columns(of table: String) -> String { columnNames.map { "\(table).\($0)" }.joined(separator: ", ") }
+    private static let columnNames = ["seq", "received_ms", "fix_ms", "lat", "lon", "speed", "course", "altitude", "accuracy", "battery", "charging", "alarm", "attributes"]
 
     /// A position from a row whose columns 2… are fix_ms, lat, lon, speed, course,
     /// altitude, accuracy, battery, charging, alarm, attributes (every reader's SELECT).
@@ -135,8 +139,7 @@ package final class SpoolReader {
     package func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>) {
         try wrap {
             let select = try db.statement("""
-                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
-                       p.charging, p.alarm, p.attributes, p.device_id, d.name, (SELECT 1 FROM alarm_sent a WHERE a.destination = ?1 AND a.seq = p.seq)
+                SELECT \(Self.columns(of: "p")), p.device_id, d.name, (SELECT 1 FROM alarm_sent a WHERE a.destination = ?1 AND a.seq = p.seq)
                 FROM positions p JOIN devices d ON d.id = p.device_id
                 JOIN destinations dst ON dst.name = ?1
                 LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
@@ -163,8 +166,7 @@ package final class SpoolReader {
     package func replayQueue(destination: String, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
             let select = try db.statement("""
-                SELECT p.seq, p.received_ms, p.fix_ms, p.lat, p.lon, p.speed, p.course, p.altitude, p.accuracy, p.battery,
-                       p.charging, p.alarm, p.attributes, p.device_id, d.name
+                SELECT \(Self.columns(of: "p")), p.device_id, d.name
                 FROM replay_queue r JOIN positions p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
                 WHERE r.destination = ? ORDER BY p.device_id, p.fix_ms LIMIT ?
                 """)
@@ -216,7 +218,7 @@ extension SpoolReader {
     package func forEachPosition(deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool) throws {
         defer { db.resetStatements() }
         let select = try db.statement("""
-            SELECT 0, received_ms, fix_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+            SELECT \(Self.columns)
             FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
             """)
         select.bind(1, deviceID)

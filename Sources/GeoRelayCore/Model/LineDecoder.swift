@@ -10,11 +10,12 @@ package enum IngestLine: Sendable, Equatable {
     case nmea(NMEASentence)
 }
 
-/// Decodes the socket protocol's three line forms into positions.
+/// Decodes the socket protocol's line forms into positions.
 ///
 /// The first character decides the form: `{` a JSON object (a position, a
-/// gpsd report, or a hello), `$` NMEA 0183 (a later issue), anything else an
-/// OsmAnd query string as the Traccar client sends it.
+/// gpsd report, or a hello), `$` NMEA 0183 (a sentence, turned into fixes by
+/// the fix-cycle assembler; `!` AIS is refused), anything else an OsmAnd query
+/// string as the Traccar client sends it.
 package struct LineDecoder: Sendable {
     /// How far ahead of the relay's clock a fix time may be.
     package var maxFutureMs: Int64

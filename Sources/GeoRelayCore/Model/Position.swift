@@ -45,12 +45,6 @@ package struct Position: Sendable, Equatable {
         self.alarm = alarm
         self.attributes = attributes
     }
-
-    /// Whether two fixes of the same device and time describe the same place
-    /// (a resend), rather than a conflicting report. 1e-7° is about 1 cm.
-    package func sameFix(as other: Position) -> Bool {
-        abs(lat - other.lat) < 1e-7 && abs(lon - other.lon) < 1e-7
-    }
 }
 
 /// A scalar value of an extra attribute.
