@@ -44,7 +44,7 @@ let package = Package(
 
         // Fakes of the remote servers, shared by tests and benchmarks.
         .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),
-        .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool", "CSQLite"], swiftSettings: swiftSettings),
+        .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool"], swiftSettings: swiftSettings),
 
         .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),

@@ -28,8 +28,8 @@ package protocol LineSource: AnyObject {
 final class LineReader {
     private var buffer: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 16384)
-    /// A line longer than this is cut (the relay would refuse it anyway).
-    private let maxLine = 8192
+    /// A line longer than this is cut (a relay with the default limit would refuse it anyway).
+    private let maxLine = Configuration.IngestSettings().maxLineBytes
 
     func next(from fd: Int32) -> String? {
         while true {

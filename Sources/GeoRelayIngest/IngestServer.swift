@@ -15,10 +15,11 @@ import Synchronization
 /// nobody else waits for it.
 package final class IngestServer: Sendable {
     package struct Settings: Sendable {
+        // No defaults of their own: the configuration's are the only ones.
         package var socketPath: String
-        package var maxLineBytes = 8192
-        package var maxFutureSeconds = 600
-        package var maxConnections = 1024
+        package var maxLineBytes: Int
+        package var maxFutureSeconds: Int
+        package var maxConnections: Int
         package var nmeaAccuracyPerHDOP: Double?
         /// Devices fed by several receivers, best first.
         package var devices: [Configuration.DeviceSources] = []
@@ -26,6 +27,7 @@ package final class IngestServer: Sendable {
         package var turnInterval: Duration = Heartbeat.turnInterval
 
         package init(socketPath: String) {
+            self.init(Configuration.IngestSettings())
             self.socketPath = socketPath
         }
 

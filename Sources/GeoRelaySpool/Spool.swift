@@ -8,23 +8,29 @@ import GeoRelayCore
 /// connections and see the last commit without blocking the writer.
 package final class Spool: Sendable {
     package struct Settings: Sendable {
+        // Retention, quota and policy default to the configuration's, the one place they are set.
         package var path: String
-        package var retainHours: Double = 168
-        package var maxBytes: Int64 = 1 << 30
-        package var whenFull: Configuration.WhenFull = .dropOldest
+        package var retainHours: Double
+        package var maxBytes: Int64
+        package var whenFull: Configuration.WhenFull
         /// How often retention and the quota are checked when nothing is written.
         package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
         /// The longest the writer goes without turning over (and beating) when idle.
         package var turnInterval: Duration = Heartbeat.turnInterval
-        /// How long a position may wait for its company's before the commit (`CommitWindow`).
-        /// Zero, the library's default, commits each group at once; the configuration's is not.
+        /// How long a position may wait for its company before the commit (`CommitWindow`).
+        /// Zero, what `init(path:)` gives, commits each group at once; the configuration's is not zero.
         package var commitWindow: Duration = .zero
         /// How long acknowledgements, counters and log entries may wait in memory before they
         /// are written (at the latest; a barrier, `flush()` or close writes them at once).
         package var stateInterval: Duration = .zero
 
         package init(path: String) {
+            self.init(Configuration.SpoolSettings())
             self.path = path
+            // The library commits each group with its state at once; a relay gets the flash-friendly
+            // window and interval from its configuration.
+            commitWindow = .zero
+            stateInterval = .zero
         }
 
         package init(_ configuration: Configuration.SpoolSettings) {
