@@ -35,6 +35,25 @@ func fill(_ spool: Spool) async -> [AppendResult] {
     return results
 }
 
+@Suite struct SQLiteBindingTests {
+    /// A bind SQLite refuses is not a silent NULL: the statement's next step throws it.
+    @Test func aRefusedBindFailsTheStepInsteadOfRunningWithANull() throws {
+        let fixture = SpoolFixture()
+        let db = try SQLiteDatabase(path: fixture.directory + "/b.db")
+        try db.execute("CREATE TABLE t(a INTEGER NOT NULL DEFAULT 7)")
+        let insert = try db.statement("INSERT INTO t(a) VALUES(coalesce(?, 7))")
+        insert.reset()
+        insert.bind(2, Int64(1))
+        #expect(throws: SQLiteError.self) { try insert.run() }
+        insert.reset()
+        insert.bind(1, Int64(3))
+        try insert.run()
+        let count = try db.statement("SELECT count(*), max(a) FROM t")
+        _ = try count.step()
+        #expect(count.int64(0) == 1 && count.int64(1) == 3, "only the well-bound insert ran")
+    }
+}
+
 @Suite struct SpoolTests {
     @Test func opensInWALWithFullSyncAndPrivateFile() throws {
         let fixture = SpoolFixture()

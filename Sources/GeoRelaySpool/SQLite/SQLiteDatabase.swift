@@ -5,7 +5,8 @@ import CSQLite
 /// Not thread-safe and not `Sendable`: each connection lives on one serial
 /// queue (the spool writer's, or one reader's), as GRDB does.
 package final class SQLiteDatabase {
-    package let handle: OpaquePointer
+    /// Only this module's statements reach the connection's C handle.
+    let handle: OpaquePointer
     package let path: String
     private var statements: [String: SQLiteStatement] = [:]
 

@@ -5,6 +5,10 @@ package final class SQLiteStatement {
     private let handle: OpaquePointer
     private unowned let database: SQLiteDatabase
     let sql: String
+    /// The first bind that failed since the last reset (a parameter index out of range, a text
+    /// too big): binds stay non-throwing for the writer's per-position loop, and the next
+    /// `step()` throws it instead of running the statement with a parameter left NULL.
+    private var bindFailure: (code: Int32, index: Int32)?
 
     init(database: SQLiteDatabase, sql: String) throws(SQLiteError) {
         var statement: OpaquePointer?
@@ -17,32 +21,40 @@ package final class SQLiteStatement {
 
     deinit { sqlite3_finalize(handle) }
 
+    /// Ready for new bindings. `sqlite3_reset`'s result repeats the last step's error, which
+    /// `step()` has already thrown, so it is not looked at again here.
     package func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
+        bindFailure = nil
+    }
+
+    private func bound(_ rc: Int32, _ index: Int32) {
+        if rc != SQLITE_OK, bindFailure == nil { bindFailure = (rc, index) }
     }
 
     // MARK: Binding (1-based, as SQLite counts)
 
     package func bind(_ index: Int32, _ value: Int64?) {
-        if let value { sqlite3_bind_int64(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+        bound(value.map { sqlite3_bind_int64(handle, index, $0) } ?? sqlite3_bind_null(handle, index), index)
     }
 
     package func bind(_ index: Int32, _ value: Int?) { bind(index, value.map(Int64.init)) }
 
     package func bind(_ index: Int32, _ value: Double?) {
-        if let value { sqlite3_bind_double(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+        bound(value.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index), index)
     }
 
     package func bind(_ index: Int32, _ value: String?) {
         guard let value else {
-            sqlite3_bind_null(handle, index)
+            bound(sqlite3_bind_null(handle, index), index)
             return
         }
         // SQLITE_TRANSIENT: SQLite copies the text before this returns.
-        value.withCString { chars in
-            _ = georelay_sqlite3_bind_text_transient(handle, index, chars, Int32(value.utf8.count))
+        let rc = value.withCString { chars in
+            georelay_sqlite3_bind_text_transient(handle, index, chars, Int32(value.utf8.count))
         }
+        bound(rc, index)
     }
 
     package func bind(_ index: Int32, _ value: Bool?) { bind(index, value.map { $0 ? Int64(1) : Int64(0) }) }
@@ -60,6 +72,10 @@ package final class SQLiteStatement {
     /// Advances to the next row; `false` when done.
     @discardableResult
     package func step() throws(SQLiteError) -> Bool {
+        if let failure = bindFailure {
+            bindFailure = nil
+            try check(failure.code, nil, sql: "parameter \(failure.index) of \(sql)")
+        }
         let rc = sqlite3_step(handle)
         if rc == SQLITE_ROW { return true }
         if rc == SQLITE_DONE { return false }
