@@ -89,3 +89,39 @@ extension TCPTestClient {
             + (keepAlive ? "" : "Connection: close\r\n") + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
     }
 }
+
+extension TCPTestClient {
+    /// Sends `head`, then `fillerBytes` of body filler, without ever blocking on a server that
+    /// stopped reading: it stops as soon as an answer can be read (or the connection breaks, or
+    /// `within` passes), then reads the answer. For requests too big to send whole: a gigabyte
+    /// announced, ten thousand headers.
+    /// - Returns: how many bytes went out, and how the exchange ended.
+    package func sendUntilAnswered(_ head: [UInt8], fillerBytes: Int = 0, within: Duration = .seconds(10)) -> (sent: Int, outcome: HTTPOutcome) {
+        let total = head.count + fillerBytes
+        let filler = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
+        let deadline = ContinuousClock.now + within
+        var sent = 0
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        sending: while sent < total, ContinuousClock.now < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+            guard poll(&poller, 1, 100) >= 0 else { continue }
+            if poller.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { break }
+            guard poller.revents & Int16(POLLOUT) != 0 else { continue }
+            let n: Int
+            if sent < head.count {
+                n = head.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            } else {
+                n = filler.withUnsafeBytes { send(fd, $0.baseAddress, min($0.count, total - sent), Int32(MSG_NOSIGNAL)) }
+            }
+            if n > 0 {
+                sent += n
+            } else if n < 0, errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
+                break sending
+            }
+        }
+        _ = fcntl(fd, F_SETFL, flags)
+        var pending: [UInt8] = []
+        return (sent, readHTTPResponse(pending: &pending))
+    }
+}
