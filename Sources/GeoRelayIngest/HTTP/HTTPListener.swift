@@ -106,7 +106,8 @@ package final class HTTPListener: Sendable {
     /// answered, then every connection closes. Safe to call more than once.
     package func stop() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        // Only the loop closes the descriptor, and only after it sees the stop: this number is still ours.
+        // Only the loop closes the descriptor, and only after requestStop(): this number is still ours.
+        loop.announceStop()
         shutdown(listenFD, Int32(SHUT_RDWR))
         loop.requestStop()
     }

@@ -20,6 +20,9 @@ final class HTTPServerLoop: @unchecked Sendable {
     private let logger: Logger?
     private let inbox = Mutex<[(UInt64, HTTPServerResponse)]>([])
     private let stopRequested = Atomic<Bool>(false)
+    /// Set before `stop()` shuts the listening socket down, so the loop takes the accept error that
+    /// follows for what it is (and leaves the descriptor alone until `stopRequested`).
+    private let stopAnnounced = Atomic<Bool>(false)
     private var pool: HTTPHandlerPool!
 
     // Loop-thread state.
@@ -58,6 +61,10 @@ final class HTTPServerLoop: @unchecked Sendable {
         pool = HTTPHandlerPool(threads: limits.handlerThreads, name: "georelay-http-handler", handler: handler) { [weak self] id, response in
             self?.complete(id, response)
         }
+    }
+
+    func announceStop() {
+        stopAnnounced.store(true, ordering: .releasing)
     }
 
     func requestStop() {
@@ -122,12 +129,9 @@ final class HTTPServerLoop: @unchecked Sendable {
                     pauseAccepting(nowMs: now)
                     return
                 default:
-                    if stopRequested.load(ordering: .acquiring) {
-                        stopListening()
-                    } else {
-                        warn("accept failed: \(String(cString: strerror(code)))", nowMs: now)
-                        pauseAccepting(nowMs: now)
-                    }
+                    // Shut down by stop(): quiet until the loop sees the stop and closes the descriptor.
+                    if !stopAnnounced.load(ordering: .acquiring) { warn("accept failed: \(String(cString: strerror(code)))", nowMs: now) }
+                    pauseAccepting(nowMs: now)
                     return
                 }
             }
@@ -167,10 +171,11 @@ final class HTTPServerLoop: @unchecked Sendable {
         var partial: (HTTPConnection, Int64)?
         for connection in connections.values {
             switch connection.phase {
+            // Ties (the same millisecond) go to the older connection: ids grow with each accept.
             case .awaiting:
-                if idle == nil || connection.lastActivityMs < idle!.lastActivityMs { idle = connection }
+                if idle == nil || (connection.lastActivityMs, connection.id) < (idle!.lastActivityMs, idle!.id) { idle = connection }
             case .head(let since), .body(_, let since):
-                if partial == nil || since < partial!.1 { partial = (connection, since) }
+                if partial == nil || (since, connection.id) < (partial!.1, partial!.0.id) { partial = (connection, since) }
             case .lingering:
                 // Already answered and closing: the cheapest of all to let go.
                 idle = connection
