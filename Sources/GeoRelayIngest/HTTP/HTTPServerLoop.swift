@@ -13,39 +13,39 @@ import Synchronization
 /// TCP's window) and one whose answer is unsent waits only for writability.
 final class HTTPServerLoop: @unchecked Sendable {
     let statistics = Mutex(HTTPListener.Statistics())
-    private let epoll: Epoll
-    private let listenFD: Int32
-    private let what: String
-    private let limits: HTTPListener.Limits
-    private let logger: Logger?
-    private let inbox = Mutex<[(UInt64, HTTPServerResponse)]>([])
-    private let stopRequested = Atomic<Bool>(false)
+    let epoll: Epoll
+    let listenFD: Int32
+    let what: String
+    let limits: HTTPListener.Limits
+    let logger: Logger?
+    let inbox = Mutex<[(UInt64, HTTPServerResponse)]>([])
+    let stopRequested = Atomic<Bool>(false)
     /// Set before `stop()` shuts the listening socket down, so the loop takes the accept error that
     /// follows for what it is (and leaves the descriptor alone until `stopRequested`).
-    private let stopAnnounced = Atomic<Bool>(false)
-    private var pool: HTTPHandlerPool!
+    let stopAnnounced = Atomic<Bool>(false)
+    var pool: HTTPHandlerPool!
 
     // Loop-thread state.
-    private var connections: [UInt64: HTTPConnection] = [:]
-    private var nextID: UInt64 = 1
-    private var listening = true
-    private var stopping = false
-    private var acceptPausedUntilMs: Int64?
-    private var lastSweepMs: Int64 = 0
-    private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-    private var warnings = RateLimiter(perWindow: 5, windowMs: 60_000)
-    private let requestTimeoutMs: Int64
-    private let idleTimeoutMs: Int64
+    var connections: [UInt64: HTTPConnection] = [:]
+    var nextID: UInt64 = 1
+    var listening = true
+    var stopping = false
+    var acceptPausedUntilMs: Int64?
+    var lastSweepMs: Int64 = 0
+    var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    var warnings = RateLimiter(perWindow: 5, windowMs: 60_000)
+    let requestTimeoutMs: Int64
+    let idleTimeoutMs: Int64
 
-    private static let listenToken: UInt64 = 0
+    static let listenToken: UInt64 = 0
     /// How often deadlines are checked: timeouts are this much late at most.
-    private static let sweepIntervalMs: Int64 = 250
+    static let sweepIntervalMs: Int64 = 250
     /// A closing connection is drained this long, or this many bytes, at most.
-    private static let lingerMs: Int64 = 2000
-    private static let lingerBytes = 4 << 20
+    static let lingerMs: Int64 = 2000
+    static let lingerBytes = 4 << 20
     /// How long accepting pauses when the process is out of descriptors and nothing can be evicted.
-    private static let acceptPauseMs: Int64 = 100
-    private static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    static let acceptPauseMs: Int64 = 100
+    static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     init(listenFD: Int32, what: String, limits: HTTPListener.Limits, logger: Logger?,
          handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse) throws(SystemError) {
@@ -73,7 +73,7 @@ final class HTTPServerLoop: @unchecked Sendable {
     }
 
     /// From a handler thread: the answer for connection `id`.
-    private func complete(_ id: UInt64, _ response: HTTPServerResponse) {
+    func complete(_ id: UInt64, _ response: HTTPServerResponse) {
         inbox.withLock { $0.append((id, response)) }
         Epoll.wake(epoll.wakeFD)
     }
@@ -113,7 +113,7 @@ final class HTTPServerLoop: @unchecked Sendable {
 
     // MARK: - Accepting
 
-    private func acceptAll() {
+    func acceptAll() {
         while listening {
             let fd = georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             let now = WallClock.monotonicMs()
@@ -166,7 +166,7 @@ final class HTTPServerLoop: @unchecked Sendable {
     /// Closes the connection that matters least to make room: the longest idle, else the one
     /// that has been sending its request longest (a slow client before a phone). False when
     /// every connection has a request with the handler or an answer on its way.
-    private func evictOne(nowMs: Int64) -> Bool {
+    func evictOne(nowMs: Int64) -> Bool {
         var idle: HTTPConnection?
         var partial: (HTTPConnection, Int64)?
         for connection in connections.values {
@@ -191,13 +191,13 @@ final class HTTPServerLoop: @unchecked Sendable {
         return true
     }
 
-    private func pauseAccepting(nowMs: Int64) {
+    func pauseAccepting(nowMs: Int64) {
         guard listening, acceptPausedUntilMs == nil else { return }
         epoll.remove(listenFD)
         acceptPausedUntilMs = nowMs + Self.acceptPauseMs
     }
 
-    private func stopListening() {
+    func stopListening() {
         guard listening else { return }
         listening = false
         if acceptPausedUntilMs == nil { epoll.remove(listenFD) }
@@ -206,7 +206,7 @@ final class HTTPServerLoop: @unchecked Sendable {
     }
 
     /// Stops accepting and closes what has no request with the handler; the rest close once answered.
-    private func beginStop() {
+    func beginStop() {
         stopping = true
         stopListening()
         for connection in Array(connections.values) {
@@ -217,231 +217,9 @@ final class HTTPServerLoop: @unchecked Sendable {
         }
     }
 
-    // MARK: - Reading
-
-    private func service(_ connection: HTTPConnection, events: UInt32) {
-        if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
-            // Reset or gone both ways: nobody is left to answer.
-            closeConnection(connection)
-            return
-        }
-        if events & EPOLLOUT.rawValue != 0 { flush(connection) }
-        guard !connection.isClosed, events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 else { return }
-        if case .lingering = connection.phase {
-            drain(connection)
-        } else if connection.isReading {
-            read(connection)
-        }
-    }
-
-    private func read(_ connection: HTTPConnection) {
-        let now = WallClock.monotonicMs()
-        // One request's head and body at most: anything longer is over a limit before it is whole.
-        let capacity = limits.maxHeadBytes + limits.maxBodyBytes + 8
-        for _ in 0..<4 {
-            let room = min(capacity - connection.input.count, scratch.count)
-            guard room > 0 else { break }
-            let n = scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, room, 0) }
-            if n > 0 {
-                connection.input.append(contentsOf: scratch[0..<n])
-                connection.lastActivityMs = now
-                if n < room { break }
-                continue
-            }
-            if n == 0 {
-                connection.peerClosed = true
-                break
-            }
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EWOULDBLOCK { break }
-            closeConnection(connection)
-            return
-        }
-        advance(connection, nowMs: now)
-        if !connection.isClosed, connection.peerClosed, connection.isReading {
-            // The client went before its request was whole (or between requests): nobody to answer.
-            closeConnection(connection)
-        }
-    }
-
-    /// Parses what `input` holds as far as it goes: a whole request goes to the pool; a bad or
-    /// oversized one is answered here.
-    private func advance(_ connection: HTTPConnection, nowMs now: Int64) {
-        while !connection.isClosed {
-            switch connection.phase {
-            case .awaiting:
-                // Blank lines between pipelined requests are allowed (RFC 9112, 2.2).
-                let blank = connection.input.prefix { $0 == 13 || $0 == 10 }.count
-                if blank > 0 { connection.input.removeFirst(blank) }
-                guard !connection.input.isEmpty else {
-                    updateInterest(connection)
-                    return
-                }
-                connection.phase = .head(sinceMs: now)
-                connection.scanned = 0
-            case .head(let since):
-                guard let (end, terminator) = connection.headEnd() else {
-                    if connection.requestLineExceeds(limits.maxRequestLineBytes) {
-                        fail(connection, .uriTooLong("request line over \(limits.maxRequestLineBytes) bytes"), nowMs: now)
-                    } else if connection.input.count > limits.maxHeadBytes {
-                        fail(connection, .headersTooLarge("request head over \(limits.maxHeadBytes) bytes"), nowMs: now)
-                    } else {
-                        updateInterest(connection)
-                    }
-                    return
-                }
-                guard end + terminator <= limits.maxHeadBytes else {
-                    fail(connection, .headersTooLarge("request head of \(end + terminator) bytes (limit \(limits.maxHeadBytes))"), nowMs: now)
-                    return
-                }
-                var head: HTTPRequestHead
-                do {
-                    head = try HTTPRequestHead.parse(connection.input[0..<end], limits: limits)
-                } catch {
-                    fail(connection, error, nowMs: now)
-                    return
-                }
-                connection.input.removeFirst(end + terminator)
-                connection.scanned = 0
-                if stopping { head.keepAlive = false }
-                if head.expectsContinue, head.contentLength > connection.input.count {
-                    connection.output += Self.continueBytes
-                    flush(connection)
-                }
-                connection.phase = .body(head, sinceMs: since)
-            case .body(let head, _):
-                guard connection.input.count >= head.contentLength else {
-                    updateInterest(connection)
-                    return
-                }
-                let body = Array(connection.input[0..<head.contentLength])
-                connection.input.removeFirst(head.contentLength)
-                if connection.input.isEmpty, connection.input.capacity > 16 * 1024 { connection.input = [] }
-                connection.phase = .handling(keepAlive: head.keepAlive, http10: head.minorVersion == 0)
-                statistics.withLock { $0.handled += 1 }
-                pool.submit(HTTPHandlerPool.Job(connection: connection.id, request: HTTPServerRequest(
-                    method: head.method, target: head.target, headers: head.headers, body: body)))
-                updateInterest(connection)
-                return
-            case .handling, .writing, .lingering:
-                updateInterest(connection)
-                return
-            }
-        }
-    }
-
-    /// Answers `error` itself and closes after it: past a bad head, nothing says where the next request starts.
-    private func fail(_ connection: HTTPConnection, _ error: HTTPRequestError, nowMs: Int64) {
-        statistics.withLock { $0.answeredByListener[error.status, default: 0] += 1 }
-        if error.status != 408 { warn("answered \(error)", nowMs: nowMs) }
-        connection.input = []
-        connection.output += error.response.serialized(close: true)
-        connection.phase = .writing(close: true, sinceMs: nowMs)
-        flush(connection)
-    }
-
-    /// Reads and discards what a closing connection still sends, until it closes or the linger ends.
-    private func drain(_ connection: HTTPConnection) {
-        guard case .lingering(let until, var discarded) = connection.phase else { return }
-        while true {
-            let n = scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
-            if n > 0 {
-                discarded += n
-                if discarded > Self.lingerBytes { break }
-                continue
-            }
-            if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                connection.phase = .lingering(untilMs: until, discarded: discarded)
-                return
-            }
-            break
-        }
-        closeConnection(connection)
-    }
-
-    // MARK: - Writing
-
-    private func deliverAnswers() {
-        let answers = inbox.withLock { inbox -> [(UInt64, HTTPServerResponse)] in
-            defer { inbox = [] }
-            return inbox
-        }
-        guard !answers.isEmpty else { return }
-        let now = WallClock.monotonicMs()
-        for (id, response) in answers {
-            // A connection reset while its handler ran is gone, and its answer with it.
-            guard let connection = connections[id], case .handling(let keepAlive, let http10) = connection.phase else { continue }
-            let close = !keepAlive || stopping
-            connection.output += response.serialized(close: close, http10KeepAlive: http10 && !close)
-            connection.phase = .writing(close: close, sinceMs: now)
-            flush(connection)
-        }
-    }
-
-    private func flush(_ connection: HTTPConnection) {
-        while connection.outputOffset < connection.output.count {
-            let offset = connection.outputOffset
-            let n = connection.output.withUnsafeBytes { send(connection.fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n > 0 {
-                connection.outputOffset += n
-                continue
-            }
-            if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                updateInterest(connection)
-                return
-            }
-            closeConnection(connection)
-            return
-        }
-        connection.output.removeAll(keepingCapacity: connection.output.capacity <= 16 * 1024)
-        connection.outputOffset = 0
-        guard case .writing(let close, _) = connection.phase else {
-            updateInterest(connection)
-            return
-        }
-        let now = WallClock.monotonicMs()
-        if close || connection.peerClosed {
-            if stopping || connection.peerClosed {
-                closeConnection(connection)
-                return
-            }
-            // Shut for writing, then drain: closing with unread input would reset the answer away.
-            shutdown(connection.fd, Int32(SHUT_WR))
-            connection.input = []
-            connection.phase = .lingering(untilMs: now + Self.lingerMs, discarded: 0)
-            updateInterest(connection)
-            return
-        }
-        connection.phase = .awaiting
-        connection.lastActivityMs = now
-        // A pipelined request may already be waiting in `input`.
-        advance(connection, nowMs: now)
-    }
-
-    /// Watches what the phase needs: input while a request is read (or a closing one drained),
-    /// writability while an answer is unsent.
-    private func updateInterest(_ connection: HTTPConnection) {
-        guard !connection.isClosed else { return }
-        var wanted: UInt32 = 0
-        switch connection.phase {
-        case .awaiting, .head, .body, .lingering: wanted = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
-        case .handling, .writing: wanted = 0
-        }
-        if connection.outputOffset < connection.output.count { wanted |= EPOLLOUT.rawValue }
-        guard wanted != connection.interest else { return }
-        do {
-            try epoll.modify(connection.fd, token: connection.id, events: wanted)
-            connection.interest = wanted
-        } catch {
-            closeConnection(connection)
-        }
-    }
-
     // MARK: - Deadlines
 
-    private func sweep(nowMs now: Int64) {
+    func sweep(nowMs now: Int64) {
         if let paused = acceptPausedUntilMs, now >= paused, listening {
             acceptPausedUntilMs = nil
             do {
@@ -474,7 +252,7 @@ final class HTTPServerLoop: @unchecked Sendable {
         if idleClosed > 0 { statistics.withLock { $0.idleClosed += idleClosed } }
     }
 
-    private func closeConnection(_ connection: HTTPConnection) {
+    func closeConnection(_ connection: HTTPConnection) {
         guard !connection.isClosed, connections.removeValue(forKey: connection.id) != nil else { return }
         connection.isClosed = true
         epoll.remove(connection.fd)
@@ -484,7 +262,7 @@ final class HTTPServerLoop: @unchecked Sendable {
         statistics.withLock { $0.open = connections.count }
     }
 
-    private func warn(_ message: String, nowMs: Int64) {
+    func warn(_ message: String, nowMs: Int64) {
         guard let logger, warnings.allow(nowMs: nowMs) else { return }
         logger.warning("\(what): \(message)")
     }
