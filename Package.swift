@@ -48,6 +48,7 @@ let package = Package(
 
         .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),

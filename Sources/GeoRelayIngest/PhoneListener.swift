@@ -19,7 +19,7 @@ package final class PhoneListener: Sendable {
     /// - Parameter sources: the multi-source routing of the socket's ingest, so a phone listed
     ///   as one of a device's sources feeds that device as a collector would.
     package init(listen: String, spool: Spool, decoder: LineDecoder, sources: SourceRouter? = nil, logger: Logger) throws(IngestStartError) {
-        http = try HTTPListener(listen: listen, what: "ingest.http.listen") { request in
+        http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
             Self.answer(request, spool: spool, decoder: decoder, sources: sources, logger: logger)
         }
         logger.info("phones: OsmAnd HTTP on \(listen)")

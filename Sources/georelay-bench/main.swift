@@ -36,5 +36,6 @@ if want("alarm") { try alarmFigure() }
 if want("day") { try dayFigure() }
 if want("nmea") { try await nmeaFigure() }
 if want("export") { try exportFigure() }
+if want("http") { try httpFigure() }
 // Minutes per transport on a delayed, throttled link: only when asked for.
 if only == "satellite" { try satelliteFigure() }
