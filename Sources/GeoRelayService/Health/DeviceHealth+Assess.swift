@@ -1,0 +1,60 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+
+/// Gathering what the checks judge: the only place that touches the machine (statvfs,
+/// adjtimex, the spool file), so `status`, `/healthz` and `/metrics` cannot disagree.
+extension DeviceHealth {
+    /// Every check, in the order the screen lists them.
+    ///
+    /// - Parameters:
+    ///   - reader: the spool, opened read-only; nil when it could not be (`readError` says why).
+    ///   - status: what `status` read from it (nil when that failed).
+    ///   - loops: the running relay's loops, from its health file or its monitor.
+    ///   - checkIntegrity: run `PRAGMA quick_check` too (reads the whole file: `status --health`
+    ///     and `check --spool` ask for it, the screen and each scrape do not).
+    package static func assess(configuration: Configuration, reader: SpoolReader?, readError: String?, status: SpoolStatus?,
+                               running: Bool, loops: StatusReport.Health, checkIntegrity: Bool = false,
+                               clockSync: ClockSync = .read(), disk: Result<DiskSpace, DiskSpaceError>? = nil,
+                               nowMs: Int64 = WallClock.nowMs(), thresholds: HealthThresholds = HealthThresholds()) -> DeviceHealth {
+        let path = configuration.spool.path
+        let problems = checkIntegrity && readError == nil ? ((try? SpoolReader.integrityProblems(path: path)) ?? ["the spool vanished while being checked"]) : nil
+        let receivers = (try? reader?.receivers(nowMs: nowMs)) ?? []
+        var jump: ClockJump?
+        if case .known(let report) = loops { jump = report.clockJump }
+        // The receivers' newest fix, leaving out the ones a week-number rollover dated 19.6 years back.
+        let newestFix = receivers.compactMap { receiver -> Int64? in
+            guard let fix = receiver.lastFixMs else { return nil }
+            if let received = receiver.lastReceivedMs, WeekRollover.isRolledOver(fixMs: fix, receivedMs: received) { return nil }
+            return fix
+        }.max()
+        let destinations = configuration.destinations.map { settings in
+            status?.destinations.first { $0.name == settings.name } ?? .notStarted(name: settings.name, buffered: settings.buffer)
+        }
+        return DeviceHealth(checks: [
+            HealthChecks.loops(running: running, health: loops),
+            HealthChecks.spool(readError: readError, problems: problems),
+            HealthChecks.disk(space: disk ?? DiskSpace.of(directoryOf: path), fileBytes: status?.fileBytes ?? 0,
+                              walBytes: reader?.walBytes ?? 0, maxBytes: configuration.spool.maxBytes, thresholds: thresholds),
+            HealthChecks.clock(sync: clockSync, nowMs: nowMs, newestFixMs: newestFix, jump: jump, thresholds: thresholds),
+            HealthChecks.sources(receivers, nowMs: nowMs, thresholds: thresholds),
+            HealthChecks.links(destinations, running: running, nowMs: nowMs, thresholds: thresholds),
+        ])
+    }
+
+    /// The running relay's view, for `/healthz` and `/metrics`: the spool opened afresh, the
+    /// loops judged by the monitor itself.
+    package static func assessRunning(configuration: Configuration, monitor: HealthMonitor?) -> (health: DeviceHealth, status: SpoolStatus?) {
+        var reader: SpoolReader?
+        var readError: String?
+        var status: SpoolStatus?
+        do {
+            reader = try SpoolReader.open(path: configuration.spool.path)
+            status = try reader?.status()
+        } catch {
+            readError = "\(error)"
+        }
+        let loops: StatusReport.Health = monitor.map { .known($0.report()) } ?? .unknown("no monitor in this process")
+        return (assess(configuration: configuration, reader: reader, readError: readError, status: status, running: true, loops: loops), status)
+    }
+}
