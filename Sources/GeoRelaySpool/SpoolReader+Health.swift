@@ -97,6 +97,26 @@ extension SpoolReader {
         }
     }
 
+    /// When the oldest position still waiting for `destination` arrived (nil: nothing waits):
+    /// how long a destination that never delivered has been holding things up.
+    ///
+    /// Per device the first row after its cursor, on the `device_id` index (seq order is arrival
+    /// order), so a large backlog costs one row per device, not a scan.
+    package func oldestWaitingReceivedMs(destination: String) throws(SpoolError) -> Int64? {
+        let cursors = try pendingDevices(destination: destination)
+        return try wrap {
+            let first = try db.statement("SELECT received_ms FROM positions WHERE device_id = ? AND seq > ? ORDER BY seq LIMIT 1")
+            var oldest: Int64?
+            for cursor in cursors {
+                first.reset()
+                first.bind(1, cursor.deviceID)
+                first.bind(2, cursor.ackedSeq)
+                if try first.step() { oldest = min(oldest ?? .max, first.int64(0)) }
+            }
+            return oldest
+        }
+    }
+
     /// The WAL's size in bytes beside the database (0 when there is none).
     package var walBytes: Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: db.path + "-wal"))?[.size] as? NSNumber)?.int64Value ?? 0

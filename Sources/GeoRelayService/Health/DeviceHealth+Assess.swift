@@ -31,6 +31,10 @@ extension DeviceHealth {
         let destinations = configuration.destinations.map { settings in
             status?.destinations.first { $0.name == settings.name } ?? .notStarted(name: settings.name, buffered: settings.buffer)
         }
+        var waitingSince: [String: Int64] = [:]
+        for d in destinations where d.state != "online" && d.lastSuccessMs == nil && d.pending > 0 {
+            if let since = try? reader?.oldestWaitingReceivedMs(destination: d.name) { waitingSince[d.name] = since }
+        }
         return DeviceHealth(checks: [
             HealthChecks.loops(running: running, health: loops),
             HealthChecks.spool(readError: readError, problems: problems),
@@ -38,7 +42,7 @@ extension DeviceHealth {
                               walBytes: reader?.walBytes ?? 0, maxBytes: configuration.spool.maxBytes, thresholds: thresholds),
             HealthChecks.clock(sync: clockSync, nowMs: nowMs, newestFixMs: newestFix, jump: jump, thresholds: thresholds),
             HealthChecks.sources(receivers, nowMs: nowMs, thresholds: thresholds),
-            HealthChecks.links(destinations, running: running, nowMs: nowMs, thresholds: thresholds),
+            HealthChecks.links(destinations, waitingSinceMs: waitingSince, running: running, nowMs: nowMs, thresholds: thresholds),
         ])
     }
 

@@ -60,11 +60,11 @@ extension HealthChecks {
     /// Per destination its state, last success and why it is not delivering.
     ///
     /// Online (or not started, or with nothing waiting) is ok. Not online with positions
-    /// waiting is degraded, and failing once its last success (or, never having had one, its
-    /// oldest waiting fix) is older than `linkFailingAfterMs`; refused credentials
+    /// waiting is degraded, and failing once its last success (or, never having had one, the
+    /// arrival of the oldest position waiting, `waitingSinceMs`) is older than `linkFailingAfterMs`; refused credentials
     /// (`auth-failed`) are failing at once: waiting will not fix them. With the relay down
     /// nothing is judged here (the loops check says it is down).
-    package static func links(_ destinations: [SpoolStatus.Destination], running: Bool, nowMs: Int64,
+    package static func links(_ destinations: [SpoolStatus.Destination], waitingSinceMs: [String: Int64] = [:], running: Bool, nowMs: Int64,
                               thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
         var worst = HealthState.ok
         var problems: [String] = []
@@ -74,9 +74,9 @@ extension HealthChecks {
             var reason: String?
             let waiting = d.pending + d.replayPending
             if running, d.state != "online", d.state != "not started" {
-                // Never delivered: the oldest waiting fix says how long, unless a rollover dated it 19.6 years back.
-                let oldest = d.oldestPendingFixMs.flatMap { nowMs - $0 < WeekRollover.periodMs - WeekRollover.toleranceMs ? $0 : nil }
-                let since = d.lastSuccessMs ?? oldest ?? nowMs
+                // Never delivered: the oldest waiting position's arrival says how long (not its fix
+                // time, which a backlog or a week rollover puts far back).
+                let since = d.lastSuccessMs ?? waitingSinceMs[d.name] ?? nowMs
                 let success = d.lastSuccessMs.map { "last success \(duration(nowMs - $0)) ago" } ?? "never delivered"
                 let error = d.lastError.map { ", last error: \($0)" } ?? ""
                 if d.state == "auth-failed" {
