@@ -26,15 +26,14 @@ package struct StatusReport: Sendable {
         case unknown(String)
     }
 
-    /// - Parameter checkIntegrity: also run the spool's `quick_check` (`status --health`).
-    package static func load(configuration: Configuration, checkIntegrity: Bool = false, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
+    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let status = try reader.status(nowMs: nowMs)
         let loops = running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running")
         return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
                             device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
-                                                        loops: loops, checkIntegrity: checkIntegrity, nowMs: nowMs))
+                                                        loops: loops, nowMs: nowMs))
     }
 
     /// The running relay's health as its file tells it, judged now.

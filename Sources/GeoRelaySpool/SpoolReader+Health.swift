@@ -125,7 +125,7 @@ extension SpoolReader {
 
 extension SpoolReader {
     /// SQLite's `PRAGMA quick_check` on a read-only connection of its own: the problems it
-    /// reports (at most `limit`), none for a sound file.
+    /// reports (at most `limit` answers), one line each, none for a sound file.
     ///
     /// `quick_check` verifies every page's structure and the records' format but, unlike
     /// `integrity_check`, not that indexes match their tables, so it runs in about the time
@@ -140,8 +140,10 @@ extension SpoolReader {
             let check = try db.statement("PRAGMA quick_check(\(max(1, limit)))")
             var problems: [String] = []
             while try check.step() {
-                let line = check.text(0) ?? ""
-                if line != "ok" { problems.append(line) }
+                // One answer can hold several lines under a "*** in database main ***" heading: one problem each.
+                for line in (check.text(0) ?? "").split(separator: "\n") where line != "ok" && !line.hasPrefix("*** in database") {
+                    problems.append(String(line))
+                }
             }
             return problems
         } catch {

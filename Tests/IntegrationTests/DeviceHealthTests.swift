@@ -113,6 +113,11 @@ import GeoRelayTestKit
         let corrupt = try world.command(["check", "--spool"])
         #expect(corrupt.status == 1, "check --spool on the damaged copy: \(corrupt.stdout) \(corrupt.stderr)")
         #expect(corrupt.stdout.contains("quick_check found"), "output: \(corrupt.stdout)")
+        #expect(corrupt.stdout.split(separator: "\n").dropFirst().allSatisfy { $0.hasPrefix("  ") }, "each line of the answer indented: \(corrupt.stdout)")
+        // status --health says the same, as failing, instead of stopping at the unreadable spool.
+        let health = try health(world)
+        #expect(health.status == 2, "status --health on the damaged copy: \(health.stdout) \(health.stderr)")
+        #expect(health.stdout.contains("spool    FAILING") && health.stdout.contains("quick_check found"), "status --health: \(health.stdout)")
     }
 }
 

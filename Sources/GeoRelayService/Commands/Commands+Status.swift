@@ -9,13 +9,12 @@ extension Commands {
             try await watchStatus(configuration: configuration, console: invocation.console)
             return .success
         }
-        let health = invocation.arguments.flag("--health")
-        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration, checkIntegrity: health) }
-        if health {
-            let device = report.device
+        if invocation.arguments.flag("--health") {
+            let device = await onDedicatedThread(named: "georelay.status") { DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true) }
             invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : "\(device.state.name)\n" + device.text)
             return device.exitCode
         }
+        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration) }
         invocation.console.write(invocation.arguments.flag("--json") ? report.json.jsonText + "\n" : report.text)
         return .success
     }

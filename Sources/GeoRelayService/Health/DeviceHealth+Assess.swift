@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayIngest
 import GeoRelaySpool
 
 /// Gathering what the checks judge: the only place that touches the machine (statvfs,
@@ -18,7 +19,8 @@ extension DeviceHealth {
                                clockSync: ClockSync = .read(), disk: Result<DiskSpace, DiskSpaceError>? = nil,
                                nowMs: Int64 = WallClock.nowMs(), thresholds: HealthThresholds = HealthThresholds()) -> DeviceHealth {
         let path = configuration.spool.path
-        let problems = checkIntegrity && readError == nil ? ((try? SpoolReader.integrityProblems(path: path)) ?? ["the spool vanished while being checked"]) : nil
+        // Run even when the read failed: quick_check says what is wrong with the file.
+        let problems = checkIntegrity ? ((try? SpoolReader.integrityProblems(path: path)) ?? ["no spool at \(path)"]) : nil
         let receivers = (try? reader?.receivers(nowMs: nowMs)) ?? []
         var jump: ClockJump?
         if case .known(let report) = loops { jump = report.clockJump }
@@ -49,16 +51,32 @@ extension DeviceHealth {
     /// The running relay's view, for `/healthz` and `/metrics`: the spool opened afresh, the
     /// loops judged by the monitor itself.
     package static func assessRunning(configuration: Configuration, monitor: HealthMonitor?) -> (health: DeviceHealth, status: SpoolStatus?) {
-        var reader: SpoolReader?
-        var readError: String?
-        var status: SpoolStatus?
-        do {
-            reader = try SpoolReader.open(path: configuration.spool.path)
-            status = try reader?.status()
-        } catch {
-            readError = "\(error)"
-        }
+        let (reader, status, readError) = openSpool(configuration)
         let loops: StatusReport.Health = monitor.map { .known($0.report()) } ?? .unknown("no monitor in this process")
         return (assess(configuration: configuration, reader: reader, readError: readError, status: status, running: true, loops: loops), status)
+    }
+
+    /// `status --health`'s view from another process: the loops from the relay's health file,
+    /// and a spool that cannot be read (or is corrupt) judged as failing rather than thrown,
+    /// so a script gets exit status 2 and the reason.
+    package static func assessFromOutside(configuration: Configuration, checkIntegrity: Bool, nowMs: Int64 = WallClock.nowMs()) -> DeviceHealth {
+        let (reader, status, readError) = openSpool(configuration, nowMs: nowMs)
+        let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
+        let loops = running ? StatusReport.health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running")
+        return assess(configuration: configuration, reader: reader, readError: readError, status: status, running: running, loops: loops,
+                      checkIntegrity: checkIntegrity, nowMs: nowMs)
+    }
+
+    private static func openSpool(_ configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) -> (SpoolReader?, SpoolStatus?, String?) {
+        do {
+            let reader = try SpoolReader.open(path: configuration.spool.path)
+            do {
+                return (reader, try reader.status(nowMs: nowMs), nil)
+            } catch {
+                return (reader, nil, "\(error)")
+            }
+        } catch {
+            return (nil, nil, "\(error)")
+        }
     }
 }

@@ -42,7 +42,8 @@ package enum HealthChecks {
         let ran: JSONValue = problems == nil ? .null : .bool(problems?.isEmpty == true)
         let listed: JSONValue = .array((problems ?? []).map { .string($0) })
         if let readError {
-            return HealthCheck(key: "spool", state: .failing, summary: "spool unreadable: \(readError)", details: [("quickCheckOk", ran), ("problems", listed)])
+            let found = (problems ?? []).isEmpty ? "" : "; quick_check found: \(problems?.prefix(3).joined(separator: "; ") ?? "")"
+            return HealthCheck(key: "spool", state: .failing, summary: "spool unreadable: \(readError)\(found)", details: [("quickCheckOk", ran), ("problems", listed)])
         }
         guard let problems else {
             return HealthCheck(key: "spool", state: .ok, summary: "readable (quick_check not run: georelay check --spool)",

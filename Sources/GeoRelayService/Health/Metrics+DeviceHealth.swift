@@ -5,9 +5,9 @@ import GeoRelayCore
 extension Metrics {
     static func deviceFamilies(_ device: DeviceHealth, label: (String, String) -> String) -> String {
         var out = ""
-        func family(_ name: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
+        func family(_ name: String, _ help: String, _ samples: [(labels: String, value: Double)], type: String = "gauge") {
             guard !samples.isEmpty else { return }
-            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
             for sample in samples {
                 out += name + (sample.labels.isEmpty ? "" : "{\(sample.labels)}") + " " + JSONValue.format(number: sample.value) + "\n"
             }
@@ -40,7 +40,7 @@ extension Metrics {
                 return (label("device", name), n)
             }
         }
-        family("georelay_source_untimed_fixes", "Fixes refused for want of a time, per receiver.", receiverSamples("untimed"))
+        family("georelay_source_untimed_fixes_total", "Fixes refused for want of a time, per receiver.", receiverSamples("untimed"), type: "counter")
         family("georelay_source_rollover_fixes", "Stored fixes dated 1024 weeks back (GPS week-number rollover), per receiver.", receiverSamples("rollover"))
         family("georelay_source_last_received_age_seconds", "Time since the receiver's last stored position arrived.", receiverSamples("lastReceivedAgeSeconds"))
         return out
