@@ -24,7 +24,7 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         // gzip, the push destination's fallback encoding when a server refuses zstd.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        // Linux system calls that Glibc's Swift module does not export (epoll, eventfd).
+        // Linux system calls that Glibc's Swift module does not export (epoll, eventfd, adjtimex, statvfs).
         .systemLibrary(name: "CLinux"),
 
         // Positions, their codecs, configuration and small runtime helpers.
@@ -38,7 +38,7 @@ let package = Package(
         // Collectors: a GPS unit's serial, network, gpsd or file source into the socket.
         .target(name: "GeoRelayCollect", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.
-        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward", "GeoRelayCollect"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward", "GeoRelayCollect", "CLinux"], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
         .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
 

@@ -1,6 +1,6 @@
 #ifndef GEORELAY_CLINUX_SHIM_H
 #define GEORELAY_CLINUX_SHIM_H
-// Glibc's Swift module leaves these headers out; the relay's event loop needs them.
+// Glibc's Swift module leaves these headers out; the relay's event loop and its health checks need them.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -9,4 +9,48 @@
 /// accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module does not set.
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 static inline int georelay_accept4(int fd, int flags) { return accept4(fd, (struct sockaddr *)0, (socklen_t *)0, flags); }
+
+// Device health: the kernel's clock discipline state and the spool filesystem's free space.
+#include <errno.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/timex.h>
+
+/// What adjtimex(2) says about the system clock, read without changing anything (modes 0,
+/// which any user may do). `state` is adjtimex's return value (TIME_OK ... TIME_ERROR, or -1
+/// with `error` set); `unsynchronised` is STA_UNSYNC, which the kernel sets until an NTP
+/// daemon (or chrony, or systemd-timesyncd) has disciplined the clock and clears again
+/// when nothing has for a while; `maxerror_us` is the kernel's bound on the clock's error.
+struct georelay_clock_state {
+    int state;
+    int error;
+    int unsynchronised;
+    long maxerror_us;
+    long esterror_us;
+};
+static inline struct georelay_clock_state georelay_read_clock(void) {
+    struct timex tx;
+    memset(&tx, 0, sizeof tx);
+    struct georelay_clock_state out;
+    memset(&out, 0, sizeof out);
+    out.state = adjtimex(&tx);
+    if (out.state < 0) {
+        out.error = errno;
+        return out;
+    }
+    out.unsynchronised = (tx.status & STA_UNSYNC) != 0;
+    out.maxerror_us = tx.maxerror;
+    out.esterror_us = tx.esterror;
+    return out;
+}
+
+/// Free bytes an unprivileged process may still use (f_bavail) and the filesystem's size,
+/// for the directory at `path`; -1 with errno set when statvfs(3) fails.
+static inline int georelay_filesystem_space(const char *path, unsigned long long *available, unsigned long long *total) {
+    struct statvfs vfs;
+    if (statvfs(path, &vfs) != 0) return -1;
+    *available = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+    *total = (unsigned long long)vfs.f_blocks * vfs.f_frsize;
+    return 0;
+}
 #endif

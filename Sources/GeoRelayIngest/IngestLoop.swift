@@ -275,6 +275,8 @@ final class IngestLoop: @unchecked Sendable {
 
     func reject(_ error: IngestError, connection: IngestConnection, line: UnsafeBufferPointer<UInt8>? = nil) {
         rejected["ingest.rejected.\(error.code)", default: 0] += 1
+        // Counted per receiver too, so the health check can name the one sending fixes without a time.
+        if let device = error.untimedDevice { rejected["ingest.untimed.\(device)", default: 0] += 1 }
         if connection.acks {
             _ = connection.addSlot("err \(error.code) \(error.message)")
         } else if rejectLog.allow(nowMs: WallClock.monotonicMs()) {

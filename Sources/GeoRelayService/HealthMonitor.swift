@@ -50,16 +50,19 @@ package struct HealthMonitor: Sendable {
 
     package let parts: [Part]
     package let configuration: Configuration
+    /// Steps of the wall clock, noticed on each report (the watchdog asks about once a second).
+    package let clock = ClockJumpDetector()
 
     package init(parts: [Part], configuration: Configuration) {
         self.parts = parts
         self.configuration = configuration
     }
 
-    /// The parts as of `nowMs` (monotonic).
+    /// The parts as of `nowMs` (monotonic), with the wall clock's last step.
     package func report(nowMs: Int64 = WallClock.monotonicMs()) -> HealthReport {
         HealthReport(parts: parts.map { HealthReport.Part(key: $0.key, name: $0.heartbeat.name, lastTurnMs: $0.heartbeat.lastBeatMs) },
-                     stallAfterMs: configuration.stallAfter.wholeMilliseconds, atMs: nowMs)
+                     stallAfterMs: configuration.stallAfter.wholeMilliseconds, atMs: nowMs,
+                     clockJump: clock.observe(wallMs: WallClock.nowMs(), monotonicMs: nowMs))
     }
 }
 
@@ -84,11 +87,14 @@ package struct HealthReport: Sendable, Equatable {
     package var stallAfterMs: Int64
     /// The moment judged.
     package var atMs: Int64
+    /// The wall clock's last step while the relay ran (nil: none seen).
+    package var clockJump: ClockJump?
 
-    package init(parts: [Part], stallAfterMs: Int64, atMs: Int64) {
+    package init(parts: [Part], stallAfterMs: Int64, atMs: Int64, clockJump: ClockJump? = nil) {
         self.parts = parts
         self.stallAfterMs = stallAfterMs
         self.atMs = atMs
+        self.clockJump = clockJump
     }
 
     package func ageMs(_ part: Part) -> Int64 { max(0, atMs - part.lastTurnMs) }
@@ -102,7 +108,7 @@ package struct HealthReport: Sendable, Equatable {
 
     /// The same turns judged at another moment (`status` judges with its own clock).
     package func judged(atMs: Int64) -> HealthReport {
-        HealthReport(parts: parts, stallAfterMs: stallAfterMs, atMs: atMs)
+        HealthReport(parts: parts, stallAfterMs: stallAfterMs, atMs: atMs, clockJump: clockJump)
     }
 
     /// "ingest loop stalled: no turn for 3.2 s (limit 2 s)", one clause per stalled part; nil when healthy.
@@ -149,11 +155,13 @@ package struct HealthFile: Sendable {
         let parts: [JSONValue] = report.parts.map { part in
             .object(JSONObject([("key", .string(part.key)), ("name", .string(part.name)), ("lastTurnMs", .number(Double(part.lastTurnMs)))]))
         }
+        let jump: JSONValue = report.clockJump.map { .object(JSONObject([("byMs", .number(Double($0.byMs))), ("atMs", .number(Double($0.atMs)))])) } ?? .null
         let object = JSONValue.object(JSONObject([
             ("pid", .number(Double(pid))),
             ("atMs", .number(Double(report.atMs))),
             ("stallAfterMs", .number(Double(report.stallAfterMs))),
             ("parts", .array(parts)),
+            ("clockJump", jump),
         ]))
         try Data((object.jsonText + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
@@ -170,7 +178,11 @@ package struct HealthFile: Sendable {
                   case .number(let last)? = part["lastTurnMs"] else { return nil }
             parts.append(HealthReport.Part(key: key, name: name, lastTurnMs: Int64(last)))
         }
-        return Contents(pid: Int32(pid), report: HealthReport(parts: parts, stallAfterMs: Int64(stallAfter), atMs: Int64(at)))
+        var jump: ClockJump?
+        if case .object(let step)? = object["clockJump"], case .number(let by)? = step["byMs"], case .number(let when)? = step["atMs"] {
+            jump = ClockJump(byMs: Int64(by), atMs: Int64(when))
+        }
+        return Contents(pid: Int32(pid), report: HealthReport(parts: parts, stallAfterMs: Int64(stallAfter), atMs: Int64(at), clockJump: jump))
     }
 
     package func remove() {

@@ -4,34 +4,33 @@ import GeoRelayIngest
 import GeoRelaySpool
 
 /// Prometheus text exposition of what `georelay status` shows, for a monitoring
-/// system on shore: `/metrics`, and `/healthz` (200 while the spool reads and the
-/// ingest loop and the spool writer turn over).
+/// system on shore: `/metrics`, and `/healthz` (the device health: 200 while no check is
+/// failing, 503 with the failing checks' reasons).
 package enum Metrics {
-    /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh per scrape and
-    /// judging the loops' heartbeats per request.
+    /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh and judging
+    /// every health check per request (the spool's quick_check excepted: it reads the whole file).
     package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(IngestStartError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
             switch request.path {
             case "/metrics":
-                guard let status = try? SpoolReader.open(path: configuration.spool.path).status() else {
-                    return HTTPListener.Response(status: 503, reason: "Service Unavailable")
-                }
+                let (device, status) = DeviceHealth.assessRunning(configuration: configuration, monitor: health)
+                guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
                 return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                             body: Array(render(status, configuration: configuration, health: health?.report()).utf8))
+                                             body: Array(render(status, configuration: configuration, health: health?.report(), device: device).utf8))
             case "/healthz":
                 // Read-only, on its own connection: a stalled writer does not hold it up.
-                let readable = (try? SpoolReader.open(path: configuration.spool.path).newestSeq()) != nil
-                let problems = (readable ? [] : ["spool unreadable"]) + (health?.report().problem.map { [$0] } ?? [])
-                return HTTPListener.Response(status: problems.isEmpty ? 200 : 503, reason: problems.isEmpty ? "OK" : "Service Unavailable",
-                                             contentType: "text/plain", body: Array((problems.isEmpty ? "ok\n" : problems.joined(separator: "; ") + "\n").utf8))
+                let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health).health.healthz
+                return HTTPListener.Response(status: answer.status, reason: answer.status == 200 ? "OK" : "Service Unavailable",
+                                             contentType: "text/plain", body: Array(answer.body.utf8))
             default:
                 return HTTPListener.Response(status: 404, reason: "Not Found")
             }
         }
     }
 
-    /// The exposition text (format 0.0.4); the loop families only with `health` (in the daemon).
-    package static func render(_ status: SpoolStatus, configuration: Configuration, health: HealthReport? = nil,
+    /// The exposition text (format 0.0.4); the loop families only with `health` (in the daemon),
+    /// the health checks' only with `device`.
+    package static func render(_ status: SpoolStatus, configuration: Configuration, health: HealthReport? = nil, device: DeviceHealth? = nil,
                                nowMs: Int64 = WallClock.nowMs()) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
@@ -79,6 +78,7 @@ package enum Metrics {
             family("georelay_loop_last_turn_age_seconds", "gauge", "Time since the loop last turned over.",
                    health.parts.map { (label("loop", $0.key), Double(health.ageMs($0)) / 1000) })
         }
+        if let device { out += deviceFamilies(device, label: label) }
         return out
     }
 }

@@ -14,6 +14,9 @@ package struct StatusReport: Sendable {
     package var nowMs: Int64
     /// The running relay's loops, from the health file it refreshes (`HealthFile`).
     package var health: Health = .unknown("the relay is not running")
+    /// Every health check (loops, spool, disk, clock, sources, links): `status --health`,
+    /// the screen's `checks` and the JSON's `deviceHealth`.
+    package var device = DeviceHealth(checks: [])
 
     /// What `status` can say about the loops' health.
     package enum Health: Sendable, Equatable {
@@ -26,8 +29,11 @@ package struct StatusReport: Sendable {
     package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
-        return StatusReport(status: try reader.status(nowMs: nowMs), configuration: configuration, running: running, nowMs: nowMs,
-                            health: running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running"))
+        let status = try reader.status(nowMs: nowMs)
+        let loops = running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running")
+        return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
+                            device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
+                                                        loops: loops, nowMs: nowMs))
     }
 
     /// The running relay's health as its file tells it, judged now.
@@ -115,6 +121,7 @@ package struct StatusReport: Sendable {
                 ("wireBytesThisMonth", num(status.destinations.reduce(0) { $0 + $1.wireBytesThisMonth })),
             ]))),
             ("health", healthJSON),
+            ("deviceHealth", device.json),
             ("destinations", .array(destinations)),
             ("devices", .array(devices)),
         ]))
@@ -189,6 +196,7 @@ package struct StatusReport: Sendable {
         let rejected = IngestError.allCodes.compactMap { code in c["ingest.rejected.\(code)"].flatMap { $0 > 0 ? "\(code) \($0)" : nil } }
         out += "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
         out += "health  \(healthText)\n"
+        out += "\nchecks: \(device.state.name)\n" + device.text
         out += "\ndestinations\n"
         for row in destinationRows {
             let d = row.status

@@ -119,6 +119,7 @@ import Testing
 
     @Test func constraintsOverSeveralOptions() throws {
         #expect(try error("status", ["--json", "--watch"]) == UsageError(command: "status", "--json and --watch cannot be combined"))
+        #expect(try error("status", ["--health", "--watch"]) == UsageError(command: "status", "--health and --watch cannot be combined"))
         #expect(try error("logs", ["--clear", "--limit", "3"]) == UsageError(command: "logs", "--clear and --limit cannot be combined"))
         #expect(try error("collect", ["--device", "x"])
             == UsageError(command: "collect", "give a source: --serial, --udp, --tcp, --gpsd, --file or -"))
@@ -147,7 +148,7 @@ import Testing
         #expect(try spec("send").usageLine == "usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]")
         #expect(try spec("duty").usageLine == "usage: georelay duty on|off [--destination NAME] [--config PATH]")
         #expect(try spec("collect").usageLine.hasSuffix("[--config PATH] [-]"))
-        #expect(try spec("status").usageLine == "usage: georelay status [--json | --watch] [--config PATH]")
+        #expect(try spec("status").usageLine == "usage: georelay status [--json | --watch] [--health] [--config PATH]")
         #expect(try spec("logs").usageLine == "usage: georelay logs [--clear | --limit N] [--config PATH]")
     }
 }

@@ -33,7 +33,7 @@ final class ConsoleFiles {
 
 @Suite struct GeoRelayCommandLineTests {
     @Test func exitCodesAreTheSysexitsValues() {
-        #expect(ExitCode.allCases.map(\.rawValue) == [0, 1, 64, 78])
+        #expect(ExitCode.allCases.map(\.rawValue) == [0, 1, 2, 64, 78])
         #expect(ExitCode.usage.rawValue == 64)          // EX_USAGE
         #expect(ExitCode.configuration.rawValue == 78)  // EX_CONFIG
     }

@@ -92,6 +92,15 @@ import GeoRelayTestKit
         #expect(samples["georelay_destination_sent_total{destination=\"traccar\"}"] == 2)
         #expect((samples["georelay_destination_wire_bytes_total{destination=\"traccar\"}"] ?? 0) > 0)
         #expect((samples["georelay_spool_bytes"] ?? 0) > 0)
+        // The device health checks: every check has its gauge, and a delivering relay's loops and links are ok.
+        for check in ["loops", "spool", "disk", "clock", "sources", "links"] {
+            #expect(samples["georelay_health_check{check=\"\(check)\"}"] != nil, "no georelay_health_check for \(check)")
+        }
+        #expect(samples["georelay_health_check{check=\"loops\"}"] == 0)
+        #expect(samples["georelay_health_check{check=\"links\"}"] == 0)
+        #expect((samples["georelay_disk_free_bytes"] ?? 0) > 0)
+        #expect(samples["georelay_source_rollover_fixes{device=\"boat\"}"] == 0)
+        #expect(samples["georelay_source_untimed_fixes_total{device=\"boat\"}"] == 0)
         #expect(try easy.get("http://127.0.0.1:\(port)/healthz") == "ok\n")
         // The uplink budget: bytes today and this month, per destination and in all.
         let status = try world.statusJSON()

@@ -11,6 +11,10 @@ package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible 
     /// A human explanation of what was wrong and where. Never holds secrets.
     package let message: String
 
+    /// The device whose fix came without a time (a `time` rejection), for the health check
+    /// that names such receivers; nil for every other rejection.
+    package private(set) var untimedDevice: String?
+
     private init(_ code: Code, _ message: String) {
         self._code = code
         self.message = message
@@ -22,6 +26,13 @@ package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible 
     package static func parse(_ message: String) -> IngestError { IngestError(.parse, message) }
     package static func range(_ message: String) -> IngestError { IngestError(.range, message) }
     package static func time(_ message: String) -> IngestError { IngestError(.time, message) }
+    /// `time missing time` for a fix of `device` that carries no time (a receiver without one
+    /// yet, which gpsd reports as it gets them).
+    package static func missingTime(device: String) -> IngestError {
+        var error = IngestError(.time, "missing time")
+        error.untimedDevice = device
+        return error
+    }
     package static func device(_ message: String) -> IngestError { IngestError(.device, message) }
     package static func tooLong(_ message: String) -> IngestError { IngestError(.tooLong, message) }
     package static func spoolFull(_ message: String) -> IngestError { IngestError(.spoolFull, message) }

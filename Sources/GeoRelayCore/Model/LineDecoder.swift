@@ -95,9 +95,10 @@ package struct LineDecoder: Sendable {
         let time = try reader.time("time")
         let lat = try reader.number("lat")
         let lon = try reader.number("lon")
+        let named = try requireDevice(device)
         var position = Position(
-            device: try requireDevice(device),
-            timeMs: try requireTime(time),
+            device: named,
+            timeMs: try requireTime(time, device: named),
             lat: try require(lat, "lat"),
             lon: try require(lon, "lon"))
         position.speed = try reader.number("speed")
@@ -132,9 +133,10 @@ package struct LineDecoder: Sendable {
         let gpsdDevice = try reader.string("device")
         let device = defaultDevice ?? gpsdDevice
         guard let lat = try reader.number("lat"), let lon = try reader.number("lon") else { return .skip("no-fix") }
+        let named = try requireDevice(device)
         var position = Position(
-            device: try requireDevice(device),
-            timeMs: try requireTime(try reader.time("time")),
+            device: named,
+            timeMs: try requireTime(try reader.time("time"), device: named),
             lat: lat, lon: lon)
         position.speed = try reader.number("speed")
         position.course = try reader.number("track")
@@ -168,8 +170,8 @@ package struct LineDecoder: Sendable {
         return device
     }
 
-    private func requireTime(_ time: Int64?) throws(IngestError) -> Int64 {
-        guard let time else { throw .time("missing time") }
+    private func requireTime(_ time: Int64?, device: String) throws(IngestError) -> Int64 {
+        guard let time else { throw .missingTime(device: device) }
         return time
     }
 

@@ -16,7 +16,10 @@ extension CommandSpec {
             if option.required {
                 parts.append(text(option))
             } else if let group = groups.first(where: { $0.contains(option.name) }) {
-                parts.append("[" + group.compactMap { self.option(named: $0).map(text) }.joined(separator: " | ") + "]")
+                // An option in two groups (`--watch` with `--json` and with `--health`) is shown once,
+                // in the first: `[--json | --watch] [--health]`.
+                let unshown = group.filter { !shown.contains($0) }
+                parts.append("[" + unshown.compactMap { self.option(named: $0).map(text) }.joined(separator: " | ") + "]")
                 shown.formUnion(group)
             } else {
                 parts.append("[\(text(option))]")

@@ -9,6 +9,9 @@ package enum ExitCode: Int32, Sendable, CaseIterable {
     /// The command ran and did not succeed: an upload was refused or unanswered, the spool
     /// could not be read, a collector's source could not be opened, the daemon stopped on an error.
     case failure = 1
+    /// `georelay status --health` only: the box is failing (there 1 means degraded, 0 healthy),
+    /// so a script can tell "look at it" from "it is losing positions".
+    case unhealthy = 2
     /// `EX_USAGE`: the command line is wrong (unknown command or option, a missing or
     /// malformed value, a repeated option); the message names the option and the command.
     case usage = 64
@@ -19,7 +22,8 @@ package enum ExitCode: Int32, Sendable, CaseIterable {
     package var meaning: String {
         switch self {
         case .success: "success"
-        case .failure: "the command ran and failed (an upload refused, the spool unreadable, ...)"
+        case .failure: "the command ran and failed (an upload refused, the spool unreadable, ...); status --health: degraded"
+        case .unhealthy: "status --health: failing"
         case .usage: "usage error (EX_USAGE)"
         case .configuration: "configuration error (EX_CONFIG)"
         }

@@ -16,12 +16,16 @@ extension GeoRelayCommandLine {
             name: "status", summary: "show delivery state, backlog and counters (works while the relay is down)",
             details: """
                 Shows each destination's state, backlog, oldest pending age, last success and error,
-                the spool's size against its quota, the ingest counters and the health of the running
-                relay's ingest loop and spool writer. Reads the spool read-only.
+                the spool's size against its quota, the ingest counters, the health of the running
+                relay's ingest loop and spool writer, and the device health checks (loops, spool,
+                disk, clock, sources, links). Reads the spool read-only. With --health only the
+                checks, the spool's quick_check included, and the exit status says how the box is:
+                0 healthy, 1 degraded, 2 failing (--json: the checks as one JSON object).
                 """,
             options: [OptionSpec("--json", .flag, help: "one JSON object (keys in the README) instead of the screen"),
-                      OptionSpec("--watch", .flag, help: "redraw the screen every 2 s until interrupted")],
-            constraints: [.atMostOne(["--json", "--watch"])],
+                      OptionSpec("--watch", .flag, help: "redraw the screen every 2 s until interrupted"),
+                      OptionSpec("--health", .flag, help: "only the health checks; exit status 0 healthy, 1 degraded, 2 failing")],
+            constraints: [.atMostOne(["--json", "--watch"]), .atMostOne(["--health", "--watch"])],
             work: .async(Commands.status(_:))),
         CommandSpec(
             name: "logs", summary: "print the diagnostic log, oldest first",
@@ -75,7 +79,10 @@ extension GeoRelayCommandLine {
             details: """
                 Validates the configuration and prints every effective value, defaults filled in and secrets
                 masked, without starting anything. Exit status 0, or 78 (EX_CONFIG) naming the key at fault.
+                With --spool, checks the spool file instead: SQLite's quick_check on a read-only connection
+                (safe while the relay runs); exit status 0 when sound, 1 with the problems found.
                 """,
+            options: [OptionSpec("--spool", .flag, help: "check the spool file's integrity (quick_check) instead")],
             work: .blocking(Commands.check(_:))),
         CommandSpec(
             name: "collect", summary: "feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay",

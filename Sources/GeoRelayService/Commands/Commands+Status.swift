@@ -1,4 +1,5 @@
 import GeoRelayCore
+import GeoRelaySpool
 
 /// `georelay status`: one report, as a screen or JSON, or the screen redrawn until interrupted.
 extension Commands {
@@ -8,8 +9,26 @@ extension Commands {
             try await watchStatus(configuration: configuration, console: invocation.console)
             return .success
         }
+        if invocation.arguments.flag("--health") {
+            let device = await onDedicatedThread(named: "georelay.status") { DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true) }
+            invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : "\(device.state.name)\n" + device.text)
+            return device.exitCode
+        }
         let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration) }
         invocation.console.write(invocation.arguments.flag("--json") ? report.json.jsonText + "\n" : report.text)
+        return .success
+    }
+
+    /// `georelay check --spool`: quick_check on a read-only connection; 0 when sound, 1 with the problems.
+    static func checkSpool(_ invocation: Invocation) throws -> ExitCode {
+        let path = invocation.configuration.spool.path
+        let problems = try SpoolReader.integrityProblems(path: path)
+        guard problems.isEmpty else {
+            invocation.console.line("spool \(path): quick_check found \(problems.count == 1 ? "a problem" : "\(problems.count) problems"):")
+            for problem in problems { invocation.console.line("  \(problem)") }
+            return .failure
+        }
+        invocation.console.line("spool \(path): ok (quick_check)")
         return .success
     }
 
