@@ -177,12 +177,16 @@ package struct StatusReport: Sendable {
         return (Double(d.pending) / rate).rounded()
     }
 
-    /// A multi-source device's receivers, best first, with the one in use now.
+    /// A multi-source device's receivers, best first, with the one feeding it as of its newest
+    /// position: the best heard within the failover window before the device last received one,
+    /// as the router chose then. (Judged against the device's time, not the reader's: a status read
+    /// a minute after the boat's receivers fell silent still names the one that was in use.)
     private func sources(of device: String) -> [(name: String, lastFixMs: Int64?, active: Bool)]? {
         guard let configured = configuration.devices.first(where: { $0.id == device }) else { return nil }
         let rows = configured.sources.map { name in (name, status.devices.first { $0.name == name }) }
         let window = Int64(configured.failoverSeconds * 1000)
-        let active = rows.first { row in row.1?.lastReceivedMs.map { nowMs - $0 <= window } ?? false }?.0
+        let reference = status.devices.first { $0.name == device }?.lastReceivedMs ?? nowMs
+        let active = rows.first { row in row.1?.lastReceivedMs.map { abs(reference - $0) <= window } ?? false }?.0
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
     }
 
