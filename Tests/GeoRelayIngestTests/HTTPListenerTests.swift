@@ -100,6 +100,20 @@ import Synchronization
         #expect(text(try world.client().exchange("GET /next HTTP/1.1\r\n\r\n")) == "GET /next 0")
     }
 
+    /// The listener's own answers (what it logs, too) name the rule, never the request: a token
+    /// in the target or a header stays out of them.
+    @Test(arguments: ["Content-Length: s3cret-token", "Expect: s3cret-token", "Bad Name: s3cret-token"])
+    func anErrorAnswerNeverQuotesTheRequest(header: String) throws {
+        let world = try World()
+        let outcome = try world.client().exchange("POST /?token=s3cret-token HTTP/1.1\r\n\(header)\r\n\r\n")
+        guard case .answered(let answer) = outcome else {
+            Issue.record("no answer to \(header): \(outcome)")
+            return
+        }
+        #expect(answer.status >= 400)
+        #expect(!String(decoding: answer.body, as: UTF8.self).contains("s3cret"), "\(String(decoding: answer.body, as: UTF8.self))")
+    }
+
     /// A gigabyte announced is answered 413 before the body is read: the client sends a few
     /// megabytes at most before it sees the answer and the close.
     @Test func aGigabyteBodyIsRefusedWithoutBeingRead() throws {

@@ -30,6 +30,8 @@ func freePort() -> Int {
         let port = freePort()
         let world = try RelayWorld(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
         try world.start()
+        // The relay is up when its socket accepts; the phone port is bound just after.
+        try awaitListening(port: port)
         let base = "http://127.0.0.1:\(port)"
         // The query form (GET), the form body (POST), and the JSON body of current Traccar Client apps.
         #expect(try post(base + "/?id=phone-1&timestamp=1784953800&lat=59.5&lon=10.5&speed=10&batt=70", body: "", type: "text/plain") == 200)
@@ -62,6 +64,8 @@ func freePort() -> Int {
         try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#,
                               topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "phone-a"], failoverSeconds: 10 }],"#)
         try world.start()
+        // The relay is up when its socket accepts; the phone port is bound just after.
+        try awaitListening(port: port)
         let base = "http://127.0.0.1:\(port)"
         for second in 0..<3 {
             #expect(try post(base + "/?id=phone-a&timestamp=\(1_784_953_800 + second)&lat=59.5&lon=10.5", body: "", type: "text/plain") == 200)

@@ -1,6 +1,6 @@
 /// Why the listener answered a request itself instead of handing it on: the status it
-/// answered, and a short reason safe to log and to send back (it names the limit, never
-/// echoes more than a few bytes of the request).
+/// answered, and a short reason safe to log and to send back: it names the rule or the limit
+/// and never quotes the request (whose target or headers may carry a token).
 ///
 /// Every such answer closes the connection: after a malformed or oversized head the
 /// listener cannot tell where the next request would start.

@@ -118,8 +118,11 @@ extension HTTPServerLoop {
 
     /// Answers `error` itself and closes after it: past a bad head, nothing says where the next request starts.
     func fail(_ connection: HTTPConnection, _ error: HTTPRequestError, nowMs: Int64) {
-        statistics.withLock { $0.answeredByListener[error.status, default: 0] += 1 }
-        if error.status != 408 { warn("answered \(error)", nowMs: nowMs) }
+        let count = statistics.withLock { statistics in
+            statistics.answeredByListener[error.status, default: 0] += 1
+            return statistics.answeredByListener[error.status]!
+        }
+        warn("\(error.status)", "answered \(error) (\(count) so far)", nowMs: nowMs)
         connection.input = []
         connection.output += error.response.serialized(close: true)
         connection.phase = .writing(close: true, sinceMs: nowMs)

@@ -33,7 +33,9 @@ final class HTTPServerLoop: @unchecked Sendable {
     var acceptPausedUntilMs: Int64?
     var lastSweepMs: Int64 = 0
     var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-    var warnings = RateLimiter(perWindow: 5, windowMs: 60_000)
+    /// One warning per kind (eviction, refusal, each status answered, accept errors) per window,
+    /// so a flood of one kind neither fills the log nor hides the others.
+    var warnings: [String: RateLimiter] = [:]
     let requestTimeoutMs: Int64
     let idleTimeoutMs: Int64
 
@@ -125,19 +127,22 @@ final class HTTPServerLoop: @unchecked Sendable {
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: make room from the idle, or stop the level-triggered listener spinning.
                     if evictOne(nowMs: now) { continue }
-                    warn("cannot accept: \(String(cString: strerror(code))); pausing for \(Self.acceptPauseMs) ms", nowMs: now)
+                    warn("accept", "cannot accept: \(String(cString: strerror(code))); pausing for \(Self.acceptPauseMs) ms", nowMs: now)
                     pauseAccepting(nowMs: now)
                     return
                 default:
                     // Shut down by stop(): quiet until the loop sees the stop and closes the descriptor.
-                    if !stopAnnounced.load(ordering: .acquiring) { warn("accept failed: \(String(cString: strerror(code)))", nowMs: now) }
+                    if !stopAnnounced.load(ordering: .acquiring) { warn("accept", "accept failed: \(String(cString: strerror(code)))", nowMs: now) }
                     pauseAccepting(nowMs: now)
                     return
                 }
             }
             if connections.count >= limits.maxConnections, !evictOne(nowMs: now) {
-                statistics.withLock { $0.refused += 1 }
-                warn("refused a connection: all \(limits.maxConnections) open connections have a request with the handler", nowMs: now)
+                let refused = statistics.withLock { statistics in
+                    statistics.refused += 1
+                    return statistics.refused
+                }
+                warn("refused", "answered 503 to a new connection: all \(limits.maxConnections) open connections have a request with the handler (\(refused) refused so far)", nowMs: now)
                 let answer = HTTPRequestError.serviceUnavailable("every connection is busy").response.serialized(close: true)
                 _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
                 close(fd)
@@ -151,7 +156,7 @@ final class HTTPServerLoop: @unchecked Sendable {
             do {
                 try epoll.add(fd, token: connection.id, events: interest)
             } catch {
-                warn("cannot watch a new connection: \(error)", nowMs: now)
+                warn("accept", "cannot watch a new connection: \(error)", nowMs: now)
                 close(fd)
                 continue
             }
@@ -186,8 +191,11 @@ final class HTTPServerLoop: @unchecked Sendable {
         }
         guard let victim = idle ?? partial?.0 else { return false }
         closeConnection(victim)
-        statistics.withLock { $0.evicted += 1 }
-        warn("\(limits.maxConnections) connections open: closed the longest idle one to let a new one in", nowMs: nowMs)
+        let evicted = statistics.withLock { statistics in
+            statistics.evicted += 1
+            return statistics.evicted
+        }
+        warn("evicted", "\(limits.maxConnections) connections open: closed the longest idle one to let a new one in (\(evicted) so far)", nowMs: nowMs)
         return true
     }
 
@@ -262,8 +270,8 @@ final class HTTPServerLoop: @unchecked Sendable {
         statistics.withLock { $0.open = connections.count }
     }
 
-    func warn(_ message: String, nowMs: Int64) {
-        guard let logger, warnings.allow(nowMs: nowMs) else { return }
+    func warn(_ kind: String, _ message: String, nowMs: Int64) {
+        guard let logger, warnings[kind, default: RateLimiter(perWindow: 1, windowMs: 10_000)].allow(nowMs: nowMs) else { return }
         logger.warning("\(what): \(message)")
     }
 }
