@@ -27,8 +27,11 @@ func freePort() -> Int {
     }
 
     @Test func phonesPostingLikeToTraccarAreStoredAndForwarded() async throws {
+        // The port is picked while the fake server holds its own: freePort() cannot hand out the
+        // fake's port before it is bound (the relay then refused its config as pointing at itself).
+        let world = try RelayWorld()
         let port = freePort()
-        let world = try RelayWorld(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
         try world.start()
         // The relay is up when its socket accepts; the phone port is bound just after.
         try awaitListening(port: port)
@@ -59,8 +62,11 @@ func freePort() -> Int {
     /// A phone listed as one of a device's sources feeds the device as a collector would: its
     /// positions go to the destinations under the device, with the phone as their source.
     @Test func aPhoneListedAsADevicesSourceIsRoutedToTheDevice() async throws {
+        // The port is picked while the fake server holds its own: freePort() cannot hand out the
+        // fake's port before it is bound (the relay then refused its config as pointing at itself).
+        let world = try RelayWorld()
         let port = freePort()
-        let world = try RelayWorld(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
         try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#,
                               topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "phone-a"], failoverSeconds: 10 }],"#)
         try world.start()
@@ -77,8 +83,11 @@ func freePort() -> Int {
     }
 
     @Test func aDestinationPointingAtTheListenerIsRefusedAtStart() throws {
+        // The port is picked while the fake server holds its own: freePort() cannot hand out the
+        // fake's port before it is bound (the relay then refused its config as pointing at itself).
+        let world = try RelayWorld()
         let port = freePort()
-        let world = try RelayWorld(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#)
         try world.writeConfig(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#, moreDestinations: #"{ name: "self", url: "http://127.0.0.1:\#(port)" },"#)
         let result = try world.command(["run"])
         #expect(result.status == 78)
