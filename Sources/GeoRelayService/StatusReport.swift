@@ -236,22 +236,9 @@ package struct StatusReport: Sendable {
         return out
     }
 
-    private func bytes(_ n: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(n)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
-    }
+    /// The health checks' formatting, so status and its checks read alike.
+    private func bytes(_ n: Int64) -> String { HealthChecks.bytes(n) }
 
-    private func duration(_ ms: Int64) -> String {
-        let s = max(0, ms / 1000)
-        if s < 120 { return "\(s) s" }
-        if s < 7200 { return "\(s / 60) min" }
-        if s < 172_800 { return "\(s / 3600) h" }
-        return "\(s / 86400) d"
-    }
+    /// Whole seconds and up (status has no use for milliseconds).
+    private func duration(_ ms: Int64) -> String { ms < 1000 ? "0 s" : HealthChecks.duration(ms) }
 }
