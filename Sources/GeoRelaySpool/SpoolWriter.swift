@@ -22,6 +22,14 @@ final class SpoolWriter: @unchecked Sendable {
 
         /// Acknowledgements, counters and log entries are worth a second try on their own when
         /// their group fails; a barrier follows them so it still comes after them.
+        /// Acknowledgements, counters and log entries: held until the state interval is up.
+        var isState: Bool {
+            switch self {
+            case .delivery, .counters, .log: true
+            case .append, .operation, .barrier: false
+            }
+        }
+
         var retriedAlone: Bool {
             switch self {
             case .append, .operation: false
@@ -259,17 +267,16 @@ final class SpoolWriter: @unchecked Sendable {
     /// `writeState` (their interval is up, someone waits on a barrier, or the spool closes), so
     /// a commit of positions at a low rate touches only the pages the positions need.
     private func process(_ taken: [Job], writeState: Bool) {
-        let isState: (Job) -> Bool = { if case .delivery = $0 { true } else if case .counters = $0 { true } else if case .log = $0 { true } else { false } }
-        var jobs: [Job]
+        let jobs: [Job]
         let writeState = writeState || settings.stateInterval == .zero
         if writeState || heldState.count + taken.count > Self.maxHeldState {
             jobs = heldState + taken
             heldState.removeAll()
         } else {
-            heldState += taken.filter(isState)
-            jobs = taken.filter { !isState($0) }
+            heldState += taken.filter(\.isState)
+            jobs = taken.filter { !$0.isState }
         }
-        let writingState = writeState || jobs.contains(where: isState)
+        let writingState = writeState || jobs.contains(where: \.isState)
         guard !jobs.isEmpty || (writingState && !heldCounters.isEmpty) else { return }
         guard let db else {
             for job in jobs { fail(job, with: .internal("the spool is closed")) }
