@@ -285,18 +285,20 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
 
 /// The probe a Teltonika destination backs off with, and the canary's way of telling the server from the link.
 @Suite struct TeltonikaProbeTests {
-    func probe(url: String) throws -> TeltonikaProbe {
+    /// - Parameter timeout: short where nothing is meant to answer; generous where the fake does,
+    ///   whose accept thread a loaded `make test` can keep from running for seconds.
+    func probe(url: String, timeout: Double = 0.5) throws -> TeltonikaProbe {
         var settings = Configuration.DestinationSettings()
         settings.traccarProtocol = .teltonika
         settings.url = url
-        settings.connectTimeoutSeconds = 0.5
+        settings.connectTimeoutSeconds = timeout
         return try TeltonikaProbe(settings: settings)
     }
 
     @Test func traccarsAnswerToTheProbeIdProvesTheServer() async throws {
         let server = try FakeTeltonikaServer()
         defer { server.stop() }
-        let probe = try probe(url: "tcp://127.0.0.1:\(server.port)")
+        let probe = try probe(url: "tcp://127.0.0.1:\(server.port)", timeout: 30)
         let (answer, wireBytes) = await probe.check()
         #expect(answer == .server)
         #expect(wireBytes == 17, "16 bytes of identification, 1 of answer")
