@@ -1,6 +1,8 @@
 import GeoRelayCore
 
 /// Deletes positions: delivered ones past retention, and whatever the quota demands.
+/// It deletes from `positions` only: `recent` holds the newest, never the ones to go first
+/// (and `devices.last_seq`, which `deliveredThrough` reads, covers `positions` only).
 ///
 /// A position is delivered when every buffered destination's cursor for its
 /// device has passed it. Quarantined positions are kept (an operator decides
@@ -27,11 +29,18 @@ struct Eviction {
     }
 
     /// Deletes delivered positions received before `retainHours` ago.
-    func deleteExpired(nowMs: Int64) throws -> Int {
+    /// - Parameter mergeRecent: called first when `recent` holds some of them (a retention
+    ///   shorter than the merge interval); with hours of retention it never does.
+    func deleteExpired(nowMs: Int64, mergeRecent: () throws -> Void = {}) throws -> Int {
         let cutoff = nowMs - Int64(settings.retainHours * 3_600_000)
+        let old = try db.statement("SELECT EXISTS(SELECT 1 FROM recent WHERE received_ms < ?)")
+        old.bind(1, cutoff)
+        let merge = try old.step() && old.int64(0) != 0
+        old.reset()
+        if merge { try mergeRecent() }
         let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max)
         // Replays of positions that are gone can never be sent.
-        try db.execute("DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions)")
+        try db.execute("DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions) AND seq NOT IN (SELECT seq FROM recent)")
         return deleted
     }
 
@@ -80,11 +89,14 @@ struct Eviction {
     /// on every group once the spool is full.
     /// - Parameter incomingBytes: what the group about to be written will take, so that the
     ///   quota holds after it, not only before.
-    func enforceQuota(incomingBytes: Int64 = 0) throws -> Outcome {
+    /// - Parameter mergeRecent: moves `recent` into `positions` first, in the same
+    ///   transaction, so the oldest positions are all where eviction looks.
+    func enforceQuota(incomingBytes: Int64 = 0, mergeRecent: () throws -> Void = {}) throws -> Outcome {
         var outcome = Outcome()
         guard try usedBytes() + incomingBytes >= settings.maxBytes else { return outcome }
         let target = settings.maxBytes - settings.maxBytes / 20
         try db.transaction {
+            try mergeRecent()
             while try usedBytes() > target {
                 if try deleteDelivered(receivedBefore: .max, limit: Self.chunk) > 0 { continue }
                 guard settings.whenFull == .dropOldest else {

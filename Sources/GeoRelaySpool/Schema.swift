@@ -94,6 +94,31 @@ enum Schema {
         """
         CREATE TABLE replay_queue(destination TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(destination, seq)) WITHOUT ROWID;
         """,
+        // Version 8: new positions land in `recent`, a table without indexes, and move into `positions`
+        // in bulk (see `RecentPositions`), so a commit at 1 Hz rewrites one leaf instead of one in each
+        // index per device. Same columns as `positions`; seqs in it are above every seq there.
+        // `devices.last_seq` and friends describe `positions` only; `device_totals` adds `recent`.
+        """
+        CREATE TABLE recent(
+            seq INTEGER PRIMARY KEY,
+            device_id INTEGER NOT NULL,
+            fix_ms INTEGER NOT NULL,
+            received_ms INTEGER NOT NULL,
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
+            charging INTEGER, alarm TEXT, attributes TEXT
+        );
+        CREATE VIEW device_totals AS
+        SELECT d.id, d.name, d.hidden,
+               max(d.last_seq, coalesce(r.seq, 0)) AS last_seq,
+               max(coalesce(d.last_fix_ms, r.fix_ms), coalesce(r.fix_ms, d.last_fix_ms)) AS last_fix_ms,
+               max(coalesce(d.last_received_ms, r.received_ms), coalesce(r.received_ms, d.last_received_ms)) AS last_received_ms,
+               d.received + coalesce(r.n, 0) AS received
+        FROM devices d LEFT JOIN (
+            SELECT device_id, max(seq) AS seq, max(fix_ms) AS fix_ms, max(received_ms) AS received_ms, count(*) AS n
+            FROM recent GROUP BY device_id) r ON r.device_id = d.id;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -113,7 +113,7 @@ package final class Spool: Sendable {
     /// one loses its delivery state; the others are untouched.
     package func register(destinations: [DestinationRegistration]) async throws {
         try await perform { db in
-            let next = try db.statement("SELECT coalesce(max(seq), 0) FROM positions")
+            let next = try db.statement("SELECT max(coalesce((SELECT max(seq) FROM positions), 0), coalesce((SELECT max(seq) FROM recent), 0))")
             _ = try next.step()
             let newest = next.int64(0)
             let upsert = try db.statement("""
@@ -185,7 +185,7 @@ package final class Spool: Sendable {
     /// Runs the retention pass now instead of at the next maintenance tick.
     package func deleteExpired(nowMs: Int64 = WallClock.nowMs()) throws -> Int {
         try writer.sync { db in
-            try db.transaction { try Eviction(db: db, settings: writer.settings).deleteExpired(nowMs: nowMs) }
+            try writer.deleteExpired(db, nowMs: nowMs)
         }
     }
 }
@@ -241,12 +241,13 @@ extension Spool {
         while try devices.step() { list.append((devices.int64(0), devices.text(1) ?? "")) }
         devices.reset()
         try db.transaction {
-            let oldest = try db.statement("SELECT min(fix_ms) FROM positions WHERE device_id = ?")
-            // Whole positions, alarms and attributes included: the caller's choice sees what a destination would.
-            let rows = try db.statement("""
-                SELECT \(SpoolReader.columns)
-                FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
+            let oldest = try db.statement("""
+                SELECT min(fix_ms) FROM (\(SpoolReader.bothTables("SELECT fix_ms FROM %TABLE WHERE device_id = ?1", then: "")))
                 """)
+            // Whole positions, alarms and attributes included: the caller's choice sees what a destination would.
+            let rows = try db.statement(SpoolReader.bothTables("""
+                SELECT \(SpoolReader.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
+                """, then: "ORDER BY fix_ms"))
             let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
             for (id, name) in list {
                 oldest.reset()

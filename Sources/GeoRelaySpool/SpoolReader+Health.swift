@@ -64,12 +64,16 @@ extension SpoolReader {
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters WHERE name LIKE 'ingest.untimed.%'")
             while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }
-            let newest = try db.statement("SELECT fix_ms, received_ms FROM positions WHERE device_id = ? ORDER BY seq DESC LIMIT 1")
+            let newest = try db.statement(SpoolReader.bothTables("""
+                SELECT fix_ms, received_ms, seq FROM %TABLE WHERE device_id = ?1
+                """, then: "ORDER BY seq DESC LIMIT 1"))
             let rollover = try db.statement("""
-                SELECT count(*) FROM positions WHERE device_id = ?1 AND fix_ms < ?2 AND abs(received_ms - fix_ms - ?3) <= ?4
+                SELECT count(*) FROM (\(SpoolReader.bothTables("""
+                SELECT seq FROM %TABLE WHERE device_id = ?1 AND fix_ms < ?2 AND abs(received_ms - fix_ms - ?3) <= ?4
+                """, then: "")))
                 """)
             var records: [ReceiverRecord] = []
-            let devices = try db.statement("SELECT id, name, hidden, last_fix_ms, last_received_ms FROM devices ORDER BY name")
+            let devices = try db.statement("SELECT id, name, hidden, last_fix_ms, last_received_ms FROM device_totals ORDER BY name")
             while try devices.step() {
                 let id = devices.int64(0)
                 let name = devices.text(1) ?? ""
@@ -105,7 +109,9 @@ extension SpoolReader {
     package func oldestWaitingReceivedMs(destination: String) throws(SpoolError) -> Int64? {
         let cursors = try pendingDevices(destination: destination)
         return try wrap {
-            let first = try db.statement("SELECT received_ms FROM positions WHERE device_id = ? AND seq > ? ORDER BY seq LIMIT 1")
+            let first = try db.statement(SpoolReader.bothTables("""
+                SELECT received_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2
+                """, then: "ORDER BY seq LIMIT 1"))
             var oldest: Int64?
             for cursor in cursors {
                 first.reset()

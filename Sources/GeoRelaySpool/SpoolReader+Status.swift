@@ -76,7 +76,9 @@ extension SpoolReader {
                     updatedMs: select.optionalInt64(9), encoding: select.text(10),
                     sendRate: select.optionalInt64(12).flatMap { nowMs - $0 < 60_000 ? select.optionalDouble(11) : nil }))
             }
-            let count = try db.statement("SELECT count(*), min(fix_ms) FROM positions WHERE device_id = ? AND seq > ?")
+            let count = try db.statement("""
+                SELECT count(*), min(fix_ms) FROM (\(SpoolReader.bothTables("SELECT fix_ms FROM %TABLE WHERE device_id = ?1 AND seq > ?2", then: "")))
+                """)
             for index in destinations.indices where destinations[index].buffered {
                 for cursor in try pendingDevices(destination: destinations[index].name) {
                     count.reset()
@@ -117,7 +119,7 @@ extension SpoolReader {
                 }
             }
             var devices: [SpoolStatus.Device] = []
-            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms, received FROM devices ORDER BY name")
+            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms, received FROM device_totals ORDER BY name")
             while try deviceRows.step() {
                 devices.append(SpoolStatus.Device(name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1),
                                                   lastReceivedMs: deviceRows.optionalInt64(2), received: deviceRows.int64(3)))
@@ -125,7 +127,7 @@ extension SpoolReader {
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters")
             while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }
-            let rows = try db.statement("SELECT count(*) FROM positions")
+            let rows = try db.statement("SELECT (SELECT count(*) FROM positions) + (SELECT count(*) FROM recent)")
             _ = try rows.step()
             let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
             let used = ((Int64(try db.pragma("page_count") ?? "0") ?? 0) - (Int64(try db.pragma("freelist_count") ?? "0") ?? 0)) * pageSize

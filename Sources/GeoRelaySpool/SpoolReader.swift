@@ -24,7 +24,10 @@ package final class SpoolReader {
     /// The highest seq ever stored (0 for an empty spool).
     package func newestSeq() throws(SpoolError) -> Int64 {
         try wrap {
-            let select = try db.statement("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0)")
+            let select = try db.statement("""
+                SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
+                           coalesce((SELECT max(seq) FROM recent), 0))
+                """)
             _ = try select.step()
             return select.int64(0)
         }
@@ -35,7 +38,7 @@ package final class SpoolReader {
         try wrap {
             let select = try db.statement("""
                 SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms
-                FROM destinations dst CROSS JOIN devices d
+                FROM destinations dst CROSS JOIN device_totals d
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
                 WHERE dst.name = ? AND d.hidden = 0 AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
                 ORDER BY d.id
@@ -54,10 +57,9 @@ package final class SpoolReader {
     /// A device's positions after `seq`, oldest first.
     package func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
-            let select = try db.statement("""
-                SELECT \(Self.columns)
-                FROM positions WHERE device_id = ? AND seq > ? ORDER BY seq LIMIT ?
-                """)
+            let select = try db.statement(Self.bothTables("""
+                SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND seq > ?2
+                """, then: "ORDER BY seq LIMIT ?3"))
             select.bind(1, deviceID)
             select.bind(2, seq)
             select.bind(3, limit)
@@ -72,14 +74,27 @@ package final class SpoolReader {
     /// Positions stored after `seq` across all devices, oldest first (real-time-only destinations).
     package func positions(after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(Self.bothTables("""
                 SELECT \(Self.columns(of: "p")), p.device_id, d.name
-                FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.seq > ? AND d.hidden = 0 ORDER BY p.seq LIMIT ?
-                """)
+                FROM %TABLE p JOIN devices d ON d.id = p.device_id WHERE p.seq > ?1 AND d.hidden = 0
+                """, then: "ORDER BY seq LIMIT ?2"))
             select.bind(1, seq)
             select.bind(2, limit)
             return try storedRowsWithDevice(select)
         }
+    }
+
+    /// One query over both tables a position can be in, as one statement so it reads one
+    /// snapshot (a merge between two statements would hide the rows it moved). `%TABLE`
+    /// in `select` names the table; `then` orders the whole, by result column names.
+    /// SQLite runs it as a merge of the two ordered searches, so a LIMIT stops both early.
+    static func bothTables(_ select: String, then: String) -> String {
+        """
+        \(select.replacingOccurrences(of: "%TABLE", with: "positions"))
+        UNION ALL
+        \(select.replacingOccurrences(of: "%TABLE", with: "recent"))
+        \(then)
+        """
     }
 
     /// The columns every reader selects, in the order `readPosition` and `StoredPosition` read them.
@@ -138,14 +153,13 @@ package final class SpoolReader {
     /// its pending alarms it already had ahead of their backlog.
     package func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>) {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(Self.bothTables("""
                 SELECT \(Self.columns(of: "p")), p.device_id, d.name, (SELECT 1 FROM alarm_sent a WHERE a.destination = ?1 AND a.seq = p.seq)
-                FROM positions p JOIN devices d ON d.id = p.device_id
+                FROM %TABLE p JOIN devices d ON d.id = p.device_id
                 JOIN destinations dst ON dst.name = ?1
                 LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
                 WHERE p.alarm IS NOT NULL AND d.hidden = 0 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
-                ORDER BY p.seq
-                """)
+                """, then: "ORDER BY seq"))
             select.bind(1, destination)
             var unsent: [StoredPosition] = []
             var sent = Set<Int64>()
@@ -165,11 +179,11 @@ package final class SpoolReader {
     /// The oldest positions queued again for a destination (`georelay replay`).
     package func replayQueue(destination: String, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(Self.bothTables("""
                 SELECT \(Self.columns(of: "p")), p.device_id, d.name
-                FROM replay_queue r JOIN positions p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
-                WHERE r.destination = ? ORDER BY p.device_id, p.fix_ms LIMIT ?
-                """)
+                FROM replay_queue r JOIN %TABLE p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
+                WHERE r.destination = ?1
+                """, then: "ORDER BY device_id, fix_ms LIMIT ?2"))
             select.bind(1, destination)
             select.bind(2, limit)
             return try storedRowsWithDevice(select)
@@ -217,10 +231,9 @@ extension SpoolReader {
     /// of millions of positions holds one in memory. `body` returns false to stop.
     package func forEachPosition(deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool) throws {
         defer { db.resetStatements() }
-        let select = try db.statement("""
-            SELECT \(Self.columns)
-            FROM positions WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
-            """)
+        let select = try db.statement(Self.bothTables("""
+            SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
+            """, then: "ORDER BY fix_ms"))
         select.bind(1, deviceID)
         select.bind(2, sinceMs ?? .min)
         select.bind(3, untilMs ?? .max)

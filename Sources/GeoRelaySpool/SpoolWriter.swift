@@ -73,6 +73,8 @@ final class SpoolWriter: @unchecked Sendable {
 
     // Touched only on `queue`.
     private var db: SQLiteDatabase?
+    /// What `recent` holds (nil once closed).
+    private var recent: RecentPositions?
     /// Acknowledgements, counters and log entries held until `stateInterval` is up (see `Spool.Settings`).
     private var heldState: [Job] = []
     /// Counters of groups committed while state was held, written with it.
@@ -98,7 +100,9 @@ final class SpoolWriter: @unchecked Sendable {
         self.settings = settings
         self.signal = signal
         inbox = Mutex(Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
-        self.db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
+        let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
+        self.db = db
+        recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
         timer.setEventHandler { [weak self] in self?.maintain() }
@@ -188,9 +192,16 @@ final class SpoolWriter: @unchecked Sendable {
             self.heartbeatTimer?.cancel()
             self.drainNow()
             if let db = self.db {
+                // Merged on the way out: the next start (or an offline command) finds `recent` empty.
+                do {
+                    try db.transaction { try self.mergeRecent(db) }
+                } catch {
+                    self.logger.warning("merging recent positions at close failed (they stay in recent): \(error)")
+                }
                 _ = try? db.pragma("wal_checkpoint(TRUNCATE)")
             }
             self.db = nil
+            self.recent = nil
         }
         signal.finish()
         alarmSignal.finish()
@@ -278,12 +289,17 @@ final class SpoolWriter: @unchecked Sendable {
         }
         let writingState = writeState || jobs.contains(where: \.isState)
         guard !jobs.isEmpty || (writingState && !heldCounters.isEmpty) else { return }
-        guard let db else {
+        guard let db, self.recent != nil else {
             for job in jobs { fail(job, with: .internal("the spool is closed")) }
             return
         }
         let incoming = jobs.reduce(0) { if case .append(let positions, _, _) = $1 { $0 + positions.count } else { $0 } }
         if incoming > 0 { enforceQuota(db, incoming: incoming) }
+        // After the quota, which may have merged it.
+        guard var recent = self.recent else {
+            for job in jobs { fail(job, with: .internal("the spool's recent positions could not be read")) }
+            return
+        }
 
         var results: [[AppendResult]] = []
         var counters = GroupCounters()
@@ -293,7 +309,7 @@ final class SpoolWriter: @unchecked Sendable {
             for job in jobs {
                 switch job {
                 case .append(let positions, let receivedMs, _):
-                    results.append(try insert(positions, receivedMs: receivedMs, db: db, counters: &counters))
+                    results.append(try insert(positions, receivedMs: receivedMs, db: db, recent: &recent, counters: &counters))
                 case .delivery(let update):
                     try apply(update, db: db)
                 case .counters(let values):
@@ -318,18 +334,22 @@ final class SpoolWriter: @unchecked Sendable {
                     }
                 }
             }
+            let nowNs = WallClock.monotonicNs()
+            if recent.isDue(nowNs: nowNs) { try merge(&recent, db: db, nowNs: nowNs, counters: &counters) }
             if writingState {
                 for (name, value) in heldCounters { counters.add(name, value) }
                 try counters.write(db)
             }
             db.resetStatements()
             try db.execute("COMMIT")
+            self.recent = recent
             if writingState { heldCounters.removeAll() } else { counters.hold(in: &heldCounters) }
         } catch {
             db.resetStatements()
             let sqlError = error as? SQLiteError
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             deviceIDs.removeAll()
+            reloadRecent(db)
             let ingestError: IngestError = sqlError?.isFull == true
                 ? .spoolFull("the disk is full: \(sqlError?.message ?? "")")
                 : .internal("spool write failed: \(sqlError?.message ?? "\(error)")")
@@ -364,6 +384,35 @@ final class SpoolWriter: @unchecked Sendable {
         if logRowsSinceTrim > Self.logCapacity / 10 { trimLog(db) }
     }
 
+    // MARK: - Recent positions
+
+    private func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
+        let already = try recent.merge(db: db, nowNs: nowNs)
+        counters.add("spool.merges", 1)
+        if already > 0 {
+            counters.add("spool.merge.duplicates", Int64(already))
+            logger.error("merging recent positions found \(already) already stored; kept the stored ones")
+        }
+    }
+
+    /// Merges inside the caller's transaction, outside a group (close, quota).
+    private func mergeRecent(_ db: SQLiteDatabase) throws {
+        guard var recent else { return }
+        var counters = GroupCounters()
+        try merge(&recent, db: db, nowNs: WallClock.monotonicNs(), counters: &counters)
+        counters.hold(in: &heldCounters)
+        self.recent = recent
+    }
+
+    /// After a rollback, memory may hold rows the database does not: read them back.
+    private func reloadRecent(_ db: SQLiteDatabase) {
+        do {
+            recent = try RecentPositions(db: db, nowNs: WallClock.monotonicNs())
+        } catch {
+            logger.error("reading recent positions back failed: \(error)")
+        }
+    }
+
     // MARK: - Diagnostic log
 
     private func insertLog(_ entry: LogEntry, db: SQLiteDatabase) throws {
@@ -385,7 +434,7 @@ final class SpoolWriter: @unchecked Sendable {
     private func maintain() {
         guard let db else { return }
         do {
-            let deleted = try db.transaction { try Eviction(db: db, settings: settings).deleteExpired(nowMs: WallClock.nowMs()) }
+            let deleted = try deleteExpired(db, nowMs: WallClock.nowMs())
             if deleted > 0 { logger.debug("retention deleted \(deleted) delivered positions") }
         } catch {
             logger.warning("retention pass failed: \(error)")
@@ -394,9 +443,23 @@ final class SpoolWriter: @unchecked Sendable {
         enforceQuota(db, incoming: 0)
     }
 
+    /// Retention, on the writer's queue (its own transaction).
+    func deleteExpired(_ db: SQLiteDatabase, nowMs: Int64) throws -> Int {
+        do {
+            return try db.transaction {
+                try Eviction(db: db, settings: settings).deleteExpired(nowMs: nowMs) { try self.mergeRecent(db) }
+            }
+        } catch {
+            reloadRecent(db)
+            throw error
+        }
+    }
+
     private func enforceQuota(_ db: SQLiteDatabase, incoming: Int) {
         do {
-            let outcome = try Eviction(db: db, settings: settings).enforceQuota(incomingBytes: Int64(incoming) * Eviction.bytesPerPosition)
+            let outcome = try Eviction(db: db, settings: settings).enforceQuota(incomingBytes: Int64(incoming) * Eviction.bytesPerPosition) {
+                try self.mergeRecent(db)
+            }
             if outcome.dropped > 0 {
                 logger.warning("spool at its quota of \(settings.maxBytes) bytes: dropped the \(outcome.dropped) oldest undelivered positions")
                 try? db.execute("INSERT INTO counters VALUES('spool.dropped', \(outcome.dropped)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
@@ -411,6 +474,7 @@ final class SpoolWriter: @unchecked Sendable {
             }
         } catch {
             logger.error("quota check failed: \(error)")
+            reloadRecent(db)
         }
     }
 }

@@ -111,7 +111,8 @@ func ingestThroughput() throws -> (rate: Double, groupSize: Double, rows: Int) {
 }
 
 /// The limit: the same rows inserted straight into SQLite with the spool's
-/// settings (WAL, synchronous=FULL, same schema and indexes) in groups of the same size.
+/// settings (WAL, synchronous=FULL, same schema and indexes) in groups of the same size,
+/// merged from `recent` into `positions` as often as the writer does.
 func sqliteLimit(rows: Int, groupSize: Int) throws -> Double {
     let directory = try TemporaryDirectory()
     let path = directory.file("limit.db")
@@ -126,11 +127,18 @@ func sqliteLimit(rows: Int, groupSize: Int) throws -> Double {
         try db.execute("INSERT INTO devices(name) VALUES('c0'),('c1'),('c2'),('c3'),('c4'),('c5'),('c6'),('c7')")
         let started = WallClock.monotonicNs()
         var index = 0
+        var unmerged = 0
         while index < positions.count {
             try db.execute("BEGIN IMMEDIATE")
-            for p in positions[index..<min(positions.count, index + groupSize)] {
-                PositionRow.bind(insert, deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
+            for (offset, p) in positions[index..<min(positions.count, index + groupSize)].enumerated() {
+                PositionRow.bind(insert, seq: Int64(index + offset + 1), deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
                 try insert.run()
+                unmerged += 1
+            }
+            // The writer's bulk merge into the indexed table, at the same size.
+            if unmerged >= RecentPositions.maxRows {
+                _ = try RecentPositions.merge(db: db)
+                unmerged = 0
             }
             try db.execute("COMMIT")
             index += groupSize

@@ -260,14 +260,19 @@ struct DurableState {
             guard integrity == "ok" else { return }
             // Before the relay's first commit the file exists but holds no schema yet.
             guard try db.pragma("user_version") != "0" else { return }
-            let count = try db.statement("SELECT count(*) FROM positions")
+            let count = try db.statement("SELECT (SELECT count(*) FROM positions) + (SELECT count(*) FROM recent)")
             if try count.step() { rows = count.int(0) }
-            let recent = try db.statement("SELECT d.name, p.fix_ms FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.fix_ms >= ?")
+            // A position lives in `positions` or, until the writer merges it, in `recent`.
+            let recent = try db.statement("""
+                SELECT d.name, p.fix_ms FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.fix_ms >= ?1
+                UNION ALL SELECT d.name, p.fix_ms FROM recent p JOIN devices d ON d.id = p.device_id WHERE p.fix_ms >= ?1
+                """)
             recent.bind(1, fixTimesFrom)
             while try recent.step() { positions[recent.text(0) ?? "", default: []].insert(recent.int64(1)) }
             let cursors = try db.statement("""
                 SELECT c.destination, c.device_id, c.acked_seq FROM cursors c
-                WHERE c.acked_seq > coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0)
+                WHERE c.acked_seq > max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
+                                        coalesce((SELECT max(seq) FROM recent), 0))
                 """)
             while try cursors.step() { cursorsAhead.append("\(cursors.text(0) ?? "") device \(cursors.int64(1)) at \(cursors.int64(2))") }
         } catch {
