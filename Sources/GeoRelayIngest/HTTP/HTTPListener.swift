@@ -81,7 +81,8 @@ package final class HTTPListener: Sendable {
         let host = String(listen[..<colon])
         let socket: (fd: Int32, port: Int)
         do {
-            socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
+            let bound = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
+            socket = (bound.descriptor.release(), bound.port)
         } catch {
             throw IngestStartError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
         }
