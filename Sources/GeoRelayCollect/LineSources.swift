@@ -31,7 +31,7 @@ final class LineReader {
     /// A line longer than this is cut (a relay with the default limit would refuse it anyway).
     private let maxLine = Configuration.IngestSettings().maxLineBytes
 
-    func next(from fd: Int32) -> String? {
+    func next(from descriptor: FileDescriptor) -> String? {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 var end = newline
@@ -40,9 +40,9 @@ final class LineReader {
                 buffer.removeFirst(newline + 1)
                 return line
             }
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 {
+            // A read error ends the source as its end does: the collector reopens what reopens.
+            let read = chunk.withUnsafeMutableBytes { try? descriptor.read(into: $0) }
+            guard case .processed(let n)? = read, n > 0 else {
                 guard !buffer.isEmpty else { return nil }
                 let line = String(decoding: buffer.prefix(maxLine), as: UTF8.self)
                 buffer.removeAll()
@@ -59,19 +59,19 @@ final class LineReader {
 /// A source that reads lines from one file descriptor it owns (a file, a TCP
 /// connection, a serial device): one place that reads and closes it.
 package class DescriptorSource {
-    var fd: Int32 = -1
+    var descriptor: FileDescriptor?
     let reader = LineReader()
 
-    func adopt(_ fd: Int32) {
-        self.fd = fd
+    func adopt(_ descriptor: FileDescriptor) {
+        self.descriptor = descriptor
         reader.reset()
     }
 
-    package func nextLine() -> String? { reader.next(from: fd) }
+    package func nextLine() -> String? { descriptor.flatMap { reader.next(from: $0) } }
 
     package func close() {
-        if fd > STDERR_FILENO { Glibc.close(fd) }
-        fd = -1
+        try? descriptor?.close()
+        descriptor = nil
     }
 }
 
@@ -90,13 +90,14 @@ package final class FileSource: DescriptorSource, LineSource {
     }
 
     package func open() throws(CollectError) {
-        if path == "-" {
-            adopt(STDIN_FILENO)
-            return
+        do throws(SystemError) {
+            // stdin through a copy of its own: closing the source must not close the process's stdin.
+            adopt(path == "-"
+                ? FileDescriptor(adopting: try syscall("dup", "stdin") { fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) })
+                : try FileDescriptor.open(path, O_RDONLY))
+        } catch {
+            throw CollectError("cannot open \(path): \(String(cString: strerror(error.errno)))")
         }
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw CollectError("cannot open \(path): \(String(cString: strerror(errno)))") }
-        adopt(fd)
     }
 
     package override func nextLine() -> String? {
@@ -133,19 +134,19 @@ package final class TCPSource: DescriptorSource, LineSource {
             throw CollectError("cannot resolve \(host)")
         }
         defer { freeaddrinfo(result) }
-        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0, Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-            let reason = String(cString: strerror(errno))
-            if fd >= 0 { Glibc.close(fd) }
-            throw CollectError("cannot connect to \(host):\(port): \(reason)")
+        // connect is not retried after EINTR (it goes on in the background; a second call says EALREADY).
+        guard let socket = try? FileDescriptor.socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue)),
+              Glibc.connect(socket.number, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            throw CollectError("cannot connect to \(host):\(port): \(String(cString: strerror(errno)))")
         }
-        adopt(fd)
+        adopt(socket)
     }
 
     /// Writes a request (gpsd's `?WATCH`).
+    /// A failure shows as the connection ending at the next read.
     func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard let descriptor else { return }
+        try? descriptor.sendAll(Array(text.utf8))
     }
 }
 
@@ -153,7 +154,7 @@ package final class TCPSource: DescriptorSource, LineSource {
 package final class UDPSource: LineSource {
     let host: String
     let port: UInt16
-    private var fd: Int32 = -1
+    private var descriptor: FileDescriptor?
     private var lines: [String] = []
     package var name: String { "udp \(host):\(port)" }
     package var isLive: Bool { true }
@@ -166,26 +167,26 @@ package final class UDPSource: LineSource {
 
     package func open() throws(CollectError) {
         do {
-            fd = try IPv4Socket.bind(type: Int32(SOCK_DGRAM.rawValue), host: host, port: port).fd
+            descriptor = try IPv4Socket.bind(type: Int32(SOCK_DGRAM.rawValue), host: host, port: port).descriptor
         } catch {
             throw CollectError("cannot listen on udp \(host):\(port): \(String(cString: strerror(error.errno)))")
         }
     }
 
     package func nextLine() -> String? {
+        guard let descriptor else { return nil }
         var buffer = [UInt8](repeating: 0, count: 65536)
         while lines.isEmpty {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0, errno == EINTR { continue }
-            if n < 0 { return nil }
+            let received = buffer.withUnsafeMutableBytes { try? descriptor.read(into: $0) }
+            guard case .processed(let n)? = received else { return nil }
             lines = String(decoding: buffer[0..<n], as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
         }
         return lines.removeFirst()
     }
 
     package func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
+        try? descriptor?.close()
+        descriptor = nil
     }
 }
 
@@ -219,17 +220,21 @@ package final class SerialSource: DescriptorSource, LineSource {
 
     package func open() throws(CollectError) {
         guard let speed = Self.speed(baud) else { throw CollectError("unsupported baud rate \(baud)") }
-        let fd = Glibc.open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { throw CollectError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        let device: FileDescriptor
+        do throws(SystemError) {
+            device = try FileDescriptor.open(path, O_RDONLY | O_NOCTTY)
+        } catch {
+            throw CollectError("cannot open \(path): \(String(cString: strerror(error.errno)))")
+        }
         var settings = termios()
-        if tcgetattr(fd, &settings) == 0 {
+        if tcgetattr(device.number, &settings) == 0 {
             cfmakeraw(&settings)
             cfsetispeed(&settings, speed)
             cfsetospeed(&settings, speed)
             settings.c_cflag |= tcflag_t(CLOCAL | CREAD)
-            _ = tcsetattr(fd, TCSANOW, &settings)
+            _ = tcsetattr(device.number, TCSANOW, &settings)
         }
-        adopt(fd)
+        adopt(device)
     }
 }
 

@@ -37,13 +37,13 @@ package final class RelayLink: @unchecked Sendable {
     private let logger: Logger
     private let queue = Mutex(Queue())
     private let room = MonotonicCondition()
-    private let wakeFD: Int32
+    /// An eventfd that ends the link thread's poll when a line is queued or the link closes.
+    private let wakeup: FileDescriptor
 
     package init(settings: Settings, logger: Logger) throws {
         self.settings = settings
         self.logger = logger
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else { throw SystemError(call: "eventfd", errno: errno) }
+        wakeup = FileDescriptor(adopting: try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
         let thread = Thread { [self] in run() }
         thread.name = "georelay-collect-link"
         thread.start()
@@ -93,8 +93,9 @@ package final class RelayLink: @unchecked Sendable {
     }
 
     private func wake() {
+        // An eventfd takes its 8 bytes whole or not at all; a full counter already wakes the thread.
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = withUnsafeBytes(of: &one) { try? wakeup.writeAll($0) }
     }
 
     // MARK: - The link thread
@@ -102,30 +103,27 @@ package final class RelayLink: @unchecked Sendable {
     private func run() {
         var delay = 0.2
         while !queue.withLock({ $0.closed }) {
-            guard let fd = connect() else {
+            guard let socket = connect() else {
                 Thread.sleep(forTimeInterval: delay)
                 delay = min(delay * 2, 5)
                 continue
             }
             delay = 0.2
-            serve(fd)
-            Glibc.close(fd)
+            serve(socket)
+            try? socket.close()
         }
     }
 
-    private func connect() -> Int32? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
+    private func connect() -> FileDescriptor? {
+        guard let socket = try? FileDescriptor.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue)) else { return nil }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(settings.socketPath.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes); $0[bytes.count] = 0 }
-        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard result == 0 else {
-            Glibc.close(fd)
-            return nil
-        }
+        // Not retried after EINTR (the connect goes on in the background): the next attempt comes after the backoff.
+        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard result == 0 else { return nil }
         // Resend what the last connection left unanswered, before anything newer.
         let resent = queue.withLock { q -> Int in
             let lines = q.unanswered.filter { $0 != "\u{0}hello" }
@@ -135,15 +133,17 @@ package final class RelayLink: @unchecked Sendable {
             return count
         }
         if resent > 0 { logger.notice("reconnected to the relay: resending \(resent) unanswered lines") }
-        var hello = Array((settings.hello + "\n").utf8)
-        _ = hello.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // Whole or not at all: a hello cut short would run into the first line. A failed send
+        // shows as the connection ending, and the lines are resent on the next one.
+        let hello = Array((settings.hello + "\n").utf8)
+        try? socket.sendAll(hello)
         // The hello's own answer comes first.
         queue.withLock { $0.unanswered.insert("\u{0}hello", at: 0) }
-        return fd
+        return socket
     }
 
     /// Writes queued lines and reads answers until the connection ends or the link closes.
-    private func serve(_ fd: Int32) {
+    private func serve(_ socket: FileDescriptor) {
         var input: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         var output: [UInt8] = []
@@ -164,22 +164,25 @@ package final class RelayLink: @unchecked Sendable {
                 }
             }
             if queue.withLock({ $0.closed && $0.count == 0 }) { return }
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (offset < output.count ? Int16(POLLOUT) : 0), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, 1000)
-            if ready < 0, errno != EINTR { return }
+            var fds = [pollfd(fd: socket.number, events: Int16(POLLIN) | (offset < output.count ? Int16(POLLOUT) : 0), revents: 0),
+                       pollfd(fd: wakeup.number, events: Int16(POLLIN), revents: 0)]
+            guard (try? syscall("poll") { poll(&fds, 2, 1000) }) != nil else { return }
             if fds[1].revents != 0 {
                 var value: UInt64 = 0
-                _ = Glibc.read(wakeFD, &value, 8)
+                _ = withUnsafeMutableBytes(of: &value) { try? wakeup.read(into: $0) }
             }
             if fds[0].revents & Int16(POLLOUT) != 0, offset < output.count {
-                let n = output.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-                if n < 0 { return }
-                offset += n
+                let sent = output.withUnsafeBytes { try? socket.send(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+                switch sent {
+                case .processed(let n)?: offset += n
+                case .wouldBlock?: break
+                case nil: return
+                }
             }
             if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n <= 0 {
+                let received = chunk.withUnsafeMutableBytes { try? socket.read(into: $0) }
+                if case .wouldBlock? = received { continue }
+                guard case .processed(let n)? = received, n > 0 else {
                     logger.warning("the relay closed the connection; reconnecting")
                     return
                 }

@@ -6,25 +6,17 @@ import GeoRelayCore
 ///
 /// Not `Sendable` except for `wake()`, which any thread may call.
 final class Epoll {
-    let fd: Int32
-    let wakeFD: Int32
+    private let instance: FileDescriptor
+    /// The eventfd that `wake(_:)` writes; other threads hold it to wake the loop.
+    let wakeup: FileDescriptor
+    var fd: Int32 { instance.number }
     /// The token reported for the wake eventfd.
     static let wakeToken: UInt64 = .max
 
     init() throws(SystemError) {
-        fd = try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
-        do {
-            wakeFD = try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
-        } catch {
-            close(fd)
-            throw error
-        }
-        try add(wakeFD, token: Self.wakeToken, events: EPOLLIN.rawValue)
-    }
-
-    deinit {
-        close(wakeFD)
-        close(fd)
+        instance = FileDescriptor(adopting: try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) })
+        wakeup = FileDescriptor(adopting: try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
+        try add(wakeup.number, token: Self.wakeToken, events: EPOLLIN.rawValue)
     }
 
     func add(_ target: Int32, token: UInt64, events: UInt32) throws(SystemError) {
@@ -55,13 +47,14 @@ final class Epoll {
     }
 
     /// Wakes `wait` from another thread.
-    static func wake(_ wakeFD: Int32) {
+    /// An eventfd takes its 8 bytes whole or refuses them (a full counter, which wakes the loop anyway).
+    static func wake(_ wakeup: FileDescriptor) {
         var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        _ = withUnsafeBytes(of: &one) { try? wakeup.writeAll($0) }
     }
 
     func drainWake() {
         var value: UInt64 = 0
-        _ = read(wakeFD, &value, 8)
+        _ = withUnsafeMutableBytes(of: &value) { try? wakeup.read(into: $0) }
     }
 }

@@ -8,7 +8,9 @@ import GeoRelayCore
 /// Owned by the event loop thread; never shared.
 final class IngestConnection {
     let id: UInt64
-    let fd: Int32
+    /// Closed by the loop, after taking it out of epoll, so the number is never reused while watched.
+    let socket: FileDescriptor
+    var fd: Int32 { socket.number }
     var input: [UInt8] = []
     /// Skipping the rest of an overlong line up to its newline.
     var discarding = false
@@ -33,9 +35,9 @@ final class IngestConnection {
     var output: [UInt8] = []
     var outputOffset = 0
 
-    init(id: UInt64, fd: Int32) {
+    init(id: UInt64, socket: FileDescriptor) {
         self.id = id
-        self.fd = fd
+        self.socket = socket
     }
 
     /// Appends a reply slot and returns its number; `reply` nil means "pending".
@@ -73,18 +75,14 @@ final class IngestConnection {
     /// Writes what the socket takes now. Returns false on a hard error.
     func flush() -> Bool {
         while outputOffset < output.count {
-            let n = output.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + outputOffset, raw.count - outputOffset, Int32(MSG_NOSIGNAL))
+            let sent = output.withUnsafeBytes { raw in
+                Result { () throws(SystemError) in try socket.send(UnsafeRawBufferPointer(rebasing: raw[outputOffset...])) }
             }
-            if n > 0 {
-                outputOffset += n
-            } else if n < 0, errno == EINTR {
-                continue
-            } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                break
-            } else {
-                return false
-            }
+            guard case .success(let result) = sent else { return false }
+            guard case .processed(let n) = result else { break }
+            // A zero-byte send of a non-empty buffer: nothing more will go out.
+            guard n > 0 else { return false }
+            outputOffset += n
         }
         if outputOffset == output.count {
             output.removeAll(keepingCapacity: output.capacity <= 1 << 16)

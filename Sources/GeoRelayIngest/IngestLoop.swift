@@ -9,7 +9,8 @@ import Synchronization
 final class IngestLoop: @unchecked Sendable {
     let settings: IngestServer.Settings
     let epoll: Epoll
-    private let listenFD: Int32
+    private let listener: FileDescriptor
+    private var listenFD: Int32 { listener.number }
     private let spool: Spool
     private let logger: Logger
     let decoder: LineDecoder
@@ -40,9 +41,9 @@ final class IngestLoop: @unchecked Sendable {
     static let maxOutput = 1 << 20
     private static let listenToken: UInt64 = 0
 
-    init(settings: IngestServer.Settings, listenFD: Int32, spool: Spool, sources: SourceRouter, logger: Logger) throws(SystemError) {
+    init(settings: IngestServer.Settings, listener: FileDescriptor, spool: Spool, sources: SourceRouter, logger: Logger) throws(SystemError) {
         self.settings = settings
-        self.listenFD = listenFD
+        self.listener = listener
         self.spool = spool
         self.logger = logger
         self.decoder = LineDecoder(maxFutureSeconds: settings.maxFutureSeconds)
@@ -116,18 +117,21 @@ final class IngestLoop: @unchecked Sendable {
 
     private func acceptAll() {
         while listening {
-            let fd = georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                if errno == EINTR { continue }
-                if errno != EAGAIN, errno != EWOULDBLOCK { logger.warning("accept failed: \(String(cString: strerror(errno)))") }
+            let accepted: IOResult<Int32>
+            do throws(SystemError) {
+                accepted = try syscall(blocking: true, "accept") { georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+            } catch {
+                logger.warning("\(error)")
                 return
             }
+            guard case .processed(let fd) = accepted else { return }
+            let socket = FileDescriptor(adopting: fd)
             if connections.count >= settings.maxConnections {
                 logger.warning("refused a collector: \(settings.maxConnections) connections already open (ingest.maxConnections)")
-                close(fd)
+                try? socket.close()
                 continue
             }
-            let connection = IngestConnection(id: nextID, fd: fd)
+            let connection = IngestConnection(id: nextID, socket: socket)
             connection.nmea.accuracyPerHDOP = settings.nmeaAccuracyPerHDOP
             nextID += 1
             do {
@@ -135,7 +139,7 @@ final class IngestLoop: @unchecked Sendable {
                 connections[connection.id] = connection
             } catch {
                 logger.warning("cannot watch a new connection: \(error)")
-                close(fd)
+                try? socket.close()
             }
         }
     }
@@ -143,7 +147,7 @@ final class IngestLoop: @unchecked Sendable {
     private func stopListening() {
         listening = false
         epoll.remove(listenFD)
-        close(listenFD)
+        try? listener.close()
         unlink(settings.socketPath)
         // Read nothing more; answer what was read.
         for connection in connections.values {
@@ -173,9 +177,12 @@ final class IngestLoop: @unchecked Sendable {
 
     private func read(_ connection: IngestConnection, nowMs: Int64) {
         active[connection.id] = connection
-        let n = readBuffer.withUnsafeMutableBytes { raw in
-            recv(connection.fd, raw.baseAddress, raw.count, 0)
+        let received = readBuffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try connection.socket.read(into: raw) } }
+        guard case .success(let result) = received else {
+            closeConnection(connection)
+            return
         }
+        guard case .processed(let n) = result else { return }
         if n > 0 {
             readBuffer.withUnsafeBufferPointer { buffer in
                 consume(UnsafeBufferPointer(rebasing: buffer[0..<n]), connection: connection, nowMs: nowMs)
@@ -190,8 +197,6 @@ final class IngestLoop: @unchecked Sendable {
             flushNMEA(connection, nowMs: nowMs)
             connection.inputClosed = true
             updateInterest(connection)
-        } else if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
-            closeConnection(connection)
         }
     }
 
@@ -293,10 +298,10 @@ final class IngestLoop: @unchecked Sendable {
         active.removeAll(keepingCapacity: true)
         guard !batch.isEmpty else { return }
         let tokens = batchTokens
-        let wakeFD = epoll.wakeFD
+        let wakeup = epoll.wakeup
         spool.append(batch) { [self] results in
             inbox.withLock { $0.append(IngestServer.Completion(tokens: tokens, results: results)) }
-            Epoll.wake(wakeFD)
+            Epoll.wake(wakeup)
         }
         batch.removeAll(keepingCapacity: true)
         batchTokens.removeAll(keepingCapacity: true)
@@ -379,7 +384,7 @@ final class IngestLoop: @unchecked Sendable {
     private func closeConnection(_ connection: IngestConnection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         epoll.remove(connection.fd)
-        close(connection.fd)
+        try? connection.socket.close()
     }
 }
 

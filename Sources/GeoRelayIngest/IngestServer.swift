@@ -59,7 +59,7 @@ package final class IngestServer: Sendable {
     }
 
     private let loop: IngestLoop
-    private let wakeFD: Int32
+    private let wakeup: FileDescriptor
     /// Which receiver feeds each multi-source device now; the phone listener routes through it too.
     package let sources: SourceRouter
     /// The event loop's turns: it beats after every wait, so an idle loop beats each `turnInterval`.
@@ -74,17 +74,17 @@ package final class IngestServer: Sendable {
     /// Binds the socket and starts the event-loop thread.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
         sources = SourceRouter(devices: settings.devices, logger: logger)
-        let listenFD = try UnixListener.listen(path: settings.socketPath)
+        let listener = try UnixListener.listen(path: settings.socketPath)
         let loop: IngestLoop
         do {
-            loop = try IngestLoop(settings: settings, listenFD: listenFD, spool: spool, sources: sources, logger: logger)
+            loop = try IngestLoop(settings: settings, listener: listener, spool: spool, sources: sources, logger: logger)
         } catch {
-            close(listenFD)
+            try? listener.close()
             unlink(settings.socketPath)
             throw IngestStartError(description: "cannot start ingest: \(error)")
         }
         self.loop = loop
-        self.wakeFD = loop.epoll.wakeFD
+        self.wakeup = loop.epoll.wakeup
         let stopped = self.stopped
         let thread = Thread {
             loop.run()
@@ -102,7 +102,7 @@ package final class IngestServer: Sendable {
     /// `grace`), then closes every connection.
     package func stop(grace: Duration = .seconds(5)) async {
         loop.requestStop(graceMs: Int64(grace.components.seconds * 1000))
-        Epoll.wake(wakeFD)
+        Epoll.wake(wakeup)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = stopped.list.withLock { waiters -> Bool in
                 guard waiters != nil else { return true }
@@ -121,7 +121,7 @@ extension IngestServer {
     ///   read or answered meanwhile, and the heartbeat ages.
     package func stallForTesting(_ duration: Duration) {
         loop.stall(for: duration)
-        Epoll.wake(wakeFD)
+        Epoll.wake(wakeup)
     }
 
     /// Whether a relay is accepting connections on `socketPath`.

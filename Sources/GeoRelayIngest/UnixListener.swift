@@ -14,7 +14,7 @@ package struct IngestStartError: Error, Sendable, CustomStringConvertible {
 /// connect belongs to a live relay and is an error, since two relays on one
 /// spool would both think they own it.
 enum UnixListener {
-    static func listen(path: String, backlog: Int32 = 1024) throws(IngestStartError) -> Int32 {
+    static func listen(path: String, backlog: Int32 = 1024) throws(IngestStartError) -> FileDescriptor {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -30,19 +30,14 @@ enum UnixListener {
             unlink(path)
         }
         do throws(SystemError) {
-            let fd = try syscall("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-            do throws(SystemError) {
-                _ = try withAddress(path) { (address, length) throws(SystemError) in
-                    try syscall("bind", path) { bind(fd, address, length) }
-                }
-                // 0660: collectors in the relay's group may write; nobody else.
-                try syscall("chmod", path) { chmod(path, 0o660) }
-                try syscall("listen", path) { Glibc.listen(fd, backlog) }
-            } catch {
-                close(fd)
-                throw error
+            let socket = try FileDescriptor.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), context: path)
+            _ = try withAddress(path) { (address, length) throws(SystemError) in
+                try syscall("bind", path) { bind(socket.number, address, length) }
             }
-            return fd
+            // 0660: collectors in the relay's group may write; nobody else.
+            try syscall("chmod", path) { chmod(path, 0o660) }
+            try syscall("listen", path) { Glibc.listen(socket.number, backlog) }
+            return socket
         } catch {
             throw IngestStartError(description: "cannot listen on \(path): \(error)")
         }
@@ -50,11 +45,9 @@ enum UnixListener {
 
     /// Whether something accepts connections on `path`.
     static func isLive(path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard let socket = try? FileDescriptor.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue)) else { return false }
         let result = try? withAddress(path) { address, length throws(SystemError) in
-            try syscall("connect", path) { connect(fd, address, length) }
+            try syscall("connect", path) { connect(socket.number, address, length) }
         }
         return result != nil
     }

@@ -76,7 +76,8 @@ package final class FaultProxy: Sendable {
         self.targetPort = targetPort
         self.bytesPerSecond = bytesPerSecond
         self.latencyMs = latencyMs
-        let (fd, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 64)
+        let bound = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 64)
+        let (fd, port) = (bound.descriptor.release(), bound.port)
         portValue = port
         state.withLock { $0.listenFD = fd }
         Thread { [self] in acceptLoop() }.start()
@@ -152,8 +153,8 @@ package final class FaultProxy: Sendable {
 
     private func relisten() {
         for _ in 0..<400 {
-            if let (fd, _) = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 64) {
-                state.withLock { $0.listenFD = fd }
+            if let bound = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 64) {
+                state.withLock { $0.listenFD = bound.descriptor.release() }
                 return
             }
             usleep(5_000)
@@ -169,7 +170,7 @@ package final class FaultProxy: Sendable {
         Thread { [self] in
             switch mode {
             case .pass, .resetMidResponse:
-                guard let upstream = IPv4Socket.connect(host: "127.0.0.1", port: targetPort) else {
+                guard let upstream = IPv4Socket.connect(host: "127.0.0.1", port: targetPort)?.release() else {
                     Self.reset(client)
                     return
                 }

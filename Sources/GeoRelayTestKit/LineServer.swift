@@ -23,7 +23,8 @@ package final class LineServer: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     package init() throws {
-        let (fd, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 16)
+        let bound = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 16)
+        let (fd, port) = (bound.descriptor.release(), bound.port)
         self.port = port
         listenFD = fd
         Thread { [self] in

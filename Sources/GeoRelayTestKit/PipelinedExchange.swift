@@ -7,7 +7,7 @@ package enum PipelineEnd: Sendable, Equatable {
     /// The peer closed the connection (cleanly, at a response boundary).
     case closed
     /// A connection error (reset, TLS), with curl's code.
-    case failed(code: UInt32)
+    case failed(code: CurlError.Code)
     /// The server's bytes were not valid HTTP, or the connection closed inside a response.
     case parseError(HTTP1ParseError)
     /// The deadline passed first.

@@ -40,7 +40,8 @@ package final class TestTCPListener: Sendable {
 
     /// Listens (again) on `port` (0: any free port).
     package func start(port: Int) throws {
-        let (fd, bound) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
+        let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
+        let (fd, bound) = (socket.descriptor.release(), socket.port)
         portValue.store(bound, ordering: .relaxed)
         state.withLock { $0.listenFD = fd }
         let thread = Thread { [self] in acceptLoop(fd) }

@@ -88,7 +88,7 @@ private func wrk(url: String, seconds: Int, connections: Int, script: String?, d
 /// A port the kernel just handed out (bound and released; the relay binds it next).
 private func freeTCPPort() throws -> Int {
     let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
-    close(socket.fd)
+    try socket.descriptor.close()
     return socket.port
 }
 
@@ -96,8 +96,8 @@ private func freeTCPPort() throws -> Int {
 private func awaitListening(port: Int) throws {
     let deadline = ContinuousClock.now + .seconds(10)
     while ContinuousClock.now < deadline {
-        if let fd = IPv4Socket.connect(host: "127.0.0.1", port: port) {
-            close(fd)
+        if let socket = IPv4Socket.connect(host: "127.0.0.1", port: port) {
+            try? socket.close()
             return
         }
         usleep(20_000) // a child process binding: no event to await

@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Glibc
 import Synchronization
@@ -21,9 +22,9 @@ final class OneShotServer: Sendable {
 
     init(reply: [UInt8]) throws {
         let bound = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 1)
-        listener = bound.fd
+        listener = bound.descriptor.release()
         port = bound.port
-        let listener = bound.fd
+        let listener = self.listener
         let thread = Thread {
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else { return }
@@ -66,7 +67,7 @@ final class OneShotServer: Sendable {
             let n = try bytes.withUnsafeBytes { try connection.send(UnsafeRawBufferPointer(rebasing: $0[sent...])) }
             sent += n
             if n == 0 {
-                guard ContinuousClock.now < deadline else { throw CurlError(code: 28, message: "send timed out in the test") }
+                guard ContinuousClock.now < deadline else { throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "send timed out in the test") }
                 _ = try connection.wait(readable: false, writable: true, timeout: .seconds(1))
             }
         }
@@ -176,8 +177,8 @@ final class OneShotServer: Sendable {
 
     @Test func connectingToAClosedPortFailsQuickly() throws {
         // Bound but not listening: the kernel refuses connections, and nobody else can take the port.
-        let (fd, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
-        defer { close(fd) }
+        let (socket, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
+        defer { withExtendedLifetime(socket) {} }
         let connection = try CurlConnection(url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 10)
         let start = ContinuousClock.now
         let error = #expect(throws: CurlError.self) { try connection.connect() }

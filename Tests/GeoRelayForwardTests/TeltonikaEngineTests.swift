@@ -347,7 +347,8 @@ final class GreetingServer: Sendable {
     private let listener: Int32
 
     init(greeting: [UInt8]) throws {
-        (listener, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 8)
+        let bound = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 8)
+        (listener, port) = (bound.descriptor.release(), bound.port)
         let listener = self.listener
         Thread {
             while true {

@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Testing
 import GeoRelayCore
@@ -319,8 +320,8 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(traccar.outcome(of: response(429, [("Retry-After", "7")])) == .unavailable("HTTP 429", retryAfter: 7, transport: false))
         if case .unavailable(_, nil, false) = traccar.outcome(of: response(502)) {} else { Issue.record("502") }
         if case .unavailable(_, nil, true) = traccar.outcome(of: response(200, [("Content-Type", "text/html")], body: "<html>")) {} else { Issue.record("html") }
-        if case .rejected = traccar.outcome(of: .failure(CurlError(code: 52, message: "Empty reply from server"))) {} else { Issue.record("52") }
-        if case .unavailable(_, nil, true) = traccar.outcome(of: .failure(CurlError(code: 7, message: "Couldn't connect"))) {} else { Issue.record("7") }
+        if case .rejected = traccar.outcome(of: .failure(CurlError(CURLE_GOT_NOTHING, message: "Empty reply from server"))) {} else { Issue.record("52") }
+        if case .unavailable(_, nil, true) = traccar.outcome(of: .failure(CurlError(CURLE_COULDNT_CONNECT, message: "Couldn't connect"))) {} else { Issue.record("7") }
     }
 
     @Test func formPostWithParametersInTheBodyOnly() {

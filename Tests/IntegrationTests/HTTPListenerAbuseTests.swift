@@ -165,8 +165,8 @@ func raiseDescriptorLimit(to wanted: Int) -> Int {
 func awaitListening(port: Int, within: Duration = .seconds(10)) throws {
     let deadline = ContinuousClock.now + within
     while ContinuousClock.now < deadline {
-        if let fd = IPv4Socket.connect(host: "127.0.0.1", port: port) {
-            close(fd)
+        if let socket = IPv4Socket.connect(host: "127.0.0.1", port: port) {
+            try? socket.close()
             return
         }
         usleep(20_000) // a child process binding a port: no event to await

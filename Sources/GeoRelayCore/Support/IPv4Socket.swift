@@ -6,41 +6,47 @@ package enum IPv4Socket {
     /// A new socket of `type` (`SOCK_STREAM`, `SOCK_DGRAM`) bound to `host:port`, listening when
     /// `backlog` is given. Port 0 lets the kernel pick; the port actually bound is returned, so
     /// tests can use ephemeral ports without a race.
-    package static func bind(type: Int32, host: String, port: UInt16, backlog: Int32? = nil) throws(SystemError) -> (fd: Int32, port: Int) {
-        let fd = socket(AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SystemError(call: "socket", errno: errno, context: "\(host):\(port)") }
+    ///
+    /// Every step is checked: a socket whose `SO_REUSEADDR` or `getsockname` failed would be
+    /// refused after a restart or report port 0, and either is better said here.
+    package static func bind(type: Int32, host: String, port: UInt16, backlog: Int32? = nil) throws(SystemError) -> (descriptor: FileDescriptor, port: Int) {
+        let place = "\(host):\(port)"
+        let socket = try FileDescriptor.socket(AF_INET, type, context: place)
         var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        try syscall("setsockopt(SO_REUSEADDR)", place) {
+            setsockopt(socket.number, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = Self.address(host: host, port: port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        try syscall("bind", place) {
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
         }
-        if bound != 0 || (backlog.map { listen(fd, $0) } ?? 0) != 0 {
-            let code = errno
-            close(fd)
-            throw SystemError(call: bound != 0 ? "bind" : "listen", errno: code, context: "\(host):\(port)")
-        }
+        if let backlog { try syscall("listen", place) { listen(socket.number, backlog) } }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return (fd, Int(UInt16(bigEndian: actual.sin_port)))
+        try syscall("getsockname", place) {
+            withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket.number, $0, &length) } }
+        }
+        return (socket, Int(UInt16(bigEndian: actual.sin_port)))
     }
 
     /// A TCP connection to `host:port`, or nil with `errno` set.
-    package static func connect(host: String, port: Int) -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
+    package static func connect(host: String, port: Int) -> FileDescriptor? {
+        guard let socket = try? FileDescriptor.socket(AF_INET, Int32(SOCK_STREAM.rawValue)) else { return nil }
         var address = Self.address(host: host, port: UInt16(port))
+        // Not through syscall(): a connect interrupted by a signal goes on in the background,
+        // and calling it again answers EALREADY, not the outcome.
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
             let code = errno
-            close(fd)
+            try? socket.close()
             errno = code
             return nil
         }
-        return fd
+        return socket
     }
 
     private static func address(host: String, port: UInt16) -> sockaddr_in {

@@ -41,7 +41,7 @@ package final class CurlConnection {
         _ = CurlEasy.globalInit
         guard let handle = curl_easy_init() else {
             errorBuffer.deallocate()
-            throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "curl_easy_init failed")
+            throw CurlError(CURLE_FAILED_INIT, message: "curl_easy_init failed")
         }
         self.handle = handle
         self.url = url
@@ -77,7 +77,7 @@ package final class CurlConnection {
         try check(curl_easy_perform(handle), errorBuffer)
         var active: curl_socket_t = -1
         try check(georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active), errorBuffer)
-        guard active != -1 else { throw CurlError(code: CURLE_COULDNT_CONNECT.rawValue, message: "no socket after connecting") }
+        guard active != -1 else { throw CurlError(CURLE_COULDNT_CONNECT, message: "no socket after connecting") }
         socket = active
     }
 
@@ -139,22 +139,22 @@ package final class CurlConnection {
         if writable { events |= Int16(POLLOUT) }
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
-        while true {
-            var descriptor = pollfd(fd: socket, events: events, revents: 0)
-            let result = poll(&descriptor, 1, Self.milliseconds(until: deadline, on: clock))
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw CurlError(code: CURLE_RECV_ERROR.rawValue, message: "poll failed: \(String(cString: strerror(errno)))")
-            }
-            if result == 0 { return (false, false) }
-            let revents = Int32(descriptor.revents)
-            if revents & Int32(POLLNVAL) != 0 {
-                throw CurlError(code: CURLE_RECV_ERROR.rawValue, message: "poll: the connection's socket is closed")
-            }
-            let failed = revents & (Int32(POLLERR) | Int32(POLLHUP)) != 0
-            return (readable && (revents & Int32(POLLIN) != 0 || failed),
-                    writable && (revents & Int32(POLLOUT) != 0 || failed))
+        var descriptor = pollfd(fd: socket, events: events, revents: 0)
+        let result: Int32
+        do throws(SystemError) {
+            // An interrupted poll runs again with what is left of the deadline, not the whole timeout.
+            result = try syscall("poll") { poll(&descriptor, 1, Self.milliseconds(until: deadline, on: clock)) }
+        } catch {
+            throw CurlError(CURLE_RECV_ERROR, message: "\(error)")
         }
+        if result == 0 { return (false, false) }
+        let revents = Int32(descriptor.revents)
+        if revents & Int32(POLLNVAL) != 0 {
+            throw CurlError(CURLE_RECV_ERROR, message: "poll: the connection's socket is closed")
+        }
+        let failed = revents & (Int32(POLLERR) | Int32(POLLHUP)) != 0
+        return (readable && (revents & Int32(POLLIN) != 0 || failed),
+                writable && (revents & Int32(POLLOUT) != 0 || failed))
     }
 
     /// poll's timeout: rounded up, so a wait never returns early and spins.

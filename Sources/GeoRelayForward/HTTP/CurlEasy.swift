@@ -65,7 +65,7 @@ package final class CurlEasy {
     package init(tls: Configuration.TLSSettings = .init()) throws(CurlError) {
         _ = Self.globalInit
         guard let handle = curl_easy_init() else {
-            throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "curl_easy_init failed")
+            throw CurlError(CURLE_FAILED_INIT, message: "curl_easy_init failed")
         }
         self.handle = handle
         errorBuffer.initialize(to: 0)

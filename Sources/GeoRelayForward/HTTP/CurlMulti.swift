@@ -10,19 +10,13 @@ package final class CurlMulti {
 
     init() throws(CurlError) {
         guard let handle = curl_multi_init() else {
-            throw CurlError(code: CURLE_FAILED_INIT.rawValue, message: "curl_multi_init failed")
+            throw CurlError(multi: CURLM_OUT_OF_MEMORY, message: "curl_multi_init failed")
         }
         self.handle = handle
     }
 
     deinit {
         curl_multi_cleanup(handle)
-    }
-
-    /// The one place multi status codes become Swift errors.
-    private func check(_ code: CURLMcode) throws(CurlError) {
-        guard code != CURLM_OK else { return }
-        throw CurlError(code: 1000 + UInt32(bitPattern: code.rawValue), message: String(cString: curl_multi_strerror(code)))
     }
 
     func add(_ easy: CurlEasy) throws(CurlError) {

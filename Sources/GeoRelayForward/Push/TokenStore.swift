@@ -46,7 +46,8 @@ package struct TokenStore: Sendable {
     /// Durable when it returns: the data is fsynced before the rename and the directory after
     /// it, since a rename lives in the directory and a power cut undoes one not yet synced there
     /// (`PowerCutTests` lost every token that way; each restart after a cut logged in again).
-    package func save(_ token: PushToken) throws {
+    /// A short write is finished, not taken for the whole token.
+    package func save(_ token: PushToken) throws(SystemError) {
         let object = JSONObject([
             ("accessToken", .string(token.value)),
             ("obtainedMs", .number(Double(token.obtainedMs))),
@@ -54,24 +55,17 @@ package struct TokenStore: Sendable {
             ("loggedIn", .bool(token.loggedIn)),
         ])
         let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SystemError(call: "open", errno: errno, context: temporary) }
+        let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         let bytes = Array(JSONValue.object(object).jsonText.utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let writeError = errno
-        let synced = fsync(fd) == 0
-        let syncError = errno
-        close(fd)
-        guard written == bytes.count else { throw SystemError(call: "write", errno: writeError, context: temporary) }
+        try file.writeAll(bytes, context: temporary)
         // Renaming data that may not be on the disk could replace a good token with an empty file.
-        guard synced else { throw SystemError(call: "fsync", errno: syncError, context: temporary) }
+        try syscall("fsync", temporary) { fsync(file.number) }
+        try file.close()
         fchmodat(AT_FDCWD, temporary, 0o600, 0)
-        guard rename(temporary, path) == 0 else { throw SystemError(call: "rename", errno: errno, context: path) }
+        try syscall("rename", path) { rename(temporary, path) }
         let directory = (path as NSString).deletingLastPathComponent
-        let directoryFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw SystemError(call: "open", errno: errno, context: directory) }
-        defer { close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw SystemError(call: "fsync", errno: errno, context: directory) }
+        let folder = try FileDescriptor.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
+        try syscall("fsync", directory) { fsync(folder.number) }
     }
 
     package func remove() {

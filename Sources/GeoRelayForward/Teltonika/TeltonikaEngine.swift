@@ -326,10 +326,12 @@ final class TeltonikaEngine: TraccarEngine {
                 descriptors.append(pollfd(fd: session.descriptor, events: Int16(POLLIN) | (session.hasOutput ? Int16(POLLOUT) : 0), revents: 0))
                 if session.isAwaiting { soonest = min(soonest ?? session.lastProgress, session.lastProgress) }
             }
-            let waitMs = soonest.map { max(0, min(1000, Int(clock.now.duration(to: $0 + requestTimeout) / .milliseconds(1)) + 1)) } ?? 1000
-            let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(waitMs))
-            if ready < 0, errno != EINTR {
-                logger.error("poll failed: \(String(cString: strerror(errno)))")
+            // Computed in the call, so a poll interrupted by a signal waits only for what is left.
+            var waitMs: Int32 { Int32(soonest.map { max(0, min(1000, Int(clock.now.duration(to: $0 + requestTimeout) / .milliseconds(1)) + 1)) } ?? 1000) }
+            do throws(SystemError) {
+                try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }
+            } catch {
+                logger.error("\(error)")
                 break
             }
             if descriptors[0].revents != 0 { wakeup.drain() }

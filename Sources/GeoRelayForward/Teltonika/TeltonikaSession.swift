@@ -71,12 +71,12 @@ final class TeltonikaSession {
             } else if lowered.hasPrefix("tls://") {
                 scheme = "https"
             } else {
-                throw CurlError(code: CURLE_URL_MALFORMAT.rawValue, message: "expected a tcp:// or tls:// URL for the Teltonika port, not \(Redaction.url(url))")
+                throw CurlError(CURLE_URL_MALFORMAT, message: "expected a tcp:// or tls:// URL for the Teltonika port, not \(Redaction.url(url))")
             }
             var authority = url.dropFirst("tcp://".count)
             while authority.hasSuffix("/") { authority = authority.dropLast() }
             guard !authority.isEmpty, !authority.contains("/"), !authority.contains("@"), !authority.contains("?") else {
-                throw CurlError(code: CURLE_URL_MALFORMAT.rawValue, message: "expected tcp://host:port or tls://host:port, not \(Redaction.url(url))")
+                throw CurlError(CURLE_URL_MALFORMAT, message: "expected tcp://host:port or tls://host:port, not \(Redaction.url(url))")
             }
             // A port follows the last colon, unless that colon is inside an IPv6 literal's brackets.
             let hasPort = authority.lastIndex(of: ":").map { colon in !authority[colon...].contains("]") } ?? false

@@ -312,10 +312,12 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 descriptors.append(pollfd(fd: connection.descriptor, events: Int16(POLLIN) | (lane.hasOutput ? Int16(POLLOUT) : 0), revents: 0))
             }
             let soonest = busy.map(\.lastProgress).min()! + requestTimeout
-            let waitMs = max(0, min(1000, Int(clock.now.duration(to: soonest) / .milliseconds(1)) + 1))
-            let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(waitMs))
-            if ready < 0, errno != EINTR {
-                logger.error("poll failed: \(String(cString: strerror(errno)))")
+            // Computed in the call, so a poll interrupted by a signal waits only for what is left.
+            var waitMs: Int32 { Int32(max(0, min(1000, Int(clock.now.duration(to: soonest) / .milliseconds(1)) + 1))) }
+            do throws(SystemError) {
+                try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }
+            } catch {
+                logger.error("\(error)")
                 break
             }
             if descriptors[0].revents != 0 { wakeup.drain() }

@@ -1,4 +1,5 @@
 import Glibc
+import GeoRelayCore
 
 /// One client connection of an HTTP listener: its socket, what has been read of the
 /// request in progress, the answer being written, and where in a request's life it is.
@@ -24,7 +25,8 @@ final class HTTPConnection {
     }
 
     let id: UInt64
-    let fd: Int32
+    let socket: FileDescriptor
+    var fd: Int32 { socket.number }
     var phase: Phase = .awaiting
     /// Bytes read and not yet consumed: at most one request's head and body.
     var input: [UInt8] = []
@@ -39,9 +41,9 @@ final class HTTPConnection {
     var peerClosed = false
     var isClosed = false
 
-    init(id: UInt64, fd: Int32, nowMs: Int64, interest: UInt32) {
+    init(id: UInt64, socket: FileDescriptor, nowMs: Int64, interest: UInt32) {
         self.id = id
-        self.fd = fd
+        self.socket = socket
         self.lastActivityMs = nowMs
         self.interest = interest
     }

@@ -68,7 +68,8 @@ package final class HTTPListener: Sendable {
 
     package let port: Int
     private let loop: HTTPServerLoop
-    private let listenFD: Int32
+    /// The loop's listening socket: `stop()` shuts it down from here, the loop closes it.
+    private let listener: FileDescriptor
     private let stopped = Atomic<Bool>(false)
 
     /// Listens on `HOST:PORT` and starts serving; `what` names the setting in errors and logs
@@ -79,23 +80,21 @@ package final class HTTPListener: Sendable {
             throw IngestStartError(description: "\(what) \(listen): expected HOST:PORT")
         }
         let host = String(listen[..<colon])
-        let socket: (fd: Int32, port: Int)
+        let socket: (descriptor: FileDescriptor, port: Int)
         do {
-            socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
+            socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
         } catch {
             throw IngestStartError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
         }
-        let flags = fcntl(socket.fd, F_GETFL)
-        _ = fcntl(socket.fd, F_SETFL, flags | O_NONBLOCK)
         let loop: HTTPServerLoop
         do {
-            loop = try HTTPServerLoop(listenFD: socket.fd, what: what, limits: limits, logger: logger, handler: handler)
+            // On failure the socket closes with its owner, here.
+            loop = try HTTPServerLoop(listener: socket.descriptor, what: what, limits: limits, logger: logger, handler: handler)
         } catch {
-            close(socket.fd)
             throw IngestStartError(description: "cannot start the HTTP listener on \(listen) (\(what)): \(error)")
         }
         self.port = socket.port
-        self.listenFD = socket.fd
+        self.listener = socket.descriptor
         self.loop = loop
         let thread = Thread { loop.run() }
         thread.name = "georelay-http"
@@ -108,7 +107,7 @@ package final class HTTPListener: Sendable {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // Only the loop closes the descriptor, and only after requestStop(): this number is still ours.
         loop.announceStop()
-        shutdown(listenFD, Int32(SHUT_RDWR))
+        shutdown(listener.number, Int32(SHUT_RDWR))
         loop.requestStop()
     }
 

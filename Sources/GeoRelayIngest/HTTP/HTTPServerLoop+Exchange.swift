@@ -27,21 +27,22 @@ extension HTTPServerLoop {
         for _ in 0..<4 {
             let room = min(capacity - connection.input.count, scratch.count)
             guard room > 0 else { break }
-            let n = scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, room, 0) }
+            let received = scratch.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) in try connection.socket.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[..<room])) }
+            }
+            guard case .success(let result) = received else {
+                closeConnection(connection)
+                return
+            }
+            guard case .processed(let n) = result else { break }
             if n > 0 {
                 connection.input.append(contentsOf: scratch[0..<n])
                 connection.lastActivityMs = now
                 if n < room { break }
                 continue
             }
-            if n == 0 {
-                connection.peerClosed = true
-                break
-            }
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EWOULDBLOCK { break }
-            closeConnection(connection)
-            return
+            connection.peerClosed = true
+            break
         }
         advance(connection, nowMs: now)
         if !connection.isClosed, connection.peerClosed, connection.isReading {
@@ -133,16 +134,16 @@ extension HTTPServerLoop {
     func drain(_ connection: HTTPConnection) {
         guard case .lingering(let until, var discarded) = connection.phase else { return }
         while true {
-            let n = scratch.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            let received = scratch.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try connection.socket.read(into: raw) } }
+            guard case .success(let result) = received else { break }
+            guard case .processed(let n) = result else {
+                connection.phase = .lingering(untilMs: until, discarded: discarded)
+                return
+            }
             if n > 0 {
                 discarded += n
                 if discarded > Self.lingerBytes { break }
                 continue
-            }
-            if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                connection.phase = .lingering(untilMs: until, discarded: discarded)
-                return
             }
             break
         }
@@ -171,18 +172,23 @@ extension HTTPServerLoop {
     func flush(_ connection: HTTPConnection) {
         while connection.outputOffset < connection.output.count {
             let offset = connection.outputOffset
-            let n = connection.output.withUnsafeBytes { send(connection.fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n > 0 {
-                connection.outputOffset += n
-                continue
+            let sent = connection.output.withUnsafeBytes { raw in
+                Result { () throws(SystemError) in try connection.socket.send(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
             }
-            if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+            guard case .success(let result) = sent else {
+                closeConnection(connection)
+                return
+            }
+            guard case .processed(let n) = result else {
                 updateInterest(connection)
                 return
             }
-            closeConnection(connection)
-            return
+            // A zero-byte send of a non-empty buffer: nothing more will go out.
+            guard n > 0 else {
+                closeConnection(connection)
+                return
+            }
+            connection.outputOffset += n
         }
         connection.output.removeAll(keepingCapacity: connection.output.capacity <= 16 * 1024)
         connection.outputOffset = 0

@@ -14,7 +14,9 @@ import Synchronization
 final class HTTPServerLoop: @unchecked Sendable {
     let statistics = Mutex(HTTPListener.Statistics())
     let epoll: Epoll
-    let listenFD: Int32
+    /// Shared with `HTTPListener`, which may shut it down from another thread; only the loop closes it.
+    let listener: FileDescriptor
+    var listenFD: Int32 { listener.number }
     let what: String
     let limits: HTTPListener.Limits
     let logger: Logger?
@@ -49,9 +51,9 @@ final class HTTPServerLoop: @unchecked Sendable {
     static let acceptPauseMs: Int64 = 100
     static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    init(listenFD: Int32, what: String, limits: HTTPListener.Limits, logger: Logger?,
+    init(listener: FileDescriptor, what: String, limits: HTTPListener.Limits, logger: Logger?,
          handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse) throws(SystemError) {
-        self.listenFD = listenFD
+        self.listener = listener
         self.what = what
         self.limits = limits
         self.logger = logger
@@ -71,13 +73,13 @@ final class HTTPServerLoop: @unchecked Sendable {
 
     func requestStop() {
         stopRequested.store(true, ordering: .releasing)
-        Epoll.wake(epoll.wakeFD)
+        Epoll.wake(epoll.wakeup)
     }
 
     /// From a handler thread: the answer for connection `id`.
     func complete(_ id: UInt64, _ response: HTTPServerResponse) {
         inbox.withLock { $0.append((id, response)) }
-        Epoll.wake(epoll.wakeFD)
+        Epoll.wake(epoll.wakeup)
     }
 
     func run() {
@@ -117,13 +119,20 @@ final class HTTPServerLoop: @unchecked Sendable {
 
     func acceptAll() {
         while listening {
-            let fd = georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            let accepted: IOResult<Int32>
+            let failure: SystemError?
+            do throws(SystemError) {
+                accepted = try syscall(blocking: true, "accept") { georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+                failure = nil
+            } catch {
+                accepted = .wouldBlock
+                failure = error
+            }
             let now = WallClock.monotonicMs()
-            if fd < 0 {
-                let code = errno
+            if let failure {
+                let code = failure.errno
                 switch code {
-                case EINTR, ECONNABORTED: continue
-                case EAGAIN, EWOULDBLOCK: return
+                case ECONNABORTED: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: make room from the idle, or stop the level-triggered listener spinning.
                     if evictOne(nowMs: now) { continue }
@@ -137,6 +146,8 @@ final class HTTPServerLoop: @unchecked Sendable {
                     return
                 }
             }
+            guard case .processed(let fd) = accepted else { return }
+            let socket = FileDescriptor(adopting: fd)
             if connections.count >= limits.maxConnections, !evictOne(nowMs: now) {
                 let refused = statistics.withLock { statistics in
                     statistics.refused += 1
@@ -144,20 +155,20 @@ final class HTTPServerLoop: @unchecked Sendable {
                 }
                 warn("refused", "answered 503 to a new connection: all \(limits.maxConnections) open connections have a request with the handler (\(refused) refused so far)", nowMs: now)
                 let answer = HTTPRequestError.serviceUnavailable("every connection is busy").response.serialized(close: true)
-                _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
-                close(fd)
+                _ = answer.withUnsafeBytes { try? socket.send($0, flags: Int32(MSG_DONTWAIT)) }
+                try? socket.close()
                 continue
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let interest = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
-            let connection = HTTPConnection(id: nextID, fd: fd, nowMs: now, interest: interest)
+            let connection = HTTPConnection(id: nextID, socket: socket, nowMs: now, interest: interest)
             nextID += 1
             do {
                 try epoll.add(fd, token: connection.id, events: interest)
             } catch {
                 warn("accept", "cannot watch a new connection: \(error)", nowMs: now)
-                close(fd)
+                try? socket.close()
                 continue
             }
             connections[connection.id] = connection
@@ -210,7 +221,7 @@ final class HTTPServerLoop: @unchecked Sendable {
         listening = false
         if acceptPausedUntilMs == nil { epoll.remove(listenFD) }
         acceptPausedUntilMs = nil
-        close(listenFD)
+        try? listener.close()
     }
 
     /// Stops accepting and closes what has no request with the handler; the rest close once answered.
@@ -264,7 +275,7 @@ final class HTTPServerLoop: @unchecked Sendable {
         guard !connection.isClosed, connections.removeValue(forKey: connection.id) != nil else { return }
         connection.isClosed = true
         epoll.remove(connection.fd)
-        close(connection.fd)
+        try? connection.socket.close()
         connection.input = []
         connection.output = []
         statistics.withLock { $0.open = connections.count }

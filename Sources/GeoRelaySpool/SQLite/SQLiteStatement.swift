@@ -5,10 +5,11 @@ package final class SQLiteStatement {
     private let handle: OpaquePointer
     private unowned let database: SQLiteDatabase
     let sql: String
-    /// The first bind that failed since the last reset (a parameter index out of range, a text
-    /// too big): binds stay non-throwing for the writer's per-position loop, and the next
-    /// `step()` throws it instead of running the statement with a parameter left NULL.
-    private var bindFailure: (code: Int32, index: Int32)?
+    /// The first reset or bind that failed since the last reset (a parameter index out of range,
+    /// a text too big): resets and binds stay non-throwing for the writer's per-position loop,
+    /// and the next `step()` throws it through `check()` instead of running the statement with
+    /// a parameter left NULL.
+    private var pendingFailure: (code: Int32, what: String)?
 
     init(database: SQLiteDatabase, sql: String) throws(SQLiteError) {
         var statement: OpaquePointer?
@@ -21,16 +22,23 @@ package final class SQLiteStatement {
 
     deinit { sqlite3_finalize(handle) }
 
-    /// Ready for new bindings. `sqlite3_reset`'s result repeats the last step's error, which
-    /// `step()` has already thrown, so it is not looked at again here.
+    /// Ready for new bindings.
+    ///
+    /// `sqlite3_reset` repeats the error of a failed step; `step()` has thrown that one and
+    /// reset the statement at once, so what a reset here reports is news, and the next step
+    /// throws it.
     package func reset() {
-        sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
-        bindFailure = nil
+        pendingFailure = nil
+        failed(sqlite3_reset(handle), "reset of \(sql)")
+        failed(sqlite3_clear_bindings(handle), "clearing the parameters of \(sql)")
+    }
+
+    private func failed(_ rc: Int32, _ what: @autoclosure () -> String) {
+        if rc != SQLITE_OK, pendingFailure == nil { pendingFailure = (rc, what()) }
     }
 
     private func bound(_ rc: Int32, _ index: Int32) {
-        if rc != SQLITE_OK, bindFailure == nil { bindFailure = (rc, index) }
+        failed(rc, "parameter \(index) of \(sql)")
     }
 
     // MARK: Binding (1-based, as SQLite counts)
@@ -72,15 +80,18 @@ package final class SQLiteStatement {
     /// Advances to the next row; `false` when done.
     @discardableResult
     package func step() throws(SQLiteError) -> Bool {
-        if let failure = bindFailure {
-            bindFailure = nil
-            try check(failure.code, nil, sql: "parameter \(failure.index) of \(sql)")
+        if let failure = pendingFailure {
+            pendingFailure = nil
+            try check(failure.code, nil, sql: failure.what)
         }
         let rc = sqlite3_step(handle)
         if rc == SQLITE_ROW { return true }
         if rc == SQLITE_DONE { return false }
+        // The error thrown below is the one this reset answers again; resetting now leaves the
+        // statement clean, so a later reset() reports only something new.
+        let error = Result { () throws(SQLiteError) in try check(rc, database.handle, sql: sql) }
         sqlite3_reset(handle)
-        try check(rc, database.handle, sql: sql)
+        _ = try error.get()
         return false
     }
 
