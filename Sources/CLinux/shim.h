@@ -14,6 +14,7 @@ static inline int georelay_accept4(int fd, int flags) { return accept4(fd, (stru
 #include <errno.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <sys/timex.h>
 
 /// What adjtimex(2) says about the system clock, read without changing anything (modes 0,

@@ -9,11 +9,21 @@ import GeoRelayCore
         return String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
     }
 
-    @Test func roundTripsBesideTheSocket() throws {
+    /// Beside a socket in memory (`/run/georelay`); in `/dev/shm` for a socket on disk, so a
+    /// file rewritten every second never wears the card, at a path `status` computes alike.
+    @Test func roundTripsBesideASocketInMemoryAndOffTheDiskOtherwise() throws {
+        try #require(HealthFile.isInMemory(HealthFile.memoryDirectory), "this machine has no tmpfs at /dev/shm")
+        var template = Array((HealthFile.memoryDirectory + "/grh.XXXXXX").utf8CString)
+        let memory = String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
+        defer { try? FileManager.default.removeItem(atPath: memory) }
+        #expect(HealthFile(socketPath: memory + "/r.sock").path == memory + "/r.sock.health")
         let dir = directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
+        try #require(!HealthFile.isInMemory(dir), "/tmp is a tmpfs here: the disk case cannot be shown")
         let file = HealthFile(socketPath: dir + "/r.sock")
-        #expect(file.path == dir + "/r.sock.health")
+        #expect(file.path.hasPrefix(HealthFile.memoryDirectory + "/georelay-") && file.path.hasSuffix(".health"))
+        #expect(HealthFile(socketPath: dir + "/./r.sock").path == file.path, "the same socket, the same file")
+        #expect(HealthFile(socketPath: dir + "/other.sock").path != file.path)
         #expect(file.read() == nil)
         let written = report(at: 5000, ingest: 4900, writer: 1000)
         try file.write(written, pid: 42)
