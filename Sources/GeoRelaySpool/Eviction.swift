@@ -64,7 +64,35 @@ struct Eviction {
                 if n == 0 { break }
             }
         }
+        if deleted > 0 { try countDeleted(deleted) }
         return deleted
+    }
+
+    /// The highest seq among the oldest `chunk` positions (nil: none left).
+    private func oldestChunkEnd() throws -> Int64? {
+        let select = try db.statement("SELECT max(seq) FROM (SELECT seq FROM positions ORDER BY seq LIMIT \(Self.chunk))")
+        defer { select.reset() }
+        return try select.step() ? select.optionalInt64(0) : nil
+    }
+
+    /// Undelivered positions the quota drops are settled for every destination that had not
+    /// passed them, and its cursor moves past them, so pending (stored minus settled) stays true.
+    private func settleCursors(through seq: Int64) throws {
+        let settle = try db.statement("""
+            INSERT INTO cursors(destination, device_id, acked_seq, settled)
+            SELECT dst.name, p.device_id, ?1, count(*) FROM destinations dst JOIN positions p ON p.seq <= ?1
+            LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = p.device_id
+            WHERE dst.buffered = 1 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+            GROUP BY dst.name, p.device_id
+            ON CONFLICT(destination, device_id) DO UPDATE SET settled = settled + excluded.settled, acked_seq = max(acked_seq, excluded.acked_seq)
+            """)
+        settle.bind(1, seq)
+        try settle.run()
+    }
+
+    /// Rows deleted, in the same transaction: status counts rows as stored minus deleted.
+    private func countDeleted(_ n: Int) throws {
+        try db.execute("INSERT INTO counters(name, value) VALUES('spool.deleted', \(n)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
     }
 
     /// A generous estimate of what one stored position takes: its row and index entries.
@@ -103,9 +131,12 @@ struct Eviction {
                     outcome.full = true
                     break
                 }
-                try db.execute("DELETE FROM positions WHERE seq IN (SELECT seq FROM positions ORDER BY seq LIMIT \(Self.chunk))")
+                guard let through = try oldestChunkEnd() else { break }
+                try settleCursors(through: through)
+                try db.execute("DELETE FROM positions WHERE seq <= \(through)")
                 let n = db.changes
                 if n == 0 { break }
+                try countDeleted(n)
                 outcome.dropped += n
             }
         }

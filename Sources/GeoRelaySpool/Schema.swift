@@ -118,6 +118,17 @@ enum Schema {
         FROM devices d LEFT JOIN (
             SELECT device_id, max(seq) AS seq, max(fix_ms) AS fix_ms, max(received_ms) AS received_ms, count(*) AS n
             FROM recent GROUP BY device_id) r ON r.device_id = d.id;
+        -- What status counts without scanning the backlog: per cursor, how many of its device's
+        -- positions it has passed (acknowledged, quarantined, or dropped by the quota), so that
+        -- pending = positions ever stored (device_totals.received) - settled. Every destination
+        -- gets a cursor per device that existed when it was added; a device without one started
+        -- after it, with nothing settled. `spool.deleted` makes the row count a sum of the same kind.
+        ALTER TABLE cursors ADD COLUMN settled INTEGER NOT NULL DEFAULT 0;
+        INSERT OR IGNORE INTO cursors(destination, device_id, acked_seq) SELECT dst.name, d.id, dst.start_seq FROM destinations dst CROSS JOIN devices d;
+        UPDATE cursors SET settled = (SELECT received FROM devices WHERE id = cursors.device_id)
+            - (SELECT count(*) FROM positions p WHERE p.device_id = cursors.device_id AND p.seq > cursors.acked_seq);
+        INSERT INTO counters(name, value) VALUES('spool.deleted', coalesce((SELECT sum(received) FROM devices), 0) - (SELECT count(*) FROM positions))
+            ON CONFLICT(name) DO UPDATE SET value = excluded.value;
         """,
     ]
 

@@ -116,6 +116,22 @@ package final class Spool: Sendable {
             let next = try db.statement("SELECT max(coalesce((SELECT max(seq) FROM positions), 0), coalesce((SELECT max(seq) FROM recent), 0))")
             _ = try next.step()
             let newest = next.int64(0)
+            // A destination new to the spool has passed every device's positions so far: a cursor
+            // each, settled at what the device has stored (see `cursors.settled`).
+            let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
+            let settle = try db.statement("""
+                INSERT OR IGNORE INTO cursors(destination, device_id, acked_seq, settled)
+                SELECT ?1, id, ?2, received FROM device_totals
+                """)
+            for destination in destinations {
+                known.reset()
+                known.bind(1, destination.name)
+                guard try !known.step() else { continue }
+                settle.reset()
+                settle.bind(1, destination.name)
+                settle.bind(2, newest)
+                try settle.run()
+            }
             let upsert = try db.statement("""
                 INSERT INTO destinations(name, start_seq, buffered) VALUES(?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET buffered = excluded.buffered

@@ -3,9 +3,16 @@ import GeoRelayCore
 /// Applying a destination's progress: cursors, quarantine, parked devices, counters and state.
 extension SpoolWriter {
     func apply(_ update: DeliveryUpdate, db: SQLiteDatabase) throws {
+        // The positions a cursor passes are counted as it passes them (`settled`), so status
+        // knows what is pending without counting the backlog: one index range per advance.
         let ack = try db.statement("""
-            INSERT INTO cursors(destination, device_id, acked_seq) VALUES(?, ?, ?)
-            ON CONFLICT(destination, device_id) DO UPDATE SET acked_seq = max(acked_seq, excluded.acked_seq)
+            INSERT INTO cursors(destination, device_id, acked_seq, settled)
+            VALUES(?1, ?2, ?3, (SELECT count(*) FROM (\(SpoolReader.bothTables("""
+                SELECT seq FROM %TABLE WHERE device_id = ?2 AND seq <= ?3 AND seq > coalesce(
+                    (SELECT acked_seq FROM cursors WHERE destination = ?1 AND device_id = ?2),
+                    (SELECT start_seq FROM destinations WHERE name = ?1), 0)
+                """, then: "")))))
+            ON CONFLICT(destination, device_id) DO UPDATE SET settled = settled + excluded.settled, acked_seq = max(acked_seq, excluded.acked_seq)
             """)
         // Acknowledged and quarantined positions both move the cursor; one upsert per device.
         var advanced: [Int64: Int64] = [:]
