@@ -11,11 +11,22 @@ import Synchronization
 /// `serve` runs on the connection's own thread with the socket and the connection's number (1 for
 /// the first accepted); the listener closes the socket when it returns, and `stop` shuts every
 /// open one down, so a thread blocked reading wakes up.
+///
+/// Descriptors: each has one owner thread that alone closes it (the accept thread its listening
+/// socket, a connection's thread its socket), and closes it under the lock; `stop` shuts them
+/// down, from whatever thread, under the same lock. A number `stop` touches is therefore still the
+/// listener's own, never one another test's socket got after a close (tests run in parallel in
+/// one process and the kernel hands out the lowest free number). The accept thread keeps its
+/// socket only while it accepts on it: it never leaves a port listening that nobody accepts on,
+/// where connections would complete and then wait unanswered.
 package final class TestTCPListener: Sendable {
     package typealias Serve = @Sendable (_ fd: Int32, _ number: Int) -> Void
 
     private struct State {
+        /// The socket the current accept thread listens on, -1 once `stop` has shut it down.
+        /// The thread closes its socket when this no longer names it.
         var listenFD: Int32 = -1
+        /// Connections whose threads are serving them (they close them, and leave this set, under the lock).
         var connections: Set<Int32> = []
         var accepted = 0
     }
@@ -39,60 +50,102 @@ package final class TestTCPListener: Sendable {
     }
 
     /// Listens (again) on `port` (0: any free port).
+    ///
+    /// Works at once after `stop`, before the old accept thread has closed its socket: a listening
+    /// socket that has been shut down no longer holds its port against `SO_REUSEADDR`.
+    /// - Precondition: not listening (a stopped listener is started again, not a running one).
     package func start(port: Int) throws {
         let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
         let (fd, bound) = (socket.descriptor.release(), socket.port)
+        state.withLock { state in
+            precondition(state.listenFD < 0, "TestTCPListener \(name): start(port: \(port)) while listening on \(self.port)")
+            state.listenFD = fd
+        }
         portValue.store(bound, ordering: .relaxed)
-        state.withLock { $0.listenFD = fd }
         let thread = Thread { [self] in acceptLoop(fd) }
         thread.name = "\(name)-accept"
         thread.start()
     }
 
-    /// Closes the listener and every open connection: the server is gone.
+    /// Refuses new connections from now on and shuts every open one down: the server is gone.
+    ///
+    /// Returns without waiting: the threads close their descriptors as they wake (see the type's
+    /// comment). Connections arriving after it are refused, as by a stopped server.
     package func stop() {
-        let (listener, connections) = state.withLock { state in
-            defer {
+        state.withLock { state in
+            if state.listenFD >= 0 {
+                // A shut-down listening socket leaves the listen table (new connections are
+                // refused) and makes the blocked accept4 return EINVAL.
+                shutdown(state.listenFD, Int32(SHUT_RDWR))
                 state.listenFD = -1
-                state.connections.removeAll()
             }
-            return (state.listenFD, state.connections)
+            for fd in state.connections { shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        if listener >= 0 {
-            shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-        }
-        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     deinit { stop() }
 
+    private enum AcceptStep {
+        case serve(Int)
+        case retry
+        case backOff
+        case end
+    }
+
+    /// The accept thread: owns `listener` from `start` until it closes it, when `stop` has shut it
+    /// down or the socket can no longer accept.
     private func acceptLoop(_ listener: Int32) {
         while true {
             let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                if errno == EINTR { continue }
+            let code = errno
+            let step = state.withLock { state -> AcceptStep in
+                guard state.listenFD == listener else {
+                    // Stopped (and maybe started again on another socket): this one is done.
+                    if fd >= 0 { close(fd) }
+                    close(listener)
+                    return .end
+                }
+                if fd >= 0 {
+                    state.connections.insert(fd)
+                    state.accepted += 1
+                    return .serve(state.accepted)
+                }
+                switch code {
+                case EINTR, ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP, ENETUNREACH:
+                    // A connection that failed before it was accepted (accept(2) reports its error): the next one may not.
+                    return .retry
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    return .backOff
+                default:
+                    // The socket itself cannot accept: close it, so clients are refused rather
+                    // than left in a backlog nobody reads.
+                    state.listenFD = -1
+                    close(listener)
+                    return .end
+                }
+            }
+            switch step {
+            case .end:
                 return
+            case .retry:
+                continue
+            case .backOff:
+                // Out of descriptors or memory, for a moment: the kernel keeps the connection queued.
+                usleep(10_000)
+                continue
+            case .serve(let number):
+                var one: Int32 = 1
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                let thread = Thread { [self] in
+                    serve(fd, number)
+                    state.withLock { state in
+                        state.connections.remove(fd)
+                        close(fd)
+                    }
+                }
+                thread.name = "\(name)-conn"
+                thread.start()
             }
-            let number = state.withLock { state -> Int? in
-                guard state.listenFD == listener else { return nil }
-                state.connections.insert(fd)
-                state.accepted += 1
-                return state.accepted
-            }
-            guard let number else {
-                close(fd)
-                return
-            }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let thread = Thread { [self] in
-                serve(fd, number)
-                state.withLock { _ = $0.connections.remove(fd) }
-                close(fd)
-            }
-            thread.name = "\(name)-conn"
-            thread.start()
         }
     }
 }

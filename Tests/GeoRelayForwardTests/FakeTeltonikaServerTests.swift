@@ -1,3 +1,4 @@
+import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
 import Testing
@@ -250,6 +251,28 @@ import Testing
         try again.write(frame([position(0)]))
         #expect(again.readToEnd() == .closed(after: []), "closed with nothing kept or answered")
         #expect(server.positions.count == 1)
+        #expect(server.statistics.connections == 2)
+    }
+
+    /// The destination going away and coming back: once stopped, the port refuses (a stopped fake
+    /// must not accept into a backlog nobody reads, where a client would wait for answers until its
+    /// timeout), an open connection is ended, and the fake listens on the same port again at once.
+    @Test func stopRefusesAtOnceAndStartServesTheSamePortAgain() throws {
+        let server = try FakeTeltonikaServer()
+        defer { server.stop() }
+        let port = server.port
+        let open = try identified(server)
+        server.stop()
+        #expect(open.readToEnd() == .closed(after: []), "the open connection is ended")
+        let refused = IPv4Socket.connect(host: "127.0.0.1", port: port)
+        let code = errno
+        if let refused { close(refused) }
+        #expect(refused == nil && code == ECONNREFUSED, "connecting to a stopped fake is refused, not left unanswered")
+        try server.start(port: port)
+        #expect(server.port == port)
+        let again = try identified(server)
+        try again.write(frame([position(0)]))
+        #expect(again.read(4) == .bytes([0, 0, 0, 1]))
         #expect(server.statistics.connections == 2)
     }
 }

@@ -103,6 +103,9 @@ final class TeltonikaSession {
     private var countedBytes = 0
     /// Wire bytes of connections already closed, not yet handed out.
     private var closedBytes = 0
+    /// Events of the last read that `nextEvent` has not returned yet: one read can carry several
+    /// answers (the id's `0x01` and the count of the frame it let go), and it returns one at a time.
+    private var unreported: [Event] = []
 
     private enum Expectation {
         case identification
@@ -263,6 +266,9 @@ final class TeltonikaSession {
         afterIdentification = nil
         input.removeAll()
         awaiting.removeAll()
+        // A closed connection's answers mean nothing to the next one (`nextEvent` keeps the ones
+        // read with a `.broken` after this, which runs inside `receive`).
+        unreported.removeAll()
         countedBytes = 0
     }
 
@@ -281,7 +287,12 @@ final class TeltonikaSession {
 
     /// Blocks until the next event, `deadline`, or `abort` (checked every quarter of a second),
     /// for a one-off exchange on a thread of its own (the probe, `georelay send`). Nil: no event in time.
+    ///
+    /// Events come out one per call, in order, even when one read brought several: the rest are
+    /// kept for the next calls (which return them without waiting, even after a `.broken` among
+    /// them closed the connection), never dropped.
     func nextEvent(before deadline: ContinuousClock.Instant, abort: AbortFlag? = nil) -> Event? {
+        if !unreported.isEmpty { return unreported.removeFirst() }
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
         defer { scratch.deallocate() }
         let clock = ContinuousClock()
@@ -291,7 +302,14 @@ final class TeltonikaSession {
                 return fail(.failed("the connection's socket failed"))
             }
             if ready.writable, let event = flush() { return event }
-            if ready.readable, let event = receive(into: scratch).first { return event }
+            if ready.readable {
+                var events = receive(into: scratch)
+                if !events.isEmpty {
+                    let first = events.removeFirst()
+                    unreported = events
+                    return first
+                }
+            }
         }
         return nil
     }
