@@ -107,9 +107,12 @@ import GeoRelayCore
             try db.execute("PRAGMA journal_mode = WAL")
             for migration in Schema.migrations.prefix(7) { try db.execute(migration) }
             try db.execute("PRAGMA user_version = 7")
-            try db.execute("INSERT INTO devices(name, last_seq, last_fix_ms, last_received_ms, received) VALUES('a', 2, \(fix("a", 1).timeMs), 1, 2)")
+            // Received now: with no destination they count as delivered, and retention (which may
+            // run while a loaded machine holds this test) keeps them only while they are recent.
+            let now = WallClock.nowMs()
+            try db.execute("INSERT INTO devices(name, last_seq, last_fix_ms, last_received_ms, received) VALUES('a', 2, \(fix("a", 1).timeMs), \(now), 2)")
             try db.execute("""
-                INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon) VALUES(1, \(fix("a", 0).timeMs), 1, 59, 10), (1, \(fix("a", 1).timeMs), 1, 59, 10)
+                INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon) VALUES(1, \(fix("a", 0).timeMs), \(now), 59, 10), (1, \(fix("a", 1).timeMs), \(now), 59, 10)
                 """)
         }
         let spool = try fixture.open()
