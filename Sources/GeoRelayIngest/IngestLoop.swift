@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -387,26 +388,3 @@ final class IngestLoop: @unchecked Sendable {
         try? connection.socket.close()
     }
 }
-
-/// Lets a bounded number of events through per time window.
-struct RateLimiter {
-    let perWindow: Int
-    let windowMs: Int64
-    private var windowStart: Int64 = 0
-    private var count = 0
-
-    init(perWindow: Int, windowMs: Int64) {
-        self.perWindow = perWindow
-        self.windowMs = windowMs
-    }
-
-    mutating func allow(nowMs: Int64) -> Bool {
-        if nowMs - windowStart >= windowMs {
-            windowStart = nowMs
-            count = 0
-        }
-        count += 1
-        return count <= perWindow
-    }
-}
-

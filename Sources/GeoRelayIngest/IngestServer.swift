@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 

@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -19,8 +20,12 @@ package final class PhoneListener: Sendable {
     /// - Parameter sources: the multi-source routing of the socket's ingest, so a phone listed
     ///   as one of a device's sources feeds that device as a collector would.
     package init(listen: String, spool: Spool, decoder: LineDecoder, sources: SourceRouter? = nil, logger: Logger) throws(IngestStartError) {
-        http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
-            Self.answer(request, spool: spool, decoder: decoder, sources: sources, logger: logger)
+        do {
+            http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
+                Self.answer(request, spool: spool, decoder: decoder, sources: sources, logger: logger)
+            }
+        } catch {
+            throw IngestStartError(description: error.description)
         }
         logger.info("phones: OsmAnd HTTP on \(listen)")
     }

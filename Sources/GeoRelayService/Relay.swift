@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
