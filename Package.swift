@@ -54,7 +54,7 @@ let package = Package(
         .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool"], swiftSettings: swiftSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
     ]
 )
