@@ -16,6 +16,11 @@ package final class Spool: Sendable {
         package var whenFull: Configuration.WhenFull
         /// How often retention and the quota are checked when nothing is written.
         package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
+        /// Whether this writer does the spool's upkeep: retention, the quota's idle check, and
+        /// merging recent positions (on a timer and at close) and the closing checkpoint. The
+        /// daemon's does; a command's beside it (`openExisting`) must not, since the daemon's
+        /// writer keeps what `recent` holds in memory.
+        package var upkeep = true
         /// The longest the writer goes without turning over (and beating) when idle.
         package var turnInterval: Duration = Heartbeat.turnInterval
         /// How long a position may wait for its company before the commit (`CommitWindow`).
@@ -215,9 +220,12 @@ extension Spool {
     ///   SQLite's locking. Each group is one `BEGIN IMMEDIATE` transaction, so whichever writer
     ///   comes second waits on the file's write lock, for up to the connection's busy timeout
     ///   (5 s; a group commits in milliseconds), and readers go on reading the last commit (WAL).
+    ///   It does none of the spool's upkeep (`Settings.upkeep`): that is the daemon's writer's.
     ///   Close it as soon as the command is done.
     package static func openExisting(settings: Settings, logger: Logger = .disabled) throws(SpoolError) -> Spool {
         guard FileManager.default.fileExists(atPath: settings.path) else { throw SpoolError.notFound("no spool at \(settings.path)") }
+        var settings = settings
+        settings.upkeep = false
         return try Spool(settings: settings, logger: logger)
     }
 

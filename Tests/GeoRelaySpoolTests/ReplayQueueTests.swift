@@ -41,6 +41,13 @@ import GeoRelayCore
         command.close()
         #expect(await appended.allSatisfy { $0.seq != nil })
         #expect(try daemon.makeReader().replayQueue(destination: "traccar", limit: 100).count == 5)
+        // The command's writer did none of the daemon's upkeep: the recent positions the daemon's
+        // writer keeps in memory are still where it left them.
+        #expect(try daemon.withWriterConnection { db in
+            let count = try db.statement("SELECT count(*) FROM recent")
+            _ = try count.step()
+            return count.int64(0)
+        } == 500)
         daemon.close()
     }
 }
