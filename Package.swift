@@ -31,14 +31,17 @@ let package = Package(
         .target(name: "GeoRelayCore", swiftSettings: swiftSettings),
         // The durable SQLite spool and every destination's delivery state.
         .target(name: "GeoRelaySpool", dependencies: ["GeoRelayCore", "CSQLite"], swiftSettings: swiftSettings),
-        // The Unix-socket line protocol feeding the spool.
-        .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CLinux"], swiftSettings: swiftSettings),
+        // The relay's own HTTP/1.1 server (and the epoll loop it shares with ingest): the phone
+        // port's and the metrics port's listener, knowing neither of them.
+        .target(name: "GeoRelayHTTP", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
+        // The Unix-socket line protocol and the phone port, feeding the spool.
+        .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayHTTP", "CLinux"], swiftSettings: swiftSettings),
         // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
         .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"], swiftSettings: swiftSettings),
         // Collectors: a GPS unit's serial, network, gpsd or file source into the socket.
         .target(name: "GeoRelayCollect", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.
-        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayForward", "GeoRelayCollect", "CLinux"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayHTTP", "GeoRelayForward", "GeoRelayCollect", "CLinux"], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
         .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
 
@@ -48,9 +51,10 @@ let package = Package(
 
         .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool"], swiftSettings: swiftSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
     ]
 )

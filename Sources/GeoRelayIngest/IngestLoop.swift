@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -13,7 +14,8 @@ final class IngestLoop: @unchecked Sendable {
     private var listenFD: Int32 { listener.number }
     private let spool: Spool
     private let logger: Logger
-    let decoder: LineDecoder
+    /// What every connection's session shares: the decoder, the router, the clocks.
+    let rules: IngestSession.Rules
     private let inbox = Mutex<[IngestServer.Completion]>([])
     private let stopDeadline = Mutex<Int64?>(nil)
     let heartbeat = Heartbeat("ingest loop")
@@ -30,24 +32,20 @@ final class IngestLoop: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var rejectLog = RateLimiter(perWindow: 20, windowMs: 10_000)
     private var inFlight = 0
-    private let sources: SourceRouter
     /// Connections read in this wake-up: only their replies can have changed.
     private var active: [UInt64: IngestConnection] = [:]
 
     /// A connection with this many replies pending or bytes unsent is paused.
     static let maxUnresolved = 8192
-    /// A fix cycle with no new sentence for this long is complete.
-    static let nmeaQuietMs: Int64 = 1500
     static let maxOutput = 1 << 20
     private static let listenToken: UInt64 = 0
 
-    init(settings: IngestServer.Settings, listener: FileDescriptor, spool: Spool, sources: SourceRouter, logger: Logger) throws(SystemError) {
+    init(settings: IngestServer.Settings, listener: FileDescriptor, spool: Spool, rules: IngestSession.Rules, logger: Logger) throws(SystemError) {
         self.settings = settings
         self.listener = listener
         self.spool = spool
         self.logger = logger
-        self.decoder = LineDecoder(maxFutureSeconds: settings.maxFutureSeconds)
-        self.sources = sources
+        self.rules = rules
         self.epoll = try Epoll()
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
     }
@@ -76,19 +74,14 @@ final class IngestLoop: @unchecked Sendable {
             var timeout = turnMs
             if let deadline { timeout = min(timeout, Int32(clamping: max(1, deadline - WallClock.monotonicMs()))) }
             // A fix cycle held open wakes the loop once a second to end it if the receiver went quiet.
-            let holdsNMEA = connections.values.contains { $0.nmeaHeldSinceMs != nil }
+            let holdsNMEA = connections.values.contains { $0.session.holdsCycle }
             if holdsNMEA { timeout = min(timeout, 1000) }
             let count = epoll.wait(into: &events, timeoutMs: timeout)
             heartbeat.beat()
-            // Fix times are judged against the wall clock (a step back ignored); quiet periods by the monotonic one.
-            let nowMs = WallClock.latestMs()
             if holdsNMEA {
-                let monotonic = WallClock.monotonicMs()
-                for connection in connections.values {
-                    if let since = connection.nmeaHeldSinceMs, monotonic - since >= Self.nmeaQuietMs {
-                        flushNMEA(connection, nowMs: nowMs)
-                        active[connection.id] = connection
-                    }
+                for connection in connections.values where connection.session.holdsCycle {
+                    perform(connection.session.tick(), connection: connection)
+                    active[connection.id] = connection
                 }
             }
             for index in 0..<count {
@@ -99,7 +92,7 @@ final class IngestLoop: @unchecked Sendable {
                 } else if token == Self.listenToken {
                     acceptAll()
                 } else if let connection = connections[token] {
-                    handle(connection, events: event.events, nowMs: nowMs)
+                    handle(connection, events: event.events)
                 }
             }
             submitBatch()
@@ -131,8 +124,7 @@ final class IngestLoop: @unchecked Sendable {
                 try? socket.close()
                 continue
             }
-            let connection = IngestConnection(id: nextID, socket: socket)
-            connection.nmea.accuracyPerHDOP = settings.nmeaAccuracyPerHDOP
+            let connection = IngestConnection(id: nextID, socket: socket, session: IngestSession(rules: rules))
             nextID += 1
             do {
                 try epoll.add(fd, token: connection.id, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
@@ -158,7 +150,7 @@ final class IngestLoop: @unchecked Sendable {
 
     // MARK: - Reading
 
-    private func handle(_ connection: IngestConnection, events: UInt32, nowMs: Int64) {
+    private func handle(_ connection: IngestConnection, events: UInt32) {
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0, events & EPOLLIN.rawValue == 0 {
             closeConnection(connection)
             return
@@ -170,12 +162,12 @@ final class IngestLoop: @unchecked Sendable {
             }
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0, !connection.readPaused, !connection.inputClosed {
-            read(connection, nowMs: nowMs)
+            read(connection)
         }
         finishIfDone(connection)
     }
 
-    private func read(_ connection: IngestConnection, nowMs: Int64) {
+    private func read(_ connection: IngestConnection) {
         active[connection.id] = connection
         let received = readBuffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try connection.socket.read(into: raw) } }
         guard case .success(let result) = received else {
@@ -185,23 +177,23 @@ final class IngestLoop: @unchecked Sendable {
         guard case .processed(let n) = result else { return }
         if n > 0 {
             readBuffer.withUnsafeBufferPointer { buffer in
-                consume(UnsafeBufferPointer(rebasing: buffer[0..<n]), connection: connection, nowMs: nowMs)
+                consume(UnsafeBufferPointer(rebasing: buffer[0..<n]), connection: connection)
             }
         } else if n == 0 {
             // The collector is done sending; a last line without a newline still counts.
             if !connection.input.isEmpty, !connection.discarding {
                 let line = connection.input
                 connection.input.removeAll()
-                line.withUnsafeBufferPointer { processLine($0, connection: connection, nowMs: nowMs) }
+                line.withUnsafeBufferPointer { receive($0, connection: connection) }
             }
-            flushNMEA(connection, nowMs: nowMs)
+            perform(connection.session.finish(), connection: connection)
             connection.inputClosed = true
             updateInterest(connection)
         }
     }
 
     /// Splits bytes into lines, carrying a partial line over to the next read.
-    private func consume(_ bytes: UnsafeBufferPointer<UInt8>, connection: IngestConnection, nowMs: Int64) {
+    private func consume(_ bytes: UnsafeBufferPointer<UInt8>, connection: IngestConnection) {
         var start = 0
         let max = settings.maxLineBytes
         while start < bytes.count {
@@ -212,7 +204,7 @@ final class IngestLoop: @unchecked Sendable {
                     // Longer than any allowed line: answer now, skip to its newline.
                     connection.input.removeAll()
                     connection.discarding = true
-                    reject(.tooLong("line longer than \(max) bytes (ingest.maxLineBytes)"), connection: connection)
+                    perform([connection.session.refuseOverlongLine()], connection: connection)
                 } else {
                     connection.input.append(contentsOf: rest)
                 }
@@ -225,12 +217,12 @@ final class IngestLoop: @unchecked Sendable {
                 continue
             }
             if connection.input.isEmpty {
-                processLine(piece, connection: connection, nowMs: nowMs)
+                receive(piece, connection: connection)
             } else {
                 connection.input.append(contentsOf: piece)
                 let line = connection.input
                 connection.input.removeAll(keepingCapacity: true)
-                line.withUnsafeBufferPointer { processLine($0, connection: connection, nowMs: nowMs) }
+                line.withUnsafeBufferPointer { receive($0, connection: connection) }
             }
         }
     }
@@ -241,52 +233,28 @@ final class IngestLoop: @unchecked Sendable {
         return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
     }
 
-    private func processLine(_ raw: UnsafeBufferPointer<UInt8>, connection: IngestConnection, nowMs: Int64) {
-        var line = raw
-        if let last = line.last, last == 0x0D { line = UnsafeBufferPointer(rebasing: line[0..<(line.count - 1)]) }
-        if line.count > settings.maxLineBytes {
-            reject(.tooLong("line of \(line.count) bytes is longer than \(settings.maxLineBytes) (ingest.maxLineBytes)"), connection: connection)
-            return
-        }
-        do {
-            switch try decoder.decode(line, defaultDevice: connection.device, nowMs: nowMs) {
-            case .position(let position):
-                let slot = connection.acks ? connection.addSlot(nil) : nil
-                enqueue(position, connection: connection, slots: slot.map { [$0] } ?? [])
-            case .nmea(let sentence):
-                feed(sentence, connection: connection, nowMs: nowMs)
-            case .hello(let device, let ack):
-                if let device { connection.device = device }
-                if let ack { connection.acks = ack }
-                if connection.acks { _ = connection.addSlot("skip hello") }
-            case .skip(let reason):
-                if connection.acks { _ = connection.addSlot("skip \(reason)") }
+    private func receive(_ line: UnsafeBufferPointer<UInt8>, connection: IngestConnection) {
+        perform(connection.session.receive(line: line), connection: connection)
+    }
+
+    /// Carries out what a connection's session asked for: positions into the next batch,
+    /// rejections counted (and logged, rate-limited, when the collector is not told).
+    private func perform(_ actions: [IngestSession.Action], connection: IngestConnection) {
+        for action in actions {
+            switch action {
+            case .store(let positions, let ticket):
+                for (index, position) in positions.enumerated() {
+                    batch.append(position)
+                    // The first answers the ticket's lines; a routed copy answers none.
+                    batchTokens.append(IngestServer.Token(connection: connection.id, ticket: index == 0 ? ticket : nil))
+                    inFlight += 1
+                }
+            case .reject(let error, let log):
+                rejected["ingest.rejected.\(error.code)", default: 0] += 1
+                // Counted per receiver too, so the health check can name the one sending fixes without a time.
+                if let device = error.untimedDevice { rejected["ingest.untimed.\(device)", default: 0] += 1 }
+                if let log, rejectLog.allow(nowMs: WallClock.monotonicMs()) { logger.warning(log) }
             }
-        } catch {
-            reject(error, connection: connection, line: line)
-        }
-    }
-
-    func enqueue(_ position: Position, connection: IngestConnection, slots: [UInt64]) {
-        batch.append(position)
-        batchTokens.append(IngestServer.Token(connection: connection.id, slots: slots))
-        inFlight += 1
-        guard let device = sources.route(position) else { return }
-        // The active receiver's position also goes in under the device, in the same commit.
-        batch.append(device)
-        batchTokens.append(IngestServer.Token(connection: connection.id, slots: []))
-        inFlight += 1
-    }
-
-    func reject(_ error: IngestError, connection: IngestConnection, line: UnsafeBufferPointer<UInt8>? = nil) {
-        rejected["ingest.rejected.\(error.code)", default: 0] += 1
-        // Counted per receiver too, so the health check can name the one sending fixes without a time.
-        if let device = error.untimedDevice { rejected["ingest.untimed.\(device)", default: 0] += 1 }
-        if connection.acks {
-            _ = connection.addSlot("err \(error.code) \(error.message)")
-        } else if rejectLog.allow(nowMs: WallClock.monotonicMs()) {
-            let excerpt = line.map { String(decoding: UnsafeBufferPointer(rebasing: $0.prefix(80)), as: UTF8.self) } ?? ""
-            logger.warning("rejected line (\(error.code)): \(error.message)\(excerpt.isEmpty ? "" : " in \"\(excerpt)\"")")
         }
     }
 
@@ -325,16 +293,16 @@ final class IngestLoop: @unchecked Sendable {
         for completion in completions {
             inFlight -= completion.tokens.count
             for (token, result) in zip(completion.tokens, completion.results) {
-                let reply: String
+                let outcome: Result<Int64, IngestError>
                 switch result {
                 case .stored(let seq), .duplicate(let seq), .conflict(let seq):
-                    reply = "ok \(seq)"
+                    outcome = .success(seq)
                 case .failed(let error):
                     failures["ingest.rejected.\(error.code)", default: 0] += 1
-                    reply = "err \(error.code) \(error.message)"
+                    outcome = .failure(error)
                 }
-                guard !token.slots.isEmpty, let connection = connections[token.connection] else { continue }
-                for slot in token.slots { connection.resolve(slot, reply) }
+                guard let ticket = token.ticket, !ticket.lines.isEmpty, let connection = connections[token.connection] else { continue }
+                connection.session.stored(ticket, outcome)
                 touched[connection.id] = connection
             }
         }
@@ -387,26 +355,3 @@ final class IngestLoop: @unchecked Sendable {
         try? connection.socket.close()
     }
 }
-
-/// Lets a bounded number of events through per time window.
-struct RateLimiter {
-    let perWindow: Int
-    let windowMs: Int64
-    private var windowStart: Int64 = 0
-    private var count = 0
-
-    init(perWindow: Int, windowMs: Int64) {
-        self.perWindow = perWindow
-        self.windowMs = windowMs
-    }
-
-    mutating func allow(nowMs: Int64) -> Bool {
-        if nowMs - windowStart >= windowMs {
-            windowStart = nowMs
-            count = 0
-        }
-        count += 1
-        return count <= perWindow
-    }
-}
-

@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -53,15 +54,16 @@ package final class IngestServer: Sendable {
 
     struct Token: Sendable {
         var connection: UInt64
-        /// The reply slots this position answers: one line's, or every NMEA line of a
-        /// fix cycle; none when the connection has acks off.
-        var slots: [UInt64]
+        /// The lines this position answers (one line's, or every NMEA line of a fix cycle; none
+        /// when the connection has acks off); nil for a routed copy, which answers nothing.
+        var ticket: IngestSession.Ticket?
     }
 
     private let loop: IngestLoop
     private let wakeup: FileDescriptor
-    /// Which receiver feeds each multi-source device now; the phone listener routes through it too.
-    package let sources: SourceRouter
+    /// What every session shares (decoder, router, clocks); the phone listener's sessions too,
+    /// so a phone listed as a device's source is routed as a collector is.
+    package let rules: IngestSession.Rules
     /// The event loop's turns: it beats after every wait, so an idle loop beats each `turnInterval`.
     package var heartbeat: Heartbeat { loop.heartbeat }
     private let stopped = Waiters()
@@ -73,11 +75,14 @@ package final class IngestServer: Sendable {
 
     /// Binds the socket and starts the event-loop thread.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
-        sources = SourceRouter(devices: settings.devices, logger: logger)
         let listener = try UnixListener.listen(path: settings.socketPath)
+        let rules = IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
+                                        router: SourceRouter(devices: settings.devices, logger: logger), maxLineBytes: settings.maxLineBytes,
+                                        nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
+        self.rules = rules
         let loop: IngestLoop
         do {
-            loop = try IngestLoop(settings: settings, listener: listener, spool: spool, sources: sources, logger: logger)
+            loop = try IngestLoop(settings: settings, listener: listener, spool: spool, rules: rules, logger: logger)
         } catch {
             try? listener.close()
             unlink(settings.socketPath)

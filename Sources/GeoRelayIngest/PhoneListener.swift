@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -16,51 +17,48 @@ package final class PhoneListener: Sendable {
     package var port: Int { http.port }
 
     /// Listens on `HOST:PORT` (e.g. `0.0.0.0:5055`).
-    /// - Parameter sources: the multi-source routing of the socket's ingest, so a phone listed
-    ///   as one of a device's sources feeds that device as a collector would.
-    package init(listen: String, spool: Spool, decoder: LineDecoder, sources: SourceRouter? = nil, logger: Logger) throws(IngestStartError) {
-        http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
-            Self.answer(request, spool: spool, decoder: decoder, sources: sources, logger: logger)
+    /// - Parameter rules: the socket ingest's (`IngestServer.rules`): the same decoder, clocks and
+    ///   multi-source routing, so a phone listed as one of a device's sources feeds that device
+    ///   as a collector would.
+    package init(listen: String, spool: Spool, rules: IngestSession.Rules, logger: Logger) throws(IngestStartError) {
+        let session = IngestSession(rules: rules)
+        do {
+            http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
+                Self.answer(request, session: session, spool: spool, logger: logger)
+            }
+        } catch {
+            throw IngestStartError(description: error.description)
         }
         logger.info("phones: OsmAnd HTTP on \(listen)")
     }
 
     package func stop() { http.stop() }
 
-    /// Stores the request's position; the status to answer.
-    private static func answer(_ request: HTTPListener.Request, spool: Spool, decoder: LineDecoder, sources: SourceRouter?,
-                               logger: Logger) -> HTTPListener.Response {
+    /// Stores the request's position; the status to answer. A phone request needs nothing of
+    /// a connection's state, so every request goes through the one session.
+    private static func answer(_ request: HTTPListener.Request, session: IngestSession, spool: Spool, logger: Logger) -> HTTPListener.Response {
         if request.header("user-agent")?.hasPrefix("georelay") == true {
             logger.warning("refused a request from a georelay: a destination points back at this listener")
             return HTTPListener.Response(status: 508, reason: "Loop Detected")
         }
-        let position: Position
-        do throws(IngestError) {
-            if request.header("content-type")?.hasPrefix("application/json") == true {
-                position = try TraccarClientJSON.decode(String(decoding: request.body, as: UTF8.self))
-            } else {
-                // As Traccar: the URL's parameters, or the body's when the URL has none.
-                var query = request.target.firstIndex(of: "?").map { String(request.target[request.target.index(after: $0)...]) } ?? ""
-                if query.isEmpty { query = String(decoding: request.body, as: UTF8.self) }
-                position = try OsmAndQuery.decode(query, defaultDevice: nil)
-            }
-            try decoder.validate(position, nowMs: WallClock.latestMs())
-        } catch {
+        let phone = IngestSession.PhoneRequest(isJSON: request.header("content-type")?.hasPrefix("application/json") == true,
+                                               target: request.target, body: request.body)
+        switch session.receive(phone: phone) {
+        case .reject(let error, _):
             spool.add(counters: ["ingest.rejected.\(error.code)": 1])
             logger.info("phone request refused (\(error.code)): \(error.message)")
             return HTTPListener.Response(status: 400, reason: "Bad Request")
+        case .store(let positions, _):
+            let done = DispatchSemaphore(value: 0)
+            let result = Mutex<AppendResult?>(nil)
+            spool.append(positions) { results in
+                result.withLock { $0 = results.first }
+                done.signal()
+            }
+            done.wait()
+            return result.withLock { $0?.seq } != nil
+                ? HTTPListener.Response(status: 200, reason: "OK")
+                : HTTPListener.Response(status: 503, reason: "Service Unavailable")
         }
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<AppendResult?>(nil)
-        // The active receiver's position also goes in under its device, in the same commit.
-        let routed = sources?.route(position).map { [$0] } ?? []
-        spool.append([position] + routed) { results in
-            result.withLock { $0 = results.first }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0?.seq } != nil
-            ? HTTPListener.Response(status: 200, reason: "OK")
-            : HTTPListener.Response(status: 503, reason: "Service Unavailable")
     }
 }

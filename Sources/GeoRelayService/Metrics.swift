@@ -1,6 +1,6 @@
 import Foundation
 import GeoRelayCore
-import GeoRelayIngest
+import GeoRelayHTTP
 import GeoRelaySpool
 
 /// Prometheus text exposition of what `georelay status` shows, for a monitoring
@@ -9,7 +9,7 @@ import GeoRelaySpool
 package enum Metrics {
     /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh and judging
     /// every health check per request (the spool's quick_check excepted: it reads the whole file).
-    package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(IngestStartError) -> HTTPListener {
+    package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(HTTPListenError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
             switch request.path {
             case "/metrics":

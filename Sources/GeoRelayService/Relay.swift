@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayHTTP
 import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
@@ -66,9 +67,7 @@ package struct Relay: Sendable {
                 metrics = try Metrics.serve(listen: listen, configuration: configuration, health: health)
             }
             if let listen = configuration.ingest.httpListen {
-                phones = try PhoneListener(listen: listen, spool: spool, decoder: LineDecoder(maxFutureSeconds: configuration.ingest.maxFutureSeconds),
-                                           sources: ingest.sources,
-                                           logger: logger.with(label: "phones"))
+                phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, logger: logger.with(label: "phones"))
             }
         } catch {
             spool.close()

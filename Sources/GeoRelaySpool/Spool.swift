@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import Synchronization
 
 /// The durable spool: every position answered `ok` is in here, committed and synced.
 ///
@@ -15,6 +16,11 @@ package final class Spool: Sendable {
         package var whenFull: Configuration.WhenFull
         /// How often retention and the quota are checked when nothing is written.
         package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
+        /// Whether this writer does the spool's upkeep: retention, the quota's idle check, and
+        /// merging recent positions (on a timer and at close) and the closing checkpoint. The
+        /// daemon's does; a command's beside it (`openExisting`) must not, since the daemon's
+        /// writer keeps what `recent` holds in memory.
+        package var upkeep = true
         /// The longest the writer goes without turning over (and beating) when idle.
         package var turnInterval: Duration = Heartbeat.turnInterval
         /// How long a position may wait for its company before the commit (`CommitWindow`).
@@ -220,77 +226,47 @@ package struct SpoolLogSink: LogSink {
 }
 
 extension Spool {
-    /// Empties the diagnostic log of the spool at `path`, beside a running writer if there is one.
-    package static func clearLog(path: String) throws {
-        guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
-        let db = try SQLiteDatabase(path: path)
-        try db.execute("DELETE FROM log")
+    /// The spool's writer for a one-shot command (`georelay replay`, `georelay logs --clear`):
+    /// the same writer type as the daemon's, so every write to the file goes through one API.
+    ///
+    /// Unlike `init(settings:)` it never creates a spool: a command pointed at the wrong path
+    /// says so instead of leaving an empty spool there.
+    ///
+    /// - Important: A running daemon has its own writer on the file; the two coexist through
+    ///   SQLite's locking. Each group is one `BEGIN IMMEDIATE` transaction, so whichever writer
+    ///   comes second waits on the file's write lock, for up to the connection's busy timeout
+    ///   (5 s; a group commits in milliseconds), and readers go on reading the last commit (WAL).
+    ///   It does none of the spool's upkeep (`Settings.upkeep`): that is the daemon's writer's.
+    ///   Close it as soon as the command is done.
+    package static func openExisting(settings: Settings, logger: Logger = .disabled) throws(SpoolError) -> Spool {
+        guard FileManager.default.fileExists(atPath: settings.path) else { throw SpoolError.notFound("no spool at \(settings.path)") }
+        var settings = settings
+        settings.upkeep = false
+        return try Spool(settings: settings, logger: logger)
     }
-}
 
-extension Spool {
-    /// What `georelay replay` queued, and which devices' history no longer reaches back far enough.
-    package struct ReplayReport: Sendable {
-        package var queued = 0
-        package var considered = 0
-        /// Devices whose oldest stored fix is after the window's start: that part was evicted.
-        package var evicted: [(device: String, oldestMs: Int64)] = []
-    }
-
-    /// Queues a window of spooled positions for a destination again: every one, or those
-    /// `choose` keeps. The spool only stores; which positions go is the caller's to decide (a
-    /// destination's filter, `LocationFilter.replayChoice`): `choose` makes a fresh decision per
-    /// device, given each of its whole positions in fix-time order. Works beside a running relay
-    /// (its own connection waits for the writer); the relay's forwarder drains the queue as history.
-    package static func queueReplay(path: String, destination: String, device: String?, sinceMs: Int64, untilMs: Int64,
-                                    choose: (() -> (Position) -> Bool)?) throws -> ReplayReport {
-        guard FileManager.default.fileExists(atPath: path) else { throw SpoolError.notFound("no spool at \(path)") }
-        let db = try SQLiteDatabase(path: path)
-        let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
-        known.bind(1, destination)
-        guard try known.step() else { throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)") }
-        known.reset()
-        var report = ReplayReport()
-        let devices = try db.statement("SELECT id, name FROM devices WHERE hidden = 0 AND (?1 IS NULL OR name = ?1) ORDER BY name")
-        devices.bind(1, device)
-        var list: [(Int64, String)] = []
-        while try devices.step() { list.append((devices.int64(0), devices.text(1) ?? "")) }
-        devices.reset()
-        try db.transaction {
-            let oldest = try db.statement("""
-                SELECT min(fix_ms) FROM (\(SpoolReader.bothTables("SELECT fix_ms FROM %TABLE WHERE device_id = ?1", then: "")))
-                """)
-            // Whole positions, alarms and attributes included: the caller's choice sees what a destination would.
-            let rows = try db.statement(SpoolReader.bothTables("""
-                SELECT \(SpoolReader.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
-                """, then: "ORDER BY fix_ms"))
+    /// Queues stored positions (by seq) for a destination again, in the writer's next group;
+    /// the number newly queued (one already queued counts once). Which positions go is the
+    /// caller's decision (`georelay replay` runs the destination's filter over whole positions);
+    /// the spool only stores the queue, which the destination's forwarder drains as history.
+    package func queueReplay(destination: String, seqs: [Int64]) async throws -> Int {
+        let queued = Mutex(0)
+        try await perform { db in
+            let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
+            known.bind(1, destination)
+            guard try known.step() else { throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)") }
+            known.reset()
             let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
-            for (id, name) in list {
-                oldest.reset()
-                oldest.bind(1, id)
-                if try oldest.step(), let first = oldest.optionalInt64(0), first > sinceMs { report.evicted.append((name, first)) }
-                oldest.reset()
-                rows.reset()
-                rows.bind(1, id)
-                rows.bind(2, sinceMs)
-                rows.bind(3, untilMs)
-                let chooses = choose?()
-                var chosen: [Int64] = []
-                while try rows.step() {
-                    report.considered += 1
-                    if let chooses, !chooses(SpoolReader.readPosition(rows, device: name)) { continue }
-                    chosen.append(rows.int64(0))
-                }
-                rows.reset()
-                for seq in chosen {
-                    insert.reset()
-                    insert.bind(1, destination)
-                    insert.bind(2, seq)
-                    try insert.run()
-                    report.queued += db.changes
-                }
+            var count = 0
+            for seq in seqs {
+                insert.reset()
+                insert.bind(1, destination)
+                insert.bind(2, seq)
+                try insert.run()
+                count += db.changes
             }
+            queued.withLock { $0 = count }
         }
-        return report
+        return queued.withLock { $0 }
     }
 }

@@ -103,11 +103,13 @@ final class SpoolWriter: @unchecked Sendable {
         let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         self.db = db
         recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
-        timer.setEventHandler { [weak self] in self?.maintain() }
-        timer.resume()
-        maintenanceTimer = timer
+        if settings.upkeep {
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
+            timer.setEventHandler { [weak self] in self?.maintain() }
+            timer.resume()
+            maintenanceTimer = timer
+        }
         // The timer runs on the queue, so it fires only while the queue turns over: a job stuck
         // in SQLite or an fsync holds it back and the heartbeat ages.
         let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
@@ -191,7 +193,7 @@ final class SpoolWriter: @unchecked Sendable {
             self.maintenanceTimer?.cancel()
             self.heartbeatTimer?.cancel()
             self.drainNow()
-            if let db = self.db {
+            if let db = self.db, self.settings.upkeep {
                 // Merged on the way out: the next start (or an offline command) finds `recent` empty.
                 do {
                     try db.transaction { try self.mergeRecent(db) }

@@ -6,7 +6,7 @@ import Testing
     let now: Int64 = 1_784_953_800_000 // 2026-07-25T04:30:00Z
 
     func position(_ line: String, device: String? = nil) throws -> Position {
-        guard case .position(let p) = try decoder.decode(line, defaultDevice: device, nowMs: now) else {
+        guard case .position(let p) = try decoder.decode(line, defaultDevice: device) else {
             throw IngestError.parse("not a position")
         }
         return p
@@ -41,7 +41,7 @@ import Testing
         for line in [#"{"device":"x","time":1784953800,"lat":1,"lon":2,"attributes":{"":12.5}}"#,
                      #"{"device":"x","time":1784953800,"lat":1,"lon":2,"":true}"#] {
             #expect {
-                try decoder.decode(line, nowMs: now)
+                try decoder.decode(line)
             } throws: { error in
                 (error as? IngestError)?.description.contains("needs a name") == true
             }
@@ -62,13 +62,13 @@ import Testing
         #expect(converted.altitude == 12)
         let old = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"alt":12.0}"#, device: "g")
         #expect(old.altitude == 12, "gpsd before 3.20: alt is above mean sea level")
-        #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#, nowMs: now) == .skip("no-fix"))
-        #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#, nowMs: now) == .skip("class SKY"))
+        #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#) == .skip("no-fix"))
+        #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#) == .skip("class SKY"))
     }
 
     @Test func hello() throws {
-        #expect(try decoder.decode(#"{"hello":{"device":"gps-bow","ack":true}}"#, nowMs: now) == .hello(device: "gps-bow", ack: true))
-        #expect(throws: IngestError.self) { try decoder.decode(#"{"hello":{"device":"x","acks":true}}"#, nowMs: now) }
+        #expect(try decoder.decode(#"{"hello":{"device":"gps-bow","ack":true}}"#) == .hello(device: "gps-bow", ack: true))
+        #expect(throws: IngestError.self) { try decoder.decode(#"{"hello":{"device":"x","acks":true}}"#) }
     }
 
     @Test func osmAndQuery() throws {
@@ -104,29 +104,33 @@ import Testing
         ("[1,2,3]", "parse"),
     ])
     func rejections(line: String, code: String) {
-        #expect {
-            try decoder.decode(line, nowMs: now)
-        } throws: { error in
-            (error as? IngestError)?.code == code
+        // Through the session, where a decoded position is validated (range, future time).
+        let rules = IngestSession.Rules(decoder: decoder, clock: IngestClock(wallMs: { [now] in now }, monotonicMs: { 0 }), maxLineBytes: 8192)
+        var session = IngestSession(rules: rules)
+        let actions = Array(line.utf8).withUnsafeBufferPointer { session.receive(line: $0) }
+        guard case .reject(let error, _)? = actions.first else {
+            Issue.record("\(line) was not refused: \(actions)")
+            return
         }
+        #expect(error.code == code, "\(line): \(error)")
     }
 
     @Test func nmeaLinesBecomeSentencesEvenAfterBinaryJunk() throws {
-        guard case .nmea(let sentence) = try decoder.decode("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,", nowMs: now) else {
+        guard case .nmea(let sentence) = try decoder.decode("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,") else {
             Issue.record("not NMEA")
             return
         }
         #expect(sentence.talker == "GP" && sentence.type == "GGA")
-        guard case .nmea(let after)? = try? decoder.decode("\u{01}\u{02}\u{7F}$GNRMC,1,V", nowMs: now) else {
+        guard case .nmea(let after)? = try? decoder.decode("\u{01}\u{02}\u{7F}$GNRMC,1,V") else {
             Issue.record("junk before $ not skipped")
             return
         }
         #expect(after.type == "RMC")
-        #expect(try decoder.decode("\u{01}\u{02}\u{03}", nowMs: now) == .skip("binary"))
+        #expect(try decoder.decode("\u{01}\u{02}\u{03}") == .skip("binary"))
     }
 
     @Test func blankLinesAreSkipped() throws {
-        #expect(try decoder.decode("   \r", nowMs: now) == .skip("empty"))
+        #expect(try decoder.decode("   \r") == .skip("empty"))
     }
 }
 

@@ -235,9 +235,8 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             #expect(await f.server.waitUntil { $0.count >= 300 })
             try await f.waitForStatus { $0.pending == 0 }
             f.server.clear()
-            let report = try Spool.queueReplay(path: f.spool.path, destination: f.settings.name, device: nil,
-                                               sinceMs: track[0].timeMs, untilMs: track[299].timeMs, choose: nil)
-            #expect(report.queued == 300)
+            let seqs = try f.spool.makeReader().positions(after: 0, limit: 1000).map(\.seq)
+            #expect(try await f.spool.queueReplay(destination: f.settings.name, seqs: seqs) == 300)
             // A live position wakes the forwarder (an idle one notices a replay within 30 s); the replay follows it.
             _ = await f.spool.append(movingTrack("wake", count: 1))
             #expect(await f.server.waitUntil { $0.count >= 301 }, "the replay arrived")

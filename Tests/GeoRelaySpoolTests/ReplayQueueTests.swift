@@ -3,30 +3,51 @@ import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
 
-/// `georelay replay` through a destination's filter decides as the destination did: over whole
-/// positions, alarms and a collector's explicit `motion` included (the spool used to rebuild each
-/// from six columns, so a replay skipped the alarm the live delivery had sent).
+/// The replay queue as storage: the writer stores the seqs it is given for a destination, each
+/// once, and refuses a destination the spool does not know. Which seqs go is decided outside
+/// the spool (`ReplaySelection`, tested with the service).
 @Suite struct ReplayQueueTests {
-    @Test func aReplayThroughTheFilterKeepsAlarmsAndExplicitMotion() async throws {
+    @Test func theWriterQueuesTheSeqsItIsGivenOnce() async throws {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         try await spool.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
-        // A minute at a mooring: the filter sends the first fix, the alarm, and the collector's
-        // explicit word that the boat has stopped; nothing else moves far or long enough.
-        var positions = (0..<60).map { fix("boat", Int64($0)) }
-        positions[20].alarm = "sos"
-        positions[40].attributes = [Attribute("motion", .bool(false))]
-        _ = await spool.append(positions)
+        let positions = (0..<10).map { fix("boat", Int64($0)) }
+        let seqs = await spool.append(positions).compactMap(\.seq)
+        #expect(try await spool.queueReplay(destination: "traccar", seqs: [seqs[2], seqs[5]]) == 2)
+        // Queued already: counted once, stored once.
+        #expect(try await spool.queueReplay(destination: "traccar", seqs: [seqs[5], seqs[7]]) == 1)
+        let queued = try spool.makeReader().replayQueue(destination: "traccar", limit: 100).map(\.seq)
+        #expect(queued == [seqs[2], seqs[5], seqs[7]])
+        await #expect(throws: SpoolError.self) { try await spool.queueReplay(destination: "elsewhere", seqs: [seqs[0]]) }
         spool.close()
-        let filter = LocationFilter(settings: FilterSettings())
-        let report = try Spool.queueReplay(path: fixture.settings.path, destination: "traccar", device: nil,
-                                           sinceMs: positions[0].timeMs, untilMs: positions[59].timeMs, choose: { filter.replayChoice() })
-        let reader = try SpoolReader.open(path: fixture.settings.path)
-        let queued = try reader.replayQueue(destination: "traccar", limit: 100).map(\.position.timeMs)
-        #expect(report.considered == 60)
-        #expect(queued == [positions[0], positions[20], positions[40]].map(\.timeMs), "\(queued)")
-        // What a live delivery through the same filter sends, for the same positions.
-        let choice = filter.replayChoice()
-        #expect(positions.filter(choice).map(\.timeMs) == queued)
+    }
+
+    @Test func aCommandsWriterNeverCreatesASpool() throws {
+        let fixture = SpoolFixture()
+        #expect(throws: SpoolError.self) { try Spool.openExisting(settings: fixture.settings) }
+        #expect(!FileManager.default.fileExists(atPath: fixture.settings.path))
+    }
+
+    /// A command's writer beside the daemon's: both commit, neither fails on the other's lock.
+    @Test func aSecondWriterCoexistsWithTheFirst() async throws {
+        let fixture = SpoolFixture()
+        let daemon = try fixture.open()
+        try await daemon.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
+        let seqs = await daemon.append((0..<5).map { fix("boat", Int64($0)) }).compactMap(\.seq)
+        let command = try Spool.openExisting(settings: fixture.settings)
+        async let appended = daemon.append((5..<500).map { fix("boat", Int64($0)) })
+        #expect(try await command.queueReplay(destination: "traccar", seqs: seqs) == 5)
+        try await command.clearLog()
+        command.close()
+        #expect(await appended.allSatisfy { $0.seq != nil })
+        #expect(try daemon.makeReader().replayQueue(destination: "traccar", limit: 100).count == 5)
+        // The command's writer did none of the daemon's upkeep: the recent positions the daemon's
+        // writer keeps in memory are still where it left them.
+        #expect(try daemon.withWriterConnection { db in
+            let count = try db.statement("SELECT count(*) FROM recent")
+            _ = try count.step()
+            return count.int64(0)
+        } == 500)
+        daemon.close()
     }
 }

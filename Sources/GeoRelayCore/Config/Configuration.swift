@@ -22,6 +22,12 @@ package struct Configuration: Sendable, Equatable {
         package var sources: [String]
         /// A source that has not reported for this long hands over to the next.
         package var failoverSeconds = 10.0
+
+        package init(id: String, sources: [String], failoverSeconds: Double = 10.0) {
+            self.id = id
+            self.sources = sources
+            self.failoverSeconds = failoverSeconds
+        }
     }
 
     /// Every source id, which the relay stores but never forwards as itself.

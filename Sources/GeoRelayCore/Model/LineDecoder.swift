@@ -24,11 +24,11 @@ package struct LineDecoder: Sendable {
         self.maxFutureMs = Int64(maxFutureSeconds) * 1000
     }
 
-    /// Decodes one line without its terminator.
+    /// Decodes one line without its terminator. A position it returns is not validated yet:
+    /// `IngestSession` validates every position, whatever form it came in, in one place.
     /// - Parameters:
     ///   - defaultDevice: the connection's hello device, for lines that name none.
-    ///   - nowMs: the relay's clock, for the future-time check.
-    package func decode(_ line: UnsafeBufferPointer<UInt8>, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+    package func decode(_ line: UnsafeBufferPointer<UInt8>, defaultDevice: String?) throws(IngestError) -> IngestLine {
         var start = 0
         var end = line.count
         while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
@@ -44,7 +44,7 @@ package struct LineDecoder: Sendable {
                 throw .parse("\(error.message) at byte \(error.offset + start + 1)")
             }
             guard case .object(let object) = value else { throw .parse("expected a JSON object") }
-            return try decodeObject(object, defaultDevice: defaultDevice, nowMs: nowMs)
+            return try decodeObject(object, defaultDevice: defaultDevice)
         case UInt8(ascii: "$"):
             return .nmea(try NMEASentence.parse(String(decoding: body, as: UTF8.self)))
         case UInt8(ascii: "!"):
@@ -55,17 +55,15 @@ package struct LineDecoder: Sendable {
             return .nmea(try NMEASentence.parse(String(decoding: UnsafeBufferPointer(rebasing: body[dollar...]), as: UTF8.self)))
         default:
             let text = String(decoding: body, as: UTF8.self)
-            let position = try OsmAndQuery.decode(text, defaultDevice: defaultDevice)
-            try validate(position, nowMs: nowMs)
-            return .position(position)
+            return .position(try OsmAndQuery.decode(text, defaultDevice: defaultDevice))
         }
     }
 
-    package func decode(_ line: String, defaultDevice: String? = nil, nowMs: Int64) throws(IngestError) -> IngestLine {
+    package func decode(_ line: String, defaultDevice: String? = nil) throws(IngestError) -> IngestLine {
         var copy = line
         let result: Result<IngestLine, IngestError> = copy.withUTF8 { buffer in
             do throws(IngestError) {
-                return .success(try decode(buffer, defaultDevice: defaultDevice, nowMs: nowMs))
+                return .success(try decode(buffer, defaultDevice: defaultDevice))
             } catch {
                 return .failure(error)
             }
@@ -75,7 +73,7 @@ package struct LineDecoder: Sendable {
 
     // MARK: - JSON forms
 
-    private func decodeObject(_ object: JSONObject, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+    private func decodeObject(_ object: JSONObject, defaultDevice: String?) throws(IngestError) -> IngestLine {
         if let hello = object["hello"] {
             guard case .object(let fields) = hello else { throw .parse("hello: expected an object") }
             var reader = FieldReader(object: fields, prefix: "hello.")
@@ -88,7 +86,7 @@ package struct LineDecoder: Sendable {
         if let classValue = object["class"] {
             guard case .string(let name) = classValue else { throw .parse("class: expected a string") }
             guard name == "TPV" else { return .skip("class \(name)") }
-            return try decodeTPV(object, defaultDevice: defaultDevice, nowMs: nowMs)
+            return try decodeTPV(object, defaultDevice: defaultDevice)
         }
         var reader = FieldReader(object: object, prefix: "")
         let device = try reader.string("device", alias: "id") ?? defaultDevice
@@ -121,12 +119,11 @@ package struct LineDecoder: Sendable {
             guard !member.key.isEmpty else { throw .parse("an attribute needs a name (a key \"\" was given)") }
             position.attributes.append(Attribute(member.key, try scalar(member.value, at: member.key)))
         }
-        try validate(position, nowMs: nowMs)
         return .position(position)
     }
 
     /// A gpsd TPV report, so that `gpspipe -w` can feed the socket directly.
-    private func decodeTPV(_ object: JSONObject, defaultDevice: String?, nowMs: Int64) throws(IngestError) -> IngestLine {
+    private func decodeTPV(_ object: JSONObject, defaultDevice: String?) throws(IngestError) -> IngestLine {
         var reader = FieldReader(object: object, prefix: "")
         let mode = try reader.number("mode") ?? 0
         if mode < 2 { return .skip("no-fix") }
@@ -149,7 +146,6 @@ package struct LineDecoder: Sendable {
         position.altitude = altMSL ?? alt ?? altHAE.flatMap { hae in geoidSeparation.map { hae - $0 } }
         let eph = try reader.number("eph"), epx = try reader.number("epx")
         position.accuracy = eph ?? epx
-        try validate(position, nowMs: nowMs)
         return .position(position)
     }
 
@@ -181,6 +177,9 @@ package struct LineDecoder: Sendable {
     }
 
     /// The checks every form shares: coordinates on the globe, a plausible time.
+    ///
+    /// Called in one place, `IngestSession`, for every position it is about to store (a
+    /// line's, a fix cycle's, a phone's); `decode` only reads what the line says.
     package func validate(_ position: Position, nowMs: Int64) throws(IngestError) {
         guard position.lat.isFinite, (-90...90).contains(position.lat) else {
             throw .range("lat \(position.lat) outside -90...90")

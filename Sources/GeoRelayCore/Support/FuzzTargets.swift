@@ -2,38 +2,37 @@
 /// crash found replay as ordinary unit tests (`FuzzRegressionTests`).
 ///
 /// Each target must never crash, whatever the bytes; beyond that it checks the
-/// properties a collector relies on: a position the decoder accepts is in range and
-/// survives the OsmAnd encoding the Traccar destination sends.
+/// properties a collector relies on: a position the ingest session would store is in range
+/// and survives the OsmAnd encoding the Traccar destination sends.
 package enum FuzzTargets {
     /// A fixed relay clock, so a run is reproducible: 2026-07-25T05:30:00Z.
     static let nowMs: Int64 = 1_784_957_400_000
 
-    /// The socket protocol: the input split into lines, each decoded as ingest does,
-    /// NMEA sentences fed through one fix-cycle assembler as a connection would.
+    /// The socket protocol: the input split into lines and fed to one `IngestSession`, as a
+    /// connection's are, on a fixed clock; every position it would store must be sound, and
+    /// once each is stored every reply is known (nothing waits for ever).
     package static func lines(_ bytes: UnsafeRawBufferPointer) {
-        let decoder = LineDecoder()
-        var assembler = NMEAAssembler()
-        var device: String? = nil
-        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
-            let copy = Array(line)
-            let decoded = copy.withUnsafeBufferPointer { buffer -> IngestLine? in
-                try? decoder.decode(buffer, defaultDevice: device, nowMs: nowMs)
-            }
-            switch decoded {
-            case .position(let position)?:
-                check(position)
-            case .hello(let hello, _)?:
-                device = hello ?? device
-            case .nmea(let sentence)?:
-                for action in assembler.feed(sentence, device: device ?? "nmea") {
-                    if case .flush(let position) = action { check(position) }
-                    if case .complete(let position) = action { check(position) }
-                }
-            case .skip?, nil:
-                break
+        let rules = IngestSession.Rules(decoder: LineDecoder(), clock: IngestClock(wallMs: { nowMs }, monotonicMs: { 0 }),
+                                        maxLineBytes: 8192)
+        var session = IngestSession(rules: rules)
+        // A connection that said hello with acks on, so NMEA sentences have a device and every
+        // line has a reply; the input can say hello again.
+        _ = #"{"hello":{"device":"nmea","ack":true}}"#.utf8CString.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: UInt8.self) { session.receive(line: UnsafeBufferPointer(rebasing: $0.dropLast())) }
+        }
+        var seq: Int64 = 0
+        func perform(_ actions: [IngestSession.Action]) {
+            for case .store(let positions, let ticket) in actions {
+                for position in positions { check(position) }
+                seq += 1
+                session.stored(ticket, .success(seq))
             }
         }
-        if let position = assembler.flush(device: device ?? "nmea") { check(position) }
+        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            Array(line).withUnsafeBufferPointer { perform(session.receive(line: $0)) }
+        }
+        perform(session.finish())
+        precondition(session.unresolved == 0, "\(session.unresolved) replies still pending after every store and the end of input")
     }
 
     /// Config loading: any text either loads or fails with a ConfigError, never a crash.

@@ -33,7 +33,7 @@ extension GeoRelayCommandLine {
             options: [OptionSpec("--clear", .flag, help: "empty the log instead (works while the relay runs)"),
                       OptionSpec("--limit", .positiveInteger(placeholder: "N"), help: "at most the newest N entries (default 10000)")],
             constraints: [.atMostOne(["--clear", "--limit"])],
-            work: .blocking(Commands.logs(_:))),
+            work: .async(Commands.logs(_:))),
         CommandSpec(
             name: "send", summary: "upload one position now, bypassing the spool",
             details: """
@@ -60,7 +60,7 @@ extension GeoRelayCommandLine {
                       OptionSpec("--until", .time, help: "the window's end (default: now)"),
                       OptionSpec("--device", .text(placeholder: "ID"), help: "only this device"),
                       OptionSpec("--all", .flag, help: "every position in the window, not through the destination's filter")],
-            work: .blocking(Commands.replay(_:))),
+            work: .async(Commands.replay(_:))),
         CommandSpec(
             name: "export", summary: "write spooled history as GPX, GeoJSON or CSV",
             details: """

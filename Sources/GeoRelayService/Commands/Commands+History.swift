@@ -4,7 +4,7 @@ import GeoRelaySpool
 
 /// `georelay replay` and `georelay export`: the spool's history, sent again or written out.
 extension Commands {
-    static func replay(_ invocation: Invocation) throws -> ExitCode {
+    static func replay(_ invocation: Invocation) async throws -> ExitCode {
         let arguments = invocation.arguments
         let name = arguments.requiredText("--destination")
         guard let destination = invocation.configuration.destinations.first(where: { $0.name == name }) else {
@@ -12,9 +12,9 @@ extension Commands {
             throw UsageError(command: "replay", "--destination '\(name)' is not a destination of the configuration (\(names.isEmpty ? "it has none" : names))")
         }
         let filter = arguments.flag("--all") ? nil : LocationFilter(settings: destination.filter)
-        let report = try Spool.queueReplay(path: invocation.configuration.spool.path, destination: name, device: arguments.text("--device"),
-                                           sinceMs: arguments.requiredTime("--since"), untilMs: arguments.time("--until") ?? .max,
-                                           choose: filter.map { filter in { filter.replayChoice() } })
+        let selection = ReplaySelection(sinceMs: arguments.requiredTime("--since"), untilMs: arguments.time("--until") ?? .max,
+                                        device: arguments.text("--device"), filter: filter)
+        let report = try await queueReplay(configuration: invocation.configuration, destination: name, selection: selection)
         invocation.console.line("queued \(report.queued) of \(report.considered) positions for \(name)\(filter == nil ? "" : " (through its filter)")")
         for (device, oldest) in report.evicted {
             invocation.console.line("\(device): nothing before \(Timestamp.iso8601(milliseconds: oldest)) is left in the spool (evicted)")

@@ -12,11 +12,12 @@ import GeoRelaySpool
 /// it does not name); anything else it throws ends it with `ExitCode.failure`.
 package enum Commands {
     /// `georelay logs`.
-    static func logs(_ invocation: Invocation) throws -> ExitCode {
+    static func logs(_ invocation: Invocation) async throws -> ExitCode {
         if invocation.arguments.flag("--clear") {
-            try clearLogs(configuration: invocation.configuration)
+            try await clearLogs(configuration: invocation.configuration)
         } else {
-            invocation.console.write(try logs(configuration: invocation.configuration, limit: invocation.arguments.integer("--limit") ?? 10_000))
+            let configuration = invocation.configuration, limit = invocation.arguments.integer("--limit") ?? 10_000
+            invocation.console.write(try await onDedicatedThread(named: "georelay.logs") { try logs(configuration: configuration, limit: limit) })
         }
         return .success
     }
@@ -29,9 +30,10 @@ package enum Commands {
         }.joined()
     }
 
-    /// Empties the diagnostic log (works while the daemon runs).
-    package static func clearLogs(configuration: Configuration) throws {
-        try Spool.clearLog(path: configuration.spool.path)
+    /// Empties the diagnostic log through the spool's writer (works while the daemon runs:
+    /// see `Spool.openExisting`).
+    package static func clearLogs(configuration: Configuration) async throws {
+        try await withSpoolWriter(Spool.Settings(configuration.spool)) { spool in try await spool.clearLog() }
     }
 
     /// `georelay check`: the effective configuration, secrets masked (the parser and the

@@ -75,23 +75,23 @@ package final class HTTPListener: Sendable {
     /// Listens on `HOST:PORT` and starts serving; `what` names the setting in errors and logs
     /// (`ingest.http.listen`).
     package init(listen: String, what: String, limits: Limits = Limits(), logger: Logger? = nil,
-                 handler: @escaping @Sendable (Request) -> Response) throws(IngestStartError) {
+                 handler: @escaping @Sendable (Request) -> Response) throws(HTTPListenError) {
         guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
-            throw IngestStartError(description: "\(what) \(listen): expected HOST:PORT")
+            throw HTTPListenError(description: "\(what) \(listen): expected HOST:PORT")
         }
         let host = String(listen[..<colon])
         let socket: (descriptor: FileDescriptor, port: Int)
         do {
             socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
         } catch {
-            throw IngestStartError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
+            throw HTTPListenError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
         }
         let loop: HTTPServerLoop
         do {
             // On failure the socket closes with its owner, here.
             loop = try HTTPServerLoop(listener: socket.descriptor, what: what, limits: limits, logger: logger, handler: handler)
         } catch {
-            throw IngestStartError(description: "cannot start the HTTP listener on \(listen) (\(what)): \(error)")
+            throw HTTPListenError(description: "cannot start the HTTP listener on \(listen) (\(what)): \(error)")
         }
         self.port = socket.port
         self.listener = socket.descriptor
@@ -112,4 +112,10 @@ package final class HTTPListener: Sendable {
     }
 
     package var statistics: Statistics { loop.statistics.withLock { $0 } }
+}
+
+/// Why an HTTP listener could not start: the address, the setting that named it and the
+/// system's reason. Its own type, so the metrics port does not fail with an ingest error.
+package struct HTTPListenError: Error, Sendable, CustomStringConvertible {
+    package let description: String
 }

@@ -1,4 +1,3 @@
-import GeoRelayCore
 import Synchronization
 
 /// Several receivers on one vessel: positions from the best receiver that
@@ -6,9 +5,9 @@ import Synchronization
 /// as each receiver's own history (stored, never forwarded), and a change of
 /// receiver is logged.
 ///
-/// One router for every way positions come in (the socket's event loop and the
-/// phone listener's threads), since a device's sources may be a collector and a
-/// phone at once.
+/// One router for every way positions come in (every `IngestSession`: the socket's
+/// event loop and the phone listener's threads), since a device's sources may be a
+/// collector and a phone at once.
 package final class SourceRouter: Sendable {
     private struct Route {
         var device: Int
@@ -25,7 +24,7 @@ package final class SourceRouter: Sendable {
     private let state = Mutex(State())
     private let logger: Logger
 
-    init(devices: [Configuration.DeviceSources], logger: Logger) {
+    package init(devices: [Configuration.DeviceSources], logger: Logger) {
         self.devices = devices
         self.logger = logger
         var routes: [String: Route] = [:]
@@ -36,7 +35,9 @@ package final class SourceRouter: Sendable {
     }
 
     /// For a receiver's position: the device's copy when this receiver is the active one.
-    func route(_ position: Position, nowMs: Int64 = WallClock.monotonicMs()) -> Position? {
+    /// - Parameter nowMs: the monotonic clock (the session's, injected in tests), by which
+    ///   silence is judged; never the wall clock, which a GPS-set clock may step.
+    package func route(_ position: Position, nowMs: Int64) -> Position? {
         guard let route = routes[position.device] else { return nil }
         let device = devices[route.device]
         let window = Int64(device.failoverSeconds * 1000)

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import GeoRelayCore
-import GeoRelayIngest
+import GeoRelayHTTP
 import GeoRelayTestKit
 import Synchronization
 

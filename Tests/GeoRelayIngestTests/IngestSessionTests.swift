@@ -1,0 +1,143 @@
+import Testing
+import GeoRelayCore
+
+/// One collector's session without a socket: lines in, actions and replies out, on a clock
+/// the test moves.
+@Suite struct IngestSessionTests {
+    let clock = ManualClock()
+
+    func session(router: SourceRouter? = nil) -> IngestSession {
+        IngestSession(rules: IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: 600), router: router,
+                                                 clock: clock.ingestClock, maxLineBytes: 1024))
+    }
+
+    func receive(_ line: String, _ session: inout IngestSession) -> [IngestSession.Action] {
+        Array(line.utf8).withUnsafeBufferPointer { session.receive(line: $0) }
+    }
+
+    func replies(_ session: inout IngestSession) -> [String] {
+        var output: [UInt8] = []
+        session.collectReplies(into: &output)
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// The stores the actions ask for, answered with consecutive seqs from `first`.
+    func store(_ actions: [IngestSession.Action], _ session: inout IngestSession, first: Int64 = 1) -> [[Position]] {
+        var seq = first
+        var stored: [[Position]] = []
+        for case .store(let positions, let ticket) in actions {
+            stored.append(positions)
+            session.stored(ticket, .success(seq))
+            seq += 1
+        }
+        return stored
+    }
+
+    @Test func repliesComeInLineOrderOnceEachIsKnown() {
+        var s = session()
+        #expect(receive(#"{"hello":{"device":"gps-bow","ack":true}}"#, &s).isEmpty)
+        let first = receive(#"{"time":"2026-07-25T04:29:00Z","lat":59.9,"lon":10.7}"#, &s)
+        guard case .store(let positions, let ticket)? = first.first else {
+            Issue.record("no store: \(first)")
+            return
+        }
+        #expect(positions.map(\.device) == ["gps-bow"])
+        // A refusal after a line still waiting for its commit waits behind it.
+        #expect(receive("lat=north", &s).count == 1)
+        #expect(replies(&s) == ["skip hello"])
+        #expect(s.unresolved == 1)
+        s.stored(ticket, .success(41))
+        let answered = replies(&s)
+        #expect(answered.count == 2 && answered[0] == "ok 41" && answered[1].hasPrefix("err "), "\(answered)")
+    }
+
+    @Test func everyFormIsValidatedInOnePlaceAgainstTheInjectedClock() {
+        var s = session()
+        _ = receive(#"{"hello":{"device":"gps-bow","ack":true}}"#, &s)
+        // Eleven minutes ahead of the clock: refused, in each form, until the clock catches up.
+        let ahead = "2026-07-25T04:41:00Z"
+        for line in [#"{"time":"\#(ahead)","lat":59,"lon":10}"#, "id=gps-bow&timestamp=\(ahead)&lat=59&lon=10",
+                     #"{"class":"TPV","mode":3,"time":"\#(ahead)","lat":59,"lon":10}"#] {
+            guard case .reject(let error, _)? = receive(line, &s).first else {
+                Issue.record("\(line) was not refused")
+                continue
+            }
+            #expect(error.code == "time")
+        }
+        let phone = IngestSession.PhoneRequest(isJSON: false, target: "/?id=p&timestamp=\(ahead)&lat=59&lon=10", body: [])
+        guard case .reject(let error, _) = s.receive(phone: phone) else {
+            Issue.record("the phone's position was not refused")
+            return
+        }
+        #expect(error.code == "time")
+        clock.advance(ms: 5 * 60_000)
+        guard case .store = s.receive(phone: phone) else {
+            Issue.record("the phone's position was refused with the clock caught up")
+            return
+        }
+        #expect(replies(&s) == ["skip hello"] + Array(repeating: "err time fix time 2026-07-25T04:41:00.000Z is more than 600 s ahead of the relay's clock", count: 3))
+        // Out of range in a fix cycle: NMEA is checked by the same rules (RMC's own bounds aside).
+        guard case .reject(let range, _)? = receive(#"{"time":"2026-07-25T04:29:00Z","lat":59,"lon":10,"speed":-1}"#, &s).first else {
+            Issue.record("a negative speed was not refused")
+            return
+        }
+        #expect(range.code == "range")
+    }
+
+    @Test func aFixCycleIsAnsweredTogetherAndEndsWhenTheReceiverGoesQuiet() {
+        var s = session()
+        _ = receive(#"{"hello":{"device":"gps-bow","ack":true}}"#, &s)
+        // One whole cycle teaches the session which sentences make one up; the next RMC ends it.
+        var stored: [[Position]] = []
+        stored += store(receive("$GPRMC,042900.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A", &s), &s, first: 1)
+        stored += store(receive("$GPGGA,042900.00,5930.000,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,", &s), &s, first: 1)
+        #expect(stored.isEmpty, "the first cycle is held until it is known to be complete")
+        stored += store(receive("$GPRMC,042901.00,A,5930.010,N,01042.000,E,010.0,090.0,250726,,,A", &s), &s, first: 1)
+        #expect(stored.count == 1 && stored[0][0].altitude == 12 && stored[0][0].lat == 59.5)
+        #expect(replies(&s) == ["skip hello", "ok 1", "ok 1"])
+        // The second cycle's GGA never comes: the cycle ends once the receiver has been quiet 1.5 s.
+        #expect(s.holdsCycle)
+        clock.advance(ms: 1499)
+        #expect(s.tick().isEmpty)
+        clock.advance(ms: 1)
+        let ended = store(s.tick(), &s, first: 2)
+        #expect(ended.count == 1 && ended[0][0].timeMs == 1_784_953_741_000)
+        #expect(!s.holdsCycle && s.unresolved == 0)
+        #expect(replies(&s) == ["ok 2"])
+    }
+
+    @Test func nmeaWithoutAHelloIsRefusedAndAcksOffAreLogged() {
+        var s = session()
+        guard case .reject(let error, let log)? = receive("$GPRMC,042900.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A", &s).first else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(error.code == "device")
+        #expect(log == "rejected line (device): NMEA sentences need a hello with a device first")
+        guard case .reject(_, let logged)? = receive("id=x&lat=abc&lon=2", &s).first else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(logged?.hasSuffix(#" in "id=x&lat=abc&lon=2""#) == true)
+        #expect(replies(&s).isEmpty, "acks are off")
+    }
+
+    /// Issue 13's first bug: a phone listed as a source of a multi-receiver device must be routed
+    /// to the device as a collector is (the phone path once never asked the router).
+    @Test func aPhoneListedAsADevicesSourceIsRoutedToTheDevice() {
+        let router = SourceRouter(devices: [Configuration.DeviceSources(id: "boat", sources: ["gps-bow", "phone-a"])], logger: .disabled)
+        let s = session(router: router)
+        let phone = IngestSession.PhoneRequest(isJSON: false, target: "/?id=phone-a&timestamp=1784953740&lat=59.5&lon=10.5", body: [])
+        guard case .store(let positions, let ticket) = s.receive(phone: phone) else {
+            Issue.record("the phone's position was refused")
+            return
+        }
+        #expect(positions.map(\.device) == ["phone-a", "boat"])
+        #expect(positions.last?.attributes == [Attribute("source", .string("phone-a"))])
+        #expect(ticket.lines.isEmpty, "a phone's answer is its HTTP status, not a reply line")
+        // The same router for the socket's sessions: a collector's line is routed the same way.
+        var collector = session(router: router)
+        let routed = store(receive(#"{"device":"phone-a","time":1784953741,"lat":59.5,"lon":10.5}"#, &collector), &collector)
+        #expect(routed.first?.map(\.device) == ["phone-a", "boat"])
+    }
+}
