@@ -337,7 +337,8 @@ final class SpoolWriter: @unchecked Sendable {
                 }
             }
             let nowNs = WallClock.monotonicNs()
-            if recent.isDue(nowNs: nowNs) { try merge(&recent, db: db, nowNs: nowNs, counters: &counters) }
+            // A command's writer (upkeep off) leaves `recent` to the daemon's, which holds it in memory.
+            if settings.upkeep, recent.isDue(nowNs: nowNs) { try merge(&recent, db: db, nowNs: nowNs, counters: &counters) }
             if writingState {
                 for (name, value) in heldCounters { counters.add(name, value) }
                 try counters.write(db)
