@@ -37,5 +37,6 @@ if want("day") { try dayFigure() }
 if want("nmea") { try await nmeaFigure() }
 if want("export") { try exportFigure() }
 if want("http") { try httpFigure() }
+if want("status") { try statusFigure() }
 // Minutes per transport on a delayed, throttled link: only when asked for.
 if only == "satellite" { try satelliteFigure() }
