@@ -299,7 +299,8 @@ def main():
               f"{page['logEntries']} log entries")
 
         laptop = browser.screenshot(os.path.join(args.screenshots, "status-page-laptop.png"), 1280, 800, False)
-        phone = browser.screenshot(os.path.join(args.screenshots, "status-page-phone.png"), 390, 844, True)
+        # The phone's first screen: what the skipper sees without scrolling.
+        phone = browser.screenshot(os.path.join(args.screenshots, "status-page-phone.png"), 390, 844, True, max_height=844)
         print(f"screenshots: laptop 1280x{laptop}, phone 390x{phone}")
         overflow = browser.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         if overflow > 0:

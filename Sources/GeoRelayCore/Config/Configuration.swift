@@ -197,7 +197,12 @@ extension Configuration {
         try metrics.finish()
         var ui = try root.node("ui")
         config.uiListen = try ui.optionalString("listen")
-        if let listen = config.uiListen { try Self.validateListen(listen, at: ui.child("listen")) }
+        if let listen = config.uiListen {
+            try Self.validateListen(listen, at: ui.child("listen"))
+            if listen == config.ingest.httpListen {
+                throw ConfigError(path: ui.child("listen"), "\(listen) is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's")
+            }
+        }
         try ui.finish()
         if let items = try root.array("devices") {
             var seen = Set<String>()
