@@ -6,7 +6,7 @@ library only.
 It opens the page, checks from the DOM that every destination's state, pending count and bytes
 and every device's last fix and position read as `georelay status --json` said (--expect), writes
 a new position into the relay's Unix socket and waits, without reloading, for the page to show it,
-takes screenshots at phone (390x844) and laptop (1280x800) widths, and saves the rendered DOM
+takes screenshots at phone (390x844, light and dark) and laptop (1280 wide) sizes, and saves the rendered DOM
 (for the test's secret check).
 
 Exit status: 0 all checks passed, 1 a check failed (each failure on stderr), 77 Chromium is not
@@ -266,7 +266,7 @@ def main():
     parser.add_argument("--new-position", required=True, help="a JSON line to write into the socket once the page is checked")
     parser.add_argument("--new-device", required=True)
     parser.add_argument("--new-fix", required=True, help="the lastFix status --json would give the new position (ISO 8601)")
-    parser.add_argument("--screenshots", required=True, help="directory for status-page-phone.png and status-page-laptop.png")
+    parser.add_argument("--screenshots", required=True, help="directory for status-page-{phone,phone-dark,laptop}.png")
     parser.add_argument("--dom-out", required=True, help="file for the rendered page's HTML")
     parser.add_argument("--update-within", type=float, default=10, help="seconds the page may take to show the new position")
     args = parser.parse_args()
@@ -301,7 +301,13 @@ def main():
         laptop = browser.screenshot(os.path.join(args.screenshots, "status-page-laptop.png"), 1280, 800, False)
         # The phone's first screen: what the skipper sees without scrolling.
         phone = browser.screenshot(os.path.join(args.screenshots, "status-page-phone.png"), 390, 844, True, max_height=844)
-        print(f"screenshots: laptop 1280x{laptop}, phone 390x{phone}")
+        browser.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        browser.screenshot(os.path.join(args.screenshots, "status-page-phone-dark.png"), 390, 844, True, max_height=844)
+        dark = browser.evaluate("getComputedStyle(document.body).backgroundColor")
+        if dark != "rgb(17, 20, 24)":
+            failures.append(f"prefers-color-scheme: dark gives the body {dark}, not the dark background")
+        browser.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+        print(f"screenshots: laptop 1280x{laptop}, phone 390x{phone}, phone dark 390x844")
         overflow = browser.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         if overflow > 0:
             failures.append(f"at 390 px the page is {overflow} px wider than the screen")

@@ -88,6 +88,8 @@ import GeoRelayTestKit
                 "--new-position", #"{"device":"dinghy","time":\#(fixS),"lat":59.915,"lon":10.705,"speed":2.0,"course":90}"#,
                 "--new-device", "dinghy", "--new-fix", Timestamp.iso8601(milliseconds: Int64(fixS) * 1000),
                 "--screenshots", screenshots, "--dom-out", domPath,
+                // The page polls every 3 s; the rest is room for a full suite holding both cores.
+                "--update-within", "15",
             ], directory: world.directory.path, timeout: .seconds(120))
         }
         print("status page in Chromium:\n\(browser.stdout)\(browser.stderr)")

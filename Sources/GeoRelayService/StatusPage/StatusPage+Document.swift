@@ -52,6 +52,9 @@ ul.checks li:last-child, ul.log li:last-child { border-bottom:0; }
 ul.log li { padding:.25rem 0; border-bottom:1px solid var(--line); font-size:.82rem; overflow-wrap:anywhere; }
 ul.log time { color:var(--dim); margin-right:.4rem; font-variant-numeric:tabular-nums; }
 .lv-error { color:var(--bad); font-weight:600; } .lv-warning { color:var(--warn); font-weight:600; }
+#reasons { list-style:none; margin:.6rem .6rem 0; padding:0; }
+#reasons li { margin:0 0 .3rem; padding:.45rem .7rem; border-radius:8px; border-left:4px solid var(--warn); background:var(--card); font-size:.88rem; overflow-wrap:anywhere; }
+#reasons li.failing { border-left-color:var(--bad); }
 #banner { display:none; margin:.6rem; padding:.6rem .8rem; border-radius:8px; background:var(--bad); color:#fff; }
 .pair { display:grid; grid-template-columns:1fr; gap:0 .6rem; }
 @media (min-width:900px) { .pair { grid-template-columns:1fr 1fr; } }
@@ -65,6 +68,7 @@ ul.log time { color:var(--dim); margin-right:.4rem; font-variant-numeric:tabular
   <span class="meta" id="meta">waiting for the relay…</span>
 </header>
 <div id="banner" role="alert"></div>
+<ul id="reasons"></ul>
 <main>
   <h2>Uplink: where positions go</h2>
   <div class="grid" id="destinations"><div class="empty">loading…</div></div>
@@ -251,6 +255,9 @@ function render(s) {
   overall.textContent = !s.running ? "relay not running" : dh.state === "ok" ? "all well" : dh.state;
   overall.className = "state " + (!s.running ? "s-off" : dh.state === "ok" ? "s-ok" : dh.state === "degraded" ? "s-warn" : "s-bad");
   overall.dataset.value = dh.state;
+  // What is wrong, first thing on a phone's screen: the checks' own reasons, worst first.
+  const bad = Object.values(dh.checks || {}).filter((c) => c.state !== "ok").sort((a, b) => (a.state === "failing" ? -1 : 0) - (b.state === "failing" ? -1 : 0));
+  $("reasons").innerHTML = bad.map((c) => `<li class="${esc(c.state)}">${esc(c.summary)}</li>`).join("");
   const up = s.uplink || {};
   $("meta").textContent = `updated ${new Date().toLocaleTimeString()} · uplink today ${bytes(up.wireBytesToday || 0)}, this month ${bytes(up.wireBytesThisMonth || 0)} · spool ${count(s.spool.rows)} positions`;
   $("destinations").innerHTML = s.destinations.length ? s.destinations.map((d) => destination(d, now)).join("") : `<div class="empty">no destinations configured</div>`;
