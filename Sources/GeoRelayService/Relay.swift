@@ -55,6 +55,7 @@ package struct Relay: Sendable {
         var phones: PhoneListener?
         var metrics: HTTPListener?
         var page: HTTPListener?
+        let pageConfiguration = StatusPage.LiveConfiguration(configuration)
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             try spool.setSourceDevices(configuration.sourceIDs)
@@ -68,7 +69,7 @@ package struct Relay: Sendable {
                 metrics = try Metrics.serve(listen: listen, configuration: configuration, health: health)
             }
             if let listen = configuration.uiListen {
-                page = try StatusPage.serve(listen: listen, configuration: configuration, health: health, metrics: listen == configuration.metricsListen)
+                page = try StatusPage.serve(listen: listen, configuration: pageConfiguration, health: health, metrics: listen == configuration.metricsListen)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, logger: logger.with(label: "phones"))
@@ -121,6 +122,7 @@ package struct Relay: Sendable {
                 applied.spool = current.spool
                 applied.ingest = current.ingest
                 current = applied
+                pageConfiguration.update(applied)
                 watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
                 logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
             } catch {

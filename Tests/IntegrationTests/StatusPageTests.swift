@@ -136,6 +136,34 @@ import GeoRelayTestKit
         #expect(try Self.exchange(port: port, "GET /nothing HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n").status == 404)
     }
 
+    /// On a port of its own the page answers only its paths, and a reload (SIGHUP) that adds a
+    /// destination shows it on the page without a restart.
+    @Test func onItsOwnPortThePageFollowsAReload() async throws {
+        let world = try RelayWorld()
+        let port = freePort(), metricsPort = freePort()
+        let topLevel = #"ui: { listen: "127.0.0.1:\#(port)" }, metrics: { listen: "127.0.0.1:\#(metricsPort)" },"#
+        try world.writeConfig(topLevel: topLevel)
+        let relay = try world.start()
+        try awaitListening(port: port)
+        let curl = try GeoRelayForwardCurl()
+        #expect(try curl.fetch("http://127.0.0.1:\(port)/metrics").status == 404, "the metrics are on their own port")
+        #expect(try curl.fetch("http://127.0.0.1:\(metricsPort)/status.json").status == 404, "the page is not on the metrics port")
+        func destinations() throws -> [String] {
+            let body = try curl.fetch("http://127.0.0.1:\(port)/status.json").body
+            return (try JSONParser.parse(body))["destinations"]?.array?.compactMap { $0["name"]?.string } ?? []
+        }
+        #expect(try destinations() == ["traccar"])
+        try world.writeConfig(moreDestinations: #"{ name: "second", url: "\#(world.server.url)", filter: { mode: "all" } },"#, topLevel: topLevel)
+        relay.signal(SIGHUP)
+        let deadline = ContinuousClock.now + .seconds(30)
+        var seen = try destinations()
+        while seen != ["traccar", "second"], ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100)) // the reload has no event a test can await
+            seen = try destinations()
+        }
+        #expect(seen == ["traccar", "second"], "30 s after SIGHUP the page lists \(seen)")
+    }
+
     /// A day of chart samples for the fixture, every 5 minutes up to 5 minutes ago, written to the
     /// spool before the relay opens it (its own first sample comes at its start): a backlog that
     /// built up during an outage and drained, for the chart and the screenshots.

@@ -2,6 +2,7 @@ import Foundation
 import GeoRelayCore
 import GeoRelayIngest
 import GeoRelaySpool
+import Synchronization
 
 /// The crew's status page (`ui.listen`): `/`, one self-contained document, and
 /// `/status.json`, exactly `georelay status --json`'s object, which the page polls.
@@ -10,10 +11,20 @@ import GeoRelaySpool
 /// does anything but read the spool. Nothing secret is in either: the JSON is status's, whose
 /// destination URLs are redacted and which carries no key or token.
 package enum StatusPage {
+    /// The configuration the page reads with, replaced at each reload (SIGHUP), so a destination
+    /// added or removed shows without a restart; the listener itself stays as it started.
+    package final class LiveConfiguration: Sendable {
+        private let current: Mutex<Configuration>
+        package init(_ configuration: Configuration) { current = Mutex(configuration) }
+        package var configuration: Configuration { current.withLock { $0 } }
+        package func update(_ configuration: Configuration) { current.withLock { $0 = configuration } }
+    }
+
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
     /// one listener answers `/metrics` and `/healthz` too.
-    package static func serve(listen: String, configuration: Configuration, health: HealthMonitor?, metrics: Bool) throws(IngestStartError) -> HTTPListener {
+    package static func serve(listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool) throws(IngestStartError) -> HTTPListener {
         try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
+            let configuration = live.configuration
             guard request.method == "GET" || request.method == "HEAD" else {
                 return HTTPListener.Response(status: 405, reason: "Method Not Allowed", contentType: "text/plain",
                                              body: Array("read-only: only GET and HEAD are answered here\n".utf8))
