@@ -56,7 +56,16 @@ import GeoRelayCore
         for batch in stride(from: 0, to: positions.count, by: 2000) {
             _ = await spool.append(Array(positions[batch..<min(batch + 2000, positions.count)]))
         }
+        // The newest half minute alone: too few to be merged into `positions` yet.
+        let newestFixes = (Int64(21_600)..<21_630).map { fix("boat", $0, lat: 59 + Double($0) * 1e-5, lon: 10) }
+        _ = await spool.append(newestFixes)
+        positions += newestFixes
         let reader = try SpoolReader.open(path: fixture.settings.path)
+        // The newest fixes wait in `recent` (merged into `positions` at 4,096 rows): the track reads both.
+        let inRecent = try reader.db.statement("SELECT count(*) FROM recent")
+        _ = try inRecent.step()
+        #expect(inRecent.int(0) > 0 && inRecent.int(0) < positions.count, "\(inRecent.int(0)) rows in recent")
+        inRecent.reset()
         let newest = try #require(try reader.newestFix(device: "boat"))
         #expect(newest.timeMs == positions.last!.timeMs && newest.speed == 1.5)
         let track = try reader.track(device: "boat", sinceMs: newest.timeMs - 6 * 3_600_000, untilMs: newest.timeMs, maxPoints: 500)
@@ -64,6 +73,9 @@ import GeoRelayCore
         #expect(track.map(\.timeMs) == track.map(\.timeMs).sorted())
         #expect(newest.timeMs - track.last!.timeMs < 6 * 3_600_000 / 500, "the track ends within one step of the newest fix")
         #expect(!track.contains { (1_784_953_800_000 + 9_000_000..<1_784_953_800_000 + 12_600_000).contains($0.timeMs) })
+        // A window of the unmerged fixes alone is drawn from `recent`.
+        let fresh = try reader.track(device: "boat", sinceMs: newestFixes.first!.timeMs, untilMs: newest.timeMs, maxPoints: 10)
+        #expect(fresh.count == 10 && fresh.first?.timeMs == newestFixes.first!.timeMs, "\(fresh.count) fixes from recent")
         #expect(try reader.newestFix(device: "nobody") == nil)
         #expect(try reader.track(device: "nobody", sinceMs: 0, untilMs: .max).isEmpty)
         spool.close()
