@@ -239,8 +239,10 @@ def check_against(page, expected, failures):
             failures.append(f"device {d['name']}: sources {shown['sources']} on the page, {expected_sources} in status --json")
     if page["checks"] != len(expected["deviceHealth"]["checks"]):
         failures.append(f"{page['checks']} health checks on the page, {len(expected['deviceHealth']['checks'])} in status --json")
-    if page["logEntries"] != len(expected["log"]):
-        failures.append(f"{page['logEntries']} log entries on the page, {len(expected['log'])} in status --json")
+    # The relay goes on logging (a destination in backoff warns every few seconds): the page may
+    # show more than status --json did a moment before, never none when it had some, nor more than 12.
+    if not (min(1, len(expected["log"])) <= page["logEntries"] <= 12):
+        failures.append(f"{page['logEntries']} log entries on the page, {len(expected['log'])} in status --json (at most 12 shown)")
 
 
 def write_position(socket_path, line, timeout=10):
