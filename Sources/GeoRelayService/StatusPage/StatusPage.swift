@@ -1,6 +1,6 @@
 import Foundation
 import GeoRelayCore
-import GeoRelayIngest
+import GeoRelayHTTP
 import GeoRelaySpool
 import Synchronization
 
@@ -22,7 +22,7 @@ package enum StatusPage {
 
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
     /// one listener answers `/metrics` and `/healthz` too.
-    package static func serve(listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool) throws(IngestStartError) -> HTTPListener {
+    package static func serve(listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool) throws(HTTPListenError) -> HTTPListener {
         try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
             let configuration = live.configuration
             guard request.method == "GET" || request.method == "HEAD" else {
