@@ -2,9 +2,10 @@
 #   make run   install missing Debian packages, build in release mode, run on config/georelay.json5
 #   make test  the same install, then every test
 #   make deb   the Debian package, georelay_<version>_<arch>.deb (packaging/build-deb.sh)
+#   make screenshots  the status page in headless Chromium, its screenshots into docs/
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
-	dpkg-dev binutils lintian adduser
+	dpkg-dev binutils lintian adduser chromium fonts-dejavu-core
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 
@@ -21,7 +22,7 @@ RELEASE_BIN = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/georelay
 VERSION := $(shell tr -d '[:space:]' < VERSION)
 DEB := georelay_$(VERSION)_$(shell dpkg --print-architecture).deb
 
-.PHONY: run test build deps bench clean install fuzz deb
+.PHONY: run test build deps bench clean install fuzz deb screenshots
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -47,13 +48,23 @@ deb: build
 # The power-cut test builds its FUSE filesystem (Tests/Helpers/lazyfs) itself, with cc and libfuse3.
 # The release build `make run` uses is built too, so what compiles only in debug cannot land;
 # the package is made from it (about 20 s, most of it xz) and checked (check-deb.sh, about 15 s).
+# The status page is checked in headless Chromium (Tests/Helpers/status_page_browser.py, about
+# 5 s); here a browser that cannot start fails the test instead of skipping it.
 test: deps
 	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
 	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
 	Tests/Package/check-deb.sh $(DEB)
 	$(SWIFT) build --build-tests
-	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay $(SWIFT) test --skip-build
+	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_REQUIRE_BROWSER=1 $(SWIFT) test --skip-build
 	Tests/Fuzz/fuzz.sh ci
+
+# The status page at phone (390x844) and laptop (1280 wide) sizes, from the browser test's
+# fixture, into docs/ for the README.
+screenshots: deps
+	$(SWIFT) build --product georelay
+	$(SWIFT) build --build-tests
+	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_REQUIRE_BROWSER=1 GEORELAY_SCREENSHOTS=$(CURDIR)/docs \
+		$(SWIFT) test --skip-build --filter StatusPageTests
 
 # One fuzz target for as long as you like: make fuzz TARGET=lines ARGS=-max_total_time=600
 TARGET ?= lines

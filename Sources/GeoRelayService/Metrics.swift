@@ -11,20 +11,25 @@ package enum Metrics {
     /// every health check per request (the spool's quick_check excepted: it reads the whole file).
     package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(HTTPListenError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
-            switch request.path {
-            case "/metrics":
-                let (device, status) = DeviceHealth.assessRunning(configuration: configuration, monitor: health)
-                guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
-                return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                             body: Array(render(status, configuration: configuration, health: health?.report(), device: device).utf8))
-            case "/healthz":
-                // Read-only, on its own connection: a stalled writer does not hold it up.
-                let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health).health.healthz
-                return HTTPListener.Response(status: answer.status, reason: answer.status == 200 ? "OK" : "Service Unavailable",
-                                             contentType: "text/plain", body: Array(answer.body.utf8))
-            default:
-                return HTTPListener.Response(status: 404, reason: "Not Found")
-            }
+            respond(to: request, configuration: configuration, health: health) ?? HTTPListener.Response(status: 404, reason: "Not Found")
+        }
+    }
+
+    /// `/metrics` and `/healthz`; nil for any other path (the status page shares a listener this way).
+    package static func respond(to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?) -> HTTPListener.Response? {
+        switch request.path {
+        case "/metrics":
+            let (device, status) = DeviceHealth.assessRunning(configuration: configuration, monitor: health)
+            guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
+            return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                         body: Array(render(status, configuration: configuration, health: health?.report(), device: device).utf8))
+        case "/healthz":
+            // Read-only, on its own connection: a stalled writer does not hold it up.
+            let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health).health.healthz
+            return HTTPListener.Response(status: answer.status, reason: answer.status == 200 ? "OK" : "Service Unavailable",
+                                         contentType: "text/plain", body: Array(answer.body.utf8))
+        default:
+            return nil
         }
     }
 

@@ -54,6 +54,8 @@ package struct Relay: Sendable {
         let health: HealthMonitor
         var phones: PhoneListener?
         var metrics: HTTPListener?
+        var page: HTTPListener?
+        let pageConfiguration = StatusPage.LiveConfiguration(configuration)
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             try spool.setSourceDevices(configuration.sourceIDs)
@@ -63,8 +65,11 @@ package struct Relay: Sendable {
             health = HealthMonitor(parts: [HealthMonitor.Part(key: "ingest", heartbeat: ingest.heartbeat),
                                            HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat)],
                                    configuration: timing)
-            if let listen = configuration.metricsListen {
+            if let listen = configuration.metricsListen, listen != configuration.uiListen {
                 metrics = try Metrics.serve(listen: listen, configuration: configuration, health: health)
+            }
+            if let listen = configuration.uiListen {
+                page = try StatusPage.serve(listen: listen, configuration: pageConfiguration, health: health, metrics: listen == configuration.metricsListen)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, logger: logger.with(label: "phones"))
@@ -86,6 +91,7 @@ package struct Relay: Sendable {
             logger.warning("GEORELAY_TEST_WEDGE ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
         }
         let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
+        let sampling = page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
 
         var current = configuration
         var signalled = signals.signals.makeAsyncIterator()
@@ -96,11 +102,13 @@ package struct Relay: Sendable {
                 if case .stop = request {
                     // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
                     wedging?.cancel()
+                    sampling?.cancel()
                     watching.cancel()
                     await watching.value
                     // Intake first: what ingest still answers `ok` is stored before the forwarders finish.
                     phones?.stop()
                     metrics?.stop()
+                    page?.stop()
                     await ingest.stop(grace: grace)
                 }
                 return request
@@ -114,6 +122,7 @@ package struct Relay: Sendable {
                 applied.spool = current.spool
                 applied.ingest = current.ingest
                 current = applied
+                pageConfiguration.update(applied)
                 watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
                 logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
             } catch {

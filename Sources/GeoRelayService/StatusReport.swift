@@ -17,6 +17,8 @@ package struct StatusReport: Sendable {
     /// Every health check (loops, spool, disk, clock, sources, links): `status --health`,
     /// the screen's `checks` and the JSON's `deviceHealth`.
     package var device = DeviceHealth(checks: [])
+    /// The status page's charts, tracks and log (`StatusPage/`), in the JSON only.
+    package var sketches = StatusSketches()
 
     /// What `status` can say about the loops' health.
     package enum Health: Sendable, Equatable {
@@ -26,14 +28,19 @@ package struct StatusReport: Sendable {
         case unknown(String)
     }
 
-    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) throws -> StatusReport {
+    /// - Parameter monitor: the running relay's own monitor (the status page, served in-process):
+    ///   the loops judged by it, not by the health file another process reads.
+    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
-        let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
+        let running = monitor != nil || IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let status = try reader.status(nowMs: nowMs)
-        let loops = running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running")
+        let loops: Health = monitor.map { .known($0.report()) }
+            ?? (running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running"))
+        let devices = status.devices.map(\.name).filter { !configuration.sourceIDs.contains($0) }
         return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
                             device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
-                                                        loops: loops, nowMs: nowMs))
+                                                        loops: loops, nowMs: nowMs),
+                            sketches: StatusSketches.read(reader: reader, devices: devices))
     }
 
     /// The running relay's health as its file tells it, judged now.
@@ -87,10 +94,12 @@ package struct StatusReport: Sendable {
                 ("drainEstimateSeconds", drainEstimate(d).map { .number($0) } ?? .null),
                 ("wireBytesToday", num(d.wireBytesToday)),
                 ("wireBytesThisMonth", num(d.wireBytesThisMonth)),
+                ("history", sketches.historyJSON(destination: d.name)),
             ]))
         }
         let devices: [JSONValue] = status.devices.filter { !configuration.sourceIDs.contains($0.name) }.map { d in
-            var members: [(key: String, value: JSONValue)] = [("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs))]
+            var members: [(key: String, value: JSONValue)] = [("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs)),
+                                                              ("lastPosition", sketches.lastPositionJSON(device: d.name)), ("track", sketches.trackJSON(device: d.name))]
             if let sources = sources(of: d.name) {
                 members.append(("sources", .array(sources.map { source in
                     .object(JSONObject([("name", .string(source.name)), ("lastFix", iso(source.lastFixMs)), ("active", .bool(source.active))]))
@@ -124,6 +133,7 @@ package struct StatusReport: Sendable {
             ("deviceHealth", device.json),
             ("destinations", .array(destinations)),
             ("devices", .array(devices)),
+            ("log", sketches.logJSON),
         ]))
     }
 

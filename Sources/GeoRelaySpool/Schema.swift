@@ -130,6 +130,12 @@ enum Schema {
         INSERT INTO counters(name, value) VALUES('spool.deleted', coalesce((SELECT sum(received) FROM devices), 0) - (SELECT count(*) FROM positions))
             ON CONFLICT(name) DO UPDATE SET value = excluded.value;
         """,
+        // Version 9: the status page's 24-hour chart, one sample of each destination's backlog and
+        // wire bytes every few minutes (at most `ChartSample.perDestination` each, see SpoolWriter+ChartSamples).
+        """
+        CREATE TABLE chart_samples(destination TEXT NOT NULL, time_ms INTEGER NOT NULL, pending INTEGER NOT NULL,
+                                   wire_bytes INTEGER NOT NULL, PRIMARY KEY(destination, time_ms)) WITHOUT ROWID;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -104,6 +104,12 @@ package final class Spool: Sendable {
         writer.submit(.log(entry))
     }
 
+    /// Adds points to the status page's chart, written with the next held state (no commit of their own).
+    package func record(chartSamples: [ChartSample]) {
+        guard !chartSamples.isEmpty else { return }
+        writer.submit(.chartSamples(chartSamples))
+    }
+
     /// Runs a write in the writer's next group and waits for its commit.
     func perform(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

@@ -16,6 +16,8 @@ final class SpoolWriter: @unchecked Sendable {
         case delivery(DeliveryUpdate)
         case counters([String: Int64])
         case log(LogEntry)
+        /// The status page's chart: held state, so a sample costs no commit of its own.
+        case chartSamples([ChartSample])
         case operation(@Sendable (SQLiteDatabase) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
         /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
         case barrier(completion: @Sendable () -> Void)
@@ -25,7 +27,7 @@ final class SpoolWriter: @unchecked Sendable {
         /// Acknowledgements, counters and log entries: held until the state interval is up.
         var isState: Bool {
             switch self {
-            case .delivery, .counters, .log: true
+            case .delivery, .counters, .log, .chartSamples: true
             case .append, .operation, .barrier: false
             }
         }
@@ -33,7 +35,7 @@ final class SpoolWriter: @unchecked Sendable {
         var retriedAlone: Bool {
             switch self {
             case .append, .operation: false
-            case .delivery, .counters, .log, .barrier: true
+            case .delivery, .counters, .log, .chartSamples, .barrier: true
             }
         }
     }
@@ -144,7 +146,7 @@ final class SpoolWriter: @unchecked Sendable {
                 if !now, opening { deadline = inbox.window.deadlineNs }
             case .barrier, .operation:
                 inbox.urgent = true
-            case .delivery, .counters, .log:
+            case .delivery, .counters, .log, .chartSamples:
                 if inbox.stateDueNs == nil {
                     inbox.stateDueNs = nowNs + stateNs
                     deadline = nowNs + stateNs
@@ -271,7 +273,7 @@ final class SpoolWriter: @unchecked Sendable {
             completion(SpoolError.incompatible(error.message))
         case .barrier(let completion):
             completion()
-        case .delivery, .counters, .log:
+        case .delivery, .counters, .log, .chartSamples:
             break
         }
     }
@@ -318,6 +320,8 @@ final class SpoolWriter: @unchecked Sendable {
                     for (name, value) in values { counters.add(name, value) }
                 case .log(let entry):
                     try insertLog(entry, db: db)
+                case .chartSamples(let samples):
+                    try insert(samples, db: db)
                 case .barrier:
                     break
                 case .operation(let body, _):

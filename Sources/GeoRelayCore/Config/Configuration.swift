@@ -12,6 +12,9 @@ package struct Configuration: Sendable, Equatable {
     package var devices: [DeviceSources] = []
     /// `HOST:PORT` for Prometheus metrics (`/metrics`) and `/healthz`; nil: off.
     package var metricsListen: String?
+    /// `HOST:PORT` for the crew's status page (`/`) and its JSON (`/status.json`); nil: off.
+    /// The same address as `metricsListen` serves all four paths on one listener.
+    package var uiListen: String?
 
     package init() {}
 
@@ -192,6 +195,15 @@ extension Configuration {
         var metrics = try root.node("metrics")
         config.metricsListen = try metrics.optionalString("listen")
         try metrics.finish()
+        var ui = try root.node("ui")
+        config.uiListen = try ui.optionalString("listen")
+        if let listen = config.uiListen {
+            try Self.validateListen(listen, at: ui.child("listen"))
+            if listen == config.ingest.httpListen {
+                throw ConfigError(path: ui.child("listen"), "\(listen) is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's")
+            }
+        }
+        try ui.finish()
         if let items = try root.array("devices") {
             var seen = Set<String>()
             for (index, item) in items.enumerated() {
@@ -220,6 +232,22 @@ extension Configuration {
 }
 
 extension Configuration {
+    /// A listen address is `HOST:PORT` with an IPv4 host (empty: every interface) and a port
+    /// of 1 to 65535, checked here so a typo stops the start with the key's path, not a bind error.
+    static func validateListen(_ listen: String, at path: String) throws(ConfigError) {
+        guard let colon = listen.lastIndex(of: ":") else {
+            throw ConfigError(path: path, "expected HOST:PORT, e.g. \"0.0.0.0:8080\", got \"\(listen)\"")
+        }
+        let host = listen[..<colon], portText = listen[listen.index(after: colon)...]
+        guard let port = Int(portText), (1...65535).contains(port) else {
+            throw ConfigError(path: path, "expected a port from 1 to 65535 after the colon, got \"\(portText)\"")
+        }
+        var address = in_addr()
+        guard host.isEmpty || inet_pton(AF_INET, String(host), &address) == 1 else {
+            throw ConfigError(path: path, "expected an IPv4 address (or nothing, for every interface) before the colon, got \"\(host)\"")
+        }
+    }
+
     /// A destination on this machine at the phone listener's port would send the
     /// relay's own positions back into it, for ever.
     func refuseLoops() throws(ConfigError) {
