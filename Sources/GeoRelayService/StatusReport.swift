@@ -30,7 +30,10 @@ package struct StatusReport: Sendable {
 
     /// - Parameter monitor: the running relay's own monitor (the status page, served in-process):
     ///   the loops judged by it, not by the health file another process reads.
-    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil) throws -> StatusReport {
+    /// - Parameter sketches: the page's charts, tracks and log, in the JSON only: `.fresh` for
+    ///   `status --json`, the page's cache for `/status.json`, none for the screen.
+    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil,
+                             sketches: SketchSource = .none) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = monitor != nil || IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let status = try reader.status(nowMs: nowMs)
@@ -40,7 +43,7 @@ package struct StatusReport: Sendable {
         return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
                             device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
                                                         loops: loops, nowMs: nowMs),
-                            sketches: StatusSketches.read(reader: reader, devices: devices))
+                            sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs))
     }
 
     /// The running relay's health as its file tells it, judged now.

@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import GeoRelayCore
 import Glibc
 
 /// Tells systemd how the service is doing (`Type=notify`): the sd_notify
@@ -23,9 +24,9 @@ package struct SystemdNotifier: Sendable {
     /// Sends `READY=1`, `STOPPING=1`, `WATCHDOG=1`, `STATUS=...`; silently nothing without systemd.
     package func notify(_ state: String) {
         guard let path else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
+        guard let socket = try? FileDescriptor.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue)) else { return }
+        defer { try? socket.close() }
+        let fd = socket.number
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         var bytes = Array(path.utf8)

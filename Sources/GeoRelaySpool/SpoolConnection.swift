@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import GeoRelayCore
 
 /// Opens spool connections with the settings the durability promise rests on.
 enum SpoolConnection {
@@ -20,8 +21,7 @@ enum SpoolConnection {
             }
         }
         // Create the file with 0600 before SQLite does, so positions are never world-readable.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if fd >= 0 { close(fd) }
+        try? FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600).close()
         chmod(path, 0o600)
         return try SpoolError.wrapping {
             let db = try SQLiteDatabase(path: path)
@@ -41,8 +41,12 @@ enum SpoolConnection {
             // after a burst; the quota counts only the database, so the WAL must stay small beside it.
             let walBytes = min(16 << 20, max(256 << 10, maxBytes / 8))
             try db.execute("PRAGMA journal_size_limit = \(walBytes)")
-            // SQLite's default of 1,000 pages (4 MiB) for large quotas, fewer for small ones.
-            try db.execute("PRAGMA wal_autocheckpoint = \(min(1000, walBytes / 4096))")
+            // A checkpoint at 4 MiB of WAL (half the limit for small quotas), counted in this
+            // spool's pages: each one writes every page changed since the last, so at 1 KiB pages
+            // SQLite's default of 1,000 pages would rewrite the same few (the newest leaves, the
+            // delivery state) into the database four times as often (BENCHMARKS.md, flash).
+            let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
+            try db.execute("PRAGMA wal_autocheckpoint = \(max(64, min(4 << 20, walBytes / 2) / pageSize))")
             try db.execute("PRAGMA foreign_keys = OFF")
             try Schema.migrate(db)
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }

@@ -14,8 +14,9 @@ extension Commands {
             invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : "\(device.state.name)\n" + device.text)
             return device.exitCode
         }
-        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration) }
-        invocation.console.write(invocation.arguments.flag("--json") ? report.json.jsonText + "\n" : report.text)
+        let json = invocation.arguments.flag("--json")
+        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration, sketches: json ? .fresh : .none) }
+        invocation.console.write(json ? report.json.jsonText + "\n" : report.text)
         return .success
     }
 

@@ -23,13 +23,14 @@ package enum StatusPage {
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
     /// one listener answers `/metrics` and `/healthz` too.
     package static func serve(listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool) throws(HTTPListenError) -> HTTPListener {
-        try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
+        let tracks = TrackCache()
+        return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
             let configuration = live.configuration
             guard request.method == "GET" || request.method == "HEAD" else {
                 return HTTPListener.Response(status: 405, reason: "Method Not Allowed", contentType: "text/plain",
                                              body: Array("read-only: only GET and HEAD are answered here\n".utf8))
             }
-            let response = respond(to: request, configuration: configuration, health: health)
+            let response = respond(to: request, configuration: configuration, health: health, tracks: tracks)
                 ?? (metrics ? Metrics.respond(to: request, configuration: configuration, health: health) : nil)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
             guard request.method == "HEAD" else { return response }
@@ -39,13 +40,14 @@ package enum StatusPage {
     }
 
     /// The page's own paths; nil for any other.
-    package static func respond(to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?) -> HTTPListener.Response? {
+    package static func respond(to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
+                                tracks: TrackCache = TrackCache()) -> HTTPListener.Response? {
         switch request.path {
         case "/", "/index.html":
             return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/html; charset=utf-8", body: Array(document.utf8))
         case "/status.json":
             do {
-                let report = try StatusReport.load(configuration: configuration, monitor: health)
+                let report = try StatusReport.load(configuration: configuration, monitor: health, sketches: .cached(tracks))
                 return HTTPListener.Response(status: 200, reason: "OK", contentType: "application/json",
                                              body: Array((report.json.jsonText + "\n").utf8))
             } catch {

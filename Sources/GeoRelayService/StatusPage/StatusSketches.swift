@@ -1,5 +1,44 @@
 import GeoRelayCore
 import GeoRelaySpool
+import Synchronization
+
+/// Where a status report's sketches come from: none for the screen (it draws none), read now
+/// for `georelay status --json`, or through the page's `TrackCache`.
+package enum SketchSource: Sendable {
+    case none
+    case fresh
+    case cached(TrackCache)
+}
+
+/// The page's tracks, each read again at most once a `lifetime` (a minute).
+///
+/// A track is up to `maxTrackPoints` index seeks per device, a few tens of milliseconds for a
+/// handful of devices on a spool of millions (`georelay-bench --only status`): fine for one
+/// `status --json`, too much for a page polling every 3 s on a Raspberry Pi. The newest fix
+/// is read at every refresh, so the page's last position never lags; only the line behind it does.
+package final class TrackCache: Sendable {
+    private struct Entry {
+        var readAtMs: Int64
+        var points: [SpoolReader.Fix]
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    package let lifetimeMs: Int64
+
+    package init(lifetimeMs: Int64 = 60_000) {
+        self.lifetimeMs = lifetimeMs
+    }
+
+    /// The cached track of `device`, or `read`'s when there is none younger than the lifetime.
+    func track(device: String, nowMs: Int64, read: () -> [SpoolReader.Fix]) -> [SpoolReader.Fix] {
+        if let entry = entries.withLock({ $0[device] }), nowMs - entry.readAtMs < lifetimeMs, nowMs >= entry.readAtMs {
+            return entry.points
+        }
+        let points = read()
+        entries.withLock { $0[device] = Entry(readAtMs: nowMs, points: points) }
+        return points
+    }
+}
 
 /// What the status page draws beyond `status`'s figures, read with the same report so that
 /// `georelay status --json` and the page's `/status.json` stay one object: each destination's
@@ -23,14 +62,21 @@ package struct StatusSketches: Sendable {
 
     package init() {}
 
-    package static func read(reader: SpoolReader, devices: [String]) -> StatusSketches {
+    package static func read(reader: SpoolReader, devices: [String], source: SketchSource, nowMs: Int64 = WallClock.nowMs()) -> StatusSketches {
         var sketches = StatusSketches()
+        let cache: TrackCache?
+        switch source {
+        case .none: return sketches
+        case .fresh: cache = nil
+        case .cached(let tracks): cache = tracks
+        }
         sketches.charts = (try? reader.chartSamples()) ?? [:]
         for device in devices {
             guard let fix = try? reader.newestFix(device: device) else { continue }
             sketches.fixes[device] = fix
             let since = fix.timeMs - Int64(trackHours) * 3600 * 1000
-            sketches.tracks[device] = (try? reader.track(device: device, sinceMs: since, untilMs: fix.timeMs, maxPoints: maxTrackPoints)) ?? []
+            let read = { (try? reader.track(device: device, sinceMs: since, untilMs: fix.timeMs, maxPoints: maxTrackPoints)) ?? [] }
+            sketches.tracks[device] = cache.map { $0.track(device: device, nowMs: nowMs, read: read) } ?? read()
         }
         sketches.log = (try? reader.logEntries(limit: logEntries))?.reversed() ?? []
         return sketches
