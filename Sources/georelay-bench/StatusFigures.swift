@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GeoRelayCore
+import GeoRelayService
 import GeoRelaySpool
 import GeoRelayTestKit
 
@@ -13,15 +14,18 @@ func statusFigure() throws {
     let small = try statusRun(rows: 1_000)
     let big = try statusRun(rows: large)
     emit("status_refresh_ms_at_\(large / 1_000_000)m_pending", [
-        ("value", .number(big.read.p50)), ("p99_ms", .number(big.read.p99)),
-        ("at_1000_rows_ms", .number(small.read.p50)),
+        ("value", .number(big.page.p50)), ("p99_ms", .number(big.page.p99)), ("at_1000_rows_ms", .number(small.page.p50)),
+        ("spool_status_ms", .number(big.read.p50)), ("spool_status_at_1000_rows_ms", .number(small.read.p50)),
         ("command_ms", .number(big.command)), ("command_at_1000_rows_ms", .number(small.command)),
         ("pending", .number(Double(big.pending))), ("spool_bytes", .number(Double(big.spoolBytes))),
-        ("target", .string("<= 50 ms at 10 million pending, about the same as at 1,000")),
+        ("target", .string("the page's refresh <= 50 ms at 10 million pending, about the same as at 1,000")),
     ])
 }
 
 private struct StatusRun {
+    /// `/status.json` as the page gets it: the whole report, tracks through its cache.
+    var page: (p50: Double, p99: Double)
+    /// `SpoolReader.status()` alone.
     var read: (p50: Double, p99: Double)
     /// `georelay status --json`, process start included, median of 5.
     var command: Double
@@ -52,6 +56,15 @@ private func statusRun(rows: Int) throws -> StatusRun {
         pending = status.destinations.reduce(0) { $0 + $1.pending }
     }
     samples.sort()
+    let configuration = try Configuration.load(path: relay.configPath)
+    let tracks = TrackCache()
+    var page: [Double] = []
+    for _ in 0..<25 {
+        let started = WallClock.monotonicNs()
+        _ = try StatusReport.load(configuration: configuration, sketches: .cached(tracks)).json.jsonText
+        page.append(Double(WallClock.monotonicNs() - started) / 1e6)
+    }
+    page.sort()
     var commands: [Double] = []
     for _ in 0..<5 {
         let started = WallClock.monotonicNs()
@@ -61,8 +74,9 @@ private func statusRun(rows: Int) throws -> StatusRun {
     }
     commands.sort()
     let size = (try? FileManager.default.attributesOfItem(atPath: spoolPath)[.size] as? NSNumber)?.intValue ?? 0
-    note("status at \(rows) rows: read p50 \(samples[samples.count / 2]) ms, command \(commands[2]) ms, pending \(pending)")
-    return StatusRun(read: ((samples[samples.count / 2] * 10).rounded() / 10, (samples[samples.count - 1] * 10).rounded() / 10),
+    note("status at \(rows) rows: page p50 \(page[page.count / 2]) ms (first \(page.max() ?? 0)), spool status p50 \(samples[samples.count / 2]) ms, command \(commands[2]) ms, pending \(pending)")
+    func rounded(_ sorted: [Double]) -> (Double, Double) { ((sorted[sorted.count / 2] * 10).rounded() / 10, (sorted[sorted.count - 1] * 10).rounded() / 10) }
+    return StatusRun(page: rounded(page), read: rounded(samples),
                      command: commands[2].rounded(), pending: pending, spoolBytes: size)
 }
 
