@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
 
@@ -19,6 +20,8 @@ package struct StatusReport: Sendable {
     package var device = DeviceHealth(checks: [])
     /// The status page's charts, tracks and log (`StatusPage/`), in the JSON only.
     package var sketches = StatusSketches()
+    /// Per destination, the uplink its traffic takes now (only with `uplinks` configured).
+    package var uplinks: [String: UplinkRoute.Answer] = [:]
 
     /// What `status` can say about the loops' health.
     package enum Health: Sendable, Equatable {
@@ -43,7 +46,8 @@ package struct StatusReport: Sendable {
         return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
                             device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
                                                         loops: loops, nowMs: nowMs),
-                            sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs))
+                            sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs),
+                            uplinks: uplinkAnswers(configuration))
     }
 
     /// The running relay's health as its file tells it, judged now.
@@ -97,6 +101,7 @@ package struct StatusReport: Sendable {
                 ("drainEstimateSeconds", drainEstimate(d).map { .number($0) } ?? .null),
                 ("wireBytesToday", num(d.wireBytesToday)),
                 ("wireBytesThisMonth", num(d.wireBytesThisMonth)),
+            ] + uplinkJSON(destination: d.name) + [
                 ("history", sketches.historyJSON(destination: d.name)),
             ]))
         }
@@ -219,7 +224,7 @@ package struct StatusReport: Sendable {
             let d = row.status
             let state = running || d.state == "not started" ? d.state : "stopped"
             let encoding = self.encoding(row.settings, d).map { ", \($0)" } ?? ""
-            out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\n"
+            out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\(uplinkText(destination: d.name))\n"
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs - oldest)) old" }
             line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"

@@ -52,6 +52,11 @@ extension Configuration {
                 .object(JSONObject([("id", .string(d.id)), ("sources", .array(d.sources.map { .string($0) })), ("failoverSeconds", number(d.failoverSeconds))]))
             })),
             ("destinations", .array(destinations)),
+            ("uplinks", .array(uplinks.map { u in
+                .object(JSONObject([("name", .string(u.name)), ("interface", .string(u.interface)), ("metered", .bool(u.metered))]))
+            })),
+            ("metrics", .object(JSONObject([("listen", string(metricsListen))]))),
+            ("ui", .object(JSONObject([("listen", string(uiListen))]))),
         ]))
     }
 }

@@ -15,6 +15,8 @@ package struct Configuration: Sendable, Equatable {
     /// `HOST:PORT` for the crew's status page (`/`) and its JSON (`/status.json`); nil: off.
     /// The same address as `metricsListen` serves all four paths on one listener.
     package var uiListen: String?
+    /// The box's uplinks by interface (`Configuration+Uplinks.swift`); empty: not tracked.
+    package var uplinks: [Uplink] = []
 
     package init() {}
 
@@ -192,6 +194,7 @@ extension Configuration {
         }
         // An accuracy level judges NMEA-derived positions by the receiver's UERE, as ingest does.
         for index in config.destinations.indices { config.destinations[index].filter.accuracyPerHDOP = config.ingest.nmeaAccuracyPerHDOP }
+        if let items = try root.array("uplinks") { config.uplinks = try parseUplinks(items) }
         var metrics = try root.node("metrics")
         config.metricsListen = try metrics.optionalString("listen")
         try metrics.finish()

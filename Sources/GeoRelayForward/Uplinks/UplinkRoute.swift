@@ -1,0 +1,101 @@
+import Foundation
+import Glibc
+import GeoRelayCore
+
+/// Which interface, and so which uplink, carries traffic to a destination now, as the kernel
+/// would route it, learnt without sending anything: a UDP socket `connect(2)`ed to the
+/// destination's address makes the kernel pick a route and a source address (no packet goes
+/// out), `getsockname(2)` reads that address, and `getifaddrs(3)` names the interface holding it.
+///
+/// Cheap (no traffic, a few system calls), so `status` asks at each look and reports the route
+/// as it is at that moment, including after a failover from one uplink to another.
+package enum UplinkRoute {
+    /// What status shows for a destination: the uplink whose interface the route leaves by, or
+    /// why none (the host does not resolve, no route, an interface no uplink names).
+    package enum Answer: Sendable, Equatable {
+        case uplink(Configuration.Uplink)
+        /// The route leaves by an interface no uplink names (often `lo` or a LAN bridge).
+        case otherInterface(String)
+        case unknown(String)
+    }
+
+    package static func answer(for url: String, uplinks: [Configuration.Uplink]) -> Answer {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
+            return .unknown("no host in the destination's URL")
+        }
+        let port = components.port ?? (components.scheme == "https" ? 443 : 80)
+        switch interface(toward: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port) {
+        case .success(let name):
+            if let uplink = uplinks.first(where: { $0.interface == name }) { return .uplink(uplink) }
+            return .otherInterface(name)
+        case .failure(let reason):
+            return .unknown(reason.message)
+        }
+    }
+
+    package struct Failure: Error, Sendable, Equatable {
+        package var message: String
+    }
+
+    /// The interface the kernel would send a datagram to `host`:`port` from.
+    package static func interface(toward host: String, port: Int) -> Result<String, Failure> {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let resolved = getaddrinfo(host, String(port), &hints, &list)
+        guard resolved == 0, let first = list else {
+            return .failure(Failure(message: "\(host) does not resolve: \(String(cString: gai_strerror(resolved)))"))
+        }
+        defer { freeaddrinfo(list) }
+        let family = first.pointee.ai_family
+        guard let socket = try? FileDescriptor.socket(family, Int32(SOCK_DGRAM.rawValue)) else {
+            return .failure(Failure(message: "no socket: \(String(cString: strerror(errno)))"))
+        }
+        defer { try? socket.close() }
+        guard connect(socket.number, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+            return .failure(Failure(message: "no route to \(host): \(String(cString: strerror(errno)))"))
+        }
+        var local = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket.number, $0, &length) }
+        }
+        guard named == 0 else { return .failure(Failure(message: "getsockname: \(String(cString: strerror(errno)))")) }
+        guard let name = interfaceHolding(local) else {
+            return .failure(Failure(message: "no interface holds the route's source address"))
+        }
+        return .success(name)
+    }
+
+    /// The interface one of whose addresses is `address` (the port is ignored).
+    private static func interfaceHolding(_ address: sockaddr_storage) -> String? {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return nil }
+        defer { freeifaddrs(list) }
+        var wanted = address
+        var entry = list
+        while let current = entry {
+            defer { entry = current.pointee.ifa_next }
+            guard let candidate = current.pointee.ifa_addr, Int32(candidate.pointee.sa_family) == Int32(wanted.ss_family) else { continue }
+            if sameHost(candidate, &wanted) { return String(cString: current.pointee.ifa_name) }
+        }
+        return nil
+    }
+
+    private static func sameHost(_ candidate: UnsafeMutablePointer<sockaddr>, _ wanted: inout sockaddr_storage) -> Bool {
+        withUnsafeBytes(of: &wanted) { wantedBytes in
+            switch Int32(candidate.pointee.sa_family) {
+            case AF_INET:
+                let offset = MemoryLayout<sockaddr_in>.offset(of: \sockaddr_in.sin_addr)!
+                let size = MemoryLayout<in_addr>.size
+                return memcmp(UnsafeRawPointer(candidate) + offset, wantedBytes.baseAddress! + offset, size) == 0
+            case AF_INET6:
+                let offset = MemoryLayout<sockaddr_in6>.offset(of: \sockaddr_in6.sin6_addr)!
+                let size = MemoryLayout<in6_addr>.size
+                return memcmp(UnsafeRawPointer(candidate) + offset, wantedBytes.baseAddress! + offset, size) == 0
+            default:
+                return false
+            }
+        }
+    }
+}
