@@ -79,32 +79,21 @@ extension SpoolReader {
             }
             // Pending from the cursors' running counts (stored minus settled), and the oldest by
             // the first row after each cursor: the same cost with ten million waiting as with ten.
-            let pending = try db.statement("""
-                SELECT d.id, d.name, max(0, d.received - coalesce(c.settled, 0)), coalesce(c.acked_seq, dst.start_seq), c.parked_until_ms
-                FROM destinations dst CROSS JOIN device_totals d
-                LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
-                WHERE dst.name = ? AND d.hidden = 0 AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
-                ORDER BY d.id
-                """)
-            let first = try db.statement(SpoolReader.bothTables("""
-                SELECT fix_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2
-                """, then: "ORDER BY seq LIMIT 1"))
+            let firstWaiting = SpoolReader.bothTables("SELECT fix_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2", then: "ORDER BY seq LIMIT 1")
             for index in destinations.indices where destinations[index].buffered {
-                pending.reset()
-                pending.bind(1, destinations[index].name)
-                while try pending.step() {
-                    let n = pending.int(2)
-                    guard n > 0 else { continue }
-                    destinations[index].pending += n
-                    first.reset()
-                    first.bind(1, pending.int64(0))
-                    first.bind(2, pending.int64(3))
+                // pendingDevices resets every statement when it returns: the one below is fetched after.
+                for cursor in try pendingDevices(destination: destinations[index].name) where cursor.pending > 0 {
+                    destinations[index].pending += cursor.pending
+                    let first = try db.statement(firstWaiting)
+                    first.bind(1, cursor.deviceID)
+                    first.bind(2, cursor.ackedSeq)
                     if try first.step() {
                         destinations[index].oldestPendingFixMs = min(destinations[index].oldestPendingFixMs ?? .max, first.int64(0))
                     }
-                    if !pending.isNull(4) {
-                        destinations[index].parked += n
-                        destinations[index].parkedDevices.append(pending.text(1) ?? "")
+                    first.reset()
+                    if cursor.parkedUntilMs != nil {
+                        destinations[index].parked += cursor.pending
+                        destinations[index].parkedDevices.append(cursor.device)
                     }
                 }
             }

@@ -37,7 +37,8 @@ package final class SpoolReader {
     package func pendingDevices(destination: String) throws(SpoolError) -> [DeviceCursor] {
         try wrap {
             let select = try db.statement("""
-                SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms
+                SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms,
+                       max(0, d.received - coalesce(c.settled, 0))
                 FROM destinations dst CROSS JOIN device_totals d
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
                 WHERE dst.name = ? AND d.hidden = 0 AND d.last_seq > coalesce(c.acked_seq, dst.start_seq)
@@ -48,7 +49,7 @@ package final class SpoolReader {
             while try select.step() {
                 cursors.append(DeviceCursor(
                     deviceID: select.int64(0), device: select.text(1) ?? "", ackedSeq: select.int64(2),
-                    lastSeq: select.int64(3), parkedUntilMs: select.optionalInt64(4)))
+                    lastSeq: select.int64(3), parkedUntilMs: select.optionalInt64(4), pending: select.int(5)))
             }
             return cursors
         }

@@ -35,13 +35,16 @@ package struct DeviceCursor: Sendable, Equatable {
     package var ackedSeq: Int64
     package var lastSeq: Int64
     package var parkedUntilMs: Int64?
+    /// Positions waiting: the device's stored minus what the cursor has settled (`cursors.settled`).
+    package var pending: Int
 
-    package init(deviceID: Int64, device: String, ackedSeq: Int64, lastSeq: Int64, parkedUntilMs: Int64?) {
+    package init(deviceID: Int64, device: String, ackedSeq: Int64, lastSeq: Int64, parkedUntilMs: Int64?, pending: Int = 0) {
         self.deviceID = deviceID
         self.device = device
         self.ackedSeq = ackedSeq
         self.lastSeq = lastSeq
         self.parkedUntilMs = parkedUntilMs
+        self.pending = pending
     }
 }
 
