@@ -201,11 +201,12 @@ final class HTTPServerLoop: @unchecked Sendable {
             if let chosen = idle, case .lingering = chosen.phase { break }
         }
         guard let victim = idle ?? partial?.0 else { return false }
-        closeConnection(victim)
+        // Counted before the close, as idle closes are.
         let evicted = statistics.withLock { statistics in
             statistics.evicted += 1
             return statistics.evicted
         }
+        closeConnection(victim)
         warn("evicted", "\(limits.maxConnections) connections open: closed the longest idle one to let a new one in (\(evicted) so far)", nowMs: nowMs)
         return true
     }
@@ -247,13 +248,13 @@ final class HTTPServerLoop: @unchecked Sendable {
                 acceptPausedUntilMs = now + Self.acceptPauseMs
             }
         }
-        var idleClosed = 0
         for connection in Array(connections.values) {
             switch connection.phase {
             case .awaiting:
                 if now - connection.lastActivityMs >= idleTimeoutMs {
+                    // Counted before the close: whoever sees the close sees it counted.
+                    statistics.withLock { $0.idleClosed += 1 }
                     closeConnection(connection)
-                    idleClosed += 1
                 }
             case .head(let since), .body(_, let since):
                 if now - since >= requestTimeoutMs {
@@ -268,7 +269,6 @@ final class HTTPServerLoop: @unchecked Sendable {
                 break
             }
         }
-        if idleClosed > 0 { statistics.withLock { $0.idleClosed += idleClosed } }
     }
 
     func closeConnection(_ connection: HTTPConnection) {

@@ -22,6 +22,12 @@ package struct SystemdNotifier: Sendable {
     package var isActive: Bool { path != nil }
 
     /// Sends `READY=1`, `STOPPING=1`, `WATCHDOG=1`, `STATUS=...`; silently nothing without systemd.
+    ///
+    /// Never waits: a notify socket whose queue is full (a manager that stopped reading; the
+    /// kernel queues only `net.unix.max_dgram_qlen`, 10 by default) drops the datagram instead.
+    /// A blocking send there held the relay's stop for ever after `STOPPING=1`, with the spool
+    /// still open; a lost keep-alive costs at most a restart by the watchdog, which is what a
+    /// manager that stopped reading would do anyway.
     package func notify(_ state: String) {
         guard let path else { return }
         guard let socket = try? FileDescriptor.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue)) else { return }
@@ -37,7 +43,7 @@ package struct SystemdNotifier: Sendable {
         let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
         let message = Array(state.utf8)
         _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, message, message.count, Int32(MSG_NOSIGNAL), $0, length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, message, message.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length) }
         }
     }
 }

@@ -51,6 +51,7 @@ package struct RecentPositions {
             """)
         _ = try next.step()
         nextSeq = next.int64(0) + 1
+        next.reset()
     }
 
     /// The stored position of this device at this fix time, in `recent` or `positions`.

@@ -309,6 +309,12 @@ final class SpoolWriter: @unchecked Sendable {
         var counters = GroupCounters()
         var operationErrors: [(any Error)?] = []
         do {
+            // No statement of this connection may still be mid-result here (read at open, by the
+            // quota, or after a rollback): it would hold a read snapshot, and SQLite answers
+            // BEGIN IMMEDIATE on a stale one with SQLITE_BUSY at once, without the busy timeout,
+            // whenever the other writer (a `replay`, `logs --clear`, or the daemon beside that
+            // command) committed since. A command failed so about half the time under load.
+            db.resetStatements()
             try db.execute("BEGIN IMMEDIATE")
             for job in jobs {
                 switch job {

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
@@ -6,7 +7,7 @@ import GeoRelayCore
 /// The replay queue as storage: the writer stores the seqs it is given for a destination, each
 /// once, and refuses a destination the spool does not know. Which seqs go is decided outside
 /// the spool (`ReplaySelection`, tested with the service).
-@Suite struct ReplayQueueTests {
+@Suite(.offThePool) struct ReplayQueueTests {
     @Test func theWriterQueuesTheSeqsItIsGivenOnce() async throws {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
@@ -26,6 +27,22 @@ import GeoRelayCore
         let fixture = SpoolFixture()
         #expect(throws: SpoolError.self) { try Spool.openExisting(settings: fixture.settings) }
         #expect(!FileManager.default.fileExists(atPath: fixture.settings.path))
+    }
+
+    /// A writer that read at open (its recent positions, the next seq) and then saw the other
+    /// writer commit must still write: before, that read's snapshot was still open, and SQLite
+    /// refused the write transaction at once with SQLITE_BUSY, without waiting.
+    @Test func aWriterOpenedBeforeTheOthersCommitStillWrites() async throws {
+        let fixture = SpoolFixture()
+        let daemon = try fixture.open()
+        try await daemon.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
+        let seqs = await daemon.append((0..<5).map { fix("boat", Int64($0)) }).compactMap(\.seq)
+        let command = try Spool.openExisting(settings: fixture.settings)
+        #expect(await daemon.append((5..<10).map { fix("boat", Int64($0)) }).allSatisfy { $0.seq != nil })
+        #expect(try await command.queueReplay(destination: "traccar", seqs: seqs) == 5)
+        #expect(await daemon.append((10..<15).map { fix("boat", Int64($0)) }).allSatisfy { $0.seq != nil })
+        command.close()
+        daemon.close()
     }
 
     /// A command's writer beside the daemon's: both commit, neither fails on the other's lock.
