@@ -47,14 +47,16 @@ let package = Package(
 
         // Fakes of the remote servers, shared by tests and benchmarks.
         .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),
+        // The suite trait that keeps every test's body off the shared pool (imports Testing).
+        .target(name: "GeoRelayTestTraits", dependencies: ["GeoRelayTestKit"], swiftSettings: swiftSettings),
         .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool"], swiftSettings: swiftSettings),
 
-        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool"], swiftSettings: swiftSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
     ]
 )

@@ -79,7 +79,7 @@ package final class LazyFS {
     }
 
     private static func executableInPath(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let path = TestEnvironment.current["PATH"] ?? "/usr/bin:/bin"
         return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
     }
 
@@ -92,7 +92,7 @@ package final class LazyFS {
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try TestEnvironment.launch(process)
         daemon = process
         daemonPID = process.processIdentifier
         let deadline = ContinuousClock.now + .seconds(10)

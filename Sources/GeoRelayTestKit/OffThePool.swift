@@ -13,3 +13,107 @@ package func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
         thread.start()
     }
 }
+
+/// An executor for tests whose bodies block a thread on purpose: waiting for a child relay to
+/// bind or exit, a one-shot command to finish, a blocking socket to answer.
+///
+/// Swift's shared pool has one thread per core and does not grow when one of them blocks
+/// (measured here: eight tasks that each block for a second take four seconds on two cores).
+/// A few integration tests waiting for their relays at once would hold both threads, and every
+/// other test's awaits, and the forwarders that tests run in process, would stall with them:
+/// a push forwarder test once timed out after 30 s this way without having sent anything.
+/// Jobs here run on threads of this executor's own, and a new thread starts whenever every
+/// existing one is busy (up to a bound), so a blocked test holds only the thread it blocks.
+package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
+    package static let shared = BlockingTestExecutor()
+
+    /// At most this many threads: a bound against a runaway, far above what the admitted tests
+    /// (`TestAdmission`) block at once, so that an admitted test never waits for a thread.
+    private let maxThreads: Int
+    /// Guards `jobs`, `idle` and `threads`; idle threads wait on it.
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var idle = 0
+    private var threads = 0
+
+    package init(maxThreads: Int = 256) {
+        self.maxThreads = maxThreads
+    }
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        let spawn = jobs.count > idle && threads < maxThreads
+        if spawn { threads += 1 }
+        condition.signal()
+        condition.unlock()
+        if spawn {
+            let thread = Thread { [self] in work() }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
+}
+
+/// How many tests run at once: each admitted test has threads of its own, and the rest wait
+/// (suspended, holding nothing) for a place.
+///
+/// Tests of this kind start relays, fakes and browsers, and many of them measure an interval
+/// (keep-alives a second apart, a probe within a window, an answer within a timeout). Run all
+/// at once on two cores, every one of them is starved and those intervals stretch until they
+/// fail; run through a few threads, a test waits for a thread instead and the same happens.
+/// A fixed number of tests at a time, each with all the threads it needs, keeps both bounded.
+/// `GEORELAY_TEST_PARALLEL` overrides the default of two per core.
+package actor TestAdmission {
+    package static let shared = TestAdmission(places: {
+        if let text = ProcessInfo.processInfo.environment["GEORELAY_TEST_PARALLEL"], let places = Int(text), places > 0 { return places }
+        return 2 * ProcessInfo.processInfo.activeProcessorCount
+    }())
+
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    package init(places: Int) {
+        free = places
+    }
+
+    /// Runs `body` once a place is free, first come first served.
+    package nonisolated func admitted<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        await enter()
+        do {
+            let value = try await body()
+            await leave()
+            return value
+        } catch {
+            await leave()
+            throw error
+        }
+    }
+
+    private func enter() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    private func leave() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+    }
+}

@@ -27,14 +27,14 @@ package final class RelayProcess {
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["run", "--config", configPath] + arguments
         if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.environment = TestEnvironment.current.merging(environment) { $1 }
         }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         stderrPath = "\(directory)/relay-\(UUID().uuidString.prefix(8)).stderr"
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try TestEnvironment.launch(process)
         let deadline = ContinuousClock.now + startTimeout
         while true {
             if (try? UnixLineClient(path: socketPath, receiveTimeoutSeconds: 1)) != nil { return }
@@ -51,10 +51,25 @@ package final class RelayProcess {
 
     package var pid: Int32 { process.processIdentifier }
 
-    /// Sends a signal and, for TERM/INT/KILL, waits for the exit.
-    package func signal(_ number: Int32) {
+    /// Sends a signal and, for TERM/INT/KILL, waits for the exit, at most `within`. A relay
+    /// still running then is killed, so that a stop that hangs fails its test (false, and the
+    /// exit status of a SIGKILL) instead of holding the whole run for ever.
+    @discardableResult
+    package func signal(_ number: Int32, within: Duration = .seconds(60)) -> Bool {
         kill(process.processIdentifier, number)
-        if number != SIGHUP { process.waitUntilExit() }
+        guard number != SIGHUP else { return true }
+        let deadline = ContinuousClock.now + within
+        while process.isRunning, ContinuousClock.now < deadline {
+            usleep(2_000) // a child process exiting: Process offers no bounded wait
+        }
+        guard process.isRunning else {
+            process.waitUntilExit()
+            return true
+        }
+        FileHandle.standardError.write(Data("relay \(pid) still running \(within) after signal \(number); killed\n".utf8))
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return false
     }
 
     package var exitStatus: Int32 { process.terminationStatus }
@@ -86,7 +101,7 @@ package final class RelayProcess {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.environment = TestEnvironment.current.merging(environment) { $1 }
         }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let stem = "\(directory)/output-\(UUID().uuidString.prefix(8))"
@@ -94,7 +109,7 @@ package final class RelayProcess {
         for suffix in [".out", ".err"] { _ = FileManager.default.createFile(atPath: stem + suffix, contents: nil) }
         process.standardOutput = FileHandle(forWritingAtPath: stem + ".out")
         process.standardError = FileHandle(forWritingAtPath: stem + ".err")
-        try process.run()
+        try TestEnvironment.launch(process)
         // The watchdog kills only while the child has not been seen to exit: its pid cannot have been reused.
         let pid = process.processIdentifier
         let watch = Mutex((finished: false, killed: false))

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayTestKit
 @testable import GeoRelayCore
@@ -6,7 +7,7 @@ import GeoRelayTestKit
 /// A configuration file that holds a secret in plain text and that every user can read is worth a
 /// warning at start and in `georelay check`; one that keeps its secrets elsewhere, or that only
 /// its owner and group can read, is not.
-@Suite struct ConfigurationExposureTests {
+@Suite(.offThePool) struct ConfigurationExposureTests {
     static let pushWithLiteralKey = #"""
         { destinations: [{ type: "push", url: "https://gw.example.org/push", apiKey: "k-123", clientId: "c", tenant: "t", username: "u", authBaseUrl: "https://auth.example.org/", registrationBaseUrl: "https://reg.example.org/" }] }
         """#

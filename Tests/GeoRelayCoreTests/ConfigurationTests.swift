@@ -1,8 +1,10 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
+import GeoRelayTestKit
 
-@Suite struct ConfigurationTests {
+@Suite(.offThePool) struct ConfigurationTests {
     @Test func emptyObjectGivesDefaults() throws {
         let config = try Configuration.parse("{}")
         #expect(config.spool.path == "spool/georelay.db")
@@ -107,7 +109,7 @@ import Testing
         let a = try #require(try node.secret("a"))
         #expect(try a.reveal() == "lit")
         #expect(a.description == "<secret>")
-        setenv("GEORELAY_TEST_SECRET_B", "  s3cret\n", 1)
+        TestEnvironment.set("GEORELAY_TEST_SECRET_B", "  s3cret\n")
         let b = try #require(try node.secret("b"))
         #expect(try b.reveal() == "s3cret")
         #expect(!b.description.contains("s3cret"))

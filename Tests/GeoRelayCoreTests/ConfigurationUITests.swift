@@ -1,9 +1,10 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
 /// `ui.listen`, the status page's address: off by default, checked when set.
-@Suite struct ConfigurationUITests {
+@Suite(.offThePool) struct ConfigurationUITests {
     @Test func offByDefaultAndReadWhenSet() throws {
         #expect(try Configuration.parse("{}").uiListen == nil)
         #expect(try Configuration.parse(#"{ui: {listen: "0.0.0.0:8080"}}"#).uiListen == "0.0.0.0:8080")

@@ -1,9 +1,10 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
 /// `uplinks`: the box's links by interface; none configured changes nothing.
-@Suite struct ConfigurationUplinkTests {
+@Suite(.offThePool) struct ConfigurationUplinkTests {
     @Test func noneByDefaultAndReadWhenSet() throws {
         #expect(try Configuration.parse("{}").uplinks.isEmpty)
         let config = try Configuration.parse(#"{uplinks: [{name: "starlink", interface: "eth1"}, {name: "iridium", interface: "ppp0", metered: true}]}"#)

@@ -1,9 +1,10 @@
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 
 /// A descriptor has one owner and is closed once: by `close()` or when the owner goes.
-@Suite struct FileDescriptorTests {
+@Suite(.offThePool) struct FileDescriptorTests {
     /// The file a number refers to now, or nil when the number is not open.
     private func identity(_ number: Int32) -> (dev_t, ino_t)? {
         var info = stat()

@@ -1,11 +1,12 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 
 /// The fuzzers' corpus and every crash they found (`Tests/Fuzz`), replayed through the same
 /// targets on every test run: a crash fixed once stays fixed without the fuzzer.
-@Suite struct FuzzRegressionTests {
+@Suite(.offThePool) struct FuzzRegressionTests {
     static let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
 
     static func inputs(_ target: String) throws -> [URL] {

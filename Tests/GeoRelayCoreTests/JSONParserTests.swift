@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
-@Suite struct JSONParserTests {
+@Suite(.offThePool) struct JSONParserTests {
     @Test func parsesNestedValuesInOrder() throws {
         let value = try JSONParser.parse(#"{"b": 1, "a": [true, false, null, "x\n\u00e9\ud83d\ude00"], "c": {"d": -1.5e2}}"#)
         guard case .object(let object) = value else { Issue.record("not an object"); return }
@@ -80,7 +81,7 @@ import Testing
     }
 }
 
-@Suite struct JSONBytesTests {
+@Suite(.offThePool) struct JSONBytesTests {
     @Test(arguments: [
         (59.912345, 7, "59.912345"), (-10.7000001, 7, "-10.7000001"), (5.144444444444445, 3, "5.144"), (12.5, 3, "12.5"),
         (3.0, 3, "3"), (-0.0004, 3, "0"), (-0.0006, 3, "-0.001"), (0.05, 3, "0.05"), (1e20, 3, "1e+20"), (179.99999999, 7, "180"),

@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
-@Suite struct LineDecoderTests {
+@Suite(.offThePool) struct LineDecoderTests {
     let decoder = LineDecoder(maxFutureSeconds: 600)
     let now: Int64 = 1_784_953_800_000 // 2026-07-25T04:30:00Z
 
@@ -134,7 +135,7 @@ import Testing
     }
 }
 
-@Suite struct OsmAndQueryTests {
+@Suite(.offThePool) struct OsmAndQueryTests {
     @Test func encodesFormBodyInTraccarUnits() {
         let p = Position(device: "gps bow/1", timeMs: 1_784_953_800_000, lat: 59.5, lon: -10.25, speed: 5.144444444444445, course: 90,
                          altitude: 12.5, accuracy: 3, battery: 80, charging: true, alarm: "sos",

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
@@ -26,7 +27,7 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     return (sent, motions)
 }
 
-@Suite struct LocationFilterTests {
+@Suite(.offThePool) struct LocationFilterTests {
     func settings(_ change: (inout FilterSettings) -> Void = { _ in }) -> LocationFilter {
         var s = FilterSettings()
         s.stopDetection = false
@@ -116,7 +117,7 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     }
 }
 
-@Suite struct FilterSettingsTests {
+@Suite(.offThePool) struct FilterSettingsTests {
     @Test(arguments: ["distanceMeters", "intervalSeconds", "angleDegrees", "stopTimeoutSeconds", "stationaryRadiusMeters", "heartbeatIntervalSeconds"])
     func negativeValuesAreRefusedNamingTheKey(key: String) {
         do {
@@ -135,7 +136,7 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
 }
 
 /// The SDK's accuracy levels: a bound on the fixes a destination gets.
-@Suite struct AccuracyLevelTests {
+@Suite(.offThePool) struct AccuracyLevelTests {
     func settings(_ change: (inout FilterSettings) -> Void) -> LocationFilter {
         var s = FilterSettings()
         s.stopDetection = false

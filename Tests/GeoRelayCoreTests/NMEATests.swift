@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 import GeoRelayTestKit
@@ -24,7 +25,7 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
     return out
 }
 
-@Suite struct NMEATests {
+@Suite(.offThePool) struct NMEATests {
     @Test func parsesRMCAndGGAOfOneFixIntoOnePosition() throws {
         let lines = [
             "$GPRMC,123519.00,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W",

@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
-@Suite struct PushSettingsTests {
+@Suite(.offThePool) struct PushSettingsTests {
     let login = #"type: "push", url: "https://gw.example.com/push", authBaseUrl: "https://auth.example.com/", registrationBaseUrl: "https://reg.example.com/", apiKey: "k", clientId: "c", tenant: "acme""#
 
     @Test func loginModeParsesWithDefaults() throws {

@@ -1,12 +1,13 @@
 import Dispatch
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 
 /// `syscall`'s three answers: a result, a would-block that is a value and not an error, and
 /// every other failure thrown; with `EINTR` retried in between.
-@Suite struct SyscallTests {
+@Suite(.offThePool) struct SyscallTests {
     @Test func wouldBlockIsAValueNotAnError() throws {
         let pipe = try Pipe(nonBlocking: true)
         var buffer = [UInt8](repeating: 0, count: 16)

@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayCore
 
-@Suite struct TimestampTests {
+@Suite(.offThePool) struct TimestampTests {
     @Test(arguments: [
         ("2026-07-25T04:30:00Z", Int64(1_784_953_800_000)),
         ("2026-07-25T04:30:00.123Z", Int64(1_784_953_800_123)),

@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
-@Suite struct CompressionTests {
+@Suite(.offThePool) struct CompressionTests {
     @Test func plannerSpendsCPUOnlyWhereTheLinkIsSlower() {
         var planner = CompressionPlanner(fixedLevel: nil)
         // Unmeasured: assume a metered link.

@@ -2,6 +2,7 @@ import CCurl
 import Foundation
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -46,7 +47,7 @@ final class OneShotServer: Sendable {
     }
 }
 
-@Suite struct CurlConnectionTests {
+@Suite(.offThePool) struct CurlConnectionTests {
 
     /// `count` form POSTs back to back, each with its sequence number in the body.
     static func requests(_ count: Int, url: String, from first: Int = 0) throws -> [UInt8] {

@@ -1,9 +1,10 @@
 import CCurl
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
 /// curl's easy and multi codes share numbers; an error says which handle it came from.
-@Suite struct CurlErrorTests {
+@Suite(.offThePool) struct CurlErrorTests {
     @Test func aMultiCodeIsNotTheEasyCodeOfTheSameNumber() throws {
         let multi = try CurlMulti()
         let easy = try CurlEasy()

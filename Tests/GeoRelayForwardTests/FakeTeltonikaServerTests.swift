@@ -1,12 +1,13 @@
 import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
 /// The fake Teltonika port against Traccar's own test frames, and the codec against the fake,
 /// over real loopback TCP.
-@Suite struct FakeTeltonikaServerTests {
+@Suite(.offThePool) struct FakeTeltonikaServerTests {
     static let imei = "356307042441013"
 
     /// A connection that has identified `imei` and been answered `0x01`.

@@ -1,3 +1,4 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
@@ -23,7 +24,7 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite struct HTTP1RequestTests {
+@Suite(.offThePool) struct HTTP1RequestTests {
 
     @Test(arguments: GoodURL.all)
     func parsesADestinationURL(_ good: GoodURL) throws {

@@ -1,3 +1,4 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
@@ -176,7 +177,7 @@ struct BadResponse: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite struct HTTP1ResponseParserTests {
+@Suite(.offThePool) struct HTTP1ResponseParserTests {
 
     /// Feeds `wire` in pieces of `step` bytes (0: all at once), taking responses as they complete,
     /// then closes. The error, if any, ends it.

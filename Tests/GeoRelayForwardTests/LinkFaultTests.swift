@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -9,7 +10,7 @@ import GeoRelayTestKit
 /// Expected for every mode: nothing quarantined, nothing lost, the destination backs off
 /// and probes (no more than the payloads already in flight go out while the link is down),
 /// and everything arrives, in order, once the link is back.
-@Suite struct LinkFaultTests {
+@Suite(.offThePool) struct LinkFaultTests {
 
     /// Short timeouts so a black hole costs seconds, not the default 30; a backoff ceiling
     /// longer than the window watched, so the one insurance payload per ceiling

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -10,7 +11,7 @@ import GeoRelayTestKit
 /// 501, a portal's redirect), delivery resumes within one backoff ceiling of the
 /// server taking positions again; and while the link is truly down only probes
 /// and at most one small payload per ceiling go out.
-@Suite struct NeverStuckTests {
+@Suite(.offThePool) struct NeverStuckTests {
     /// The backoff ceiling these tests run with: short, so that "within one ceiling" is seconds.
     static let ceiling = 2.0
 

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -8,7 +9,7 @@ import GeoRelayTestKit
 /// What pipelining adds to the Traccar destination: the servers that do not keep connections
 /// alive, windows that break, and what goes on the wire. The rest of the Traccar behaviour
 /// (order, parking, quarantine, backoff, alarms) runs for both engines in `TraccarForwarderTests`.
-@Suite struct PipelinedOsmAndTests {
+@Suite(.offThePool) struct PipelinedOsmAndTests {
     /// A backlog on a link with a round trip: one connection, many requests in flight on it.
     @Test func aBacklogGoesAsWindowsOnOneConnection() async throws {
         let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
@@ -106,7 +107,7 @@ import GeoRelayTestKit
     }
 }
 
-@Suite struct PipelineConfigurationTests {
+@Suite(.offThePool) struct PipelineConfigurationTests {
     @Test func pipelineIsATraccarKeyWithADefaultAndBounds() throws {
         #expect(try Configuration.parse("{}").destinations[0].pipeline == 128)
         #expect(try Configuration.parse("{destinations: [{pipeline: 1}]}").destinations[0].pipeline == 1)

@@ -1,4 +1,5 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayForward
 
@@ -55,7 +56,7 @@ func bytes(hex: String) -> [UInt8] {
     return stride(from: 0, to: digits.count, by: 2).map { value(digits[$0]) << 4 | value(digits[$0 + 1]) }
 }
 
-@Suite struct TeltonikaCodecTests {
+@Suite(.offThePool) struct TeltonikaCodecTests {
     typealias IO = TeltonikaCodec.IOElements
 
     @Test(arguments: TraccarTeltonikaFrames.withRightCRC)

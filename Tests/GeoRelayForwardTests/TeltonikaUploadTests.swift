@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -7,7 +8,7 @@ import GeoRelayTestKit
 
 /// `georelay send`'s exchange with the Teltonika port (`TeltonikaUpload`), against servers whose
 /// answers arrive the way a real one's can.
-@Suite struct TeltonikaUploadTests {
+@Suite(.offThePool) struct TeltonikaUploadTests {
     /// Traccar answers a short id only once the frame that came with it has arrived, then the
     /// frame's count: both answers can reach the client in one read (they did in about half the
     /// runs of `TeltonikaEndToEndTests`, whose id goes alone but is answered before the client reads

@@ -1,10 +1,11 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelayForward
 
 /// The route to a destination, asked of the kernel without sending anything.
-@Suite struct UplinkRouteTests {
+@Suite(.offThePool) struct UplinkRouteTests {
     @Test func loopbackLeavesByLo() {
         #expect(UplinkRoute.interface(toward: "127.0.0.1", port: 5055) == .success("lo"))
         #expect(UplinkRoute.answer(for: "http://127.0.0.1:5055", uplinks: [Configuration.Uplink(name: "loop", interface: "lo")])

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayHTTP
@@ -9,7 +10,7 @@ import Synchronization
 /// The listener in-process, with small limits so each one is reached in a moment: every
 /// request is answered with the right status or the connection closed, and what goes over a
 /// limit is never read into memory.
-@Suite struct HTTPListenerTests {
+@Suite(.offThePool) struct HTTPListenerTests {
     /// A listener on an ephemeral loopback port answering `METHOD PATH BODY-BYTES`.
     final class World: Sendable {
         let listener: HTTPListener

@@ -1,9 +1,10 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 
 /// One collector's session without a socket: lines in, actions and replies out, on a clock
 /// the test moves.
-@Suite struct IngestSessionTests {
+@Suite(.offThePool) struct IngestSessionTests {
     let clock = ManualClock()
 
     func session(router: SourceRouter? = nil) -> IngestSession {

@@ -1,8 +1,9 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 
 /// Multi-source routing on an injected monotonic clock: no real wait for a window to pass.
-@Suite struct SourceRouterTests {
+@Suite(.offThePool) struct SourceRouterTests {
     static let boat = Configuration.DeviceSources(id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 1)
 
     static func fix(_ device: String, lat: Double = 59) -> Position {

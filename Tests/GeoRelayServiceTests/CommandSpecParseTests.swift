@@ -1,8 +1,9 @@
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelayService
 
 /// The parser, on the real command table: what `georelay <command> ...` accepts and how it refuses.
-@Suite struct CommandSpecParseTests {
+@Suite(.offThePool) struct CommandSpecParseTests {
     func spec(_ name: String) throws -> CommandSpec {
         try #require(GeoRelayCommandLine.command(named: name), "no command \(name)")
     }

@@ -1,11 +1,12 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
 @testable import GeoRelayService
 
 /// Each health check on injected inputs: free bytes, adjtimex's answer, fix and success ages.
-@Suite struct DeviceHealthTests {
+@Suite(.offThePool) struct DeviceHealthTests {
     static let now: Int64 = 1_790_000_000_000  // 2026-09-21
     static let gib: Int64 = 1 << 30
     static let minute: Int64 = 60_000

@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelayService
@@ -31,7 +32,7 @@ final class ConsoleFiles {
     }
 }
 
-@Suite struct GeoRelayCommandLineTests {
+@Suite(.offThePool) struct GeoRelayCommandLineTests {
     @Test func exitCodesAreTheSysexitsValues() {
         #expect(ExitCode.allCases.map(\.rawValue) == [0, 1, 2, 64, 78])
         #expect(ExitCode.usage.rawValue == 64)          // EX_USAGE

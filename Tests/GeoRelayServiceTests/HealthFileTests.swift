@@ -1,9 +1,10 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelayService
 
-@Suite struct HealthFileTests {
+@Suite(.offThePool) struct HealthFileTests {
     func directory() -> String {
         var template = Array("/tmp/grh.XXXXXX".utf8CString)
         return String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })

@@ -1,8 +1,9 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayService
 
-@Suite struct HealthMonitorTests {
+@Suite(.offThePool) struct HealthMonitorTests {
     @Test func timingsFollowWatchdogSec() {
         let short = HealthMonitor.Configuration(watchdogTimeout: .seconds(2))
         #expect(short.stallAfter == .seconds(2))

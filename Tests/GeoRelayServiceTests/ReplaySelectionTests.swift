@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -7,7 +8,7 @@ import GeoRelaySpool
 /// `georelay replay` through a destination's filter decides as the destination did: over whole
 /// positions, alarms and a collector's explicit `motion` included (the spool used to rebuild each
 /// from six columns, so a replay skipped the alarm the live delivery had sent).
-@Suite struct ReplaySelectionTests {
+@Suite(.offThePool) struct ReplaySelectionTests {
     final class World {
         let directory: String
         var configuration = Configuration()

@@ -1,10 +1,11 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelayService
 
 /// Status says per destination which uplink carries it, only when uplinks are configured.
-@Suite struct StatusUplinkTests {
+@Suite(.offThePool) struct StatusUplinkTests {
     @Test func eachDestinationShowsTheUplinkItsRouteLeavesBy() throws {
         let configuration = try Configuration.parse("""
             { uplinks: [{ name: "loop", interface: "lo", metered: true }],

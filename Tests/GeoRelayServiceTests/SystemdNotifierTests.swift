@@ -1,8 +1,9 @@
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayService
 
-@Suite struct SystemdNotifierTests {
+@Suite(.offThePool) struct SystemdNotifierTests {
     @Test func watchdogTimeoutIsWatchdogUSecForThisProcessOnly() {
         #expect(SystemdNotifier(environment: [:]).watchdogTimeout == nil)
         #expect(SystemdNotifier(environment: ["WATCHDOG_USEC": "2000000"]).watchdogTimeout == .seconds(2))

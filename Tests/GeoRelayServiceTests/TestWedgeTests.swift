@@ -1,7 +1,8 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayService
 
-@Suite struct TestWedgeTests {
+@Suite(.offThePool) struct TestWedgeTests {
     @Test func parsesPartsDurationsAndDelays() throws {
         #expect(try TestWedge.parse("ingest:3") == [TestWedge(part: .ingest, duration: .seconds(3))])
         #expect(try TestWedge.parse("writer:8@3,ingest:0.5@12") == [

@@ -1,3 +1,4 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayService
@@ -9,7 +10,7 @@ func report(at atMs: Int64, ingest: Int64? = nil, writer: Int64? = nil, stallAft
                  stallAfterMs: stallAfterMs, atMs: atMs)
 }
 
-@Suite struct WatchdogStateTests {
+@Suite(.offThePool) struct WatchdogStateTests {
     /// WatchdogSec 2 s: checks every 0.5 s, keep-alives every second.
     func underWatchdog() -> WatchdogState {
         WatchdogState(keepAliveInterval: .seconds(1), checkInterval: .milliseconds(500))

@@ -1,11 +1,12 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
 
 /// The status page's reads: the chart's samples (held state, bounded in the transaction that
 /// grows them) and a device's newest fix and thinned track.
-@Suite struct ChartSampleTests {
+@Suite(.offThePool) struct ChartSampleTests {
     @Test func samplesAreHeldStateAndStayWithin288PerDestinationAnd24Hours() async throws {
         let fixture = SpoolFixture()
         fixture.settings.commitWindow = .milliseconds(300)

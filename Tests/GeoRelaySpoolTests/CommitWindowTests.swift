@@ -1,11 +1,12 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
 
 /// The commit window on an injected clock: a group waits only for its company, and never longer
 /// than the window.
-@Suite struct CommitWindowTests {
+@Suite(.offThePool) struct CommitWindowTests {
     let ms: UInt64 = 1_000_000
 
     @Test func fourUnitsAtOneHertzCommitOncePerRoundWithoutWaitingTheWholeWindow() {
@@ -81,7 +82,7 @@ import GeoRelayCore
 
 /// The writer with a window and held state: `ok` still means committed, acknowledgements wait in
 /// memory until their interval, a barrier or the close, and nothing answered is lost.
-@Suite struct HeldStateTests {
+@Suite(.offThePool) struct HeldStateTests {
     @Test func positionsCommitInTheirWindowAndAcknowledgementsWaitForTheInterval() async throws {
         let fixture = SpoolFixture()
         fixture.settings.commitWindow = .milliseconds(300)

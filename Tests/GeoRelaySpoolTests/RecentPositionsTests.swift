@@ -1,11 +1,12 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
 
 /// New positions wait in `recent` and move into `positions` in bulk: wherever a position
 /// is, it is stored once, found by resends, read by forwarders in seq order, and counted.
-@Suite struct RecentPositionsTests {
+@Suite(.offThePool) struct RecentPositionsTests {
     private func rows(_ spool: Spool) throws -> (recent: Int, merged: Int) {
         try spool.withWriterConnection { db in
             let count = try db.statement("SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions)")

@@ -1,10 +1,11 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 @testable import GeoRelaySpool
 
 /// Resets go through the one `check()`: a failed step is thrown once, by the step, and the
 /// reset that follows it does not throw it again at the next, well-formed step.
-@Suite struct SQLiteStatementResetTests {
+@Suite(.offThePool) struct SQLiteStatementResetTests {
     @Test func aFailedStepIsThrownOnceNotAgainAfterTheReset() throws {
         let fixture = SpoolFixture()
         let db = try SQLiteDatabase(path: fixture.directory + "/r.db")

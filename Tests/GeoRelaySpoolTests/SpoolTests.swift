@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
@@ -35,7 +36,7 @@ func fill(_ spool: Spool) async -> [AppendResult] {
     return results
 }
 
-@Suite struct SQLiteBindingTests {
+@Suite(.offThePool) struct SQLiteBindingTests {
     /// A bind SQLite refuses is not a silent NULL: the statement's next step throws it.
     @Test func aRefusedBindFailsTheStepInsteadOfRunningWithANull() throws {
         let fixture = SpoolFixture()
@@ -54,7 +55,7 @@ func fill(_ spool: Spool) async -> [AppendResult] {
     }
 }
 
-@Suite struct SpoolTests {
+@Suite(.offThePool) struct SpoolTests {
     @Test func opensInWALWithFullSyncAndPrivateFile() throws {
         let fixture = SpoolFixture()
         let spool = try fixture.open()

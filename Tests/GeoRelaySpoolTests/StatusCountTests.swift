@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelaySpool
@@ -7,7 +8,7 @@ import GeoRelayCore
 /// stored minus deleted) instead of counting the backlog: through acknowledgements,
 /// quarantine, a destination added later, a merge, retention and the quota's drops, the
 /// totals must equal what counting the rows says.
-@Suite struct StatusCountTests {
+@Suite(.offThePool) struct StatusCountTests {
     /// Pending per destination and rows, counted the slow way.
     private func counted(_ spool: Spool) throws -> (pending: [String: Int], rows: Int) {
         try spool.withWriterConnection { db in

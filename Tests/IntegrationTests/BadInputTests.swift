@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -7,7 +8,7 @@ import GeoRelayTestKit
 /// Issue 6, scenario 5: hostile input on the socket. Each case is answered with its own error,
 /// the connection that sent it lives on where the protocol allows, a well-behaved collector is
 /// served throughout, and the relay's memory stays bounded.
-@Suite struct BadInputTests {
+@Suite(.offThePool) struct BadInputTests {
     /// One bad line and the error code it must get (nil: any `err`).
     static let cases: [(name: String, line: [UInt8], expected: String?)] = {
         func text(_ s: String) -> [UInt8] { Array(s.utf8) + [10] }

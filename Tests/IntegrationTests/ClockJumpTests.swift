@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -16,7 +17,7 @@ import GeoRelayTestKit
 /// of the wall clock after a step back is covered in-process (`TraccarForwarderTests`
 /// `aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored`, `PushForwarderTests`
 /// `aBatchReceivedBeforeTheClockWentBackIsNotHeldBack`).
-@Suite struct ClockJumpTests {
+@Suite(.offThePool) struct ClockJumpTests {
     static let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
     @Test func theRelaysOwnClockSteppingLosesNothingAndRefusesNobody() async throws {

@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 
 /// `georelay collect` as a real process between a source and the real relay.
-@Suite struct CollectTests {
+@Suite(.offThePool) struct CollectTests {
     func collector(_ world: RelayWorld, _ arguments: [String]) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: RelayProcess.binary)
@@ -15,7 +16,7 @@ import GeoRelayTestKit
         let log = world.directory.file("collect-\(UUID().uuidString.prefix(6)).log")
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: log)
-        try process.run()
+        try TestEnvironment.launch(process)
         return process
     }
 
@@ -149,7 +150,7 @@ import GeoRelayTestKit
     }
 }
 
-@Suite struct MultiSourceTests {
+@Suite(.offThePool) struct MultiSourceTests {
     @Test func theBestReceiverFeedsTheDeviceAndTheBackupTakesOverWhenItFallsSilent() async throws {
         let world = try RelayWorld()
         try world.writeConfig(topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 1 }],"#)

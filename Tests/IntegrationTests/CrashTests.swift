@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 
 /// The promise: a position answered `ok` is never lost, whatever happens to the relay.
-@Suite struct CrashTests {
+@Suite(.offThePool) struct CrashTests {
     /// Collectors pipeline positions with acks on while the relay is killed with
     /// SIGKILL; after a restart every acknowledged position reaches the server,
     /// in per-device order.

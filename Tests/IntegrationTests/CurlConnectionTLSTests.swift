@@ -1,3 +1,4 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayForward
@@ -6,7 +7,7 @@ import GeoRelayTestKit
 /// `CurlConnection` over TLS, through the self-signed proxy of `TLSTests`: curl does the
 /// handshake and the certificate checks with the same options as `CurlEasy`, and pipelined
 /// requests go through the encrypted connection in order.
-@Suite struct CurlConnectionTLSTests {
+@Suite(.offThePool) struct CurlConnectionTLSTests {
     @Test func pipelinesOverTLSVerifiedAgainstTheCAFile() throws {
         let server = try HTTPTestServer { HTTPTestResponse(status: 200, body: $0.body) }
         defer { server.stop() }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -13,7 +14,7 @@ import GeoRelayTestKit
 /// reads, one-shot commands) runs off the cooperative pool (`offThePool`): the rest of the
 /// suite awaits on its two threads, and timing-sensitive tests (the watch, failover windows)
 /// miss their bounds when those are held.
-@Suite struct DeviceHealthTests {
+@Suite(.offThePool) struct DeviceHealthTests {
     static let hooks = ["GEORELAY_TEST_HOOKS": "1", "GEORELAY_TEST_CLOCK_SYNC": "synchronised"]
     typealias Output = (status: Int32, stdout: String, stderr: String)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -43,7 +44,7 @@ final class SmallFilesystem {
 
 /// Issue 6, scenario 4: the spool's disk fills up. Ingest answers `err spool-full`, what was
 /// stored before is neither lost nor damaged, and ingest resumes by itself when space is freed.
-@Suite struct DiskFullTests {
+@Suite(.offThePool) struct DiskFullTests {
     @Test func aFullDiskAnswersSpoolFullLosesNothingAndResumesWhenSpaceIsFreed() async throws {
         guard let filesystem = try SmallFilesystem(megabytes: 16) else {
             print("disk full: SKIPPED, this machine does not allow mounting a tmpfs (needs root); run as root to cover scenario 4")

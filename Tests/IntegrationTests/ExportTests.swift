@@ -1,9 +1,10 @@
 import Foundation
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 
-@Suite struct ExportTests {
+@Suite(.offThePool) struct ExportTests {
     func spooledWorld() throws -> RelayWorld {
         let world = try RelayWorld()
         let relay = try world.start()
@@ -70,7 +71,7 @@ import GeoRelayTestKit
     }
 }
 
-@Suite struct ReplayTests {
+@Suite(.offThePool) struct ReplayTests {
     @Test func aServerThatLostHistoryGetsItAgainAsHistory() async throws {
         let world = try RelayWorld()
         try world.start()

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -8,7 +9,7 @@ import GeoRelayTestKit
 /// Breaking things on purpose (issue 6's suite, first scenario): the relay is
 /// killed with SIGKILL at random moments while 8 collectors write and both a
 /// Traccar server and a push gateway receive. Zero acknowledged positions lost.
-@Suite struct FaultTests {
+@Suite(.offThePool) struct FaultTests {
     static let cycles = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 200 : 20
 
     /// Traccar twice (pipelined OsmAnd, and its Teltonika port) and a push gateway: every transport.

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -10,7 +11,7 @@ import Synchronization
 /// 10,000 headers, a gigabyte body, pipelined and malformed requests. Each is answered with
 /// its status or closed, the relay's memory stays bounded, and a well-behaved phone posting
 /// throughout is answered every time.
-@Suite struct HTTPListenerAbuseTests {
+@Suite(.offThePool) struct HTTPListenerAbuseTests {
     /// What the good phone saw: every answer's status and time.
     final class PhoneLog: Sendable {
         let entries = Mutex<[(status: Int?, seconds: Double)]>([])

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -10,7 +11,7 @@ import GeoRelayTestKit
 /// (a fleet of 100 units after a long outage). It accepts collectors again within a second of
 /// starting, drains with bounded memory, serves live devices while the backlog drains, and
 /// survives SIGKILLs in the middle of the drain (one in the short form, three in the long one).
-@Suite struct LargeSpoolTests {
+@Suite(.offThePool) struct LargeSpoolTests {
     static let long = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil
     static let backlogDevices = 100
     static let perDevice = 10_000

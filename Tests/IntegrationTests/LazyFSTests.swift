@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayTestKit
 
 /// The power-cut filesystem itself (`LazyFS`, `Tests/Helpers/lazyfs/lazyfs.c`): what survives a
 /// cut is what was fsynced, file data by the file's fsync, names by the directory's.
-@Suite struct LazyFSTests {
+@Suite(.offThePool) struct LazyFSTests {
     /// A mounted filesystem, or nil after saying why this machine cannot mount one.
     static func mounted(_ test: String = #function) throws -> LazyFS? {
         do {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayForward
@@ -18,7 +19,7 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-@Suite struct PhoneListenerTests {
+@Suite(.offThePool) struct PhoneListenerTests {
     func post(_ url: String, body: String, type: String, agent: String = "TraccarClient/9") throws -> Int {
         let easy = try CurlEasy()
         let response = try easy.perform(HTTPRequest(method: body.isEmpty ? "GET" : "POST", url: url,

@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayTestKit
 
 /// The real binary with a push destination (and a Traccar one beside it).
-@Suite struct PushEndToEndTests {
+@Suite(.offThePool) struct PushEndToEndTests {
     func config(_ world: RelayWorld, _ push: FakePushServer, extra: String = "") -> String {
         """
         { name: "gw", type: "push", url: "\(push.pushURL)", authBaseUrl: "\(push.authBaseURL)",
@@ -18,7 +19,7 @@ import GeoRelayTestKit
     }
 
     @Test func loginModeEndToEndWithDutyEventsTokenRefreshAndNoSecretAnywhere() async throws {
-        setenv("GEORELAY_TEST_API_KEY", "key-123", 1)
+        TestEnvironment.set("GEORELAY_TEST_API_KEY", "key-123")
         let world = try RelayWorld()
         let push = try FakePushServer()
         defer { push.http.stop() }

@@ -97,7 +97,7 @@ final class RelayWorld: @unchecked Sendable {
 /// optionally reached through a proxy at `base` (scheme, host and port).
 func pushDestination(_ push: FakePushServer, via base: String? = nil,
                      link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }") -> String {
-    setenv("GEORELAY_FAULT_API_KEY", push.expected.apiKey, 1)
+    TestEnvironment.set("GEORELAY_FAULT_API_KEY", push.expected.apiKey)
     func routed(_ url: String) -> String { base.map { url.replacingOccurrences(of: push.http.url, with: $0) } ?? url }
     return """
         { name: "gw", type: "push", url: "\(routed(push.pushURL))", authBaseUrl: "\(routed(push.authBaseURL))",

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -8,7 +9,7 @@ import GeoRelayTestKit
 /// from 4 devices to a slow Traccar (and a push gateway): a reload lets what is in flight be
 /// answered under the old generation, waits for the spool to commit what it settled, and only
 /// then starts the new one, so no position arrives twice.
-@Suite struct ReloadTests {
+@Suite(.offThePool) struct ReloadTests {
     static let devices = (0..<4).map { "hup\($0)" }
     static let perDevice = 800
     static let reloads = 15

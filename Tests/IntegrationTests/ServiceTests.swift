@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
 
 /// Running as a systemd service: the notify protocol, `georelay check`.
-@Suite struct ServiceTests {
+@Suite(.offThePool) struct ServiceTests {
     @Test func tellsSystemdWhenReadyAliveAndStopping() async throws {
         let world = try RelayWorld()
         let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
@@ -39,7 +40,7 @@ import GeoRelayTestKit
     }
 }
 
-@Suite struct MetricsTests {
+@Suite(.offThePool) struct MetricsTests {
     /// A strict reader of the Prometheus text format: every sample's family declared
     /// with HELP and TYPE before it, names and labels well formed, values numbers.
     func parse(_ text: String) throws -> [String: Double] {

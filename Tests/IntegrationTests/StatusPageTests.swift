@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
@@ -15,14 +16,14 @@ import GeoRelayTestKit
 /// Chromium missing or unable to start skips the test, saying why, unless
 /// `GEORELAY_REQUIRE_BROWSER=1` (`make test`, which installs it), where that is a failure.
 /// `GEORELAY_SCREENSHOTS` names a directory to keep the screenshots in (`make screenshots`: docs/).
-@Suite struct StatusPageTests {
+@Suite(.offThePool) struct StatusPageTests {
     static var helper: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Helpers/status_page_browser.py").path
     }
 
     @Test func thePageShowsWhatStatusSaysAndFollowsTheSocketWithoutAReload() async throws {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = TestEnvironment.current
         let push = try FakePushServer(expected: {
             var expected = FakePushServer.Expected()
             expected.apiKey = "pk-live-\(UUID().uuidString)"

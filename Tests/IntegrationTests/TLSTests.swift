@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -29,7 +30,7 @@ final class SelfSignedServer {
         proxy.standardOutput = out
         // Not the test's own stderr: swift test waits for EOF on it, which a live child would hold off.
         proxy.standardError = FileHandle.nullDevice
-        try proxy.run()
+        try TestEnvironment.launch(proxy)
         // The proxy prints its ephemeral port once it listens (read with read(2): a line, not EOF).
         var text = ""
         var byte: UInt8 = 0
@@ -58,7 +59,7 @@ final class SelfSignedServer {
 /// Issue 6's security checks: TLS certificates are verified by default; a self-signed
 /// server is trusted only when the destination names its CA (`caFile`); `insecure: true`
 /// exists, works, and says so loudly in the log.
-@Suite struct TLSTests {
+@Suite(.offThePool) struct TLSTests {
     @Test func aSelfSignedServerIsRefusedByDefault() async throws {
         let world = try RelayWorld()
         let tls = try SelfSignedServer(targetPort: world.server.http.port)

@@ -1,3 +1,4 @@
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -5,7 +6,7 @@ import GeoRelayTestKit
 /// The real binary with `protocol: "teltonika"`: the configuration reaches the Teltonika
 /// transport, over plain TCP and over TLS (the self-signed proxy of `TLSTests` in front of the
 /// fake port), where the certificate is verified as for HTTPS destinations.
-@Suite struct TeltonikaEndToEndTests {
+@Suite(.offThePool) struct TeltonikaEndToEndTests {
     /// Writes `count` positions of `device` on a fresh collector connection and checks each is taken.
     func send(_ world: RelayWorld, _ device: String, count: Int) throws {
         let client = try world.client()

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
@@ -10,7 +11,7 @@ import GeoRelayTestKit
 /// The real binary under a fake notify socket (`WATCHDOG_USEC` 2 s: keep-alive every second,
 /// a part stalled after 2 s without a turn), wedged through the test hook
 /// (`GEORELAY_TEST_WEDGE=PART:8@3`: that part's thread blocks for 8 s from 3 s after start).
-@Suite struct WatchdogTests {
+@Suite(.offThePool) struct WatchdogTests {
     /// Each datagram read is awaited for at most this long; the relay sends one a second while healthy.
     static let datagramWait: Duration = .seconds(15)
 
@@ -90,6 +91,30 @@ import GeoRelayTestKit
         let down = try world.statusJSON()
         #expect(down["health"]?["state"]?.string == "unknown")
         #expect(down["health"]?["reason"]?.string == "the relay is not running")
+    }
+
+    /// A manager that stops reading its notify socket (the kernel then queues ten datagrams and
+    /// refuses the rest) must not hold the relay: keep-alives are dropped, and SIGTERM still stops
+    /// it at once. Before, the send blocked and the relay hung after `STOPPING=1` for ever.
+    @Test func aNotifySocketNobodyReadsNeverHoldsTheStop() async throws {
+        let world = try RelayWorld()
+        let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
+        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "100000"])
+        world.relay = relay
+        #expect(try #require(notify.next(timeout: Self.datagramWait)).message.hasPrefix("READY=1"))
+        // The scenario itself: two seconds unread, forty keep-alives at one per 50 ms, four times the queue.
+        try await Task.sleep(for: .seconds(2))
+        let client = try world.client()
+        try client.write(line("boat", 1))
+        #expect(client.readLine()?.hasPrefix("ok ") == true, "the relay still answers with its notify socket full")
+        #expect(relay.signal(SIGTERM, within: .seconds(10)), "SIGTERM did not stop the relay within 10 s; stderr: \(relay.stderrText())")
+        #expect(relay.exitStatus == 0)
+        var queued = 0
+        while notify.next(timeout: .milliseconds(100)) != nil { queued += 1 }
+        let limit = Int((try? String(contentsOfFile: "/proc/sys/net/unix/max_dgram_qlen", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 10
+        #expect(queued >= limit, "the queue was full (\(limit) datagrams) while nobody read it: \(queued) were queued")
     }
 
     @Test func theWedgeHookIsInertWithoutTestHooks() async throws {

@@ -1,0 +1,26 @@
+import GeoRelayTestKit
+import Testing
+
+/// Runs each test of a suite on `BlockingTestExecutor`, so that the shared pool's few threads
+/// are left to the relay's own tasks, as they are in production, and only as many tests at
+/// once as `TestAdmission` lets in.
+///
+/// Tests wait for child processes, blocking sockets and heartbeats on purpose; on the shared
+/// pool two such waits at once stalled every other test and every forwarder running in
+/// process (a push forwarder sent nothing for 30 s). Every suite carries this trait.
+package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
+    package var isRecursive: Bool { true }
+
+    package func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        // A suite's own scope holds no place: its tests take theirs, one each.
+        guard testCase != nil else { return try await function() }
+        try await TestAdmission.shared.admitted {
+            try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try await function() }
+        }
+    }
+}
+
+extension Trait where Self == OffThePoolTrait {
+    /// The suite's tests run off the shared pool (see `OffThePoolTrait`).
+    package static var offThePool: Self { Self() }
+}
