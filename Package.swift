@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
         .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
     ]
 )

@@ -22,7 +22,8 @@ package enum Metrics {
             let (device, status) = DeviceHealth.assessRunning(configuration: configuration, monitor: health)
             guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
             return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                         body: Array(render(status, configuration: configuration, health: health?.report(), device: device).utf8))
+                                         body: Array((render(status, configuration: configuration, health: health?.report(), device: device)
+                                                      + uplinkFamilies(configuration: configuration, nowMs: WallClock.nowMs())).utf8))
         case "/healthz":
             // Read-only, on its own connection: a stalled writer does not hold it up.
             let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health).health.healthz

@@ -92,6 +92,8 @@ package struct Relay: Sendable {
         }
         let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
         let sampling = page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
+        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks")) { pageConfiguration.configuration }
+        let monitoring = Task { await uplinks.run() }
 
         var current = configuration
         var signalled = signals.signals.makeAsyncIterator()
@@ -103,6 +105,7 @@ package struct Relay: Sendable {
                     // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
                     wedging?.cancel()
                     sampling?.cancel()
+                    monitoring.cancel()
                     watching.cancel()
                     await watching.value
                     // Intake first: what ingest still answers `ok` is stored before the forwarders finish.

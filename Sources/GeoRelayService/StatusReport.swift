@@ -22,6 +22,8 @@ package struct StatusReport: Sendable {
     package var sketches = StatusSketches()
     /// Per destination, the uplink its traffic takes now (only with `uplinks` configured).
     package var uplinks: [String: UplinkRoute.Answer] = [:]
+    /// Per uplink, the wire bytes it carried today and this month (UTC), as the relay counted them.
+    package var uplinkUsage: [String: (today: Int64, month: Int64)] = [:]
 
     /// What `status` can say about the loops' health.
     package enum Health: Sendable, Equatable {
@@ -47,7 +49,8 @@ package struct StatusReport: Sendable {
                             device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
                                                         loops: loops, nowMs: nowMs),
                             sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs),
-                            uplinks: uplinkAnswers(configuration))
+                            uplinks: uplinkAnswers(configuration),
+                            uplinkUsage: configuration.uplinks.isEmpty ? [:] : try reader.uplinkUsage(day: UplinkMonitor.day(nowMs)))
     }
 
     /// The running relay's health as its file tells it, judged now.
@@ -139,6 +142,7 @@ package struct StatusReport: Sendable {
             ]))),
             ("health", healthJSON),
             ("deviceHealth", device.json),
+        ] + uplinksJSON + [
             ("destinations", .array(destinations)),
             ("devices", .array(devices)),
             ("log", sketches.logJSON),
@@ -240,6 +244,7 @@ package struct StatusReport: Sendable {
             if let error = d.lastError, d.state != "online" { times += ", last error: \(error)" }
             out += times + "\n"
         }
+        out += uplinksText
         if !status.devices.isEmpty {
             out += "\ndevices\n"
             for device in status.devices where !configuration.sourceIDs.contains(device.name) {

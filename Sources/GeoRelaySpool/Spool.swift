@@ -58,6 +58,8 @@ package final class Spool: Sendable {
     /// The writer's turns: it beats after each group and each `turnInterval` when idle.
     package var writerHeartbeat: Heartbeat { writer.heartbeat }
 
+    private let wireTally = Mutex<[String: Int64]>([:])
+
     package init(settings: Settings, logger: Logger = .disabled) throws(SpoolError) {
         let signal = CommitSignal()
         writer = try SpoolWriter(settings: settings, signal: signal)
@@ -81,7 +83,15 @@ package final class Spool: Sendable {
     /// Records a destination's progress in the next commit, without waiting.
     package func record(_ update: DeliveryUpdate) {
         guard !update.isEmpty else { return }
+        if update.wireBytes > 0 { wireTally.withLock { $0[update.destination, default: 0] += Int64(update.wireBytes) } }
         writer.submit(.delivery(update))
+    }
+
+    /// Wire bytes recorded per destination since this spool was opened, counted as they are
+    /// recorded rather than once committed (state commits every 15 s): the uplink monitor
+    /// attributes each few seconds' bytes to the uplink the route took in those seconds.
+    package func wireBytesRecorded() -> [String: Int64] {
+        wireTally.withLock { $0 }
     }
 
     /// Returns once everything recorded or submitted before the call is committed (or its write
@@ -108,6 +118,12 @@ package final class Spool: Sendable {
     package func record(chartSamples: [ChartSample]) {
         guard !chartSamples.isEmpty else { return }
         writer.submit(.chartSamples(chartSamples))
+    }
+
+    /// Adds wire bytes to uplinks' daily totals, written with the next held state.
+    package func record(uplinkUsage: [UplinkUsage]) {
+        guard uplinkUsage.contains(where: { $0.bytes > 0 }) else { return }
+        writer.submit(.uplinkUsage(uplinkUsage))
     }
 
     /// Runs a write in the writer's next group and waits for its commit.

@@ -18,6 +18,8 @@ final class SpoolWriter: @unchecked Sendable {
         case log(LogEntry)
         /// The status page's chart: held state, so a sample costs no commit of its own.
         case chartSamples([ChartSample])
+        /// Wire bytes per uplink and day: held state too.
+        case uplinkUsage([UplinkUsage])
         case operation(@Sendable (SQLiteDatabase) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
         /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
         case barrier(completion: @Sendable () -> Void)
@@ -27,7 +29,7 @@ final class SpoolWriter: @unchecked Sendable {
         /// Acknowledgements, counters and log entries: held until the state interval is up.
         var isState: Bool {
             switch self {
-            case .delivery, .counters, .log, .chartSamples: true
+            case .delivery, .counters, .log, .chartSamples, .uplinkUsage: true
             case .append, .operation, .barrier: false
             }
         }
@@ -35,7 +37,7 @@ final class SpoolWriter: @unchecked Sendable {
         var retriedAlone: Bool {
             switch self {
             case .append, .operation: false
-            case .delivery, .counters, .log, .chartSamples, .barrier: true
+            case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .barrier: true
             }
         }
     }
@@ -146,7 +148,7 @@ final class SpoolWriter: @unchecked Sendable {
                 if !now, opening { deadline = inbox.window.deadlineNs }
             case .barrier, .operation:
                 inbox.urgent = true
-            case .delivery, .counters, .log, .chartSamples:
+            case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
                 if inbox.stateDueNs == nil {
                     inbox.stateDueNs = nowNs + stateNs
                     deadline = nowNs + stateNs
@@ -273,7 +275,7 @@ final class SpoolWriter: @unchecked Sendable {
             completion(SpoolError.incompatible(error.message))
         case .barrier(let completion):
             completion()
-        case .delivery, .counters, .log, .chartSamples:
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
             break
         }
     }
@@ -328,6 +330,8 @@ final class SpoolWriter: @unchecked Sendable {
                     try insertLog(entry, db: db)
                 case .chartSamples(let samples):
                     try insert(samples, db: db)
+                case .uplinkUsage(let usage):
+                    try insert(usage, db: db)
                 case .barrier:
                     break
                 case .operation(let body, _):

@@ -1,0 +1,87 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayForward
+import GeoRelaySpool
+import Synchronization
+
+/// Follows which uplink carries each destination's traffic, and counts the wire bytes each
+/// uplink carried per UTC day (issue 15): what budgets are measured against.
+///
+/// Every `interval` it asks the kernel for each destination's route (`UplinkRoute`: nothing is
+/// sent) and takes the wire bytes each destination recorded since the last look
+/// (`Spool.wireBytesRecorded`, counted as recorded, not as committed). Those bytes went over
+/// the route of the last look, or of this one when the last had none; a switch between two
+/// looks puts at most one interval's bytes on the wrong uplink. Usage is held state in the
+/// spool (no commit of its own, flash wear), so a crash can cost its last 15 s.
+/// Runs only with `uplinks` configured.
+package final class UplinkMonitor: Sendable {
+    /// A route is cheap to ask for (a few system calls), so often enough that a switch between
+    /// Starlink and a satellite terminal is seen within seconds.
+    package static let interval: Duration = .seconds(5)
+
+    private let spool: Spool
+    private let configuration: @Sendable () -> Configuration
+    private let logger: Logger
+    private struct State {
+        var routes: [String: UplinkRoute.Answer] = [:]
+        var counted: [String: Int64] = [:]
+        var started = false
+    }
+    private let state = Mutex(State())
+
+    package init(spool: Spool, logger: Logger, configuration: @escaping @Sendable () -> Configuration) {
+        self.spool = spool
+        self.logger = logger
+        self.configuration = configuration
+    }
+
+    /// The route of each destination as of the last look.
+    package var routes: [String: UplinkRoute.Answer] { state.withLock { $0.routes } }
+
+    /// Looks at once (the baseline: bytes recorded before the relay started are not counted
+    /// again), then every `interval` until cancelled. Routes are asked for on a thread of their
+    /// own: resolving a destination's host can wait on DNS.
+    package func run() async {
+        while !Task.isCancelled {
+            let configuration = configuration()
+            // Without uplinks (today, or after a reload took them out) nothing is asked or counted.
+            let routes = configuration.uplinks.isEmpty ? [:] : await onDedicatedThread(named: "georelay.uplinks") {
+                StatusReport.uplinkAnswers(configuration)
+            }
+            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: Self.day(WallClock.nowMs()))
+            spool.record(uplinkUsage: usage)
+            do { try await Task.sleep(for: Self.interval) } catch { return }
+        }
+    }
+
+    /// Takes routes and byte totals of one look; returns the bytes to add per uplink. Bytes on a
+    /// route no uplink names (a LAN, loopback) or with no route are not any uplink's.
+    package func look(routes: [String: UplinkRoute.Answer], recorded: [String: Int64], day: String) -> [UplinkUsage] {
+        state.withLock { state in
+            defer {
+                state.routes = routes
+                state.counted = recorded
+                state.started = true
+            }
+            guard state.started else { return [] }
+            var bytes: [String: Int64] = [:]
+            for (destination, total) in recorded {
+                let delta = total - (state.counted[destination] ?? 0)
+                guard delta > 0 else { continue }
+                let route = state.routes[destination].flatMap(Self.uplinkName) ?? routes[destination].flatMap(Self.uplinkName)
+                if let uplink = route { bytes[uplink, default: 0] += delta }
+            }
+            return bytes.sorted { $0.key < $1.key }.map { UplinkUsage(uplink: $0.key, day: day, bytes: $0.value) }
+        }
+    }
+
+    private static func uplinkName(_ answer: UplinkRoute.Answer) -> String? {
+        if case .uplink(let uplink) = answer { return uplink.name }
+        return nil
+    }
+
+    /// `YYYY-MM-DD` in UTC.
+    package static func day(_ ms: Int64) -> String {
+        String(Timestamp.iso8601(milliseconds: ms).prefix(10))
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import GeoRelayTestTraits
+import Testing
+import GeoRelayCore
+import GeoRelayTestKit
+
+/// The running relay counts what each uplink carries: here loopback named as an uplink, which
+/// the route to the fake Traccar server leaves by, so every wire byte the destination counts
+/// (probes included) is the uplink's too.
+@Suite(.offThePool) struct UplinkUsageTests {
+    @Test func theRelayPutsEachWireByteOnTheUplinkItLeftBy() async throws {
+        let world = try RelayWorld()
+        let port = freePort()
+        try world.writeConfig(topLevel: #"uplinks: [{ name: "loop", interface: "lo", metered: true }, { name: "sat", interface: "georelay-none" }], metrics: { listen: "127.0.0.1:\#(port)" },"#)
+        try world.start()
+        let client = try world.client()
+        try client.write((0..<20).map { line("boat", $0) }.joined())
+        #expect(client.readLines(20).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await world.server.waitUntil { $0.count >= 20 })
+        // The monitor looks every 5 s: the uplink's count catches up with the destination's.
+        let status = try await world.waitForStatus(timeout: .seconds(30)) { status in
+            let sent = status["destinations"]?.array?.first?["wireBytesToday"]?.number ?? 0
+            return sent > 0 && status["uplinks"]?.array?.first?["wireBytesToday"]?.number == sent
+        }
+        let destination = try #require(status["destinations"]?.array?.first)
+        let uplinks = try #require(status["uplinks"]?.array, "status --json has uplinks: \(status)")
+        #expect(uplinks.count == 2)
+        #expect(uplinks[0]["name"]?.string == "loop" && uplinks[0]["metered"] == .bool(true))
+        #expect(uplinks[0]["wireBytesToday"]?.number == destination["wireBytesToday"]?.number,
+                "every byte went over loopback: uplink \(uplinks[0]), destination \(destination["wireBytesToday"] ?? .null)")
+        #expect(uplinks[0]["wireBytesThisMonth"]?.number == uplinks[0]["wireBytesToday"]?.number)
+        #expect(uplinks[1]["wireBytesToday"]?.number == 0, "nothing went over an interface that does not exist")
+        let text = try world.command(["status"]).stdout
+        #expect(text.contains("\nuplinks\n  loop (lo, metered): today "), "the screen lists the uplinks: \(text)")
+        #expect(text.contains(", carrying traccar\n"))
+        #expect(text.contains("  sat (georelay-none): today 0 B, this month 0 B, carrying no destination now\n"))
+        let metrics = try GeoRelayForwardCurl().get("http://127.0.0.1:\(port)/metrics")
+        #expect(metrics.contains("georelay_destination_uplink{destination=\"traccar\",uplink=\"loop\"} 1\n"), "metrics: \(metrics.suffix(800))")
+        #expect(metrics.contains("georelay_uplink_wire_bytes_today{uplink=\"sat\"} 0\n"))
+        #expect(metrics.contains("georelay_uplink_wire_bytes_month{uplink=\"loop\"} "))
+    }
+}
