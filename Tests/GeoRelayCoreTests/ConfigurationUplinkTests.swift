@@ -10,6 +10,10 @@ import Testing
         let config = try Configuration.parse(#"{uplinks: [{name: "starlink", interface: "eth1"}, {name: "iridium", interface: "ppp0", metered: true}]}"#)
         #expect(config.uplinks == [Configuration.Uplink(name: "starlink", interface: "eth1"),
                                    Configuration.Uplink(name: "iridium", interface: "ppp0", metered: true)])
+        let budgeted = try Configuration.parse(#"{uplinks: [{name: "iridium", interface: "ppp0", budget: {dayBytes: 100000}}, {name: "cell", interface: "wwan0", budget: {dayBytes: 5000000, monthBytes: 50000000}}]}"#)
+        #expect(budgeted.uplinks.map(\.budget) == [Configuration.Budget(dayBytes: 100_000), Configuration.Budget(dayBytes: 5_000_000, monthBytes: 50_000_000)])
+        let budget = Configuration.Budget(dayBytes: 100, monthBytes: 1_000)
+        #expect(!budget.isSpent(today: 99, month: 500) && budget.isSpent(today: 100, month: 500) && budget.isSpent(today: 0, month: 1_000))
     }
 
     @Test(arguments: [
@@ -19,7 +23,11 @@ import Testing
          #"uplinks[0].interface: "a-very-long-interface" is not a network interface name (up to 15 characters, no '/' or spaces)"#),
         (#"{uplinks: [{name: "a", interface: "eth1"}, {name: "a", interface: "eth2"}]}"#, #"uplinks[1].name: duplicate uplink name "a""#),
         (#"{uplinks: [{name: "a", interface: "eth1"}, {name: "b", interface: "eth1"}]}"#, #"uplinks[1].interface: interface eth1 is already uplink "a""#),
-        (#"{uplinks: [{name: "a", interface: "eth1", budget: 1}]}"#, "uplinks[0].budget: unknown key"),
+        (#"{uplinks: [{name: "a", interface: "eth1", budget: 1}]}"#, "uplinks[0].budget: expected an object, got a number"),
+        (#"{uplinks: [{name: "a", interface: "eth1", budget: {}}]}"#, "uplinks[0].budget: a budget needs dayBytes, monthBytes or both"),
+        (#"{uplinks: [{name: "a", interface: "eth1", budget: {dayBytes: 0}}]}"#, "uplinks[0].budget.dayBytes: must be at least 1, got 0"),
+        (#"{uplinks: [{name: "a", interface: "eth1", budget: {monthBytes: 1.5}}]}"#, "uplinks[0].budget.monthBytes: expected a whole number, got 1.5"),
+        (#"{uplinks: [{name: "a", interface: "eth1", budget: {dayBytes: 10, weekBytes: 5}}]}"#, "uplinks[0].budget.weekBytes: unknown key"),
         (#"{uplinks: [{name: "a", interface: "eth1", metered: "yes"}]}"#, "uplinks[0].metered: expected true or false, got a string"),
     ])
     func badUplinksSayWhatAndWhere(text: String, message: String) {

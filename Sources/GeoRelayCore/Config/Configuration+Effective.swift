@@ -53,7 +53,9 @@ extension Configuration {
             })),
             ("destinations", .array(destinations)),
             ("uplinks", .array(uplinks.map { u in
-                .object(JSONObject([("name", .string(u.name)), ("interface", .string(u.interface)), ("metered", .bool(u.metered))]))
+                .object(JSONObject([("name", .string(u.name)), ("interface", .string(u.interface)), ("metered", .bool(u.metered)),
+                                    ("budget", u.budget.map { b in .object(JSONObject([("dayBytes", b.dayBytes.map { number(Double($0)) } ?? .null),
+                                                                                      ("monthBytes", b.monthBytes.map { number(Double($0)) } ?? .null)])) } ?? .null)]))
             })),
             ("metrics", .object(JSONObject([("listen", string(metricsListen))]))),
             ("ui", .object(JSONObject([("listen", string(uiListen))]))),

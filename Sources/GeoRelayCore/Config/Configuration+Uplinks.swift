@@ -10,11 +10,31 @@ extension Configuration {
         package var interface: String
         /// Paid for by the byte (cellular, satellite), as the crew should see it.
         package var metered = false
+        /// What the uplink may carry per UTC day and month, in wire bytes; nil: no limit.
+        package var budget: Budget?
 
-        package init(name: String, interface: String, metered: Bool = false) {
+        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil) {
             self.name = name
             self.interface = interface
             self.metered = metered
+            self.budget = budget
+        }
+    }
+
+    /// `uplinks[].budget`: wire bytes (both directions, probes and logins included) per UTC day
+    /// and per UTC month; either or both.
+    package struct Budget: Sendable, Equatable {
+        package var dayBytes: Int64?
+        package var monthBytes: Int64?
+
+        package init(dayBytes: Int64? = nil, monthBytes: Int64? = nil) {
+            self.dayBytes = dayBytes
+            self.monthBytes = monthBytes
+        }
+
+        /// Spent when either period's bytes reached its limit.
+        package func isSpent(today: Int64, month: Int64) -> Bool {
+            (dayBytes.map { today >= $0 } ?? false) || (monthBytes.map { month >= $0 } ?? false)
         }
     }
 
@@ -31,6 +51,7 @@ extension Configuration {
                 throw ConfigError(path: node.child("interface"), "\"\(interface)\" is not a network interface name (up to 15 characters, no '/' or spaces)")
             }
             let metered = try node.bool("metered", default: false)
+            let budget = node.contains("budget") ? try parseBudget(try node.node("budget")) : nil
             try node.finish()
             if uplinks.contains(where: { $0.name == name }) {
                 throw ConfigError(path: node.child("name"), "duplicate uplink name \"\(name)\"")
@@ -38,8 +59,22 @@ extension Configuration {
             if let other = uplinks.first(where: { $0.interface == interface }) {
                 throw ConfigError(path: node.child("interface"), "interface \(interface) is already uplink \"\(other.name)\"")
             }
-            uplinks.append(Uplink(name: name, interface: interface, metered: metered))
+            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget))
         }
         return uplinks
+    }
+
+    private static func parseBudget(_ node: ConfigNode) throws(ConfigError) -> Budget {
+        var node = node
+        func limit(_ key: String) throws(ConfigError) -> Int64? {
+            guard node.contains(key) else { return nil }
+            return Int64(try node.integer(key, default: 0, min: 1))
+        }
+        let budget = Budget(dayBytes: try limit("dayBytes"), monthBytes: try limit("monthBytes"))
+        try node.finish()
+        guard budget.dayBytes != nil || budget.monthBytes != nil else {
+            throw ConfigError(path: node.path, "a budget needs dayBytes, monthBytes or both")
+        }
+        return budget
     }
 }

@@ -53,6 +53,15 @@ extension StatusReport {
                 ("metered", .bool(uplink.metered)),
                 ("wireBytesToday", .number(Double(usage.today))),
                 ("wireBytesThisMonth", .number(Double(usage.month))),
+                ("budget", uplink.budget.map { budget in
+                    .object(JSONObject([
+                        ("dayBytes", budget.dayBytes.map { .number(Double($0)) } ?? .null),
+                        ("monthBytes", budget.monthBytes.map { .number(Double($0)) } ?? .null),
+                        ("dayLeft", budget.dayBytes.map { .number(Double(max(0, $0 - usage.today))) } ?? .null),
+                        ("monthLeft", budget.monthBytes.map { .number(Double(max(0, $0 - usage.month))) } ?? .null),
+                        ("spent", .bool(budget.isSpent(today: usage.today, month: usage.month))),
+                    ]))
+                } ?? .null),
             ]))
         }))]
     }
@@ -67,7 +76,11 @@ extension StatusReport {
                 if case .uplink(let used)? = uplinks[$0] { return used.name == uplink.name }
                 return false
             }
-            out += "  \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : "")): today \(HealthChecks.bytes(usage.today)), this month \(HealthChecks.bytes(usage.month))"
+            out += "  \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : "")): today \(HealthChecks.bytes(usage.today))"
+            if let day = uplink.budget?.dayBytes { out += " of \(HealthChecks.bytes(day))" }
+            out += ", this month \(HealthChecks.bytes(usage.month))"
+            if let month = uplink.budget?.monthBytes { out += " of \(HealthChecks.bytes(month))" }
+            if uplink.budget?.isSpent(today: usage.today, month: usage.month) == true { out += ", BUDGET SPENT" }
             out += carrying.isEmpty ? ", carrying no destination now\n" : ", carrying \(carrying.joined(separator: ", "))\n"
         }
         return out
