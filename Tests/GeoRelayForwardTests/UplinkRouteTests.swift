@@ -3,6 +3,7 @@ import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 @testable import GeoRelayForward
+import Synchronization
 
 /// The route to a destination, asked of the kernel without sending anything.
 @Suite(.offThePool) struct UplinkRouteTests {
@@ -20,5 +21,29 @@ import GeoRelayCore
             return
         }
         #expect(reason.hasPrefix("no-such-host.invalid does not resolve"), "\(reason)")
+    }
+}
+
+/// The running relay resolves a destination's name once per `AddressCache.keep`, not at each
+/// look: every lookup may be a DNS query over the metered uplink itself.
+@Suite(.offThePool) struct AddressCacheTests {
+    @Test func aNameIsResolvedOncePerKeepAndAgainAfterAFailedRoute() throws {
+        let calls = Mutex(0)
+        let clock = Mutex<UInt64>(1_000)
+        let cache = AddressCache(resolve: { host, port in
+            calls.withLock { $0 += 1 }
+            return UplinkRoute.resolve(host: "127.0.0.1", port: port)
+        }, nowNs: { clock.withLock { $0 } })
+        let uplinks = [Configuration.Uplink(name: "loop", interface: "lo")]
+        for _ in 0..<10 {
+            #expect(UplinkRoute.answer(for: "http://tracker.example:5055", uplinks: uplinks, addresses: cache) == .uplink(uplinks[0]))
+        }
+        #expect(calls.withLock { $0 } == 1, "ten looks, one lookup")
+        clock.withLock { $0 += UInt64(AddressCache.keep.components.seconds) * 1_000_000_000 }
+        _ = UplinkRoute.answer(for: "http://tracker.example:5055", uplinks: uplinks, addresses: cache)
+        #expect(calls.withLock { $0 } == 2, "resolved again once the entry is older than \(AddressCache.keep)")
+        cache.forget(host: "tracker.example", port: 5055)
+        _ = UplinkRoute.answer(for: "http://tracker.example:5055", uplinks: uplinks, addresses: cache)
+        #expect(calls.withLock { $0 } == 3, "a forgotten entry is resolved again")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GeoRelayCore
+import Synchronization
 
 /// Which interface, and so which uplink, carries traffic to a destination now, as the kernel
 /// would route it, learnt without sending anything: a UDP socket `connect(2)`ed to the
@@ -19,12 +20,23 @@ package enum UplinkRoute {
         case unknown(String)
     }
 
-    package static func answer(for url: String, uplinks: [Configuration.Uplink]) -> Answer {
+    /// - Parameter addresses: where the running relay keeps what it resolved (`AddressCache`);
+    ///   nil resolves afresh, as a one-shot `status` does.
+    package static func answer(for url: String, uplinks: [Configuration.Uplink], addresses: AddressCache? = nil) -> Answer {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             return .unknown("no host in the destination's URL")
         }
         let port = components.port ?? (components.scheme == "https" ? 443 : 80)
-        switch interface(toward: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port) {
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let address: Result<Address, Failure>
+        if let addresses {
+            address = addresses.address(host: bare, port: port)
+        } else {
+            address = resolve(host: bare, port: port)
+        }
+        let route = address.flatMap { interface(toward: $0, host: bare) }
+        if case .failure = route { addresses?.forget(host: bare, port: port) }
+        switch route {
         case .success(let name):
             if let uplink = uplinks.first(where: { $0.interface == name }) { return .uplink(uplink) }
             return .otherInterface(name)
@@ -37,8 +49,15 @@ package enum UplinkRoute {
         package var message: String
     }
 
-    /// The interface the kernel would send a datagram to `host`:`port` from.
-    package static func interface(toward host: String, port: Int) -> Result<String, Failure> {
+    /// A destination's address as the resolver gave it: the first of its answers.
+    package struct Address: @unchecked Sendable {
+        fileprivate var storage: sockaddr_storage
+        fileprivate var length: socklen_t
+    }
+
+    /// Resolves `host` as the system does (a literal address asks nobody; a name may send a DNS
+    /// query over the uplink itself, which is why the running relay caches the answer).
+    package static func resolve(host: String, port: Int) -> Result<Address, Failure> {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
         var list: UnsafeMutablePointer<addrinfo>?
@@ -47,12 +66,27 @@ package enum UplinkRoute {
             return .failure(Failure(message: "\(host) does not resolve: \(String(cString: gai_strerror(resolved)))"))
         }
         defer { freeaddrinfo(list) }
-        let family = first.pointee.ai_family
-        guard let socket = try? FileDescriptor.socket(family, Int32(SOCK_DGRAM.rawValue)) else {
+        var address = Address(storage: sockaddr_storage(), length: first.pointee.ai_addrlen)
+        withUnsafeMutableBytes(of: &address.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen))) }
+        return .success(address)
+    }
+
+    /// The interface the kernel would send a datagram to `host`:`port` from.
+    package static func interface(toward host: String, port: Int) -> Result<String, Failure> {
+        resolve(host: host, port: port).flatMap { interface(toward: $0, host: host) }
+    }
+
+    /// The interface the kernel would send a datagram to `address` from (`host` names it in errors).
+    package static func interface(toward address: Address, host: String) -> Result<String, Failure> {
+        var address = address
+        guard let socket = try? FileDescriptor.socket(Int32(address.storage.ss_family), Int32(SOCK_DGRAM.rawValue)) else {
             return .failure(Failure(message: "no socket: \(String(cString: strerror(errno)))"))
         }
         defer { try? socket.close() }
-        guard connect(socket.number, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+        let connected = withUnsafePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket.number, $0, address.length) }
+        }
+        guard connected == 0 else {
             return .failure(Failure(message: "no route to \(host): \(String(cString: strerror(errno)))"))
         }
         var local = sockaddr_storage()
@@ -97,5 +131,36 @@ package enum UplinkRoute {
                 return false
             }
         }
+    }
+}
+
+/// What the running relay resolved, per host and port, for `keep`: a route is asked for every
+/// few seconds, and a name resolved as often would send a DNS query over the uplink each time
+/// (over Iridium, a few hundred kilobytes a day of nothing but lookups). A failed route forgets
+/// the entry, so a destination whose address moved is found again at the next look.
+package final class AddressCache: Sendable {
+    package static let keep: Duration = .seconds(600)
+    private let entries = Mutex<[String: (address: UplinkRoute.Address, atNs: UInt64)]>([:])
+    private let resolve: @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure>
+    private let nowNs: @Sendable () -> UInt64
+
+    package init(resolve: @escaping @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> = UplinkRoute.resolve,
+                 nowNs: @escaping @Sendable () -> UInt64 = WallClock.monotonicNs) {
+        self.resolve = resolve
+        self.nowNs = nowNs
+    }
+
+    package func address(host: String, port: Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> {
+        let key = "\(host):\(port)"
+        let now = nowNs()
+        let keepNs = UInt64(Self.keep.components.seconds) * 1_000_000_000
+        if let entry = entries.withLock({ $0[key] }), now - entry.atNs < keepNs { return .success(entry.address) }
+        let resolved = resolve(host, port)
+        if case .success(let address) = resolved { entries.withLock { $0[key] = (address, now) } }
+        return resolved
+    }
+
+    package func forget(host: String, port: Int) {
+        _ = entries.withLock { $0.removeValue(forKey: "\(host):\(port)") }
     }
 }

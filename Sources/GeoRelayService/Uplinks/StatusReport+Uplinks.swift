@@ -6,11 +6,12 @@ import GeoRelayForward
 /// running relay counted it (`UplinkMonitor`). Only when `uplinks` are configured; without them
 /// the report is as it was, no key added.
 extension StatusReport {
-    static func uplinkAnswers(_ configuration: Configuration) -> [String: UplinkRoute.Answer] {
+    /// - Parameter addresses: the running relay's resolved addresses (`UplinkMonitor`); nil resolves afresh.
+    static func uplinkAnswers(_ configuration: Configuration, addresses: AddressCache? = nil) -> [String: UplinkRoute.Answer] {
         guard !configuration.uplinks.isEmpty else { return [:] }
         var answers: [String: UplinkRoute.Answer] = [:]
         for destination in configuration.destinations {
-            answers[destination.name] = UplinkRoute.answer(for: destination.url, uplinks: configuration.uplinks)
+            answers[destination.name] = UplinkRoute.answer(for: destination.url, uplinks: configuration.uplinks, addresses: addresses)
         }
         return answers
     }

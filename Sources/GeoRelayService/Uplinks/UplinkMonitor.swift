@@ -28,6 +28,9 @@ package final class UplinkMonitor: Sendable {
         var started = false
     }
     private let state = Mutex(State())
+    /// Names are resolved once per `AddressCache.keep`, not at every look: a lookup over a
+    /// metered uplink every 5 s would cost more than the positions.
+    private let addresses = AddressCache()
 
     package init(spool: Spool, logger: Logger, configuration: @escaping @Sendable () -> Configuration) {
         self.spool = spool
@@ -45,8 +48,9 @@ package final class UplinkMonitor: Sendable {
         while !Task.isCancelled {
             let configuration = configuration()
             // Without uplinks (today, or after a reload took them out) nothing is asked or counted.
+            let addresses = self.addresses
             let routes = configuration.uplinks.isEmpty ? [:] : await onDedicatedThread(named: "georelay.uplinks") {
-                StatusReport.uplinkAnswers(configuration)
+                StatusReport.uplinkAnswers(configuration, addresses: addresses)
             }
             let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: Self.day(WallClock.nowMs()))
             spool.record(uplinkUsage: usage)
