@@ -5,7 +5,7 @@
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
-	dpkg-dev binutils lintian adduser chromium fonts-dejavu-core
+	dpkg-dev binutils lintian adduser chromium fonts-dejavu-core iproute2
 CONFIG ?= config/georelay.json5
 SWIFT ?= swift
 

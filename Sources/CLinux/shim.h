@@ -6,6 +6,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+/// setns is declared only under _GNU_SOURCE: the tests' network namespaces (a thread joins one
+/// to bind a fake server there).
+extern int setns(int fd, int nstype);
+static inline int georelay_join_network_namespace(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
+
 /// accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module does not set.
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 static inline int georelay_accept4(int fd, int flags) { return accept4(fd, (struct sockaddr *)0, (socklen_t *)0, flags); }

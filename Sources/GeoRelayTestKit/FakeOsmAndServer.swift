@@ -59,9 +59,10 @@ package final class FakeOsmAndServer: Sendable {
     /// - Parameters:
     ///   - closesAfterEachResponse: behind a proxy that does not keep connections alive.
     ///   - responsesPerConnection: behind nginx, which closes a connection after `keepalive_requests`.
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil) throws {
+    ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace; `url` still names loopback).
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1") throws {
         let server = WeakReference<FakeOsmAndServer>()
-        http = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection) { request in
+        http = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection, host: host) { request in
             server.value?.handle(request)
         }
         server.value = self

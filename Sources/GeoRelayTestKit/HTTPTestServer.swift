@@ -62,11 +62,12 @@ package final class HTTPTestServer: Sendable {
     ///     behind it are read and dropped, never answered, so the client must send them again.
     ///   - responsesPerConnection: the same after this many responses, as nginx does after
     ///     `keepalive_requests` (1,000 by default).
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, handler: @escaping Handler) throws {
+    ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1", handler: @escaping Handler) throws {
         self.handler = handler
         self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
         let server = WeakReference<HTTPTestServer>()
-        listener = try TestTCPListener(name: "http-test") { fd, number in server.value?.serve(fd, number: number) }
+        listener = try TestTCPListener(name: "http-test", host: host) { fd, number in server.value?.serve(fd, number: number) }
         server.value = self
     }
 

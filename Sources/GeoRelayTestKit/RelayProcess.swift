@@ -20,12 +20,16 @@ package final class RelayProcess {
 
     /// Starts `georelay run` and waits until its socket accepts connections, for at most
     /// `startTimeout`; throws saying so (with the relay's stderr) when it does not.
+    /// - Parameter lab: runs the relay inside the lab's relay-side network namespace
+    ///   (`ip netns exec`, which execs it: the pid is the relay's).
     package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:],
-                 startTimeout: Duration = .seconds(30)) throws {
+                 startTimeout: Duration = .seconds(30), lab: NetworkLab? = nil) throws {
         self.configPath = configPath
         self.socketPath = socketPath
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["run", "--config", configPath] + arguments
+        let command = [Self.binary, "run", "--config", configPath] + arguments
+        let launch = lab.map { $0.onRelaySide(command) } ?? (executable: Self.binary, arguments: Array(command.dropFirst()))
+        process.executableURL = URL(fileURLWithPath: launch.executable)
+        process.arguments = launch.arguments
         if !environment.isEmpty {
             process.environment = TestEnvironment.current.merging(environment) { $1 }
         }

@@ -35,6 +35,7 @@ package final class TestTCPListener: Sendable {
     private let portValue = Atomic<Int>(0)
     private let name: String
     private let backlog: Int32
+    private let host: String
     private let serve: Serve
 
     package var port: Int { portValue.load(ordering: .relaxed) }
@@ -42,9 +43,12 @@ package final class TestTCPListener: Sendable {
 
     /// Starts on an ephemeral loopback port.
     /// - Parameter name: names the threads, for a debugger.
-    package init(name: String, backlog: Int32 = 128, serve: @escaping Serve) throws {
+    /// - Parameter host: the address to listen on: loopback, or (inside a test's network
+    ///   namespace) `0.0.0.0`.
+    package init(name: String, backlog: Int32 = 128, host: String = "127.0.0.1", serve: @escaping Serve) throws {
         self.name = name
         self.backlog = backlog
+        self.host = host
         self.serve = serve
         try start(port: 0)
     }
@@ -55,7 +59,7 @@ package final class TestTCPListener: Sendable {
     /// socket that has been shut down no longer holds its port against `SO_REUSEADDR`.
     /// - Precondition: not listening (a stopped listener is started again, not a running one).
     package func start(port: Int) throws {
-        let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(port), backlog: backlog)
+        let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host, port: UInt16(port), backlog: backlog)
         let (fd, bound) = (socket.descriptor.release(), socket.port)
         state.withLock { state in
             precondition(state.listenFD < 0, "TestTCPListener \(name): start(port: \(port)) while listening on \(self.port)")

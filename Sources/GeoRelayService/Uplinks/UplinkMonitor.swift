@@ -52,8 +52,13 @@ package final class UplinkMonitor: Sendable {
             let routes = configuration.uplinks.isEmpty ? [:] : await onDedicatedThread(named: "georelay.uplinks") {
                 StatusReport.uplinkAnswers(configuration, addresses: addresses)
             }
+            let before = self.routes
             let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: Self.day(WallClock.nowMs()))
             spool.record(uplinkUsage: usage)
+            // The crew's record of failovers: each destination's uplink when first known and at each change.
+            for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
+                logger.notice("\(destination) now \(Self.describe(answer))")
+            }
             do { try await Task.sleep(for: Self.interval) } catch { return }
         }
     }
@@ -76,6 +81,15 @@ package final class UplinkMonitor: Sendable {
                 if let uplink = route { bytes[uplink, default: 0] += delta }
             }
             return bytes.sorted { $0.key < $1.key }.map { UplinkUsage(uplink: $0.key, day: day, bytes: $0.value) }
+        }
+    }
+
+    /// `via iridium (ppp0)`, as the log says it.
+    static func describe(_ answer: UplinkRoute.Answer) -> String {
+        switch answer {
+        case .uplink(let uplink): "via \(uplink.name) (\(uplink.interface))"
+        case .otherInterface(let interface): "via \(interface), which no uplink names"
+        case .unknown(let reason): "on no known uplink: \(reason)"
         }
     }
 

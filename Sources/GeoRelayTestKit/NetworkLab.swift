@@ -1,0 +1,116 @@
+import CLinux
+import Foundation
+import GeoRelayCore
+import Glibc
+import Synchronization
+
+/// Two network namespaces of a test's own, joined by two links: the relay's side with two
+/// uplinks (`up0` and `up1`, veth pairs) and the server's side, which holds `serverAddress` on
+/// its loopback and answers over either link. Nothing leaves this machine and nothing of it is
+/// visible outside the two namespaces; `deinit` deletes them, and their interfaces with them.
+///
+/// The route to `serverAddress` leaves the relay's side by one uplink at a time (`route(via:)`),
+/// as a vessel's traffic moves from Starlink to the satellite terminal.
+package final class NetworkLab: @unchecked Sendable {
+    package let relaySide: String
+    package let serverSide: String
+    package let serverAddress = "10.210.0.1"
+    /// The relay side's uplink interfaces, by index.
+    package static let uplinks = ["up0", "up1"]
+    private static let counter = Atomic<Int>(0)
+
+    /// Sets the namespaces up, or throws `Unavailable` saying why not (no `ip`, no privilege to
+    /// create namespaces): the caller skips loudly.
+    package init() throws {
+        let id = "\(getpid())-\(Self.counter.add(1, ordering: .relaxed).newValue)"
+        relaySide = "grt-\(id)-r"
+        serverSide = "grt-\(id)-s"
+        guard FileManager.default.isExecutableFile(atPath: Self.ip) else { throw Unavailable(reason: "no \(Self.ip) (iproute2)") }
+        do {
+            try Self.ip(["netns", "add", relaySide])
+        } catch {
+            throw Unavailable(reason: "cannot create a network namespace: \(error)")
+        }
+        do {
+            try Self.ip(["netns", "add", serverSide])
+            let r = ["-n", relaySide], s = ["-n", serverSide]
+            for (index, name) in Self.uplinks.enumerated() {
+                try Self.ip(r + ["link", "add", name, "type", "veth", "peer", "name", "down\(index)", "netns", serverSide])
+                try Self.ip(r + ["addr", "add", "10.20\(index).0.1/24", "dev", name])
+                try Self.ip(s + ["addr", "add", "10.20\(index).0.2/24", "dev", "down\(index)"])
+                try Self.ip(r + ["link", "set", name, "up"])
+                try Self.ip(s + ["link", "set", "down\(index)", "up"])
+            }
+            try Self.ip(r + ["link", "set", "lo", "up"])
+            try Self.ip(s + ["link", "set", "lo", "up"])
+            try Self.ip(s + ["addr", "add", "\(serverAddress)/32", "dev", "lo"])
+            try route(via: 0)
+        } catch {
+            try? Self.ip(["netns", "del", relaySide])
+            try? Self.ip(["netns", "del", serverSide])
+            throw error
+        }
+    }
+
+    deinit {
+        try? Self.ip(["netns", "del", relaySide])
+        try? Self.ip(["netns", "del", serverSide])
+    }
+
+    package struct Unavailable: Error, CustomStringConvertible {
+        package var reason: String
+        package var description: String { reason }
+    }
+
+    /// Sends the relay side's traffic to the server over uplink `index` from now on.
+    package func route(via index: Int) throws {
+        try Self.ip(["-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.20\(index).0.2", "dev", Self.uplinks[index]])
+    }
+
+    /// Bytes the relay side's uplink has sent and received (the kernel's interface counters).
+    package func bytes(uplink index: Int) throws -> Int64 {
+        let result = try RelayProcess.run(Self.ip, ["-n", relaySide, "-j", "-s", "link", "show", Self.uplinks[index]])
+        guard result.status == 0, case .array(let links)? = try? JSONParser.parse(result.stdout), case .object(let link)? = links.first,
+              case .object(let stats)? = link["stats64"], case .object(let rx)? = stats["rx"], case .object(let tx)? = stats["tx"],
+              case .number(let received)? = rx["bytes"], case .number(let sent)? = tx["bytes"] else {
+            throw Unavailable(reason: "cannot read \(Self.uplinks[index])'s counters: \(result.stdout) \(result.stderr)")
+        }
+        return Int64(received + sent)
+    }
+
+    /// Runs `body` on a thread that has joined the server's namespace: sockets it opens (a fake
+    /// server's listener) live there; threads it starts are born there.
+    package func onServerSide<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+        let path = "/var/run/netns/\(serverSide)"
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let thread = Thread {
+            let joined: Result<T, any Error> = Result {
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw Unavailable(reason: "cannot open \(path): \(String(cString: strerror(errno)))") }
+                defer { close(fd) }
+                guard georelay_join_network_namespace(fd) == 0 else {
+                    throw Unavailable(reason: "setns(\(path)): \(String(cString: strerror(errno)))")
+                }
+                return try body()
+            }
+            result.withLock { $0 = joined }
+        }
+        thread.start()
+        while result.withLock({ $0 == nil }) { usleep(1_000) } // a thread starting a server: no event to await
+        return try result.withLock { $0! }.get()
+    }
+
+    /// The command line that runs `arguments` inside the relay's namespace.
+    package func onRelaySide(_ arguments: [String]) -> (executable: String, arguments: [String]) {
+        (Self.ip, ["netns", "exec", relaySide] + arguments)
+    }
+
+    static let ip = FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip"
+
+    private static func ip(_ arguments: [String]) throws {
+        let result = try RelayProcess.run(ip, arguments, timeout: .seconds(20))
+        guard result.status == 0 else {
+            throw Unavailable(reason: "ip \(arguments.joined(separator: " ")): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+        }
+    }
+}
