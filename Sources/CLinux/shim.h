@@ -5,11 +5,37 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /// setns is declared only under _GNU_SOURCE: the tests' network namespaces (a thread joins one
 /// to bind a fake server there).
 extern int setns(int fd, int nstype);
 static inline int georelay_join_network_namespace(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
+
+// Uplinks: the kernel's announcements of links, addresses and routes coming and going.
+#include <errno.h>
+#include <string.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+/// A NETLINK_ROUTE socket subscribed to link, address and route changes (IPv4 and IPv6), or -1
+/// with errno set. Its messages are only a wake-up: the reader drains them and asks the kernel
+/// for the routes it cares about, so nothing of their content is parsed.
+static inline int georelay_route_watch_socket(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -1;
+    struct sockaddr_nl address;
+    memset(&address, 0, sizeof address);
+    address.nl_family = AF_NETLINK;
+    address.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE;
+    if (bind(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
 
 /// accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module does not set.
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);

@@ -92,7 +92,13 @@ package struct Relay: Sendable {
         }
         let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
         let sampling = page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
-        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks")) { pageConfiguration.configuration }
+        // Route changes wake the monitor only where uplinks are named; a socket that cannot be
+        // opened leaves the periodic looks, said once.
+        var routeWatch: RouteWatch?
+        if !configuration.uplinks.isEmpty {
+            do { routeWatch = try RouteWatch() } catch { logger.warning("uplinks: route changes are seen at the next look only: \(error)") }
+        }
+        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch) { pageConfiguration.configuration }
         let monitoring = Task { await uplinks.run() }
 
         var current = configuration
@@ -106,6 +112,7 @@ package struct Relay: Sendable {
                     wedging?.cancel()
                     sampling?.cancel()
                     monitoring.cancel()
+                    routeWatch?.stop()
                     watching.cancel()
                     await watching.value
                     // Intake first: what ingest still answers `ok` is stored before the forwarders finish.

@@ -81,7 +81,16 @@ package final class NetworkLab: @unchecked Sendable {
     /// Runs `body` on a thread that has joined the server's namespace: sockets it opens (a fake
     /// server's listener) live there; threads it starts are born there.
     package func onServerSide<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
-        let path = "/var/run/netns/\(serverSide)"
+        try inNamespace(serverSide, body)
+    }
+
+    /// As `onServerSide`, on the relay's side (a socket watching its routes).
+    package func onRelaySide<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+        try inNamespace(relaySide, body)
+    }
+
+    private func inNamespace<T: Sendable>(_ namespace: String, _ body: @escaping @Sendable () throws -> T) throws -> T {
+        let path = "/var/run/netns/\(namespace)"
         let result = Mutex<Result<T, any Error>?>(nil)
         let thread = Thread {
             let joined: Result<T, any Error> = Result {
@@ -101,7 +110,7 @@ package final class NetworkLab: @unchecked Sendable {
     }
 
     /// The command line that runs `arguments` inside the relay's namespace.
-    package func onRelaySide(_ arguments: [String]) -> (executable: String, arguments: [String]) {
+    package func commandOnRelaySide(_ arguments: [String]) -> (executable: String, arguments: [String]) {
         (Self.ip, ["netns", "exec", relaySide] + arguments)
     }
 

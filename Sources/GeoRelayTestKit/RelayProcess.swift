@@ -27,7 +27,7 @@ package final class RelayProcess {
         self.configPath = configPath
         self.socketPath = socketPath
         let command = [Self.binary, "run", "--config", configPath] + arguments
-        let launch = lab.map { $0.onRelaySide(command) } ?? (executable: Self.binary, arguments: Array(command.dropFirst()))
+        let launch = lab.map { $0.commandOnRelaySide(command) } ?? (executable: Self.binary, arguments: Array(command.dropFirst()))
         process.executableURL = URL(fileURLWithPath: launch.executable)
         process.arguments = launch.arguments
         if !environment.isEmpty {

@@ -7,8 +7,8 @@ import GeoRelaySpool
 import GeoRelayTestKit
 @testable import GeoRelayService
 
-/// Which uplink a destination's bytes are put on: the route of the last look, a first look only
-/// takes the baseline, and bytes that left by no uplink are nobody's.
+/// Which uplink a destination's bytes are put on: the route of the last look (of this one for
+/// the first), and bytes that left by no uplink are nobody's.
 @Suite(.offThePool) struct UplinkMonitorTests {
     static let starlink = Configuration.Uplink(name: "starlink", interface: "eth1")
     static let iridium = Configuration.Uplink(name: "iridium", interface: "ppp0", metered: true)
@@ -19,9 +19,10 @@ import GeoRelayTestKit
         defer { spool.close() }
         let monitor = UplinkMonitor(spool: spool, logger: .disabled) { Configuration() }
         let day = "2026-12-01"
-        // The first look is the baseline: what was sent before the relay started is not counted again.
+        // The spool's tally starts at zero when it opens: the first look counts what was sent
+        // since the start (the first probes included), on the route of that look.
         #expect(monitor.look(routes: ["traccar": .uplink(Self.starlink), "push": .uplink(Self.starlink)],
-                             recorded: ["traccar": 10_000, "push": 500], day: day).isEmpty)
+                             recorded: ["traccar": 10_000, "push": 500], day: day) == [UplinkUsage(uplink: "starlink", day: day, bytes: 10_500)])
         // Sent while both were on Starlink; by this look Traccar's route has moved to Iridium.
         let second = monitor.look(routes: ["traccar": .uplink(Self.iridium), "push": .uplink(Self.starlink)],
                                   recorded: ["traccar": 10_400, "push": 600], day: day)
@@ -41,8 +42,8 @@ import GeoRelayTestKit
         let spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
         defer { spool.close() }
         let monitor = UplinkMonitor(spool: spool, logger: .disabled) { Configuration() }
-        _ = monitor.look(routes: [:], recorded: [:], day: "2026-12-01")
-        #expect(monitor.look(routes: ["new": .uplink(Self.iridium)], recorded: ["new": 42], day: "2026-12-01")
+        #expect(monitor.look(routes: [:], recorded: ["new": 7], day: "2026-12-01").isEmpty, "no route yet: nobody's")
+        #expect(monitor.look(routes: ["new": .uplink(Self.iridium)], recorded: ["new": 49], day: "2026-12-01")
                 == [UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 42)])
     }
 

@@ -3,6 +3,7 @@ import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+@testable import GeoRelayService
 
 /// Two uplinks as two real interfaces, in network namespaces this test creates (`NetworkLab`):
 /// the relay's side reaches the fake Traccar server over `up0` ("starlink") until the route
@@ -26,7 +27,7 @@ import GeoRelayTestKit
         let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
         world.relay = relay
         func status() throws -> JSONObject {
-            let command = lab.onRelaySide([RelayProcess.binary, "status", "--json", "--config", world.configPath])
+            let command = lab.commandOnRelaySide([RelayProcess.binary, "status", "--json", "--config", world.configPath])
             let result = try RelayProcess.run(command.executable, command.arguments, directory: world.directory.path)
             guard result.status == 0, case .object(let object) = try JSONParser.parse(result.stdout) else {
                 throw RelayProcessError(message: "status --json in the relay's namespace: \(result.status) \(result.stderr)")
@@ -68,6 +69,26 @@ import GeoRelayTestKit
         #expect(server.positions.map(\.fixTimeMs) == (0..<20).map(fixTimeMs), "every position once, in order")
         print("uplinks in namespaces: before the switch starlink \(Int(before.starlink)) B (up0 \(counters.0) B on the wire); after it iridium \(Int(after.iridium)) B (up1 +\(moved.1) B, up0 +\(moved.0) B)")
         #expect(relay.signal(SIGTERM))
+    }
+
+    /// The kernel's announcement of a route change wakes the monitor's watch; a burst is one wake.
+    @Test func aRouteChangeWakesTheWatch() async throws {
+        let lab: NetworkLab
+        do {
+            lab = try NetworkLab()
+        } catch let unavailable as NetworkLab.Unavailable {
+            print("SKIPPED: route watch in network namespaces: \(unavailable.reason)")
+            return
+        }
+        let watch = try lab.onRelaySide { try RouteWatch() }
+        defer { watch.stop() }
+        let before = watch.wakes
+        try lab.route(via: 1)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while watch.wakes == before, ContinuousClock.now < deadline {
+            await watch.changed.wait(timeout: .seconds(1))
+        }
+        #expect(watch.wakes > before, "no wake within 10 s of moving the route")
     }
 
     /// Polls status (run in the relay's namespace) until its accounting satisfies `condition`:

@@ -7,7 +7,8 @@ import Synchronization
 /// Follows which uplink carries each destination's traffic, and counts the wire bytes each
 /// uplink carried per UTC day (issue 15): what budgets are measured against.
 ///
-/// Every `interval` it asks the kernel for each destination's route (`UplinkRoute`: nothing is
+/// Every `interval`, and at once when the kernel announces a link or route change
+/// (`RouteWatch`), it asks the kernel for each destination's route (`UplinkRoute`: nothing is
 /// sent) and takes the wire bytes each destination recorded since the last look
 /// (`Spool.wireBytesRecorded`, counted as recorded, not as committed). Those bytes went over
 /// the route of the last look, or of this one when the last had none; a switch between two
@@ -22,28 +23,31 @@ package final class UplinkMonitor: Sendable {
     private let spool: Spool
     private let configuration: @Sendable () -> Configuration
     private let logger: Logger
+    private let routeWatch: RouteWatch?
     private struct State {
         var routes: [String: UplinkRoute.Answer] = [:]
         var counted: [String: Int64] = [:]
-        var started = false
     }
     private let state = Mutex(State())
     /// Names are resolved once per `AddressCache.keep`, not at every look: a lookup over a
     /// metered uplink every 5 s would cost more than the positions.
     private let addresses = AddressCache()
 
-    package init(spool: Spool, logger: Logger, configuration: @escaping @Sendable () -> Configuration) {
+    /// - Parameter routeWatch: the kernel's announcements of route changes; nil: periodic looks only.
+    package init(spool: Spool, logger: Logger, routeWatch: RouteWatch? = nil, configuration: @escaping @Sendable () -> Configuration) {
         self.spool = spool
         self.logger = logger
+        self.routeWatch = routeWatch
         self.configuration = configuration
     }
 
     /// The route of each destination as of the last look.
     package var routes: [String: UplinkRoute.Answer] { state.withLock { $0.routes } }
 
-    /// Looks at once (the baseline: bytes recorded before the relay started are not counted
-    /// again), then every `interval` until cancelled. Routes are asked for on a thread of their
-    /// own: resolving a destination's host can wait on DNS.
+    /// Looks at once, then every `interval` (or at a route change) until cancelled. The spool's
+    /// tally starts at zero when it opens, so the first look counts what the forwarders sent
+    /// since the start, nothing from before a restart. Routes are asked for on a thread of
+    /// their own: resolving a destination's host can wait on DNS.
     package func run() async {
         while !Task.isCancelled {
             let configuration = configuration()
@@ -59,7 +63,13 @@ package final class UplinkMonitor: Sendable {
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
                 logger.notice("\(destination) now \(Self.describe(answer))")
             }
-            do { try await Task.sleep(for: Self.interval) } catch { return }
+            // The next look: at the interval, or at once when the kernel announces a change.
+            if let routeWatch {
+                await routeWatch.changed.wait(timeout: Self.interval)
+                if Task.isCancelled { return }
+            } else {
+                do { try await Task.sleep(for: Self.interval) } catch { return }
+            }
         }
     }
 
@@ -70,9 +80,7 @@ package final class UplinkMonitor: Sendable {
             defer {
                 state.routes = routes
                 state.counted = recorded
-                state.started = true
             }
-            guard state.started else { return [] }
             var bytes: [String: Int64] = [:]
             for (destination, total) in recorded {
                 let delta = total - (state.counted[destination] ?? 0)

@@ -7,7 +7,7 @@ import GeoRelayTestKit
 /// The running relay counts what each uplink carries: here loopback named as an uplink, which
 /// the route to the fake Traccar server leaves by, so every wire byte the destination counts
 /// (probes included) is the uplink's too.
-@Suite(.offThePool) struct UplinkUsageTests {
+@Suite(.offThePool) struct UplinkAccountingTests {
     @Test func theRelayPutsEachWireByteOnTheUplinkItLeftBy() async throws {
         let world = try RelayWorld()
         let port = freePort()
