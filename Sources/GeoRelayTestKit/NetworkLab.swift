@@ -32,6 +32,12 @@ package final class NetworkLab: @unchecked Sendable {
             throw Unavailable(reason: "cannot create a network namespace: \(error)")
         }
         do {
+            // Creating a namespace is not enough where mounts are refused: `ip netns exec` mounts /sys.
+            do {
+                try Self.ip(["netns", "exec", relaySide, "/bin/true"])
+            } catch {
+                throw Unavailable(reason: "cannot run a process in a network namespace: \(error)")
+            }
             try Self.ip(["netns", "add", serverSide])
             let r = ["-n", relaySide], s = ["-n", serverSide]
             for (index, name) in Self.uplinks.enumerated() {
