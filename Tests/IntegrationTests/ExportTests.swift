@@ -79,6 +79,10 @@ import GeoRelayTestKit
         try client.write((0..<10).map { line("boat", $0) }.joined())
         _ = client.readLines(10)
         #expect(await world.server.waitUntil { $0.count >= 10 })
+        // Acknowledged too before the server goes: a position stored but not yet answered when
+        // the connection closes is rightly sent again, and would arrive ahead of the live one.
+        let acknowledged = try await world.waitForStatus { $0["destinations"]?.array?.first?["pending"]?.number == 0 }
+        #expect(acknowledged["destinations"]?.array?.first?["pending"]?.number == 0, "the first ten acknowledged")
         // The server is restored from a backup that predates all of it, and is down while the
         // history is queued and a live position arrives: when it is back, both wait, and the live
         // one must go first. (With the server up the forwarder may pick the queue up before the
