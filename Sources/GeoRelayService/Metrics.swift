@@ -9,9 +9,11 @@ import GeoRelaySpool
 package enum Metrics {
     /// Serves `/metrics` and `/healthz` on `listen`, reading the spool afresh and judging
     /// every health check per request (the spool's quick_check excepted: it reads the whole file).
-    package static func serve(listen: String, configuration: Configuration, health: HealthMonitor? = nil) throws(HTTPListenError) -> HTTPListener {
+    /// Each request reads `live`'s configuration, so a destination or uplink a reload (SIGHUP)
+    /// added or removed shows at the next scrape; the listener itself stays as it started.
+    package static func serve(listen: String, configuration live: StatusPage.LiveConfiguration, health: HealthMonitor? = nil) throws(HTTPListenError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
-            respond(to: request, configuration: configuration, health: health) ?? HTTPListener.Response(status: 404, reason: "Not Found")
+            respond(to: request, configuration: live.configuration, health: health) ?? HTTPListener.Response(status: 404, reason: "Not Found")
         }
     }
 

@@ -55,7 +55,7 @@ package struct Relay: Sendable {
         var phones: PhoneListener?
         var metrics: HTTPListener?
         var page: HTTPListener?
-        let pageConfiguration = StatusPage.LiveConfiguration(configuration)
+        let liveConfiguration = StatusPage.LiveConfiguration(configuration)
         do {
             try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
             try spool.setSourceDevices(configuration.sourceIDs)
@@ -66,10 +66,10 @@ package struct Relay: Sendable {
                                            HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat)],
                                    configuration: timing)
             if let listen = configuration.metricsListen, listen != configuration.uiListen {
-                metrics = try Metrics.serve(listen: listen, configuration: configuration, health: health)
+                metrics = try Metrics.serve(listen: listen, configuration: liveConfiguration, health: health)
             }
             if let listen = configuration.uiListen {
-                page = try StatusPage.serve(listen: listen, configuration: pageConfiguration, health: health, metrics: listen == configuration.metricsListen)
+                page = try StatusPage.serve(listen: listen, configuration: liveConfiguration, health: health, metrics: listen == configuration.metricsListen)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, logger: logger.with(label: "phones"))
@@ -98,7 +98,7 @@ package struct Relay: Sendable {
         if !configuration.uplinks.isEmpty {
             do { routeWatch = try RouteWatch() } catch { logger.warning("uplinks: route changes are seen at the next look only: \(error)") }
         }
-        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch) { pageConfiguration.configuration }
+        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch) { liveConfiguration.configuration }
         let monitoring = Task { await uplinks.run() }
 
         var current = configuration
@@ -132,7 +132,7 @@ package struct Relay: Sendable {
                 applied.spool = current.spool
                 applied.ingest = current.ingest
                 current = applied
-                pageConfiguration.update(applied)
+                liveConfiguration.update(applied)
                 watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
                 logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
             } catch {

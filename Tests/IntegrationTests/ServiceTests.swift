@@ -70,6 +70,27 @@ import GeoRelayTestKit
         return samples
     }
 
+    /// A separate metrics listener reads the configuration a reload (SIGHUP) put in place: a
+    /// destination added shows at the next scrape. Before, it kept the one it started with.
+    @Test func metricsFollowAReload() async throws {
+        let port = freePort()
+        let world = try RelayWorld()
+        let metrics = #"metrics: { listen: "127.0.0.1:\#(port)" },"#
+        try world.writeConfig(topLevel: metrics)
+        let relay = try world.start()
+        let easy = try GeoRelayForwardCurl()
+        #expect(try parse(try easy.get("http://127.0.0.1:\(port)/metrics")).keys.contains(#"georelay_destination_pending{destination="traccar"}"#))
+        try world.writeConfig(moreDestinations: #"{ name: "second", url: "\#(world.server.url)", filter: { mode: "all" } },"#, topLevel: metrics)
+        relay.signal(SIGHUP)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !relay.stderrText().contains("destinations traccar, second"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(relay.stderrText().contains("reloaded"), "no reload within 20 s: \(relay.stderrText().suffix(800))")
+        let samples = try parse(try easy.get("http://127.0.0.1:\(port)/metrics"))
+        #expect(samples.keys.contains(#"georelay_destination_pending{destination="second"}"#), "the added destination is scraped: \(samples.keys.sorted().filter { $0.contains("pending") })")
+    }
+
     @Test func metricsAndHealthzAreServed() async throws {
         let port = freePort()
         let world = try RelayWorld()
