@@ -41,15 +41,8 @@ package enum Metrics {
     package static func render(_ status: SpoolStatus, configuration: Configuration, health: HealthReport? = nil, device: DeviceHealth? = nil,
                                nowMs: Int64 = WallClock.nowMs()) -> String {
         var out = ""
-        func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for sample in samples {
-                out += name + (sample.labels.isEmpty ? "" : "{\(sample.labels)}") + " " + JSONValue.format(number: sample.value) + "\n"
-            }
-        }
-        func label(_ key: String, _ value: String) -> String {
-            "\(key)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n") + "\""
+        func family(_ name: String, _ type: String, _ help: String, _ samples: [Sample]) {
+            out += Self.family(name, type: type, help, samples)
         }
         let c = status.counters
         family("georelay_positions_received_total", "counter", "Positions stored, per device.",
@@ -86,7 +79,27 @@ package enum Metrics {
             family("georelay_loop_last_turn_age_seconds", "gauge", "Time since the loop last turned over.",
                    health.parts.map { (label("loop", $0.key), Double(health.ageMs($0)) / 1000) })
         }
-        if let device { out += deviceFamilies(device, label: label) }
+        if let device { out += deviceFamilies(device) }
         return out
+    }
+
+    typealias Sample = (labels: String, value: Double)
+
+    /// One family in the exposition format: HELP, TYPE, then its samples; with `omitEmpty`,
+    /// nothing at all when it has no samples (a health figure nobody could measure).
+    static func family(_ name: String, type: String = "gauge", _ help: String, _ samples: [Sample], omitEmpty: Bool = false) -> String {
+        guard !omitEmpty || !samples.isEmpty else { return "" }
+        var out = "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        for sample in samples {
+            out += name + (sample.labels.isEmpty ? "" : "{\(sample.labels)}") + " " + JSONValue.format(number: sample.value) + "\n"
+        }
+        return out
+    }
+
+    /// `key="value"`, the value escaped as the format wants (names come from the configuration,
+    /// whose parser allows any text).
+    static func label(_ key: String, _ value: String) -> String {
+        "\(key)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n") + "\""
     }
 }

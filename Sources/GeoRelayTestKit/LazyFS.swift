@@ -156,13 +156,9 @@ package final class LazyFS {
     }
 
     private static func await(_ process: Process, for what: String, seconds: Int = 10) throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else {
-                kill(process.processIdentifier, SIGKILL)
-                throw RelayProcessError(message: "waited \(seconds) s for \(what)")
-            }
-            usleep(2_000) // a child process exiting: Process offers no bounded wait
+        guard process.exited(within: .seconds(seconds)) else {
+            kill(process.processIdentifier, SIGKILL)
+            throw RelayProcessError(message: "waited \(seconds) s for \(what)")
         }
     }
 

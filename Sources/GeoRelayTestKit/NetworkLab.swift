@@ -58,6 +58,17 @@ package final class NetworkLab: @unchecked Sendable {
         }
     }
 
+    /// A lab, or nil after printing `SKIPPED: what: why` where namespaces cannot be made here;
+    /// any other failure setting it up is thrown.
+    package static func orSkip(_ what: String) throws -> NetworkLab? {
+        do {
+            return try NetworkLab()
+        } catch let unavailable as Unavailable {
+            print("SKIPPED: \(what): \(unavailable.reason)")
+            return nil
+        }
+    }
+
     deinit {
         try? Self.ip(["netns", "del", relaySide])
         try? Self.ip(["netns", "del", serverSide])
@@ -98,7 +109,9 @@ package final class NetworkLab: @unchecked Sendable {
     private func inNamespace<T: Sendable>(_ namespace: String, _ body: @escaping @Sendable () throws -> T) throws -> T {
         let path = "/var/run/netns/\(namespace)"
         let result = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
         let thread = Thread {
+            defer { done.signal() }
             let joined: Result<T, any Error> = Result {
                 let fd = open(path, O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { throw Unavailable(reason: "cannot open \(path): \(String(cString: strerror(errno)))") }
@@ -111,7 +124,7 @@ package final class NetworkLab: @unchecked Sendable {
             result.withLock { $0 = joined }
         }
         thread.start()
-        while result.withLock({ $0 == nil }) { usleep(1_000) } // a thread starting a server: no event to await
+        done.wait()
         return try result.withLock { $0! }.get()
     }
 

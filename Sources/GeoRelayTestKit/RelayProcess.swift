@@ -62,11 +62,7 @@ package final class RelayProcess {
     package func signal(_ number: Int32, within: Duration = .seconds(60)) -> Bool {
         kill(process.processIdentifier, number)
         guard number != SIGHUP else { return true }
-        let deadline = ContinuousClock.now + within
-        while process.isRunning, ContinuousClock.now < deadline {
-            usleep(2_000) // a child process exiting: Process offers no bounded wait
-        }
-        guard process.isRunning else {
+        guard !process.exited(within: within) else {
             process.waitUntilExit()
             return true
         }
@@ -143,4 +139,18 @@ package struct RelayProcessError: Error, CustomStringConvertible {
     package let message: String
     package init(message: String) { self.message = message }
     package var description: String { message }
+}
+
+extension Process {
+    /// Waits until the child has exited, at most `timeout`: whether it did. Foundation reaps the
+    /// child on a thread of its own and offers no bounded wait, so this polls, on the caller's
+    /// thread (tests run off the shared pool). Killing what did not exit is the caller's choice.
+    package func exited(within timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while isRunning {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(2_000) // a child process exiting: no event to await
+        }
+        return true
+    }
 }

@@ -29,15 +29,22 @@ import GeoRelayCore
         #expect(!FileManager.default.fileExists(atPath: fixture.settings.path))
     }
 
-    /// A writer that read at open (its recent positions, the next seq) and then saw the other
-    /// writer commit must still write: before, that read's snapshot was still open, and SQLite
-    /// refused the write transaction at once with SQLITE_BUSY, without waiting.
-    @Test func aWriterOpenedBeforeTheOthersCommitStillWrites() async throws {
+    /// The daemon's writer, five positions of "boat" stored for "traccar", then a command's
+    /// writer opened beside it (as `replay` and `logs --clear` open theirs).
+    private func daemonAndCommand() async throws -> (fixture: SpoolFixture, daemon: Spool, command: Spool, seqs: [Int64]) {
         let fixture = SpoolFixture()
         let daemon = try fixture.open()
         try await daemon.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
         let seqs = await daemon.append((0..<5).map { fix("boat", Int64($0)) }).compactMap(\.seq)
-        let command = try Spool.openExisting(settings: fixture.settings)
+        return (fixture, daemon, try Spool.openExisting(settings: fixture.settings), seqs)
+    }
+
+    /// A writer that read at open (its recent positions, the next seq) and then saw the other
+    /// writer commit must still write: before, that read's snapshot was still open, and SQLite
+    /// refused the write transaction at once with SQLITE_BUSY, without waiting.
+    @Test func aWriterOpenedBeforeTheOthersCommitStillWrites() async throws {
+        let (fixture, daemon, command, seqs) = try await daemonAndCommand()
+        defer { withExtendedLifetime(fixture) {} }
         #expect(await daemon.append((5..<10).map { fix("boat", Int64($0)) }).allSatisfy { $0.seq != nil })
         #expect(try await command.queueReplay(destination: "traccar", seqs: seqs) == 5)
         #expect(await daemon.append((10..<15).map { fix("boat", Int64($0)) }).allSatisfy { $0.seq != nil })
@@ -47,11 +54,8 @@ import GeoRelayCore
 
     /// A command's writer beside the daemon's: both commit, neither fails on the other's lock.
     @Test func aSecondWriterCoexistsWithTheFirst() async throws {
-        let fixture = SpoolFixture()
-        let daemon = try fixture.open()
-        try await daemon.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
-        let seqs = await daemon.append((0..<5).map { fix("boat", Int64($0)) }).compactMap(\.seq)
-        let command = try Spool.openExisting(settings: fixture.settings)
+        let (fixture, daemon, command, seqs) = try await daemonAndCommand()
+        defer { withExtendedLifetime(fixture) {} }
         async let appended = daemon.append((5..<500).map { fix("boat", Int64($0)) })
         #expect(try await command.queueReplay(destination: "traccar", seqs: seqs) == 5)
         try await command.clearLog()

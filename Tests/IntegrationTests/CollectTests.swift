@@ -34,14 +34,10 @@ import GeoRelayTestKit
 
     /// Waits for `process` to exit, at most `timeout`; when it has not, kills it and returns false.
     func exited(_ process: Process, within timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now >= deadline {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                return false
-            }
-            try? await Task.sleep(for: .milliseconds(20)) // Foundation reaps the child; there is no exit event to await here
+        guard process.exited(within: timeout) else {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return false
         }
         return true
     }

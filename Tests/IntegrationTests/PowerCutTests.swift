@@ -220,11 +220,7 @@ final class AcknowledgementCounter: Sendable {
 
 /// Waits (at most 30 s) for a killed relay to be gone.
 func awaitExit(_ relay: RelayProcess, what: String) throws {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while relay.process.isRunning {
-        guard ContinuousClock.now < deadline else { throw RelayProcessError(message: "waited 30 s for \(what) to exit") }
-        usleep(2_000) // a child process exiting: Process offers no bounded wait
-    }
+    guard relay.process.exited(within: .seconds(30)) else { throw RelayProcessError(message: "waited 30 s for \(what) to exit") }
 }
 
 /// What a power cut left on the disk, read from a copy of the backing directory so that the

@@ -11,13 +11,7 @@ import GeoRelayTestKit
 /// counters and from the relay's own accounting, and nothing answered `ok` is lost.
 @Suite(.offThePool) struct UplinkNamespaceTests {
     @Test func movingTheRouteMovesTheDestinationAndItsBytesToTheOtherUplink() async throws {
-        let lab: NetworkLab
-        do {
-            lab = try NetworkLab()
-        } catch let unavailable as NetworkLab.Unavailable {
-            print("SKIPPED: uplinks in network namespaces: \(unavailable.reason)")
-            return
-        }
+        guard let lab = try NetworkLab.orSkip("uplinks in network namespaces") else { return }
         // A new connection per request: the route of the moment, and its source address, for each.
         let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
         defer { server.http.stop() }
@@ -56,7 +50,7 @@ import GeoRelayTestKit
 
         // The failover: from now on the server is reached over up1, and the relay says so.
         try lab.route(via: 1)
-        try await waitForLog("traccar now via iridium (up1)")
+        try await waitForLog("traccar now via iridium (up1, metered)")
         try client.write((10..<20).map { line("boat", $0) }.joined())
         #expect(client.readLines(10).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await server.waitUntil { $0.count >= 20 })
@@ -73,13 +67,7 @@ import GeoRelayTestKit
 
     /// The kernel's announcement of a route change wakes the monitor's watch; a burst is one wake.
     @Test func aRouteChangeWakesTheWatch() async throws {
-        let lab: NetworkLab
-        do {
-            lab = try NetworkLab()
-        } catch let unavailable as NetworkLab.Unavailable {
-            print("SKIPPED: route watch in network namespaces: \(unavailable.reason)")
-            return
-        }
+        guard let lab = try NetworkLab.orSkip("route watch in network namespaces") else { return }
         let watch = try lab.onRelaySide { try RouteWatch() }
         defer { watch.stop() }
         let before = watch.wakes

@@ -134,6 +134,17 @@ package enum UplinkRoute {
     }
 }
 
+extension UplinkRoute.Answer {
+    /// `via starlink (eth1, metered)`: how status's screen and the relay's log say it.
+    package var phrase: String {
+        switch self {
+        case .uplink(let uplink): "via \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : ""))"
+        case .otherInterface(let interface): "via \(interface) (no uplink named for it)"
+        case .unknown(let reason): "on no known uplink: \(reason)"
+        }
+    }
+}
+
 /// What the running relay resolved, per host and port, for `keep`: a route is asked for every
 /// few seconds, and a name resolved as often would send a DNS query over the uplink each time
 /// (over Iridium, a few hundred kilobytes a day of nothing but lookups). A failed route forgets

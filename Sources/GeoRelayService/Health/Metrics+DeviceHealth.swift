@@ -3,14 +3,10 @@ import GeoRelayCore
 /// The health checks as Prometheus families: one gauge per check (0 ok, 1 degraded,
 /// 2 failing) and the figures an alert wants without parsing a reason.
 extension Metrics {
-    static func deviceFamilies(_ device: DeviceHealth, label: (String, String) -> String) -> String {
+    static func deviceFamilies(_ device: DeviceHealth) -> String {
         var out = ""
-        func family(_ name: String, _ help: String, _ samples: [(labels: String, value: Double)], type: String = "gauge") {
-            guard !samples.isEmpty else { return }
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for sample in samples {
-                out += name + (sample.labels.isEmpty ? "" : "{\(sample.labels)}") + " " + JSONValue.format(number: sample.value) + "\n"
-            }
+        func family(_ name: String, _ help: String, _ samples: [Sample], type: String = "gauge") {
+            out += Self.family(name, type: type, help, samples, omitEmpty: true)
         }
         func number(_ check: String, _ key: String) -> Double? {
             guard let details = device.check(check)?.details, case .number(let n)? = details.first(where: { $0.key == key })?.value else { return nil }

@@ -9,25 +9,14 @@ extension Metrics {
         guard !configuration.uplinks.isEmpty else { return "" }
         let answers = StatusReport.uplinkAnswers(configuration)
         let usage = (try? SpoolReader.open(path: configuration.spool.path).uplinkUsage(day: UplinkMonitor.day(nowMs))) ?? [:]
-        var out = ""
-        func family(_ name: String, _ help: String, _ samples: [(labels: String, value: Double)]) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-            for sample in samples { out += "\(name){\(sample.labels)} \(JSONValue.format(number: sample.value))\n" }
-        }
-        // Uplink and destination names come from the configuration, whose parser allows any text.
-        func quoted(_ value: String) -> String {
-            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n") + "\""
-        }
-        family("georelay_destination_uplink", "1 for the uplink a destination's route leaves by now.",
-               configuration.destinations.compactMap { destination in
-                   guard case .uplink(let uplink)? = answers[destination.name] else { return nil }
-                   return ("destination=\(quoted(destination.name)),uplink=\(quoted(uplink.name))", 1)
-               })
-        family("georelay_uplink_wire_bytes_today", "Wire bytes the uplink carried today (UTC), all destinations.",
-               configuration.uplinks.map { ("uplink=\(quoted($0.name))", Double(usage[$0.name]?.today ?? 0)) })
-        family("georelay_uplink_wire_bytes_month", "Wire bytes the uplink carried this month (UTC), all destinations.",
-               configuration.uplinks.map { ("uplink=\(quoted($0.name))", Double(usage[$0.name]?.month ?? 0)) })
-        return out
+        return family("georelay_destination_uplink", "1 for the uplink a destination's route leaves by now.",
+                      configuration.destinations.compactMap { destination in
+                          guard case .uplink(let uplink)? = answers[destination.name] else { return nil }
+                          return (label("destination", destination.name) + "," + label("uplink", uplink.name), 1)
+                      })
+            + family("georelay_uplink_wire_bytes_today", "Wire bytes the uplink carried today (UTC), all destinations.",
+                     configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.today ?? 0)) })
+            + family("georelay_uplink_wire_bytes_month", "Wire bytes the uplink carried this month (UTC), all destinations.",
+                     configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.month ?? 0)) })
     }
 }

@@ -32,12 +32,7 @@ extension StatusReport {
 
     /// `, via starlink (eth1)` on the destination's line of the screen.
     func uplinkText(destination: String) -> String {
-        guard let answer = uplinks[destination] else { return "" }
-        switch answer {
-        case .uplink(let uplink): return ", via \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : ""))"
-        case .otherInterface(let interface): return ", via \(interface) (no uplink named for it)"
-        case .unknown(let reason): return ", uplink unknown: \(reason)"
-        }
+        uplinks[destination].map { ", \($0.phrase)" } ?? ""
     }
 }
 

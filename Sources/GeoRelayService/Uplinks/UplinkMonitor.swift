@@ -61,7 +61,7 @@ package final class UplinkMonitor: Sendable {
             spool.record(uplinkUsage: usage)
             // The crew's record of failovers: each destination's uplink when first known and at each change.
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
-                logger.notice("\(destination) now \(Self.describe(answer))")
+                logger.notice("\(destination) now \(answer.phrase)")
             }
             // The next look: at the interval, or at once when the kernel announces a change.
             if let routeWatch {
@@ -89,15 +89,6 @@ package final class UplinkMonitor: Sendable {
                 if let uplink = route { bytes[uplink, default: 0] += delta }
             }
             return bytes.sorted { $0.key < $1.key }.map { UplinkUsage(uplink: $0.key, day: day, bytes: $0.value) }
-        }
-    }
-
-    /// `via iridium (ppp0)`, as the log says it.
-    static func describe(_ answer: UplinkRoute.Answer) -> String {
-        switch answer {
-        case .uplink(let uplink): "via \(uplink.name) (\(uplink.interface))"
-        case .otherInterface(let interface): "via \(interface), which no uplink names"
-        case .unknown(let reason): "on no known uplink: \(reason)"
         }
     }
 
