@@ -98,13 +98,15 @@ package struct Relay: Sendable {
         if !configuration.uplinks.isEmpty {
             do { routeWatch = try RouteWatch() } catch { logger.warning("uplinks: route changes are seen at the next look only: \(error)") }
         }
-        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch) { liveConfiguration.configuration }
+        // One gate for every generation of forwarders: a reload does not forget a spent budget.
+        let gate = UplinkGate()
+        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch, gate: gate) { liveConfiguration.configuration }
         let monitoring = Task { await uplinks.run() }
 
         var current = configuration
         var signalled = signals.signals.makeAsyncIterator()
         while true {
-            let generation = makeForwarders(current, spool: spool, logger: logger)
+            let generation = makeForwarders(current, spool: spool, gate: gate, logger: logger)
             let request = await run(generation, logger: logger) {
                 let request = await nextRequest(from: &signalled, current: current, logger: logger, systemd: systemd)
                 if case .stop = request {
@@ -193,7 +195,7 @@ package struct Relay: Sendable {
     }
 
     /// The forwarders of one configuration generation, built but not started.
-    private func makeForwarders(_ configuration: Configuration, spool: Spool, logger: Logger) -> [(name: String, forwarder: any DestinationForwarder)] {
+    private func makeForwarders(_ configuration: Configuration, spool: Spool, gate: UplinkGate, logger: Logger) -> [(name: String, forwarder: any DestinationForwarder)] {
         var forwarders: [(name: String, forwarder: any DestinationForwarder)] = []
         for destination in configuration.destinations {
             if destination.tls.insecure {
@@ -202,8 +204,8 @@ package struct Relay: Sendable {
             }
             do {
                 switch destination.kind {
-                case .traccar: forwarders.append((destination.name, try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: ""))))
-                case .push: forwarders.append((destination.name, try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: ""))))
+                case .traccar: forwarders.append((destination.name, try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)))
+                case .push: forwarders.append((destination.name, try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)))
                 }
             } catch {
                 logger.error("destination \(destination.name) cannot start: \(error)")

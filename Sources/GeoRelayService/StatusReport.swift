@@ -241,7 +241,7 @@ package struct StatusReport: Sendable {
             out += line + "\n"
             var times = "    last success \(d.lastSuccessMs.map { "\(duration(nowMs - $0)) ago" } ?? "never")"
             if let next = d.nextAttemptMs, d.state != "online" { times += ", next attempt in \(duration(max(0, next - nowMs)))" }
-            if let error = d.lastError, d.state != "online" { times += ", last error: \(error)" }
+            if let error = d.lastError, d.state != "online" { times += d.state == "deferred" ? ", deferred: \(error)" : ", last error: \(error)" }
             out += times + "\n"
         }
         out += uplinksText

@@ -72,6 +72,18 @@ package final class SpoolReader {
         }
     }
 
+    /// Each device's newest position (its cursor's `lastSeq`): where it is now, for the
+    /// still-alive minimum an uplink with a spent budget still carries.
+    package func newest(of cursors: [DeviceCursor]) throws(SpoolError) -> [StoredPosition] {
+        var newest: [StoredPosition] = []
+        for cursor in cursors {
+            if let last = try positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.lastSeq - 1, limit: 1).first {
+                newest.append(last)
+            }
+        }
+        return newest
+    }
+
     /// Positions stored after `seq` across all devices, oldest first (real-time-only destinations).
     package func positions(after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
@@ -150,30 +162,32 @@ package final class SpoolReader {
         }
     }
 
-    /// Alarms this destination has not had yet, oldest first, and which of
-    /// its pending alarms it already had ahead of their backlog.
+    /// Alarms this destination has not had yet, oldest first, and which of its pending
+    /// positions it already had ahead of their backlog: alarms, and the still-alive positions
+    /// an uplink with a spent budget carried (`alarm_sent` keeps its name from before those).
     package func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>) {
         try wrap {
             let select = try db.statement(Self.bothTables("""
-                SELECT \(Self.columns(of: "p")), p.device_id, d.name, (SELECT 1 FROM alarm_sent a WHERE a.destination = ?1 AND a.seq = p.seq)
+                SELECT \(Self.columns(of: "p")), p.device_id, d.name
                 FROM %TABLE p JOIN devices d ON d.id = p.device_id
                 JOIN destinations dst ON dst.name = ?1
                 LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
                 WHERE p.alarm IS NOT NULL AND d.hidden = 0 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
                 """, then: "ORDER BY seq"))
             select.bind(1, destination)
-            var unsent: [StoredPosition] = []
+            let alarms = try storedRowsWithDevice(select)
+            // Few rows: a destination's alarms, and at most one position per device per
+            // `send.minIntervalSeconds` while a budget is spent.
+            let ahead = try db.statement(Self.bothTables("""
+                SELECT a.seq FROM alarm_sent a JOIN %TABLE p ON p.seq = a.seq
+                JOIN destinations dst ON dst.name = ?1
+                LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
+                WHERE a.destination = ?1 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+                """, then: ""))
+            ahead.bind(1, destination)
             var sent = Set<Int64>()
-            while try select.step() {
-                let seq = select.int64(0)
-                if !select.isNull(15) {
-                    sent.insert(seq)
-                    continue
-                }
-                unsent.append(StoredPosition(seq: seq, deviceID: select.int64(13), receivedMs: select.int64(1),
-                                             position: Self.readPosition(select, device: select.text(14) ?? "")))
-            }
-            return (unsent, sent)
+            while try ahead.step() { sent.insert(ahead.int64(0)) }
+            return (alarms.filter { !sent.contains($0.seq) }, sent)
         }
     }
 

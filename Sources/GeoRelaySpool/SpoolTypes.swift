@@ -26,6 +26,13 @@ package struct StoredPosition: Sendable, Equatable {
     package var deviceID: Int64
     package var receivedMs: Int64
     package var position: Position
+
+    package init(seq: Int64, deviceID: Int64, receivedMs: Int64, position: Position) {
+        self.seq = seq
+        self.deviceID = deviceID
+        self.receivedMs = receivedMs
+        self.position = position
+    }
 }
 
 /// A destination's view of one device: how far it has acknowledged, whether it is parked.
@@ -53,6 +60,9 @@ package enum DestinationState: String, Sendable, CaseIterable {
     case online, backoff, probing, disabled
     /// The server refused the credentials; waiting for new ones (or retrying the login).
     case authFailed = "auth-failed"
+    /// The uplink carrying it has spent its budget: only alarms and a still-alive position per
+    /// device go; the backlog waits (`UplinkGate`).
+    case deferred
 }
 
 /// Changes to one destination's delivery state, applied in the writer's next commit.
@@ -74,8 +84,9 @@ package struct DeliveryUpdate: Sendable {
     package var encoding: String?
     /// The location filter's memory per device, as of the acknowledgements above.
     package var filterStates: [(deviceID: Int64, state: FilterState)] = []
-    /// Alarms sent ahead of their device's backlog: skipped when the backlog reaches them.
-    package var alarmsSent: [Int64] = []
+    /// Positions sent ahead of their device's backlog (alarms, and still-alive positions over an
+    /// uplink whose budget is spent): skipped when the backlog reaches them.
+    package var sentAhead: [Int64] = []
     /// Replayed positions delivered: off the replay queue.
     package var replayed: [Int64] = []
 
@@ -98,7 +109,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && alarmsSent.isEmpty && replayed.isEmpty
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
     }
 }
 

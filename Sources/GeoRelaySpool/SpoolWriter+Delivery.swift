@@ -51,9 +51,9 @@ extension SpoolWriter {
                                state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
             }
         }
-        if !update.alarmsSent.isEmpty {
+        if !update.sentAhead.isEmpty {
             let insert = try db.statement("INSERT OR IGNORE INTO alarm_sent(destination, seq) VALUES(?, ?)")
-            for seq in update.alarmsSent {
+            for seq in update.sentAhead {
                 try insert.run(with: update.destination, seq)
             }
         }

@@ -14,6 +14,10 @@ import Testing
         #expect(budgeted.uplinks.map(\.budget) == [Configuration.Budget(dayBytes: 100_000), Configuration.Budget(dayBytes: 5_000_000, monthBytes: 50_000_000)])
         let budget = Configuration.Budget(dayBytes: 100, monthBytes: 1_000)
         #expect(!budget.isSpent(today: 99, month: 500) && budget.isSpent(today: 100, month: 500) && budget.isSpent(today: 0, month: 1_000))
+        // The still-alive minimum: 15 minutes unless said.
+        #expect(budgeted.uplinks[0].send.minIntervalSeconds == 900)
+        let sending = try Configuration.parse(#"{uplinks: [{name: "iridium", interface: "ppp0", budget: {dayBytes: 100000}, send: {minIntervalSeconds: 1800}}]}"#)
+        #expect(sending.uplinks[0].send == Configuration.Send(minIntervalSeconds: 1800))
     }
 
     @Test(arguments: [
@@ -29,6 +33,8 @@ import Testing
         (#"{uplinks: [{name: "a", interface: "eth1", budget: {monthBytes: 1.5}}]}"#, "uplinks[0].budget.monthBytes: expected a whole number, got 1.5"),
         (#"{uplinks: [{name: "a", interface: "eth1", budget: {dayBytes: 10, weekBytes: 5}}]}"#, "uplinks[0].budget.weekBytes: unknown key"),
         (#"{uplinks: [{name: "a", interface: "eth1", metered: "yes"}]}"#, "uplinks[0].metered: expected true or false, got a string"),
+        (#"{uplinks: [{name: "a", interface: "eth1", send: {minIntervalSeconds: 0}}]}"#, "uplinks[0].send.minIntervalSeconds: must be at least 1, got 0"),
+        (#"{uplinks: [{name: "a", interface: "eth1", send: {interval: 60}}]}"#, "uplinks[0].send.interval: unknown key"),
     ])
     func badUplinksSayWhatAndWhere(text: String, message: String) {
         #expect {

@@ -40,9 +40,9 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
         try await super.init(settings: settings, configure: configure)
     }
 
-    func withForwarder(_ body: () async throws -> Void) async throws {
+    func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
         let clock = self.clock
-        try await running(try PushForwarder(settings: settings, spool: spool, logger: .disabled, now: { clock.now() }), body)
+        try await running(try PushForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate, now: { clock.now() }), body)
     }
 
     deinit {

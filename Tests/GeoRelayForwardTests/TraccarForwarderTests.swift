@@ -23,8 +23,8 @@ final class ForwardFixture: SpoolFixture, @unchecked Sendable {
     }
 
     /// Runs the forwarder while `body` runs, then stops it.
-    func withForwarder(_ body: () async throws -> Void) async throws {
-        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled), body)
+    func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
+        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate), body)
     }
 
     deinit {

@@ -51,4 +51,39 @@ import GeoRelayTestKit
         #expect(UplinkMonitor.day(1_796_083_199_999) == "2026-11-30")
         #expect(UplinkMonitor.day(1_796_083_200_000) == "2026-12-01")
     }
+
+    @Test func totalsStartAfreshEachUTCDayAndMonth() throws {
+        let directory = try TemporaryDirectory()
+        let spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        defer { spool.close() }
+        let monitor = UplinkMonitor(spool: spool, logger: .disabled) { Configuration() }
+        monitor.tally([UplinkUsage(uplink: "iridium", day: "2026-11-30", bytes: 700)], day: "2026-11-30")
+        let sameDay = monitor.tally([UplinkUsage(uplink: "iridium", day: "2026-11-30", bytes: 300)], day: "2026-11-30")
+        #expect(sameDay["iridium"]! == (1_000, 1_000))
+        // A new month: both start afresh.
+        let december = monitor.tally([UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 50)], day: "2026-12-01")
+        #expect(december["iridium"]! == (50, 50))
+        // A new day of the same month: the day only.
+        let next = monitor.tally([], day: "2026-12-02")
+        #expect(next["iridium"]! == (0, 50))
+    }
+
+    @Test func aDestinationOnASpentBudgetIsRestrictedAndOneElsewhereIsNot() throws {
+        var config = Configuration()
+        var iridium = Self.iridium
+        iridium.budget = Configuration.Budget(dayBytes: 100_000, monthBytes: 2_000_000)
+        iridium.send = Configuration.Send(minIntervalSeconds: 1800)
+        config.uplinks = [Self.starlink, iridium]
+        let routes: [String: UplinkRoute.Answer] = ["traccar": .uplink(iridium), "push": .uplink(Self.starlink), "lan": .otherInterface("br0")]
+        #expect(UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (99_999, 500_000)]).isEmpty, "a byte left")
+        let day = UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (100_000, 500_000), "starlink": (9_999_999, 9_999_999)])
+        #expect(Array(day.keys) == ["traccar"], "only the destination on the spent uplink")
+        #expect(day["traccar"]?.uplink == "iridium")
+        #expect(day["traccar"]?.minIntervalMs == 1_800_000)
+        #expect(day["traccar"]?.reason == "iridium's day budget of 97.7 KiB is spent until 00:00 UTC or until another uplink carries the traffic: only alarms and a position per device every 30 min")
+        let month = UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (10, 2_000_000)])
+        #expect(month["traccar"]?.reason.hasPrefix("iridium's month budget of 1.9 MiB is spent until the 1st, 00:00 UTC") == true)
+        // The words do not change with the bytes: a change would wake every forwarder at each look.
+        #expect(UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (150_000, 500_000)]) == day)
+    }
 }

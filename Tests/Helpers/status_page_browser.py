@@ -162,6 +162,15 @@ READ_DOM = r"""(() => {
       wireBytesToday: f("wireBytesToday") && Number(f("wireBytesToday").dataset.value), wireBytesTodayText: text(f("wireBytesToday")),
       wireBytesThisMonth: f("wireBytesThisMonth") && Number(f("wireBytesThisMonth").dataset.value), wireBytesThisMonthText: text(f("wireBytesThisMonth")),
       lastError: text(f("lastError")), chartSamples: f("chart") && Number(f("chart").dataset.samples),
+      uplink: f("uplink") && f("uplink").dataset.value, uplinkText: text(f("uplink")),
+    };
+  }
+  const uplinks = {};
+  for (const card of document.querySelectorAll("[data-uplink]")) {
+    const f = (n) => field(card, n);
+    uplinks[card.dataset.uplink] = {
+      wireBytesToday: f("wireBytesToday") && Number(f("wireBytesToday").dataset.value), todayText: text(f("wireBytesToday")),
+      budgetState: f("budgetState") && f("budgetState").dataset.value, carrying: text(f("carrying")),
     };
   }
   const devices = {};
@@ -176,12 +185,12 @@ READ_DOM = r"""(() => {
       sources: [...card.querySelectorAll("[data-source]")].map((s) => ({ name: s.dataset.source, active: s.dataset.active === "true" })),
     };
   }
-  return { destinations, devices, checks: document.querySelectorAll("[data-check]").length,
+  return { destinations, devices, uplinks, checks: document.querySelectorAll("[data-check]").length,
            logEntries: document.querySelectorAll("#log li:not(.empty)").length };
 })()"""
 
 STATE_WORDS = {"online": "Up: sending", "backoff": "Down: waiting to retry", "probing": "Down: checking the link",
-               "auth-failed": "Login refused", "disabled": "Disabled", "not started": "Not started yet", "stopped": "Relay stopped"}
+               "auth-failed": "Login refused", "deferred": "Budget spent: alarms and a position now and then", "disabled": "Disabled", "not started": "Not started yet", "stopped": "Relay stopped"}
 
 
 def human_bytes(n):
@@ -216,8 +225,28 @@ def check_against(page, expected, failures):
                 failures.append(f"destination {d['name']}: {key} {shown[key]} ({shown[key + 'Text']!r}), status --json says {d[key]} ({human_bytes(d[key])})")
         if d["state"] != "online" and d.get("lastError") and not shown["lastError"]:
             failures.append(f"destination {d['name']}: status --json has lastError {d['lastError']!r}, the page shows none")
+        route = d.get("uplink")
+        if route is not None and (shown["uplink"] != (route.get("name") or "") or not shown["uplinkText"]):
+            failures.append(f"destination {d['name']}: via {shown['uplink']!r} ({shown['uplinkText']!r}) on the page, status --json says {route}")
         if shown["chartSamples"] != len(d["history"]["rows"]):
             failures.append(f"destination {d['name']}: chart of {shown['chartSamples']} samples, status --json has {len(d['history']['rows'])}")
+    for u in expected.get("uplinks", []):
+        shown = page["uplinks"].get(u["name"])
+        if shown is None:
+            failures.append(f"uplink {u['name']}: no card on the page")
+            continue
+        # The relay counts on between status --json and the page: never less than it said.
+        if shown["wireBytesToday"] is None or shown["wireBytesToday"] < u["wireBytesToday"]:
+            failures.append(f"uplink {u['name']}: {shown['wireBytesToday']} bytes today on the page, status --json says {u['wireBytesToday']}")
+        budget = u.get("budget")
+        if budget and budget.get("dayBytes") and human_bytes(budget["dayBytes"]) not in (shown["todayText"] or ""):
+            failures.append(f"uplink {u['name']}: today reads {shown['todayText']!r}, without its budget of {human_bytes(budget['dayBytes'])}")
+        if shown["budgetState"] != ("spent" if budget and budget["spent"] else "ok"):
+            failures.append(f"uplink {u['name']}: budget {shown['budgetState']!r} on the page, status --json says {budget}")
+        carrying = [d["name"] for d in expected["destinations"] if (d.get("uplink") or {}).get("name") == u["name"]]
+        for name in carrying:
+            if name not in (shown["carrying"] or ""):
+                failures.append(f"uplink {u['name']}: carrying {shown['carrying']!r} on the page, status --json routes {name} over it")
     for d in expected["devices"]:
         shown = page["devices"].get(d["name"])
         if shown is None:

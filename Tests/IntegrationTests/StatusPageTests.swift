@@ -46,6 +46,7 @@ import GeoRelayTestKit
             """, topLevel: """
             ui: { listen: "127.0.0.1:\(port)" }, metrics: { listen: "127.0.0.1:\(port)" },
             devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"] }],
+            uplinks: [{ name: "loopback", interface: "lo", metered: true, budget: { dayBytes: 1073741824 } }],
             """)
         chmod(world.configPath, 0o600)
         let nowS = Int(Date().timeIntervalSince1970)
@@ -76,6 +77,10 @@ import GeoRelayTestKit
             return row("traccar")?["pending"]?.number == 0 && row("gw")?["pending"]?.number == 0
                 && ["backoff", "probing"].contains(row("shore")?["state"]?.string ?? "") && (row("shore")?["pending"]?.number ?? 0) > 0
         }
+        // The page has an uplink to show: loopback carries every destination here.
+        #expect(status["uplinks"]?.array?.count == 1)
+        #expect((status["destinations"]?.array ?? []).allSatisfy { $0["uplink"]?["name"]?.string == "loopback" },
+                "every destination's route leaves by lo: \((status["destinations"]?.array ?? []).map { $0["uplink"] ?? .null })")
         let expectedPath = world.directory.file("status.json")
         try JSONValue.object(status).jsonText.write(toFile: expectedPath, atomically: true, encoding: .utf8)
 

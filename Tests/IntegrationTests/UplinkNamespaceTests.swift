@@ -20,23 +20,8 @@ import GeoRelayTestKit
                               traccarURL: "http://\(lab.serverAddress):\(server.http.port)")
         let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
         world.relay = relay
-        func status() throws -> JSONObject {
-            let command = lab.commandOnRelaySide([RelayProcess.binary, "status", "--json", "--config", world.configPath])
-            let result = try RelayProcess.run(command.executable, command.arguments, directory: world.directory.path)
-            guard result.status == 0, case .object(let object) = try JSONParser.parse(result.stdout) else {
-                throw RelayProcessError(message: "status --json in the relay's namespace: \(result.status) \(result.stderr)")
-            }
-            return object
-        }
-        func waitForLog(_ text: String) async throws {
-            let deadline = ContinuousClock.now + .seconds(20)
-            while !relay.stderrText().contains(text) {
-                guard ContinuousClock.now < deadline else {
-                    throw RelayProcessError(message: "no '\(text)' in the relay's log within 20 s: \(relay.stderrText().suffix(1500))")
-                }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-        }
+        let status = { try Self.status(world, lab) }
+        let waitForLog = { (text: String) in try await Self.waitForLog(text, relay) }
 
         try await waitForLog("traccar now via starlink (up0)")
         let client = try world.client()
@@ -79,6 +64,107 @@ import GeoRelayTestKit
         #expect(watch.wakes > before, "no wake within 10 s of moving the route")
     }
 
+    /// An uplink with a day budget of 3 KB and a still-alive minimum of a minute: once spent, the
+    /// backlog waits (only the newest position per minute goes); when the route moves to the
+    /// cheap uplink it drains there, in order, as history, and nothing is lost or sent twice.
+    @Test func aSpentBudgetHoldsTheBacklogUntilTheCheapUplinkCarriesIt() async throws {
+        guard let lab = try NetworkLab.orSkip("uplink budgets in network namespaces") else { return }
+        let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
+        defer { server.http.stop() }
+        let world = try RelayWorld()
+        let budget = 3_000
+        try world.writeConfig(topLevel: """
+            uplinks: [{ name: "iridium", interface: "up0", metered: true, budget: { dayBytes: \(budget) }, send: { minIntervalSeconds: 60 } },
+                      { name: "starlink", interface: "up1" }],
+            """, traccarURL: "http://\(lab.serverAddress):\(server.http.port)")
+        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
+        world.relay = relay
+        let status = { try Self.status(world, lab) }
+        try await Self.waitForLog("traccar now via iridium (up0, metered)", relay)
+
+        // Live until the budget is spent: about 150 HTTP bytes a position, so 25 spend 3 KB.
+        let client = try world.client()
+        try client.write((0..<25).map { line("boat", $0) }.joined())
+        #expect(client.readLines(25).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await server.waitUntil { $0.count >= 25 })
+        try await Self.waitForLog("backlog deferred: iridium's day budget", relay)
+        let spent = try await Self.waitFor(status, "the destination deferred") { $0.destination("traccar")?["state"]?.string == "deferred" }
+        let atSpent = spent.uplink("iridium")?["wireBytesToday"]?.number ?? 0
+        #expect(spent.uplink("iridium")?["budget"]?["spent"] == .bool(true))
+
+        // Ten minutes of positions while the budget is spent: a still-alive one per minute at most.
+        try client.write((25..<625).map { line("boat", $0) }.joined())
+        #expect(client.readLines(600).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await server.waitUntil { $0.contains { $0.fixTimeMs == fixTimeMs(624) } }, "the newest position, still alive")
+        let deferred = try await Self.waitFor(status, "the backlog counted as deferred") { ($0.uplink("iridium")?["deferred"]?.number ?? 0) > 0 }
+        let alive = server.positions.dropFirst(25).map(\.fixTimeMs)
+        #expect(alive.count <= 11, "at most one position a minute of ten went: \(alive.count)")
+        #expect(zip(alive, alive.dropFirst()).allSatisfy { $1 - $0 >= 60_000 }, "a minute apart at least: \(alive)")
+        let iridiumBytes = try await Self.waitFor(status, "iridium's count to take the still-alive sends") {
+            ($0.uplink("iridium")?["wireBytesToday"]?.number ?? 0) >= atSpent
+        }.uplink("iridium")?["wireBytesToday"]?.number ?? 0
+        // Over the budget by at most what one look lets through (5 s of traffic) and the still-alive sends.
+        #expect(iridiumBytes <= Double(budget) + 5 * 1_000 + Double(alive.count) * 200, "iridium carried \(iridiumBytes) B on a \(budget) B budget")
+        #expect((deferred.destination("traccar")?["pending"]?.number ?? 0) >= Double(600 - alive.count), "the backlog is owed, not dropped")
+
+        // Starlink takes the route: the backlog drains over it, oldest first, as history.
+        let up1Before = try lab.bytes(uplink: 1)
+        try lab.route(via: 1)
+        try await Self.waitForLog("traccar now via starlink (up1)", relay)
+        #expect(await server.waitUntil(timeout: .seconds(60)) { $0.count >= 625 }, "the backlog over starlink")
+        let drained = try await Self.waitFor(status, "nothing pending, online") {
+            $0.destination("traccar")?["pending"]?.number == 0 && $0.destination("traccar")?["state"]?.string == "online"
+        }
+        let received = server.positions
+        #expect(received.count == 625, "every position once: \(received.count)")
+        #expect(Set(received.map(\.fixTimeMs)) == Set((0..<625).map(fixTimeMs)), "nothing answered ok was lost")
+        let backfill = received.dropFirst(25 + alive.count)
+        #expect(backfill.map(\.fixTimeMs) == backfill.map(\.fixTimeMs).sorted(), "the backfill in order")
+        #expect(backfill.allSatisfy { $0.attributes["archive"] == .bool(true) }, "the backfill as history")
+        #expect(drained.uplink("iridium")?["deferred"]?.number == 0)
+        // The monitor puts the backfill's bytes on starlink at its next look.
+        let starlink = try await Self.waitFor(status, "starlink's count of the backfill") {
+            ($0.uplink("starlink")?["wireBytesToday"]?.number ?? 0) > 0
+        }.uplink("starlink")?["wireBytesToday"]?.number ?? 0
+        let up1Carried = Double(try lab.bytes(uplink: 1) - up1Before)
+        #expect(starlink > 0 && up1Carried >= starlink, "the backfill went over up1: \(up1Carried) B on the wire for \(starlink) B counted")
+        print("uplink budget in namespaces: iridium \(Int(iridiumBytes)) B on a \(budget) B budget (\(alive.count) still-alive positions of 600), starlink \(Int(starlink)) B for the backfill of \(backfill.count)")
+        #expect(relay.signal(SIGTERM))
+    }
+
+    /// `status --json`, run in the relay's namespace (routes are asked for there).
+    private static func status(_ world: RelayWorld, _ lab: NetworkLab) throws -> JSONObject {
+        let command = lab.commandOnRelaySide([RelayProcess.binary, "status", "--json", "--config", world.configPath])
+        let result = try RelayProcess.run(command.executable, command.arguments, directory: world.directory.path)
+        guard result.status == 0, case .object(let object) = try JSONParser.parse(result.stdout) else {
+            throw RelayProcessError(message: "status --json in the relay's namespace: \(result.status) \(result.stderr)")
+        }
+        return object
+    }
+
+    private static func waitForLog(_ text: String, _ relay: RelayProcess) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !relay.stderrText().contains(text) {
+            guard ContinuousClock.now < deadline else {
+                throw RelayProcessError(message: "no '\(text)' in the relay's log within 20 s: \(relay.stderrText().suffix(1500))")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Polls status until `condition` holds, for at most 30 s.
+    private static func waitFor(_ status: () throws -> JSONObject, _ what: String, _ condition: (JSONObject) -> Bool) async throws -> JSONObject {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            let object = try status()
+            if condition(object) { return object }
+            guard ContinuousClock.now < deadline else {
+                throw RelayProcessError(message: "waited 30 s for \(what): \(JSONValue.object(object).jsonText.prefix(1500))")
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
     /// Polls status (run in the relay's namespace) until its accounting satisfies `condition`:
     /// the monitor looks every 5 s and its usage is committed with the next held state.
     private func waitForAccounting(_ status: () throws -> JSONObject,
@@ -98,4 +184,9 @@ import GeoRelayTestKit
             try await Task.sleep(for: .milliseconds(200))
         }
     }
+}
+
+private extension JSONObject {
+    func destination(_ name: String) -> JSONValue? { self["destinations"]?.array?.first { $0["name"]?.string == name } }
+    func uplink(_ name: String) -> JSONValue? { self["uplinks"]?.array?.first { $0["name"]?.string == name } }
 }

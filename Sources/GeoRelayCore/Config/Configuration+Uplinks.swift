@@ -12,12 +12,27 @@ extension Configuration {
         package var metered = false
         /// What the uplink may carry per UTC day and month, in wire bytes; nil: no limit.
         package var budget: Budget?
+        /// What goes over it once its budget is spent.
+        package var send = Send()
 
-        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil) {
+        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil, send: Send = Send()) {
             self.name = name
             self.interface = interface
             self.metered = metered
             self.budget = budget
+            self.send = send
+        }
+    }
+
+    /// `uplinks[].send`: what an uplink carries when its budget is spent.
+    package struct Send: Sendable, Equatable {
+        /// The still-alive minimum: per device at most one position this often (device time)
+        /// once the budget is spent; alarms always go. 15 min: a vessel's position on the
+        /// server stays current to within a few miles for about 100 bytes an hour per device.
+        package var minIntervalSeconds: Double = 900
+
+        package init(minIntervalSeconds: Double = 900) {
+            self.minIntervalSeconds = minIntervalSeconds
         }
     }
 
@@ -52,6 +67,12 @@ extension Configuration {
             }
             let metered = try node.bool("metered", default: false)
             let budget = node.contains("budget") ? try parseBudget(try node.node("budget")) : nil
+            var send = Send()
+            if node.contains("send") {
+                var policy = try node.node("send")
+                send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1)
+                try policy.finish()
+            }
             try node.finish()
             if uplinks.contains(where: { $0.name == name }) {
                 throw ConfigError(path: node.child("name"), "duplicate uplink name \"\(name)\"")
@@ -59,7 +80,7 @@ extension Configuration {
             if let other = uplinks.first(where: { $0.interface == interface }) {
                 throw ConfigError(path: node.child("interface"), "interface \(interface) is already uplink \"\(other.name)\"")
             }
-            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget))
+            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget, send: send))
         }
         return uplinks
     }

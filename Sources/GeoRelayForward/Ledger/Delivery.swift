@@ -6,8 +6,9 @@ struct Delivery: Sendable {
     enum Kind: Sendable, Equatable {
         /// The next of its device's backlog: answered, it moves the device's cursor.
         case backlog
-        /// An alarm sent ahead of its device's backlog: the backlog skips it when it gets there.
-        case alarmAhead
+        /// Sent ahead of its device's backlog (an alarm, or a still-alive position over an uplink
+        /// whose budget is spent): the backlog skips it when it gets there.
+        case ahead
         /// History queued by `georelay replay`: off the replay queue once answered; no cursor moves.
         case replay
     }

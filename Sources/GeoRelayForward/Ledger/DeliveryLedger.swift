@@ -20,8 +20,9 @@ struct DeliveryLedger: Sendable {
     private(set) var acked: [Int64: Int64] = [:]
     /// Per device, the location filter's memory as of `acked`.
     private(set) var filters: [Int64: FilterState] = [:]
-    /// Alarms delivered ahead of their backlog that the spool may not have recorded yet.
-    private(set) var alarmsSent: Set<Int64> = []
+    /// Positions delivered ahead of their backlog (alarms, still-alive positions) that the spool
+    /// may not have recorded yet.
+    private(set) var sentAhead: Set<Int64> = []
     /// Replayed positions settled (delivered or refused) that the spool may still list as queued.
     private(set) var replaysSettled: Set<Int64> = []
 
@@ -43,12 +44,27 @@ struct DeliveryLedger: Sendable {
     /// backlog skips), from the spool's view of them and what this ledger knows since.
     mutating func alarms(_ spool: (unsent: [StoredPosition], sent: Set<Int64>)) -> (ahead: [Delivery], sent: Set<Int64>) {
         // Forget what the spool now records; keep what it has not committed yet.
-        alarmsSent.subtract(spool.sent)
-        let sent = spool.sent.union(alarmsSent)
-        let ahead = spool.unsent.filter { !sent.contains($0.seq) }.map { alarm in
-            Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .alarmAhead)
+        sentAhead.subtract(spool.sent)
+        let sent = spool.sent.union(sentAhead)
+        // An alarm this ledger settled in its backlog turn (the spool may not show it yet) is had.
+        let ahead = spool.unsent.filter { !sent.contains($0.seq) && $0.seq > acked[$0.deviceID] ?? 0 }.map { alarm in
+            Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .ahead)
         }
         return (ahead, sent)
+    }
+
+    /// Under a spent budget (`UplinkGate.Restriction`): of each device's newest pending position,
+    /// those whose fix is at least `minIntervalMs` after the newest fix the server has of the
+    /// device (or of which it has none), to go ahead of the backlog as an alarm does. Device time,
+    /// not the relay's: deterministic from what the spool holds, so a restart sends no extra one.
+    /// The filter is not asked: this is the still-alive minimum, which goes whatever it says.
+    func stillAlive(_ newest: [StoredPosition], minIntervalMs: Int64, sent: Set<Int64>) -> [Delivery] {
+        newest.compactMap { stored in
+            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq) else { return nil }
+            let state = filters[stored.deviceID] ?? FilterState()
+            if let newestSent = state.newestSentMs, stored.position.timeMs - newestSent < minIntervalMs { return nil }
+            return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
+        }
     }
 
     /// The replays to send from the spool's queue: those this ledger has not settled since the
@@ -86,9 +102,9 @@ struct DeliveryLedger: Sendable {
         case .replay:
             update.replayed.append(delivery.stored.seq)
             replaysSettled.insert(delivery.stored.seq)
-        case .alarmAhead:
-            update.alarmsSent.append(delivery.stored.seq)
-            alarmsSent.insert(delivery.stored.seq)
+        case .ahead:
+            update.sentAhead.append(delivery.stored.seq)
+            sentAhead.insert(delivery.stored.seq)
             // Traccar computes distance and engine hours against a device's latest position,
             // so what the server now has as newest makes the older backlog history (`archive`).
             var state = filters[delivery.deviceID] ?? FilterState()
@@ -102,7 +118,8 @@ struct DeliveryLedger: Sendable {
 
     /// The server refused it for good. A backlog position is quarantined (kept, counted, never
     /// retried automatically) and its device goes on; a replayed one leaves the replay queue; an
-    /// alarm refused ahead of its backlog is left to its turn in the backlog, which decides.
+    /// position refused ahead of its backlog (an alarm, a still-alive one) is left to its turn in
+    /// the backlog, which decides.
     mutating func refused(_ delivery: Delivery, reason: String, logger: Logger, into update: inout DeliveryUpdate) {
         let (seq, device) = (delivery.stored.seq, delivery.device)
         switch delivery.kind {
@@ -110,8 +127,8 @@ struct DeliveryLedger: Sendable {
             logger.warning("replayed position \(seq) of \(device) refused: \(reason)")
             update.replayed.append(seq)
             replaysSettled.insert(seq)
-        case .alarmAhead:
-            logger.warning("alarm \(seq) of \(device) refused ahead of its backlog: \(reason)")
+        case .ahead:
+            logger.warning("\(delivery.stored.position.alarm == nil ? "position" : "alarm") \(seq) of \(device) refused ahead of its backlog: \(reason)")
         case .backlog:
             logger.warning("quarantined position \(seq) of \(device): \(reason)")
             update.quarantined.append((delivery.deviceID, seq, reason))
@@ -135,7 +152,7 @@ struct DeliveryLedger: Sendable {
     mutating func apply(_ update: DeliveryUpdate) {
         for (deviceID, seq) in update.acknowledged { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
         for (deviceID, state) in update.filterStates { filters[deviceID] = state }
-        alarmsSent.formUnion(update.alarmsSent)
+        sentAhead.formUnion(update.sentAhead)
     }
 
     /// The ledger as it will be if every one of `deliveries` is delivered: what the next batch

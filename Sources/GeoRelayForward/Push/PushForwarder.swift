@@ -24,10 +24,13 @@ package final class PushForwarder: DestinationForwarder {
     private let filter: LocationFilter
     package let auth: PushAuthenticator
     private let shutdown = ForwarderShutdown()
+    /// Where a spent uplink budget restricts what goes; nil without uplinks.
+    private let gate: UplinkGate?
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger,
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
                  now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
         self.settings = settings
+        self.gate = gate
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
@@ -58,7 +61,11 @@ package final class PushForwarder: DestinationForwarder {
     /// The delivery loop, until the task is cancelled.
     private func deliver() async {
         let wake = spool.commits.subscribe()
-        defer { spool.commits.unsubscribe(wake) }
+        gate?.watch(wake)
+        defer {
+            gate?.unwatch(wake)
+            spool.commits.unsubscribe(wake)
+        }
         var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions, planner: CompressionPlanner(fixedLevel: push.zstdLevel))
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
@@ -71,14 +78,23 @@ package final class PushForwarder: DestinationForwarder {
         var prefetched: Prepared?
         /// After backing off without proof that the gateway is back: the next batch holds one position.
         var trial = false
+        var budget = BudgetNotice()
         while !Task.isCancelled {
+            let restriction = gate?.restriction(for: name)
+            if let restriction {
+                budget.restricted(restriction, link: link, logger: logger)
+                // Planned before the budget was spent: the backlog waits now.
+                prefetched = nil
+            } else {
+                budget.lifted(link: link, logger: logger)
+            }
             let prepared: Prepared
             if let next = prefetched {
                 prepared = next
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : nil)
+                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : nil, restriction: restriction)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
@@ -129,6 +145,7 @@ package final class PushForwarder: DestinationForwarder {
             case .none:
                 trial = false
                 backoff.reset()
+                if restriction != nil { budget.delivered() }
                 // The bet holds only if the whole batch went, in the encoding and size it was made for.
                 if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions {
                     prefetched = next
@@ -161,8 +178,9 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// - Parameter maxPositions: a smaller batch than the state's (a trial after backing off).
-    private func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil) async throws -> Prepared {
-        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max))
+    private func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
+                         restriction: UplinkGate.Restriction? = nil) async throws -> Prepared {
+        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max), restriction: restriction)
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
         let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
@@ -178,20 +196,32 @@ package final class PushForwarder: DestinationForwarder {
 
     /// The next batch: alarms this destination has not had, ahead of everything;
     /// otherwise the oldest pending positions the filter keeps, across devices,
-    /// each device's part a prefix of its own backlog.
-    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int) async throws -> ([Item], Bool, DeliveryUpdate) {
+    /// each device's part a prefix of its own backlog. Under a `restriction` (a spent uplink
+    /// budget): the alarms, else each device's newest position when its still-alive minimum is
+    /// due, sent at once; never the backlog or a replay.
+    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int,
+                           restriction: UplinkGate.Restriction?) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
         let (wire, maxBytes, filter) = (self.wire, push.batchMaxBytes, self.filter)
         return try await reader.run { reader in
             var ledger = initial
             var settled = DeliveryUpdate(destination: name)
+            // The devices first: the alarms, read after, then see every position these do (each
+            // statement reads its own snapshot; the other order could find an alarm's device
+            // pending but not the alarm, and send it in its turn instead of ahead).
+            let cursors = try reader.pendingDevices(destination: name).compactMap(ledger.pending)
             let alarms = ledger.alarms(try reader.pendingAlarms(destination: name))
             if !alarms.ahead.isEmpty {
                 let items = alarms.ahead.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }
                 return (items, true, settled)
             }
+            if let restriction {
+                let alive = ledger.stillAlive(try reader.newest(of: cursors),
+                                              minIntervalMs: restriction.minIntervalMs, sent: alarms.sent)
+                return (alive.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+            }
             var candidates: [Delivery] = []
-            for case let cursor? in try reader.pendingDevices(destination: name).map(ledger.pending) {
+            for cursor in cursors {
                 let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
                 candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
             }

@@ -6,7 +6,8 @@ extension TraccarForwarder {
     /// arrives and drops it on failure, as the Traccar client does with its
     /// buffer off. Nothing queues, so nothing is settled in the spool: the
     /// forwarder's own ledger keeps only the filter's memory, moved on as if
-    /// every position tried had been sent.
+    /// every position tried had been sent. Over an uplink whose budget is spent, only alarms and
+    /// a still-alive position per device per `send.minIntervalSeconds` are tried.
     func runRealTime(wake: WakeSignal) async {
         var after: Int64
         do {
@@ -28,7 +29,15 @@ extension TraccarForwarder {
             var attempted = 0
             var untracked = DeliveryUpdate(destination: settings.name)
             for stored in DeliveryLedger.byDevice(batch, \.deviceID) {
-                let deliveries = ledger.plan(stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
+                var deliveries = ledger.plan(stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
+                if let restriction = gate?.restriction(for: settings.name) {
+                    // A spent budget: alarms, and the newest when the still-alive minimum is due.
+                    let newestSentMs = ledger.filters[stored[0].deviceID]?.newestSentMs
+                    deliveries = deliveries.enumerated().filter { index, delivery in
+                        delivery.stored.position.alarm != nil || (index == deliveries.count - 1
+                            && newestSentMs.map { delivery.stored.position.timeMs - $0 >= restriction.minIntervalMs } ?? true)
+                    }.map(\.element)
+                }
                 // Tried once, whatever happens: the filter moves on as if they were sent.
                 ledger = ledger.assuming(deliveries)
                 attempted += deliveries.count

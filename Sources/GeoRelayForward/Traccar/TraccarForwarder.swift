@@ -28,6 +28,8 @@ package final class TraccarForwarder: DestinationForwarder {
     let filter: LocationFilter
     let reader: QueueConfined<SpoolReader>
     let shutdown: ForwarderShutdown
+    /// Where a spent uplink budget restricts what goes; nil without uplinks.
+    let gate: UplinkGate?
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
@@ -35,8 +37,9 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Devices per round: bounds the memory a round holds with thousands of devices.
     static let devicesPerRound = 64
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger) throws {
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil) throws {
         self.settings = settings
+        self.gate = gate
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         let engine = try Self.makeEngine(settings, logger: self.logger)
@@ -71,7 +74,11 @@ package final class TraccarForwarder: DestinationForwarder {
 
     package func run() async {
         let wake = spool.commits.subscribe()
-        defer { spool.commits.unsubscribe(wake) }
+        gate?.watch(wake)
+        defer {
+            gate?.unwatch(wake)
+            spool.commits.unsubscribe(wake)
+        }
         await shutdown.run {
             if self.settings.buffer {
                 await self.runBuffered(wake: wake)
@@ -89,7 +96,12 @@ package final class TraccarForwarder: DestinationForwarder {
     private func runBuffered(wake: WakeSignal) async {
         let name = settings.name
         let alarmWake = spool.alarms.subscribe()
-        defer { spool.alarms.unsubscribe(alarmWake) }
+        // A budget spent during a round ends it as an alarm does: the next round is restricted.
+        gate?.watch(alarmWake)
+        defer {
+            gate?.unwatch(alarmWake)
+            spool.alarms.unsubscribe(alarmWake)
+        }
         var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
@@ -98,6 +110,7 @@ package final class TraccarForwarder: DestinationForwarder {
         /// The last device of the previous round: the next round starts after it, so with more
         /// devices than fit in a round every device is served in turn, not the first 64 until done.
         var rotation: Int64 = 0
+        var budget = BudgetNotice()
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             let cursors: [DeviceCursor]
@@ -125,7 +138,18 @@ package final class TraccarForwarder: DestinationForwarder {
             }
             let maxPositions = trial ? 1 : Int.max
             let results: [DeviceResult]
-            if ready.isEmpty {
+            if let restriction = gate?.restriction(for: name) {
+                // The uplink's budget is spent: alarms and still-alive positions only, no replays.
+                budget.restricted(restriction, link: link, logger: logger)
+                guard let sent = await restrictedRound(restriction, ready: ready, alarms: ledger.alarms(alarms),
+                                                       ledger: &ledger, maxPositions: maxPositions) else {
+                    await wake.wait(timeout: .seconds(30))
+                    continue
+                }
+                results = sent
+                if sent.contains(where: { $0.delivered > 0 }) { budget.delivered() }
+            } else if ready.isEmpty {
+                budget.lifted(link: link, logger: logger)
                 // Nothing live waits: history queued by `georelay replay` goes now.
                 if let replayed = await replayRound(ledger: &ledger, maxPositions: maxPositions), !replayed.isEmpty {
                     results = replayed
@@ -136,6 +160,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     continue
                 }
             } else {
+                budget.lifted(link: link, logger: logger)
                 let alarmsAhead = ledger.alarms(alarms)
                 let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
                 if !readyAlarms.isEmpty {
@@ -143,7 +168,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 } else {
                     let turn = Self.inTurn(ready, after: rotation)
                     rotation = turn.last?.deviceID ?? 0
-                    results = await deliverRound(turn, ledger: &ledger, alarmsSent: alarmsAhead.sent, alarms: alarmWake, maxPositions: maxPositions)
+                    results = await deliverRound(turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake, maxPositions: maxPositions)
                 }
             }
             if Task.isCancelled { break }
@@ -171,7 +196,7 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
-    private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, alarmsSent: Set<Int64>,
+    private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
                               alarms: WakeSignal, maxPositions: Int) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
@@ -188,7 +213,7 @@ package final class TraccarForwarder: DestinationForwarder {
         var batches: [DeviceBatch] = []
         var skipped = DeliveryUpdate(destination: settings.name)
         for (cursor, positions) in read {
-            let deliveries = ledger.plan(positions, filter: filter, alreadySent: alarmsSent, traccarAttributes: true, into: &skipped)
+            let deliveries = ledger.plan(positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
             if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
         }
         spool.record(skipped)

@@ -62,7 +62,8 @@ extension HealthChecks {
     /// Online (or not started, or with nothing waiting) is ok. Not online with positions
     /// waiting is degraded, and failing once its last success (or, never having had one, the
     /// arrival of the oldest position waiting, `waitingSinceMs`) is older than `linkFailingAfterMs`; refused credentials
-    /// (`auth-failed`) are failing at once: waiting will not fix them. With the relay down
+    /// (`auth-failed`) are failing at once: waiting will not fix them. A backlog `deferred` by a
+    /// spent uplink budget is degraded however long it lasts: that is the budget working. With the relay down
     /// nothing is judged here (the loops check says it is down).
     package static func links(_ destinations: [SpoolStatus.Destination], waitingSinceMs: [String: Int64] = [:], running: Bool, nowMs: Int64,
                               thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
@@ -82,6 +83,10 @@ extension HealthChecks {
                 if d.state == "auth-failed" {
                     state = .failing
                     reason = "\(d.name): credentials refused (auth-failed), \(waiting) waiting, \(success)\(error)"
+                } else if d.state == "deferred" {
+                    // A budget doing its job: the crew should see it, but it is no failure of the link.
+                    state = .degraded
+                    reason = "\(d.name): \(waiting) waiting, deferred: \(d.lastError ?? "an uplink budget is spent")"
                 } else if waiting > 0 {
                     state = nowMs - since > thresholds.linkFailingAfterMs ? .failing : .degraded
                     reason = "\(d.name): \(d.state), \(waiting) waiting, \(success)\(error)"

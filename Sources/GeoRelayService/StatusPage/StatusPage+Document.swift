@@ -72,6 +72,7 @@ ul.log time { color:var(--dim); margin-right:.4rem; font-variant-numeric:tabular
 <main>
   <h2>Uplink: where positions go</h2>
   <div class="grid" id="destinations"><div class="empty">loading…</div></div>
+  <div class="grid" id="uplinks"></div>
   <h2>GPS units: where we are</h2>
   <div class="grid" id="devices"><div class="empty">loading…</div></div>
   <div class="pair">
@@ -118,6 +119,7 @@ const STATES = {
   "backoff": ["Down: waiting to retry", "s-warn"],
   "probing": ["Down: checking the link", "s-warn"],
   "auth-failed": ["Login refused", "s-bad"],
+  "deferred": ["Budget spent: alarms and a position now and then", "s-warn"],
   "disabled": ["Disabled", "s-off"],
   "not started": ["Not started yet", "s-off"],
   "stopped": ["Relay stopped", "s-off"],
@@ -188,9 +190,33 @@ function destination(d, now) {
       <dt>Time to drain</dt><dd data-field="drain">${esc(drain)}</dd>
       <dt>Sent today</dt><dd data-field="wireBytesToday" data-value="${d.wireBytesToday}">${bytes(d.wireBytesToday)}</dd>
       <dt>This month</dt><dd data-field="wireBytesThisMonth" data-value="${d.wireBytesThisMonth}">${bytes(d.wireBytesThisMonth)}</dd>
+      ${d.uplink ? `<dt>Via</dt><dd data-field="uplink" data-value="${esc(d.uplink.name || "")}">${esc(via(d.uplink))}</dd>` : ""}
     </dl>
     ${error}
     ${chart(d.history)}
+  </article>`;
+}
+
+function via(u) {
+  if (u.unknown) return `no route (${u.unknown})`;
+  return u.name ? `${u.name} (${u.interface}${u.metered ? ", metered" : ""})` : `${u.interface} (no uplink of the config)`;
+}
+
+// One card per configured uplink: what it carried against its budget, and what waits for it.
+function uplink(u, destinations) {
+  const b = u.budget;
+  const of = (used, limit) => limit == null ? bytes(used) : `${bytes(used)} of ${bytes(limit)}`;
+  const carrying = destinations.filter((d) => d.uplink && d.uplink.name === u.name).map((d) => d.name);
+  const [words, cls] = b && b.spent ? ["Budget spent", "s-warn"] : carrying.length ? ["Carrying", "s-ok"] : ["Idle", "s-off"];
+  return `<article class="uplink" data-uplink="${esc(u.name)}">
+    <h3><span>${esc(u.name)} <span class="sub">${esc(u.interface)}${u.metered ? ", metered" : ""}</span></span>
+      <span class="state ${cls}" data-field="budgetState" data-value="${b && b.spent ? "spent" : "ok"}">${words}</span></h3>
+    <dl>
+      <dt>Today</dt><dd data-field="wireBytesToday" data-value="${u.wireBytesToday}">${of(u.wireBytesToday, b && b.dayBytes)}</dd>
+      <dt>This month</dt><dd data-field="wireBytesThisMonth" data-value="${u.wireBytesThisMonth}">${of(u.wireBytesThisMonth, b && b.monthBytes)}</dd>
+      <dt>Carrying</dt><dd data-field="carrying">${carrying.length ? esc(carrying.join(", ")) : "no destination now"}</dd>
+      ${u.deferred ? `<dt>Deferred</dt><dd data-field="deferred" data-value="${u.deferred}">${count(u.deferred)} positions wait for a cheaper link or the next period</dd>` : ""}
+    </dl>
   </article>`;
 }
 
@@ -261,6 +287,7 @@ function render(s) {
   const up = s.uplink || {};
   $("meta").textContent = `updated ${new Date().toLocaleTimeString()} · uplink today ${bytes(up.wireBytesToday || 0)}, this month ${bytes(up.wireBytesThisMonth || 0)} · spool ${count(s.spool.rows)} positions`;
   $("destinations").innerHTML = s.destinations.length ? s.destinations.map((d) => destination(d, now)).join("") : `<div class="empty">no destinations configured</div>`;
+  $("uplinks").innerHTML = (s.uplinks || []).map((u) => uplink(u, s.destinations)).join("");
   $("devices").innerHTML = s.devices.length ? s.devices.map((d) => device(d, now)).join("") : `<div class="empty">no positions received yet</div>`;
   const checks = Object.entries(dh.checks || {});
   $("checks").innerHTML = checks.map(([k, c]) => `<li data-check="${esc(k)}"><span><i class="dot" style="background:${CHECK[c.state] || "var(--off)"}"></i>${esc(k)}</span><span>${esc(c.summary)}</span></li>`).join("")

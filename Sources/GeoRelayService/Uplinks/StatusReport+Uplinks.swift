@@ -37,8 +37,16 @@ extension StatusReport {
 }
 
 extension StatusReport {
-    /// `uplinks`: `[{ "name", "interface", "metered", "wireBytesToday", "wireBytesThisMonth" }]`,
-    /// in the configuration's order; absent without `uplinks`.
+    /// Positions waiting for destinations on `uplink` whose backlog its spent budget defers.
+    func deferred(by uplink: String) -> Int {
+        status.destinations.filter { d in
+            guard d.state == "deferred", case .uplink(let used)? = uplinks[d.name] else { return false }
+            return used.name == uplink
+        }.reduce(0) { $0 + $1.pending }
+    }
+
+    /// `uplinks`: `[{ "name", "interface", "metered", "wireBytesToday", "wireBytesThisMonth",
+    /// "budget", "deferred" }]`, in the configuration's order; absent without `uplinks`.
     var uplinksJSON: [(String, JSONValue)] {
         guard !configuration.uplinks.isEmpty else { return [] }
         return [("uplinks", .array(configuration.uplinks.map { uplink in
@@ -58,6 +66,7 @@ extension StatusReport {
                         ("spent", .bool(budget.isSpent(today: usage.today, month: usage.month))),
                     ]))
                 } ?? .null),
+                ("deferred", .number(Double(deferred(by: uplink.name)))),
             ]))
         }))]
     }
@@ -76,7 +85,11 @@ extension StatusReport {
             if let day = uplink.budget?.dayBytes { out += " of \(HealthChecks.bytes(day))" }
             out += ", this month \(HealthChecks.bytes(usage.month))"
             if let month = uplink.budget?.monthBytes { out += " of \(HealthChecks.bytes(month))" }
-            if uplink.budget?.isSpent(today: usage.today, month: usage.month) == true { out += ", BUDGET SPENT" }
+            if uplink.budget?.isSpent(today: usage.today, month: usage.month) == true {
+                out += ", BUDGET SPENT"
+                let held = deferred(by: uplink.name)
+                if held > 0 { out += " (\(held) positions deferred)" }
+            }
             out += carrying.isEmpty ? ", carrying no destination now\n" : ", carrying \(carrying.joined(separator: ", "))\n"
         }
         return out

@@ -14,6 +14,11 @@ import Synchronization
 /// the route of the last look, or of this one when the last had none; a switch between two
 /// looks puts at most one interval's bytes on the wrong uplink. Usage is held state in the
 /// spool (no commit of its own, flash wear), so a crash can cost its last 15 s.
+///
+/// It also keeps each uplink's totals for the UTC day and month (read from the spool at the
+/// first look, then counted here) and, from them, tells the `UplinkGate` which destinations
+/// ride an uplink whose budget is spent. A budget can be overrun by what went between two
+/// looks (at most `interval` of traffic, plus the requests in flight when it is seen spent).
 /// Runs only with `uplinks` configured.
 package final class UplinkMonitor: Sendable {
     /// A route is cheap to ask for (a few system calls), so often enough that a switch between
@@ -27,19 +32,30 @@ package final class UplinkMonitor: Sendable {
     private struct State {
         var routes: [String: UplinkRoute.Answer] = [:]
         var counted: [String: Int64] = [:]
+        /// Per uplink, the bytes of `day` and of its month; nil until read from the spool.
+        var usage: [String: (today: Int64, month: Int64)]?
+        var day = ""
     }
     private let state = Mutex(State())
     /// Names are resolved once per `AddressCache.keep`, not at every look: a lookup over a
     /// metered uplink every 5 s would cost more than the positions.
     private let addresses = AddressCache()
+    private let gate: UplinkGate?
 
-    /// - Parameter routeWatch: the kernel's announcements of route changes; nil: periodic looks only.
-    package init(spool: Spool, logger: Logger, routeWatch: RouteWatch? = nil, configuration: @escaping @Sendable () -> Configuration) {
+    /// - Parameters:
+    ///   - routeWatch: the kernel's announcements of route changes; nil: periodic looks only.
+    ///   - gate: told at each look which destinations ride a spent budget; nil: budgets are only shown.
+    package init(spool: Spool, logger: Logger, routeWatch: RouteWatch? = nil, gate: UplinkGate? = nil,
+                 configuration: @escaping @Sendable () -> Configuration) {
         self.spool = spool
         self.logger = logger
         self.routeWatch = routeWatch
+        self.gate = gate
         self.configuration = configuration
     }
+
+    /// Per uplink, its wire bytes today and this month (UTC) as of the last look.
+    package var usage: [String: (today: Int64, month: Int64)] { state.withLock { $0.usage ?? [:] } }
 
     /// The route of each destination as of the last look.
     package var routes: [String: UplinkRoute.Answer] { state.withLock { $0.routes } }
@@ -57,8 +73,16 @@ package final class UplinkMonitor: Sendable {
                 StatusReport.uplinkAnswers(configuration, addresses: addresses)
             }
             let before = self.routes
-            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: Self.day(WallClock.nowMs()))
+            let day = Self.day(WallClock.nowMs())
+            if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
+                let spool = self.spool
+                let stored = (try? await onDedicatedThread(named: "georelay.uplinks") { try spool.makeReader().uplinkUsage(day: day) }) ?? [:]
+                state.withLock { $0.usage = $0.usage ?? stored }
+            }
+            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day)
             spool.record(uplinkUsage: usage)
+            let totals = tally(usage, day: day)
+            gate?.set(Self.restrictions(configuration, routes: routes, usage: totals))
             // The crew's record of failovers: each destination's uplink when first known and at each change.
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
                 logger.notice("\(destination) now \(answer.phrase)")
@@ -90,6 +114,47 @@ package final class UplinkMonitor: Sendable {
             }
             return bytes.sorted { $0.key < $1.key }.map { UplinkUsage(uplink: $0.key, day: day, bytes: $0.value) }
         }
+    }
+
+    /// Adds a look's bytes to the totals, which start afresh at a new UTC day (today's) or month.
+    @discardableResult
+    package func tally(_ added: [UplinkUsage], day: String) -> [String: (today: Int64, month: Int64)] {
+        state.withLock { state in
+            var usage = state.usage ?? [:]
+            if state.day != day, !state.day.isEmpty {
+                let newMonth = state.day.prefix(7) != day.prefix(7)
+                usage = usage.mapValues { (today: 0, month: newMonth ? 0 : $0.month) }
+            }
+            state.day = day
+            for entry in added {
+                let now = usage[entry.uplink] ?? (0, 0)
+                usage[entry.uplink] = (now.today + entry.bytes, now.month + entry.bytes)
+            }
+            state.usage = usage
+            return usage
+        }
+    }
+
+    /// The destinations whose traffic takes an uplink with a spent budget, with why, for the gate.
+    package static func restrictions(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
+                                     usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Restriction] {
+        var restrictions: [String: UplinkGate.Restriction] = [:]
+        for (destination, answer) in routes {
+            guard case .uplink(let routed) = answer,
+                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }),
+                  let budget = uplink.budget else { continue }
+            let used = usage[uplink.name] ?? (0, 0)
+            guard budget.isSpent(today: used.today, month: used.month) else { continue }
+            let interval = Int64(uplink.send.minIntervalSeconds * 1000)
+            // Words that stay the same while the restriction holds: a change wakes every forwarder.
+            let spent = (budget.dayBytes.map { used.today >= $0 } ?? false)
+                ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
+                : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
+            restrictions[destination] = UplinkGate.Restriction(
+                uplink: uplink.name, minIntervalMs: interval,
+                reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
+        }
+        return restrictions
     }
 
     private static func uplinkName(_ answer: UplinkRoute.Answer) -> String? {

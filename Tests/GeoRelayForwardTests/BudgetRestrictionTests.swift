@@ -1,0 +1,110 @@
+import Foundation
+import GeoRelayTestTraits
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// A destination over an uplink whose budget is spent (`UplinkGate`): alarms and, per device, a
+/// still-alive position per minimum interval go ahead of the backlog; nothing is settled; once the
+/// restriction lifts the backlog goes whole, once each, as history.
+@Suite(.offThePool) struct BudgetRestrictionTests {
+    static let restriction = UplinkGate.Restriction(uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
+
+    /// Both engines: one request at a time (libcurl) and pipelined.
+    @Test(arguments: [1, 32])
+    func aSpentBudgetCarriesAlarmsAndAStillAlivePositionUntilItLifts(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 2, pipeline: pipeline)
+        let gate = UplinkGate()
+        gate.set([f.settings.name: Self.restriction])
+        // 20 minutes of a (an alarm at 500 s) and 10 of b, all waiting.
+        var a = track("a", count: 1200)
+        a[500].alarm = "sos"
+        let b = track("b", count: 600)
+        _ = await f.spool.append(a + b)
+        // One second after the newest sent: not due. Ten minutes after it: due.
+        let notDue = track("a", count: 1, from: 1200)
+        let due = track("a", count: 1, from: 1800)
+        let total = a.count + b.count + 2
+        try await f.withForwarder(gate: gate) {
+            // The alarm, and each device's newest: nothing else is due.
+            #expect(await f.server.waitUntil { $0.count >= 3 }, "the alarm and both devices' newest positions")
+            let deferred = try await f.waitForStatus { $0.state == "deferred" }
+            #expect(deferred.state == "deferred")
+            #expect(deferred.lastError == Self.restriction.reason)
+            // Had the one not due gone, it would have arrived before the due one.
+            _ = await f.spool.append(notDue)
+            _ = await f.spool.append(due)
+            #expect(await f.server.waitUntil { $0.count >= 4 }, "the still-alive position ten minutes on")
+            let restricted = f.server.positions
+            #expect(restricted.count == 4)
+            #expect(restricted.filter { $0.uniqueId == "a" }.map(\.fixTimeMs).sorted() == [a[500].timeMs, a[1199].timeMs, due[0].timeMs])
+            #expect(restricted.filter { $0.uniqueId == "b" }.map(\.fixTimeMs) == [b[599].timeMs])
+            // Nothing was settled: every position is still owed.
+            let owed = try await f.waitForStatus { $0.pending == total }
+            #expect(owed.pending == total)
+
+            gate.set([:])
+            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total }, "the backlog once the budget is free")
+            let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
+            #expect(online.state == "online")
+            #expect(online.pending == 0)
+        }
+        let received = f.server.positions
+        #expect(received.count == total, "every position once: \(received.count) of \(total)")
+        for (device, track) in [("a", a + notDue + due), ("b", b)] {
+            let got = received.filter { $0.uniqueId == device }
+            #expect(Set(got.map(\.fixTimeMs)) == Set(track.map(\.timeMs)), "\(device): each fix once")
+            // After the still-alive ones, the backlog follows in order, as history.
+            let backlog = Array(got.dropFirst(device == "a" ? 3 : 1))
+            #expect(backlog.map(\.fixTimeMs) == backlog.map(\.fixTimeMs).sorted(), "\(device): the backlog in order")
+            #expect(backlog.allSatisfy { $0.attributes["archive"] == .bool(true) }, "\(device): the backlog goes as history")
+        }
+    }
+
+    @Test func aBudgetSpentMidBacklogEndsTheRoundAndHoldsTheRest() async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 32)
+        let gate = UplinkGate()
+        let backlog = track("a", count: 20_000)
+        _ = await f.spool.append(backlog)
+        try await f.withForwarder(gate: gate) {
+            #expect(await f.server.waitUntil { $0.count >= 100 }, "the backlog starting")
+            gate.set([f.settings.name: Self.restriction])
+            _ = try await f.waitForStatus { $0.state == "deferred" }
+            // Backlog positions sent before the round ended (the still-alive one may be there already).
+            let held = f.server.positions.filter { $0.fixTimeMs != backlog.last!.timeMs }.count
+            #expect(held < backlog.count, "the round ended when the budget was spent (\(held) of \(backlog.count) sent)")
+            // The newest goes as the still-alive position; the rest waits.
+            #expect(await f.server.waitUntil { $0.contains { $0.fixTimeMs == backlog.last!.timeMs } }, "the newest position")
+            let status = try await f.waitForStatus { $0.pending == backlog.count - held }
+            #expect(status.pending == backlog.count - held, "nothing settled under the restriction: \(status.pending) pending, \(held) sent before, \(f.server.positions.count) now")
+        }
+    }
+
+    @Test func aPushDestinationCarriesAlarmsAndAStillAlivePositionUntilItLifts() async throws {
+        let f = try await PushFixture()
+        let gate = UplinkGate()
+        gate.set([f.settings.name: Self.restriction])
+        let bow = movingTrack("bow", count: 900, alarmAt: 100)
+        let stern = movingTrack("stern", count: 300)
+        _ = await f.spool.append(bow + stern)
+        try await f.withForwarder(gate: gate) {
+            #expect(await f.server.waitUntil { $0.count >= 3 }, "the alarm and each device's newest")
+            _ = try await f.waitForStatus { $0.state == "deferred" }
+            let due = movingTrack("bow", count: 1, from: 1600)
+            _ = await f.spool.append(movingTrack("bow", count: 1, from: 900) + due)
+            #expect(await f.server.waitUntil { $0.count >= 4 }, "the still-alive position ten minutes on")
+            let restricted = f.server.points.map { "\($0.trackerId) \($0.timestamp)" }
+            let stamp = { (p: Position) in Timestamp.iso8601(milliseconds: p.timeMs) }
+            #expect(restricted.count == 4)
+            #expect(Set(restricted) == ["bow@alice \(stamp(bow[100]))", "bow@alice \(stamp(bow[899]))", "stern@alice \(stamp(stern[299]))", "bow@alice \(stamp(due[0]))"])
+            gate.set([:])
+            let total = bow.count + stern.count + 2
+            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total }, "the backlog once the budget is free")
+            let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
+            #expect(online.pending == 0)
+            #expect(f.server.points.count == total, "every position once")
+        }
+    }
+}
