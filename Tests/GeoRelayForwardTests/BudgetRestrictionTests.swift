@@ -82,6 +82,33 @@ import GeoRelayTestKit
         }
     }
 
+    /// Once the budget is free, the backlog is a backfill: history behind a newer fix. A live
+    /// position arriving during it goes ahead of what is left, at the next round.
+    @Test func liveGoesAheadOfTheBackfill() async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 32)
+        let gate = UplinkGate()
+        gate.set([f.settings.name: Self.restriction])
+        let backlog = track("a", count: 20_000)
+        _ = await f.spool.append(backlog)
+        let live = track("a", count: 1, from: 20_100)[0]
+        try await f.withForwarder(gate: gate) {
+            #expect(await f.server.waitUntil { $0.count >= 1 }, "the still-alive position")
+            gate.set([:])
+            _ = await f.spool.append([live])
+            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= backlog.count + 1 }, "the backfill")
+            _ = try await f.waitForStatus { $0.pending == 0 }
+        }
+        let received = f.server.positions
+        #expect(received.count == backlog.count + 1, "each once: \(received.count)")
+        #expect(received.first?.fixTimeMs == backlog.last?.timeMs, "the still-alive position first")
+        let at = try #require(received.firstIndex { $0.fixTimeMs == live.timeMs })
+        #expect(at < backlog.count - 5_000, "the live position went ahead of the rest of the backfill (at \(at) of \(received.count))")
+        let history = received.dropFirst().filter { $0.fixTimeMs != live.timeMs }
+        #expect(history.map(\.fixTimeMs) == backlog.dropLast().map(\.timeMs), "the backfill oldest first, once each")
+        #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })
+        #expect(received[at].attributes["archive"] == nil, "the live position is not history")
+    }
+
     @Test func aPushDestinationCarriesAlarmsAndAStillAlivePositionUntilItLifts() async throws {
         let f = try await PushFixture()
         let gate = UplinkGate()

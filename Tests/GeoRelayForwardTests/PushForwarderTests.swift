@@ -75,9 +75,11 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.tokensIssued == 1)
         #expect(f.server.logins == 1)
         let bow = f.server.points.filter { $0.trackerId == "bow@alice" }
-        // The alarm (the fourth fix) goes ahead of its backlog; the rest follow in order, once.
+        // The alarm (the fourth fix) goes ahead of its backlog, which is then history behind it, so
+        // the newest goes next (the live edge of a backfill); the rest follow in order, once.
         var expected = movingTrack("bow", count: 40, alarmAt: 3).map { Timestamp.iso8601(milliseconds: $0.timeMs) }
         expected.insert(expected.remove(at: 3), at: 0)
+        expected.insert(expected.removeLast(), at: 1)
         #expect(bow.map(\.timestamp) == expected)
         let fourth = try #require(bow.first, "no position reached the gateway for bow")
         #expect(fourth.fields["speed"] == .number(5.3))

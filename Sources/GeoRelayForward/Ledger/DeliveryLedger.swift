@@ -67,6 +67,26 @@ struct DeliveryLedger: Sendable {
         }
     }
 
+    /// The devices whose backlog is history: the server has a newer fix of them (sent ahead: an
+    /// alarm, a still-alive position) than their next pending one. Their newest goes ahead of it.
+    func backfilling(_ next: [StoredPosition]) -> [Int64] {
+        next.compactMap { first in
+            guard let newestSent = filters[first.deviceID]?.newestSentMs, first.position.timeMs < newestSent else { return nil }
+            return first.deviceID
+        }
+    }
+
+    /// A backfill's live edge: each backfilling device's newest position when it is newer than
+    /// the newest fix the server has, to go ahead of the history still owed (as the issue's
+    /// users expect: where the vessel is now shows first, the day behind it fills in after).
+    func liveAhead(_ newest: [StoredPosition], sent: Set<Int64>) -> [Delivery] {
+        newest.compactMap { stored in
+            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq),
+                  let newestSent = filters[stored.deviceID]?.newestSentMs, stored.position.timeMs > newestSent else { return nil }
+            return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: filters[stored.deviceID] ?? FilterState(), kind: .ahead)
+        }
+    }
+
     /// The replays to send from the spool's queue: those this ledger has not settled since the
     /// spool last listed them. Without this, a round that reads the queue before the previous
     /// round's answers are committed sends them again.
@@ -80,13 +100,14 @@ struct DeliveryLedger: Sendable {
     /// send. Positions it skips before the first one to send are settled at once, into `update`.
     ///
     /// - Parameters:
-    ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
+    ///   - alreadySent: what this destination had ahead of the backlog (as the spool shows it;
+    ///     what this ledger sent ahead since is added); skipped here.
     ///   - traccarAttributes: add `motion` and `archive` as Traccar reads them (`DevicePlan`).
     mutating func plan(_ positions: [StoredPosition], filter: LocationFilter, alreadySent: Set<Int64>,
                        traccarAttributes: Bool, into update: inout DeliveryUpdate) -> [Delivery] {
         guard let deviceID = positions.first?.deviceID else { return [] }
         let plan = DevicePlan(positions, state: filters[deviceID] ?? FilterState(), filter: filter,
-                              alreadySent: alreadySent, traccarAttributes: traccarAttributes)
+                              alreadySent: alreadySent.union(sentAhead), traccarAttributes: traccarAttributes)
         if let leading = plan.leading {
             settle(deviceID, through: leading.ackThrough, state: leading.state, into: &update)
         }

@@ -221,9 +221,20 @@ package final class PushForwarder: DestinationForwarder {
                 return (alive.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
             }
             var candidates: [Delivery] = []
+            var firsts: [StoredPosition] = []
             for cursor in cursors {
                 let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
+                if let first = positions.first { firsts.append(first) }
                 candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
+            }
+            // A backfill (the gateway has a newer fix than the backlog): each such device's newest first.
+            let backfilling = Set(ledger.backfilling(firsts))
+            if !backfilling.isEmpty {
+                let live = ledger.liveAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent)
+                if !live.isEmpty {
+                    // What the filter settled goes with it; the backlog's batch is planned again next time.
+                    return (live.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+                }
             }
             if candidates.isEmpty, settled.isEmpty {
                 // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.

@@ -210,6 +210,22 @@ package final class TraccarForwarder: DestinationForwarder {
             logger.error("cannot read positions: \(error)")
             return []
         }
+        // A backlog that is history (the server has a newer fix, sent ahead) is a backfill: the
+        // device's newest goes first, so the server shows where it is now while the rest fills in.
+        var live: [DeviceResult] = []
+        let backfilling = Set(ledger.backfilling(read.compactMap(\.1.first)))
+        if !backfilling.isEmpty {
+            do {
+                let newest = try await reader.run { try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) }) }
+                let ahead = ledger.liveAhead(newest, sent: sentAhead)
+                if !ahead.isEmpty {
+                    live = await sendAlarmsFirst(ahead, cursors: devices, ledger: &ledger, maxPositions: maxPositions)
+                    if live.contains(where: { $0.unavailable != nil }) || maxPositions < Int.max { return live }
+                }
+            } catch {
+                logger.error("cannot read positions: \(error)")
+            }
+        }
         var batches: [DeviceBatch] = []
         var skipped = DeliveryUpdate(destination: settings.name)
         for (cursor, positions) in read {
@@ -217,7 +233,7 @@ package final class TraccarForwarder: DestinationForwarder {
             if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
         }
         spool.record(skipped)
-        return await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, maxPositions: maxPositions)
+        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, maxPositions: maxPositions))
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
