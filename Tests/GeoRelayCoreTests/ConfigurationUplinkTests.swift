@@ -18,6 +18,8 @@ import Testing
         #expect(budgeted.uplinks[0].send.minIntervalSeconds == 900)
         let sending = try Configuration.parse(#"{uplinks: [{name: "iridium", interface: "ppp0", budget: {dayBytes: 100000}, send: {minIntervalSeconds: 1800}}]}"#)
         #expect(sending.uplinks[0].send == Configuration.Send(minIntervalSeconds: 1800))
+        let latest = try Configuration.parse(#"{uplinks: [{name: "iridium", interface: "ppp0", send: {latestSeconds: 300}}]}"#)
+        #expect(latest.uplinks[0].send == Configuration.Send(latestSeconds: 300))
     }
 
     @Test(arguments: [
@@ -35,6 +37,7 @@ import Testing
         (#"{uplinks: [{name: "a", interface: "eth1", metered: "yes"}]}"#, "uplinks[0].metered: expected true or false, got a string"),
         (#"{uplinks: [{name: "a", interface: "eth1", send: {minIntervalSeconds: 0}}]}"#, "uplinks[0].send.minIntervalSeconds: must be at least 1, got 0"),
         (#"{uplinks: [{name: "a", interface: "eth1", send: {interval: 60}}]}"#, "uplinks[0].send.interval: unknown key"),
+        (#"{uplinks: [{name: "a", interface: "eth1", send: {latestSeconds: 0.5}}]}"#, "uplinks[0].send.latestSeconds: must be at least 1, got 0.5"),
     ])
     func badUplinksSayWhatAndWhere(text: String, message: String) {
         #expect {

@@ -86,4 +86,19 @@ import GeoRelayTestKit
         // The words do not change with the bytes: a change would wake every forwarder at each look.
         #expect(UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (150_000, 500_000)]) == day)
     }
+
+    @Test func aLatestPolicyNarrowsItsUplinkBudgetOrNot() throws {
+        var config = Configuration()
+        var iridium = Self.iridium
+        iridium.budget = Configuration.Budget(dayBytes: 100_000)
+        iridium.send = Configuration.Send(minIntervalSeconds: 900, latestSeconds: 300)
+        config.uplinks = [Self.starlink, iridium]
+        let routes: [String: UplinkRoute.Answer] = ["traccar": .uplink(iridium), "push": .uplink(Self.starlink)]
+        let always = UplinkMonitor.restrictions(config, routes: routes, usage: [:])
+        #expect(Array(always.keys) == ["traccar"])
+        #expect(always["traccar"]?.minIntervalMs == 300_000)
+        #expect(always["traccar"]?.reason == "iridium carries only alarms and each device's newest position every 5 min (send.latestSeconds); the rest waits for another uplink")
+        // Spent: the longer of the two.
+        #expect(UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (100_000, 100_000)])["traccar"]?.minIntervalMs == 900_000)
+    }
 }

@@ -24,15 +24,20 @@ extension Configuration {
         }
     }
 
-    /// `uplinks[].send`: what an uplink carries when its budget is spent.
+    /// `uplinks[].send`: what an uplink carries, always and once its budget is spent.
     package struct Send: Sendable, Equatable {
         /// The still-alive minimum: per device at most one position this often (device time)
         /// once the budget is spent; alarms always go. 15 min: a vessel's position on the
         /// server stays current to within a few miles for about 100 bytes an hour per device.
         package var minIntervalSeconds: Double = 900
+        /// `latest`: over this uplink, budget or not, only each device's newest position at most
+        /// this often (and alarms); the rest stays owed for a wider uplink. nil: the
+        /// destination's own filter decides.
+        package var latestSeconds: Double?
 
-        package init(minIntervalSeconds: Double = 900) {
+        package init(minIntervalSeconds: Double = 900, latestSeconds: Double? = nil) {
             self.minIntervalSeconds = minIntervalSeconds
+            self.latestSeconds = latestSeconds
         }
     }
 
@@ -71,6 +76,7 @@ extension Configuration {
             if node.contains("send") {
                 var policy = try node.node("send")
                 send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1)
+                if policy.contains("latestSeconds") { send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1) }
                 try policy.finish()
             }
             try node.finish()

@@ -135,24 +135,31 @@ package final class UplinkMonitor: Sendable {
         }
     }
 
-    /// The destinations whose traffic takes an uplink with a spent budget, with why, for the gate.
+    /// The destinations whose traffic takes an uplink with a spent budget, or one whose `send`
+    /// policy is `latestSeconds`, with why, for the gate. A spent budget's interval is the longer
+    /// of its still-alive minimum and the policy's.
     package static func restrictions(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
                                      usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Restriction] {
         var restrictions: [String: UplinkGate.Restriction] = [:]
         for (destination, answer) in routes {
             guard case .uplink(let routed) = answer,
-                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }),
-                  let budget = uplink.budget else { continue }
+                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }) else { continue }
             let used = usage[uplink.name] ?? (0, 0)
-            guard budget.isSpent(today: used.today, month: used.month) else { continue }
-            let interval = Int64(uplink.send.minIntervalSeconds * 1000)
+            let latestMs = uplink.send.latestSeconds.map { Int64($0 * 1000) }
             // Words that stay the same while the restriction holds: a change wakes every forwarder.
-            let spent = (budget.dayBytes.map { used.today >= $0 } ?? false)
-                ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
-                : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
-            restrictions[destination] = UplinkGate.Restriction(
-                uplink: uplink.name, minIntervalMs: interval,
-                reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
+            if let budget = uplink.budget, budget.isSpent(today: used.today, month: used.month) {
+                let interval = max(Int64(uplink.send.minIntervalSeconds * 1000), latestMs ?? 0)
+                let spent = (budget.dayBytes.map { used.today >= $0 } ?? false)
+                    ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
+                    : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
+                restrictions[destination] = UplinkGate.Restriction(
+                    uplink: uplink.name, minIntervalMs: interval,
+                    reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
+            } else if let latestMs {
+                restrictions[destination] = UplinkGate.Restriction(
+                    uplink: uplink.name, minIntervalMs: latestMs,
+                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(latestMs)) (send.latestSeconds); the rest waits for another uplink")
+            }
         }
         return restrictions
     }
