@@ -84,6 +84,20 @@ package final class NetworkLab: @unchecked Sendable {
         try Self.ip(["-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.20\(index).0.2", "dev", Self.uplinks[index]])
     }
 
+    /// Caps uplink `index` at `bitsPerSecond` each way (a token bucket on both ends of its veth
+    /// pair), as a narrowband satellite modem caps it. Only the rate: this kernel may have no
+    /// `netem` to add delay, and what a budget counts is bytes, not time.
+    package func shape(uplink index: Int, bitsPerSecond: Int) throws {
+        for (namespace, device) in [(relaySide, Self.uplinks[index]), (serverSide, "down\(index)")] {
+            // A queue deep enough for a burst of requests: the bucket delays, it does not drop.
+            let result = try RelayProcess.run(Self.ip, ["netns", "exec", namespace, Self.tc, "qdisc", "replace", "dev", device, "root",
+                                                        "tbf", "rate", "\(bitsPerSecond)bit", "burst", "1600", "limit", "262144"], timeout: .seconds(20))
+            guard result.status == 0 else { throw Unavailable(reason: "tc tbf on \(device): \(result.stderr)") }
+        }
+    }
+
+    static let tc = FileManager.default.isExecutableFile(atPath: "/usr/sbin/tc") ? "/usr/sbin/tc" : "/sbin/tc"
+
     /// Bytes the relay side's uplink has sent and received (the kernel's interface counters).
     package func bytes(uplink index: Int) throws -> Int64 {
         let result = try RelayProcess.run(Self.ip, ["-n", relaySide, "-j", "-s", "link", "show", Self.uplinks[index]])

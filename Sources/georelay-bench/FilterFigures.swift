@@ -41,10 +41,10 @@ func alarmFigure() throws {
     ])
 }
 
-/// The `day` figure.
-func dayFigure() throws {
-    // A realistic day at 1 Hz: 16 hours on a mooring (GPS jitter wandering 20-40 m around the buoy)
-    // and 8 hours under way (about 5 m/s, slowly turning), generated with a fixed seed.
+/// A realistic day at 1 Hz: 16 hours on a mooring (GPS jitter wandering 20-40 m around the
+/// buoy) and 8 hours under way (about 5 m/s, slowly turning), generated with a fixed seed; fix
+/// times from `startMs`. The `day` and `sea` figures' track.
+func realisticDay(device: String = "boat", startMs: Int64 = 0) -> [Position] {
     var generator = SeededRandom(seed: 7)
     var day: [Position] = []
     let mooringLat = 59.9, mooringLon = 10.7
@@ -54,7 +54,7 @@ func dayFigure() throws {
             // A bounded random walk: 20-40 m of wander, as a receiver on a mooring shows.
             jitterNorth = max(-40, min(40, jitterNorth * 0.995 + Double.random(in: -1.5...1.5, using: &generator)))
             jitterEast = max(-40, min(40, jitterEast * 0.995 + Double.random(in: -1.5...1.5, using: &generator)))
-            day.append(Position(device: "boat", timeMs: Int64(second) * 1000, lat: mooringLat + jitterNorth / 111_195,
+            day.append(Position(device: device, timeMs: startMs + Int64(second) * 1000, lat: mooringLat + jitterNorth / 111_195,
                                 lon: mooringLon + jitterEast / (111_195 * cos(mooringLat * .pi / 180)), speed: 0.1))
         }
     }
@@ -65,9 +65,15 @@ func dayFigure() throws {
         let speed = 5 + Double.random(in: -0.3...0.3, using: &generator)
         lat += speed * cos(course * .pi / 180) / 111_195
         lon += speed * sin(course * .pi / 180) / (111_195 * cos(lat * .pi / 180))
-        day.append(Position(device: "boat", timeMs: Int64(second) * 1000, lat: lat, lon: lon, speed: speed, course: course))
+        day.append(Position(device: device, timeMs: startMs + Int64(second) * 1000, lat: lat, lon: lon, speed: speed, course: course))
     }
     moor((16 * 3600)..<(24 * 3600))
+    return day
+}
+
+/// The `day` figure.
+func dayFigure() throws {
+    let day = realisticDay()
     func count(_ settings: FilterSettings) -> (sent: Int, stops: Int) {
         let filter = LocationFilter(settings: settings)
         var state = FilterState()

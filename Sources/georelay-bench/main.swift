@@ -40,3 +40,5 @@ if want("http") { try httpFigure() }
 if want("status") { try statusFigure() }
 // Minutes per transport on a delayed, throttled link: only when asked for.
 if only == "satellite" { try satelliteFigure() }
+// A compressed day at sea behind a budgeted uplink, in network namespaces: only when asked for.
+if only == "sea" { try seaFigure() }
