@@ -403,7 +403,8 @@ final class SpoolWriter: @unchecked Sendable {
 
     // MARK: - Recent positions
 
-    private func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
+    /// Merges `recent` inside the caller's transaction and counts it in the group's counters.
+    func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
         let already = try recent.merge(db: db, nowNs: nowNs)
         counters.add("spool.merges", 1)
         if already > 0 {
