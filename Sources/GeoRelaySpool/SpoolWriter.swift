@@ -51,19 +51,11 @@ final class SpoolWriter: @unchecked Sendable {
         var window: CommitWindow
         /// A barrier or an operation waits: commit now, held state included.
         var urgent = false
-        /// When held acknowledgements, counters and log entries are due: the next group takes them.
+        /// When held acknowledgements, counters and log entries are due at the latest.
         var stateDueNs: UInt64?
-        /// How much longer due state waits for a group of positions to ride with before it is
-        /// committed alone: two commit windows, so at 1 Hz the next group takes it. Alone it is
-        /// an fsync of its own, about a 4 KiB block more than the same pages appended to a
-        /// group's (BENCHMARKS.md, flash). Zero without a commit window.
-        let stateGraceNs: UInt64
-
-        /// When held state is committed at the latest, alone if no group took it first.
-        var stateDeadlineNs: UInt64? { stateDueNs.map { $0 + stateGraceNs } }
 
         func isDue(nowNs: UInt64) -> Bool {
-            urgent || window.isDue(nowNs: nowNs) || stateDeadlineNs.map { nowNs >= $0 } == true
+            urgent || window.isDue(nowNs: nowNs) || stateDueNs.map { nowNs >= $0 } == true
         }
     }
 
@@ -111,8 +103,7 @@ final class SpoolWriter: @unchecked Sendable {
     init(settings: Spool.Settings, signal: CommitSignal) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
-        let windowNs = UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000
-        inbox = Mutex(Inbox(window: CommitWindow(lengthNs: windowNs), stateGraceNs: 2 * windowNs))
+        inbox = Mutex(Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
         let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         self.db = db
         recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
@@ -160,7 +151,7 @@ final class SpoolWriter: @unchecked Sendable {
             case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
                 if inbox.stateDueNs == nil {
                     inbox.stateDueNs = nowNs + stateNs
-                    deadline = inbox.stateDeadlineNs
+                    deadline = nowNs + stateNs
                 }
             }
             if inbox.isDue(nowNs: nowNs) {
@@ -189,7 +180,7 @@ final class SpoolWriter: @unchecked Sendable {
                 inbox.kicked = true
                 return nil
             }
-            return .some([inbox.window.deadlineNs, inbox.stateDeadlineNs].compactMap { $0 }.min())
+            return .some([inbox.window.deadlineNs, inbox.stateDueNs].compactMap { $0 }.min())
         }
         switch next {
         case .none: drain()

@@ -124,32 +124,6 @@ import GeoRelayCore
         #expect(status.counters["ingest.rejected.parse"] == 3)
     }
 
-    /// Due state waits (two commit windows at most) for the next group of positions and is
-    /// committed with it: an fsync of its own would write about a block more.
-    @Test func dueStateRidesWithTheNextGroupOfPositions() async throws {
-        let fixture = SpoolFixture()
-        fixture.settings.commitWindow = .seconds(5)
-        fixture.settings.stateInterval = .milliseconds(100)
-        let spool = try fixture.open()
-        defer { spool.close() }
-        _ = await spool.append([fix("a", 1)])
-        let reader = try SpoolReader.open(path: fixture.settings.path)
-        func dataVersion() throws -> Int64 {
-            let version = try reader.db.statement("PRAGMA data_version")
-            defer { version.reset() }
-            _ = try version.step()
-            return version.int64(0)
-        }
-        let before = try dataVersion()
-        spool.add(counters: ["ingest.rejected.parse": 1])
-        // The state's interval passes (it is due now), well inside its grace of 10 s.
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try dataVersion() == before, "due state was not committed alone")
-        _ = await spool.append([fix("a", 2)])
-        #expect(try dataVersion() != before)
-        #expect(try reader.status().counters["ingest.rejected.parse"] == 1, "the group of positions carried the due state")
-    }
-
     @Test func heldStateIsWrittenWhenItsIntervalIsUp() async throws {
         let fixture = SpoolFixture()
         fixture.settings.stateInterval = .milliseconds(200)
