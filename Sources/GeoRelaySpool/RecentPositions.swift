@@ -28,8 +28,8 @@ package struct RecentPositions {
     }
 
     /// Slots of the ring a new spool gets (fixed when it is made: the ring is read back at open).
-    /// 2,048 holds the 1,200 positions of 300 s at 4 × 1 Hz and takes about 250 KiB; a burst
-    /// merges in groups of this size.
+    /// 2,048 holds the 1,200 positions of 300 s at 4 × 1 Hz and takes about 210 KiB at 512-byte
+    /// pages (counted in the quota); a burst merges in groups of this size.
     package static let newSpoolSlots = 2048
     /// Bytes of placeholder in a free slot of a new ring, making its row 87 bytes: a slot rewritten
     /// with a position no larger (a GPS fix with speed, course, altitude and accuracy is about 80)
