@@ -93,6 +93,21 @@ import GeoRelayCore
         #expect(try spool.makeReader().status().rows == slots + 1)
     }
 
+    /// The database, not only the writer's memory, guards a live slot: a row the writer does not
+    /// know of (as if its memory were wrong) fails the group instead of being overwritten.
+    @Test func aSlotThatIsNotFreeIsNeverOverwritten() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        #expect(await spool.append([unitFix("a", 0)]) == [.stored(seq: 1)])
+        try spool.withWriterConnection { db in try db.execute("UPDATE recent_slots SET seq = 5000 WHERE slot = 2") }
+        let refused = await spool.append([unitFix("a", 1)])
+        #expect(refused.allSatisfy { if case .failed = $0 { true } else { false } }, "\(refused)")
+        #expect(try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 2") == [5000], "the live slot kept its row")
+        // Read back after the failure, the writer knows the row and goes on above it.
+        #expect(await spool.append([unitFix("a", 1)]) == [.stored(seq: 5001)])
+    }
+
     /// A spool of schema 10 with rows in the `recent` table: the migration merges them into
     /// `positions` with their seqs and totals, and the ring starts above them.
     @Test func aSpoolWithTheRecentTableIsMigratedWithoutLosingARow() async throws {
