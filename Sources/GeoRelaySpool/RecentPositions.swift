@@ -11,12 +11,13 @@
 /// parent and page 1 every few commits). The merge writes each index leaf once for
 /// hundreds of rows and moves a watermark; it does not touch the ring's pages.
 ///
-/// Seq `s` lives in slot `s % slotCount`. A slot is live while its seq is above
+/// Positions take the slots in turn, round the ring. A slot is live while its seq is above
 /// `recent_merged.seq`, the highest seq merged; the `recent` view shows only live slots, so
 /// readers scan it beside their indexed search of `positions` in one statement (one
 /// snapshot: a merge between two statements would hide rows). Every seq in `recent` is above
-/// every seq in `positions`. A seq is given only when its slot is free (merged), so the ring
-/// never holds more than `slotCount` unmerged positions.
+/// every seq in `positions`. A slot is taken only when it is free (merged): a full ring merges
+/// first. A group that would straddle two leaves starts at the next leaf instead
+/// (`align(forGroupOf:)`), leaving the rest of the leaf unused this time round.
 ///
 /// The writer keeps what the unique `(device_id, fix_ms)` index gives `positions`
 /// in memory for `recent`: which fixes it holds. Touched only on the writer's queue.
@@ -31,13 +32,16 @@ package struct RecentPositions {
     /// 2,048 holds the 1,200 positions of 300 s at 4 × 1 Hz and takes about 210 KiB at 512-byte
     /// pages (counted in the quota); a burst merges in groups of this size.
     package static let newSpoolSlots = 2048
-    /// Bytes of placeholder in a free slot of a new ring, making its row 87 bytes: a slot rewritten
+    /// Bytes of placeholder in a free slot of a new ring, making its row 89 bytes: a slot rewritten
     /// with a position no larger (a GPS fix with speed, course, altitude and accuracy is about 80)
     /// stays in its leaf, so even the first round of the ring splits no page. Larger placeholders
-    /// put fewer slots in a leaf, and a commit's slots then straddle two leaves more often (at
-    /// 111 bytes, 1.5 leaves a commit at 4 × 1 Hz). A larger position splits its leaf once, the
-    /// first time round, and the ring keeps that layout.
+    /// put fewer slots in a leaf (five to a 512-byte leaf, ten to 1 KiB), so more commits need two
+    /// leaves. A larger position splits its leaf once, the first time round, and the ring keeps
+    /// that layout.
     static let placeholderBytes = 72
+    /// A placeholder slot's cell in its leaf: record header 17 bytes, rowid and length varints,
+    /// cell pointer.
+    static let placeholderCellBytes = placeholderBytes + 17 + 3 + 2
     /// How long positions wait at most: the longer, the fewer index pages per position
     /// (measured: 300 s against 60 s saves about 100 bytes per position at 4 × 1 Hz).
     static let mergeIntervalNs: UInt64 = 300 * 1_000_000_000
@@ -47,6 +51,14 @@ package struct RecentPositions {
     private(set) var count = 0
     /// Slots in this spool's ring.
     let slotCount: Int64
+    /// Slots to a leaf as the ring was made (equal placeholder rows appended in slot order fill
+    /// each leaf before the next): leaf `j` holds slots `j * slotsPerLeaf ..< (j + 1) * slotsPerLeaf`.
+    /// Only an estimate, for `align`: leaves split by larger positions hold fewer.
+    let slotsPerLeaf: Int64
+    /// Per slot, the seq it holds (0: never used); free while at or below `mergedSeq`.
+    private var slotSeqs: [Int64]
+    /// The slot the next position takes.
+    private var nextSlot: Int64
     /// The highest seq merged into `positions`: slots holding a seq at or below it are free.
     private(set) var mergedSeq: Int64
     /// The seq the next stored position gets: above everything stored or ever stored.
@@ -60,16 +72,28 @@ package struct RecentPositions {
     init(db: SQLiteDatabase, nowNs: UInt64) throws {
         lastMergeNs = nowNs
         let ring = try db.statement("""
-            SELECT (SELECT count(*) FROM recent_slots), (SELECT seq FROM recent_merged),
-                   max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
-                       (SELECT max(seq) FROM recent_slots), (SELECT seq FROM recent_merged))
+            SELECT (SELECT seq FROM recent_merged), max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
+                       (SELECT max(seq) FROM recent_slots), (SELECT seq FROM recent_merged)),
+                   (SELECT page_size FROM pragma_page_size)
             """)
         _ = try ring.step()
-        slotCount = ring.int64(0)
-        mergedSeq = ring.int64(1)
-        nextSeq = ring.int64(2) + 1
+        mergedSeq = ring.int64(0)
+        nextSeq = ring.int64(1) + 1
+        slotsPerLeaf = max(1, (ring.int64(2) - 8) / Int64(Self.placeholderCellBytes))
         ring.reset()
-        guard slotCount > 0 else { throw SpoolError.incompatible("the spool's ring of recent positions has no slots") }
+        let slots = try db.statement("SELECT slot, seq FROM recent_slots ORDER BY slot")
+        var seqs: [Int64] = []
+        while try slots.step() {
+            guard slots.int64(0) == Int64(seqs.count) else { throw SpoolError.incompatible("the spool's ring of recent positions lacks slot \(seqs.count)") }
+            seqs.append(slots.int64(1))
+        }
+        slots.reset()
+        guard !seqs.isEmpty else { throw SpoolError.incompatible("the spool's ring of recent positions has no slots") }
+        slotSeqs = seqs
+        slotCount = Int64(seqs.count)
+        // Round the ring after the newest position written.
+        let newest = seqs.indices.max { seqs[$0] < seqs[$1] }!
+        nextSlot = seqs[newest] > 0 ? (Int64(newest) + 1) % slotCount : 0
         let rows = try db.statement("SELECT seq, device_id, fix_ms, lat, lon FROM recent")
         while try rows.step() {
             entries[rows.int64(1), default: [:]][rows.int64(2)] = Entry(seq: rows.int64(0), lat: rows.double(3), lon: rows.double(4))
@@ -100,18 +124,35 @@ package struct RecentPositions {
         return newest
     }
 
-    /// Whether the next seq's slot still holds an unmerged position: merge before `add`.
-    var isFull: Bool { nextSeq - mergedSeq > slotCount }
+    /// Whether the next slot still holds an unmerged position: merge before `add`.
+    var isFull: Bool { slotSeqs[Int(nextSlot)] > mergedSeq }
+
+    /// Before a group of `count` positions: if they fit in one leaf but not in what is left of
+    /// the current one, they start at the next leaf. Each commit then rewrites one leaf, not two
+    /// (at 4 × 1 Hz, 60 % of commits straddled two five-slot leaves); the skipped slots stay
+    /// free. Bigger groups fill leaves whole anyway.
+    mutating func align(forGroupOf count: Int) {
+        let count = Int64(count)
+        guard count > 1, count <= slotsPerLeaf else { return }
+        let offset = nextSlot % slotsPerLeaf
+        guard offset > 0, offset + count > slotsPerLeaf else { return }
+        let next = nextSlot - offset + slotsPerLeaf
+        nextSlot = next + count > slotCount ? 0 : next
+    }
 
     /// Takes the next seq, and its slot, for a row the caller is writing.
-    /// - Important: only when `isFull` is false; the slot's position would be lost otherwise.
+    /// - Important: only when `isFull` is false; the slot's position would be lost otherwise
+    ///   (the write would find it live and fail the group).
     mutating func add(deviceID: Int64, fixMs: Int64, lat: Double, lon: Double) -> (seq: Int64, slot: Int64) {
         precondition(!isFull, "the ring of recent positions is full: merge first")
         let seq = nextSeq
+        let slot = nextSlot
         nextSeq += 1
+        nextSlot = (nextSlot + 1) % slotCount
+        slotSeqs[Int(slot)] = seq
         entries[deviceID, default: [:]][fixMs] = Entry(seq: seq, lat: lat, lon: lon)
         count += 1
-        return (seq, seq % slotCount)
+        return (seq, slot)
     }
 
     func isDue(nowNs: UInt64) -> Bool {

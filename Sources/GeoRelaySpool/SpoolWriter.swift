@@ -306,6 +306,8 @@ final class SpoolWriter: @unchecked Sendable {
             for job in jobs { fail(job, with: .internal("the spool's recent positions could not be read")) }
             return
         }
+        // The group's positions in one leaf of the ring where they fit (see `RecentPositions.align`).
+        recent.align(forGroupOf: incoming)
 
         var results: [[AppendResult]] = []
         var counters = GroupCounters()
