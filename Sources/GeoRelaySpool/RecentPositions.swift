@@ -6,7 +6,7 @@
 /// `positions` rewrites a leaf of its table and one of each per-device index (a
 /// different leaf per device) in the WAL, then again at checkpoint. That, not the
 /// ~100 bytes of a position, is what wore an SD card (BENCHMARKS.md, flash). A slot of
-/// the ring is updated in place: a commit rewrites the one or two leaves its slots are in
+/// the ring is updated in place: a commit rewrites the leaf its slots are in
 /// and allocates nothing (an insert into a growing table also rewrote a new leaf, its
 /// parent and page 1 every few commits). The merge writes each index leaf once for
 /// hundreds of rows and moves a watermark; it does not touch the ring's pages.
@@ -39,8 +39,8 @@ package struct RecentPositions {
     /// leaves. A larger position splits its leaf once, the first time round, and the ring keeps
     /// that layout.
     static let placeholderBytes = 72
-    /// A placeholder slot's cell in its leaf: record header 17 bytes, rowid and length varints,
-    /// cell pointer.
+    /// A placeholder slot's cell in its leaf: the record (the placeholder and 17 bytes more, as
+    /// `dbstat` counts it), the length and rowid varints, the cell pointer.
     static let placeholderCellBytes = placeholderBytes + 17 + 3 + 2
     /// How long positions wait at most: the longer, the fewer index pages per position
     /// (measured: 300 s against 60 s saves about 100 bytes per position at 4 × 1 Hz).
