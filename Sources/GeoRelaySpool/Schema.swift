@@ -109,15 +109,7 @@ enum Schema {
             speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
             charging INTEGER, alarm TEXT, attributes TEXT
         );
-        CREATE VIEW device_totals AS
-        SELECT d.id, d.name, d.hidden,
-               max(d.last_seq, coalesce(r.seq, 0)) AS last_seq,
-               max(coalesce(d.last_fix_ms, r.fix_ms), coalesce(r.fix_ms, d.last_fix_ms)) AS last_fix_ms,
-               max(coalesce(d.last_received_ms, r.received_ms), coalesce(r.received_ms, d.last_received_ms)) AS last_received_ms,
-               d.received + coalesce(r.n, 0) AS received
-        FROM devices d LEFT JOIN (
-            SELECT device_id, max(seq) AS seq, max(fix_ms) AS fix_ms, max(received_ms) AS received_ms, count(*) AS n
-            FROM recent GROUP BY device_id) r ON r.device_id = d.id;
+        \(deviceTotalsView)
         -- What status counts without scanning the backlog: per cursor, how many of its device's
         -- positions it has passed (acknowledged, quarantined, or dropped by the quota), so that
         -- pending = positions ever stored (device_totals.received) - settled. Every destination
@@ -142,7 +134,53 @@ enum Schema {
         CREATE TABLE uplink_daily(uplink TEXT NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL,
                                   PRIMARY KEY(uplink, day)) WITHOUT ROWID;
         """,
+        // Version 11: `recent` becomes a ring of pre-allocated slots updated in place (see
+        // `RecentPositions`), so a commit allocates no page. What the table held is merged into
+        // `positions` first, as the writer's merge would (nothing is lost, seqs are kept), then the
+        // ring starts empty above it; `recent` is now a view of the ring's live slots, with the
+        // table's columns, so every reader reads it as before.
+        RecentPositions.mergeSQL(from: "recent") + """
+        -- The highest seq merged into `positions` (one row): a slot whose seq is at or below it is free.
+        CREATE TABLE recent_merged(seq INTEGER NOT NULL);
+        INSERT INTO recent_merged VALUES(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
+                                             coalesce((SELECT max(seq) FROM recent), 0)));
+        DROP VIEW device_totals;
+        DROP TABLE recent;
+        CREATE TABLE recent_slots(
+            slot INTEGER PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            device_id INTEGER NOT NULL,
+            fix_ms INTEGER NOT NULL,
+            received_ms INTEGER NOT NULL,
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
+            charging INTEGER, alarm TEXT, attributes TEXT
+        );
+        -- Free slots hold seq 0 and a placeholder as large as a position, so that writing a position
+        -- into one rewrites its leaf in place (`RecentPositions.placeholderBytes`).
+        WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot < \(RecentPositions.newSpoolSlots - 1))
+        INSERT INTO recent_slots(slot, seq, device_id, fix_ms, received_ms, lat, lon, attributes)
+        SELECT slot, 0, 0, 0, 0, 0, 0, zeroblob(\(RecentPositions.placeholderBytes)) FROM n;
+        CREATE VIEW recent AS
+        SELECT seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+        FROM recent_slots WHERE seq > (SELECT seq FROM recent_merged);
+        \(deviceTotalsView)
+        """,
     ]
+
+    /// Each device's totals over `positions` (what `devices` holds) and `recent` (what waits to be merged).
+    private static let deviceTotalsView = """
+        CREATE VIEW device_totals AS
+        SELECT d.id, d.name, d.hidden,
+               max(d.last_seq, coalesce(r.seq, 0)) AS last_seq,
+               max(coalesce(d.last_fix_ms, r.fix_ms), coalesce(r.fix_ms, d.last_fix_ms)) AS last_fix_ms,
+               max(coalesce(d.last_received_ms, r.received_ms), coalesce(r.received_ms, d.last_received_ms)) AS last_received_ms,
+               d.received + coalesce(r.n, 0) AS received
+        FROM devices d LEFT JOIN (
+            SELECT device_id, max(seq) AS seq, max(fix_ms) AS fix_ms, max(received_ms) AS received_ms, count(*) AS n
+            FROM recent GROUP BY device_id) r ON r.device_id = d.id;
+        """
 
     static var currentVersion: Int { migrations.count }
 

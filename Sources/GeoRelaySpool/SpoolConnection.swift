@@ -5,7 +5,7 @@ import GeoRelayCore
 /// Opens spool connections with the settings the durability promise rests on.
 enum SpoolConnection {
     /// The page size of spools this relay creates (measured: `georelay-bench --only flash`).
-    static let pageSize = 1024
+    static let pageSize = 512
 
     /// The writer: WAL, `synchronous=FULL` (an `ok` survives power loss, not
     /// just a crash), file mode 0600, schema migrated.
@@ -25,9 +25,11 @@ enum SpoolConnection {
         chmod(path, 0o600)
         return try SpoolError.wrapping {
             let db = try SQLiteDatabase(path: path)
-            // A new spool gets 1 KiB pages: a commit of a few positions rewrites whole pages in
-            // the WAL (the table's last leaf, each index's leaf per device), and at 4 KiB that
-            // is most of what wears an SD card. An existing spool keeps the size it was made with.
+            // A new spool gets 512-byte pages: a commit of a few positions rewrites the leaf (or
+            // two) of the ring its slots are in, and the fsync writes every 4 KiB block of the WAL
+            // that frame touches, so the smaller the frame the fewer blocks (4 KiB pages were most
+            // of what wore an SD card; 512 bytes against 1 KiB: BENCHMARKS.md, flash). An existing
+            // spool keeps the size it was made with.
             try db.execute("PRAGMA page_size = \(Self.pageSize)")
             let mode = try db.pragma("journal_mode = WAL")
             guard mode?.lowercased() == "wal" else {
@@ -42,9 +44,9 @@ enum SpoolConnection {
             let walBytes = min(16 << 20, max(256 << 10, maxBytes / 8))
             try db.execute("PRAGMA journal_size_limit = \(walBytes)")
             // A checkpoint at 4 MiB of WAL (half the limit for small quotas), counted in this
-            // spool's pages: each one writes every page changed since the last, so at 1 KiB pages
+            // spool's pages: each one writes every page changed since the last, so at small pages
             // SQLite's default of 1,000 pages would rewrite the same few (the newest leaves, the
-            // delivery state) into the database four times as often (BENCHMARKS.md, flash).
+            // delivery state) into the database eight times as often (BENCHMARKS.md, flash).
             let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
             try db.execute("PRAGMA wal_autocheckpoint = \(max(64, min(4 << 20, walBytes / 2) / pageSize))")
             try db.execute("PRAGMA foreign_keys = OFF")

@@ -23,11 +23,15 @@ extension SpoolWriter {
                 counters.add("ingest.rejected.spool-full", 1)
                 continue
             }
+            // A full ring is merged in this transaction before its oldest slot is taken again.
+            if recent.isFull { try merge(&recent, db: db, nowNs: WallClock.monotonicNs(), counters: &counters) }
             // The seq is the writer's to give (see `RecentPositions`): a failed group leaves no gap
             // because the writer reads `recent` back after a rollback.
-            let seq = recent.add(deviceID: deviceID, fixMs: p.timeMs, lat: p.lat, lon: p.lon)
-            PositionRow.bind(insert, seq: seq, deviceID: deviceID, position: p, receivedMs: receivedMs)
+            let (seq, slot) = recent.add(deviceID: deviceID, fixMs: p.timeMs, lat: p.lat, lon: p.lon)
+            PositionRow.bind(insert, seq: seq, slot: slot, deviceID: deviceID, position: p, receivedMs: receivedMs)
             try insert.run()
+            // A slot that is not there, or not free, would drop a position without an error: fail the group.
+            guard db.changes == 1 else { throw SpoolError.incompatible("slot \(slot) of the ring of recent positions is not free for seq \(seq)") }
             results.append(.stored(seq: seq))
             counters.stored += 1
             if p.alarm != nil { counters.alarms += 1 }
@@ -56,16 +60,21 @@ extension SpoolWriter {
 
 }
 
-/// A position's row: the insert the writer uses, shared with the benchmark's
-/// limit so both measure the same statement. New rows go to `recent` (see `RecentPositions`).
+/// A position's row: the write the writer uses, shared with the benchmark's
+/// limit so both measure the same statement. New rows go into a slot of the ring behind
+/// `recent`, rewritten in place (see `RecentPositions`). Only a free slot (merged) is
+/// written: if the writer's memory of the ring were ever wrong, the write changes no row and
+/// the group fails, instead of overwriting a position that was answered `ok`.
 package enum PositionRow {
     package static let insertSQL = """
-        INSERT INTO recent(seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
-        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        UPDATE recent_slots SET seq = ?1, device_id = ?2, fix_ms = ?3, received_ms = ?4, lat = ?5, lon = ?6, speed = ?7,
+            course = ?8, altitude = ?9, accuracy = ?10, battery = ?11, charging = ?12, alarm = ?13, attributes = ?14
+        WHERE slot = ?15 AND seq <= (SELECT seq FROM recent_merged)
         """
 
-    package static func bind(_ insert: SQLiteStatement, seq: Int64, deviceID: Int64, position p: Position, receivedMs: Int64) {
+    package static func bind(_ insert: SQLiteStatement, seq: Int64, slot: Int64, deviceID: Int64, position p: Position, receivedMs: Int64) {
         insert.reset()
+        insert.bind(15, slot)
         insert.bind(1, seq)
         insert.bind(2, deviceID)
         insert.bind(3, p.timeMs)

@@ -306,6 +306,8 @@ final class SpoolWriter: @unchecked Sendable {
             for job in jobs { fail(job, with: .internal("the spool's recent positions could not be read")) }
             return
         }
+        // The group's positions in one leaf of the ring where they fit (see `RecentPositions.align`).
+        recent.align(forGroupOf: incoming)
 
         var results: [[AppendResult]] = []
         var counters = GroupCounters()
@@ -403,7 +405,8 @@ final class SpoolWriter: @unchecked Sendable {
 
     // MARK: - Recent positions
 
-    private func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
+    /// Merges `recent` inside the caller's transaction and counts it in the group's counters.
+    func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
         let already = try recent.merge(db: db, nowNs: nowNs)
         counters.add("spool.merges", 1)
         if already > 0 {

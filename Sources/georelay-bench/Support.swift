@@ -128,17 +128,19 @@ func sqliteLimit(rows: Int, groupSize: Int) throws -> Double {
         let started = WallClock.monotonicNs()
         var index = 0
         var unmerged = 0
+        let slots = RecentPositions.newSpoolSlots
         while index < positions.count {
             try db.execute("BEGIN IMMEDIATE")
             for (offset, p) in positions[index..<min(positions.count, index + groupSize)].enumerated() {
-                PositionRow.bind(insert, seq: Int64(index + offset + 1), deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
+                // The writer's bulk merge into the indexed table, when the ring is full.
+                if unmerged == slots {
+                    _ = try RecentPositions.merge(db: db)
+                    unmerged = 0
+                }
+                let seq = Int64(index + offset + 1)
+                PositionRow.bind(insert, seq: seq, slot: seq % Int64(slots), deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
                 try insert.run()
                 unmerged += 1
-            }
-            // The writer's bulk merge into the indexed table, at the same size.
-            if unmerged >= RecentPositions.maxRows {
-                _ = try RecentPositions.merge(db: db)
-                unmerged = 0
             }
             try db.execute("COMMIT")
             index += groupSize

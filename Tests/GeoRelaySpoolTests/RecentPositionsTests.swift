@@ -68,13 +68,14 @@ import GeoRelayCore
         #expect(try reader.newestSeq() == 4)
     }
 
-    /// A burst merges every `maxRows`: forwarders read across the two tables without a gap.
+    /// A burst merges each time the ring is full: forwarders read across the two tables without a gap.
     @Test func aBurstMergesInBulkAndReadersSeeOneSequence() async throws {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         defer { spool.close() }
         try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
-        let total = RecentPositions.maxRows + 500
+        let slots = RecentPositions.newSpoolSlots
+        let total = slots + 500
         var stored = 0
         for batch in stride(from: 0, to: total, by: 500) {
             let results = await spool.append((batch..<min(total, batch + 500)).map { fix($0 % 2 == 0 ? "a" : "b", Int64($0 / 2)) })
@@ -82,8 +83,8 @@ import GeoRelayCore
         }
         #expect(stored == total)
         let split = try rows(spool)
-        #expect(split.merged >= RecentPositions.maxRows && split.recent > 0 && split.recent + split.merged == total,
-                "one merge at \(RecentPositions.maxRows) rows, the rest still recent: \(split)")
+        #expect(split.merged == slots && split.recent == total - slots,
+                "one merge when the ring of \(slots) was full, the rest still recent: \(split)")
         let reader = try spool.makeReader()
         var seqs: [Int64] = []
         var after: Int64 = 0

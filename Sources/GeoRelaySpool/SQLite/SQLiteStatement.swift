@@ -102,6 +102,9 @@ package final class SQLiteStatement {
 
     // MARK: Columns (0-based)
 
+    /// Columns in each result row.
+    package var columnCount: Int32 { sqlite3_column_count(handle) }
+
     package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
     package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     package func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
