@@ -12,6 +12,27 @@ import GeoRelayTestKit
 @Suite(.offThePool) struct BudgetRestrictionTests {
     static let restriction = UplinkGate.Restriction(uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
 
+    /// The answers spend the allowance: the answer that spends it restricts every destination on
+    /// the uplink at once and wakes the forwarders, without waiting for the monitor's next look.
+    @Test func theAnswerThatSpendsTheAllowanceRestrictsAtOnce() async {
+        let gate = UplinkGate()
+        let woken = WakeSignal()
+        gate.watch(woken)
+        let allowance = UplinkGate.Allowance(uplink: "iridium", bytesLeft: 1_000, whenSpent: Self.restriction)
+        gate.set([:], allowances: ["traccar": allowance, "push": allowance])
+        woken.clear()
+        gate.spend(600, destination: "traccar")
+        gate.spend(10_000, destination: "elsewhere")
+        #expect(gate.restriction(for: "traccar") == nil && gate.restriction(for: "push") == nil, "400 bytes left")
+        gate.spend(400, destination: "push")
+        #expect(gate.restriction(for: "traccar") == Self.restriction)
+        #expect(gate.restriction(for: "push") == Self.restriction)
+        await woken.wait(timeout: .seconds(10))
+        // The monitor's next look, from its totals, says the same: no change, no second wake.
+        gate.set(["traccar": Self.restriction, "push": Self.restriction])
+        #expect(gate.restriction(for: "traccar") == Self.restriction)
+    }
+
     /// Both engines: one request at a time (libcurl) and pipelined.
     @Test(arguments: [1, 32])
     func aSpentBudgetCarriesAlarmsAndAStillAlivePositionUntilItLifts(pipeline: Int) async throws {

@@ -101,4 +101,22 @@ import GeoRelayTestKit
         // Spent: the longer of the two.
         #expect(UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (100_000, 100_000)])["traccar"]?.minIntervalMs == 900_000)
     }
+
+    @Test func anAllowanceIsWhatIsLeftAndSaysWhatTheLookWillSayOnceSpent() {
+        var config = Configuration()
+        var iridium = Self.iridium
+        iridium.budget = Configuration.Budget(dayBytes: 100_000, monthBytes: 2_000_000)
+        config.uplinks = [Self.starlink, iridium]
+        let routes: [String: UplinkRoute.Answer] = ["traccar": .uplink(iridium), "push": .uplink(Self.starlink)]
+        let allowances = UplinkMonitor.restrictions(config, routes: routes, usage: [:]).isEmpty
+            ? UplinkMonitor.allowances(config, routes: routes, usage: ["iridium": (60_000, 1_000_000)]) : [:]
+        #expect(Array(allowances.keys) == ["traccar"], "only a budgeted uplink has an allowance")
+        #expect(allowances["traccar"]?.bytesLeft == 40_000)
+        #expect(allowances["traccar"]?.whenSpent == UplinkMonitor.restrictions(config, routes: routes, usage: ["iridium": (100_000, 1_040_000)])["traccar"])
+        // The month is closer: what is left of it, in its words.
+        let month = UplinkMonitor.allowances(config, routes: routes, usage: ["iridium": (10_000, 1_990_000)])
+        #expect(month["traccar"]?.bytesLeft == 10_000)
+        #expect(month["traccar"]?.whenSpent.reason.contains("month budget") == true)
+        #expect(UplinkMonitor.allowances(config, routes: routes, usage: ["iridium": (100_000, 1_000_000)]).isEmpty, "spent: a restriction, no allowance")
+    }
 }

@@ -88,7 +88,10 @@ import GeoRelayTestKit
         #expect(client.readLines(25).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await server.waitUntil { $0.count >= 25 })
         try await Self.waitForLog("backlog deferred: iridium's day budget", relay)
-        let spent = try await Self.waitFor(status, "the destination deferred") { $0.destination("traccar")?["state"]?.string == "deferred" }
+        // The answer that spends the budget defers at once; the monitor's accounting shows it spent at its next look.
+        let spent = try await Self.waitFor(status, "the destination deferred and the budget counted spent") {
+            $0.destination("traccar")?["state"]?.string == "deferred" && $0.uplink("iridium")?["budget"]?["spent"] == .bool(true)
+        }
         let atSpent = spent.uplink("iridium")?["wireBytesToday"]?.number ?? 0
         #expect(spent.uplink("iridium")?["budget"]?["spent"] == .bool(true))
 

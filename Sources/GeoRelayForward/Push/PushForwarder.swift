@@ -292,7 +292,10 @@ package final class PushForwarder: DestinationForwarder {
         while let chunk = pending.popLast() {
             if Task.isCancelled { break }
             var update = DeliveryUpdate(destination: settings.name)
-            defer { spool.record(update) }
+            defer {
+                spool.record(update)
+                gate?.spend(update.wireBytes, destination: settings.name)
+            }
             let body: [UInt8]
             do {
                 // The prepared body serves when the chunk is the whole batch in the same encoding.

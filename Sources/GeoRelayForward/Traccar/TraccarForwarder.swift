@@ -245,7 +245,7 @@ package final class TraccarForwarder: DestinationForwarder {
               alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, spool, wake, before) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger)
+        let (parkSeconds, logger, spool, wake, before, gate, name) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name)
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 if let alarms {
@@ -263,6 +263,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     let results = engine.deliver(batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
                                                  maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
                         spool.record(update)
+                        gate?.spend(update.wireBytes, destination: name)
                     }
                     return (results, ledger)
                 }

@@ -27,8 +27,28 @@ package final class UplinkGate: Sendable {
         }
     }
 
+    /// What a destination on a budgeted uplink may still spend: the forwarders spend it as their
+    /// answers come back, so a budget runs out at the answer that spends it, not at the
+    /// monitor's next look (up to 5 s later, a pipelined round behind 9.6 kbit/s meanwhile).
+    package struct Allowance: Sendable, Equatable {
+        package var uplink: String
+        /// Left on the uplink's budget (the lesser of day and month) as of the last look.
+        package var bytesLeft: Int64
+        /// The restriction every destination on the uplink gets once it is spent.
+        package var whenSpent: Restriction
+
+        package init(uplink: String, bytesLeft: Int64, whenSpent: Restriction) {
+            self.uplink = uplink
+            self.bytesLeft = bytesLeft
+            self.whenSpent = whenSpent
+        }
+    }
+
     private struct State {
         var restrictions: [String: Restriction] = [:]
+        var allowances: [String: Allowance] = [:]
+        /// Per uplink, bytes left: shared by every destination it carries.
+        var left: [String: Int64] = [:]
         var watchers: [WakeSignal] = []
     }
     private let state = Mutex(State())
@@ -40,11 +60,33 @@ package final class UplinkGate: Sendable {
         state.withLock { $0.restrictions[destination] }
     }
 
-    /// Every destination's restriction, replacing the last; watchers are woken when anything changed.
-    package func set(_ restrictions: [String: Restriction]) {
+    /// Every destination's restriction and allowance, replacing the last (the monitor's look, from
+    /// its totals, which include what was spent since); watchers are woken when a restriction changed.
+    package func set(_ restrictions: [String: Restriction], allowances: [String: Allowance] = [:]) {
         let woken: [WakeSignal] = state.withLock { state in
+            state.allowances = allowances
+            state.left = [:]
+            for allowance in allowances.values { state.left[allowance.uplink] = allowance.bytesLeft }
             guard state.restrictions != restrictions else { return [] }
             state.restrictions = restrictions
+            return state.watchers
+        }
+        for watcher in woken { watcher.signal() }
+    }
+
+    /// A destination's answer cost `bytes` on the wire. When that spends its uplink's allowance,
+    /// every destination on the uplink is restricted at once and the watchers are woken (a round
+    /// on the wire ends early, as for an alarm).
+    package func spend(_ bytes: Int, destination: String) {
+        guard bytes > 0 else { return }
+        let woken: [WakeSignal] = state.withLock { state in
+            guard let allowance = state.allowances[destination], let left = state.left[allowance.uplink] else { return [] }
+            let now = left - Int64(bytes)
+            state.left[allowance.uplink] = now
+            guard now <= 0, left > 0 else { return [] }
+            for (name, other) in state.allowances where other.uplink == allowance.uplink {
+                state.restrictions[name] = other.whenSpent
+            }
             return state.watchers
         }
         for watcher in woken { watcher.signal() }

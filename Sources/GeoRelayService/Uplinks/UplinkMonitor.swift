@@ -82,7 +82,8 @@ package final class UplinkMonitor: Sendable {
             let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day)
             spool.record(uplinkUsage: usage)
             let totals = tally(usage, day: day)
-            gate?.set(Self.restrictions(configuration, routes: routes, usage: totals))
+            gate?.set(Self.restrictions(configuration, routes: routes, usage: totals),
+                      allowances: Self.allowances(configuration, routes: routes, usage: totals))
             // The crew's record of failovers: each destination's uplink when first known and at each change.
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
                 logger.notice("\(destination) now \(answer.phrase)")
@@ -162,6 +163,26 @@ package final class UplinkMonitor: Sendable {
             }
         }
         return restrictions
+    }
+
+    /// Per destination on an uplink whose budget is not spent yet: what is left of it, and the
+    /// restriction it gets when its forwarders spend that before the next look.
+    package static func allowances(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
+                                   usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Allowance] {
+        var allowances: [String: UplinkGate.Allowance] = [:]
+        for (destination, answer) in routes {
+            guard case .uplink(let routed) = answer,
+                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }), let budget = uplink.budget else { continue }
+            let used = usage[uplink.name] ?? (0, 0)
+            let left = min(budget.dayBytes.map { $0 - used.today } ?? .max, budget.monthBytes.map { $0 - used.month } ?? .max)
+            guard left > 0 else { continue }
+            // The words the next look will use once the totals show it spent.
+            let day = budget.dayBytes.map { $0 - used.today == left } ?? false
+            let spentUsage = day ? (today: budget.dayBytes ?? 0, month: used.month) : (today: used.today, month: budget.monthBytes ?? 0)
+            guard let whenSpent = restrictions(configuration, routes: [destination: answer], usage: [uplink.name: spentUsage])[destination] else { continue }
+            allowances[destination] = UplinkGate.Allowance(uplink: uplink.name, bytesLeft: left, whenSpent: whenSpent)
+        }
+        return allowances
     }
 
     private static func uplinkName(_ answer: UplinkRoute.Answer) -> String? {
