@@ -9,14 +9,13 @@ import GeoRelaySpool
 /// connection. A finished request starts the device's next one at once, on
 /// this thread, with no hop through the task scheduler per position: that is
 /// what lets one relay keep a local server busy. What each answer settles is the
-/// ledger's to say; its updates are handed to `progress` every `ackFlush` positions (and at the
-/// end of the round), so a crash mid-round resends little.
+/// ledger's to say; its updates are handed to `progress` as `ProgressCadence` says (every 128
+/// positions, each second with bytes on the wire, and at the end of the round).
 final class OsmAndEngine: TraccarEngine {
     private let traccar: TraccarProtocol
     private let multi: CurlMulti
     private let easies: [CurlEasy]
     private let destination: String
-    static let ackFlush = 128
 
     init(settings: Configuration.DestinationSettings) throws(CurlError) {
         destination = settings.name
@@ -56,9 +55,10 @@ final class OsmAndEngine: TraccarEngine {
         var halted = false
         var positionsLeft = maxPositions
         var update = DeliveryUpdate(destination: destination)
+        var cadence = ProgressCadence()
 
         func flush(force: Bool) {
-            if force || update.acknowledged.count + update.quarantined.count >= Self.ackFlush {
+            if cadence.due(update, force: force) {
                 progress(update)
                 update = DeliveryUpdate(destination: destination)
             }

@@ -46,7 +46,6 @@ final class PipelinedOsmAndEngine: TraccarEngine {
     /// Windows broken in a row with more than one request unanswered.
     private var brokenWindows = 0
     private var oneAtATimeUntil: ContinuousClock.Instant?
-    static let ackFlush = 128
 
     init(settings: Configuration.DestinationSettings, target: HTTP1Target) throws {
         destination = settings.name
@@ -76,10 +75,11 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         var halted = false
         var positionsLeft = maxPositions
         var update = DeliveryUpdate(destination: destination)
+        var cadence = ProgressCadence()
         let clock = ContinuousClock()
 
         func flush(force: Bool) {
-            if force || update.acknowledged.count + update.quarantined.count >= Self.ackFlush {
+            if cadence.due(update, force: force) {
                 progress(update)
                 update = DeliveryUpdate(destination: destination)
             }

@@ -48,3 +48,21 @@ protocol TraccarEngine: AnyObject {
     /// Wakes a running round so it sees its flags; may be called from any thread.
     var wake: @Sendable () -> Void { get }
 }
+
+/// When a round hands what it settled to `progress`: every 128 positions settled (a crash
+/// mid-round resends little), or a second after the last hand-over once bytes went on the wire,
+/// so the uplink monitor and a budget's allowance see a slow link's bytes within a second, not
+/// 128 positions (25 KB at 9.6 kbit/s, minutes of Iridium) later. The end of a round forces one.
+struct ProgressCadence {
+    static let positions = 128
+    static let interval: Duration = .seconds(1)
+    private var last = ContinuousClock.now
+
+    mutating func due(_ update: DeliveryUpdate, force: Bool = false) -> Bool {
+        let now = ContinuousClock.now
+        guard force || update.acknowledged.count + update.quarantined.count >= Self.positions
+                || (update.wireBytes > 0 && now - last >= Self.interval) else { return false }
+        last = now
+        return true
+    }
+}
