@@ -41,6 +41,16 @@ struct Eviction {
         let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max)
         // Replays of positions that are gone can never be sent.
         try db.execute("DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions) AND seq NOT IN (SELECT seq FROM recent)")
+        // What went ahead of a backlog the cursor has since passed (or that is gone) is never
+        // looked at again: without this, a still-alive position every 15 min and a backfill's
+        // live edge every round would grow the table, and every round's read of it, for months.
+        // Rows in `recent` stay (few, and mostly still pending); the next pass takes them.
+        try db.execute("""
+            DELETE FROM alarm_sent WHERE seq NOT IN (SELECT seq FROM recent) AND NOT EXISTS (
+                SELECT 1 FROM positions p JOIN destinations dst ON dst.name = alarm_sent.destination
+                LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = p.device_id
+                WHERE p.seq = alarm_sent.seq AND p.seq > coalesce(c.acked_seq, dst.start_seq))
+            """)
         return deleted
     }
 

@@ -198,6 +198,35 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         #expect(left == [2, 4])
     }
 
+    /// What went ahead of a backlog is forgotten once the cursor has passed it or the position is
+    /// gone, and kept while it is still pending (the backlog must skip it).
+    @Test func retentionForgetsWhatWentAheadOnceItIsSettled() async throws {
+        let fixture = SpoolFixture()
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "e", buffered: true)])
+        _ = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)], receivedMs: WallClock.nowMs() - 200 * 3_600_000)
+        _ = await spool.append([fix("a", 3)])
+        var d = DeliveryUpdate(destination: "d")
+        d.sentAhead = [1, 4]
+        d.acknowledged = [(1, 2)]
+        spool.record(d)
+        var e = DeliveryUpdate(destination: "e")
+        e.sentAhead = [1]
+        spool.record(e)
+        _ = await spool.append([])
+        // Nothing is delivered to e, so no position goes; d's cursor has passed seq 1.
+        #expect(try spool.deleteExpired() == 0)
+        let rows = try spool.withWriterConnection { db in
+            let select = try db.statement("SELECT destination || ':' || seq FROM alarm_sent ORDER BY destination, seq")
+            var rows: [String] = []
+            while try select.step() { rows.append(select.text(0) ?? "") }
+            return rows
+        }
+        #expect(rows == ["d:4", "e:1"])
+        #expect(try spool.makeReader().pendingAlarms(destination: "d").sent == [4])
+    }
+
     @Test func quotaDropsOldestWhenNothingIsDelivered() async throws {
         let fixture = SpoolFixture(maxBytes: 1 << 20, whenFull: .dropOldest)
         let spool = try fixture.open()
