@@ -72,17 +72,6 @@ package final class SpoolReader {
         }
     }
 
-    /// Each device's next pending position (the first after its cursor).
-    package func next(of cursors: [DeviceCursor]) throws(SpoolError) -> [StoredPosition] {
-        var next: [StoredPosition] = []
-        for cursor in cursors {
-            if let first = try positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: 1).first {
-                next.append(first)
-            }
-        }
-        return next
-    }
-
     /// Each device's newest position (its cursor's `lastSeq`): where it is now, for the
     /// still-alive minimum an uplink with a spent budget still carries, and to go ahead of a backfill.
     package func newest(of cursors: [DeviceCursor]) throws(SpoolError) -> [StoredPosition] {

@@ -43,11 +43,11 @@ func seaFigure() throws {
     let switchAt = day.count * 23 / 24
     let start = WallClock.monotonicNs()
     let chunk = 100
-    var atSwitch: (live: Int, iridium: Int64, starlink: Int64) = (0, 0, 0)
+    var atSwitch: (live: Int, starlink: Int64)?
     var refused = 0
     for first in stride(from: 0, to: day.count, by: chunk) {
-        if first >= switchAt, atSwitch.iridium == 0 {
-            atSwitch = (server.positions.count, try lab.bytes(uplink: 0), try lab.bytes(uplink: 1))
+        if first >= switchAt, atSwitch == nil {
+            atSwitch = (server.positions.count, try lab.bytes(uplink: 1))
             try lab.route(via: 1)
         }
         let due = start + UInt64(Double(first) / Double(day.count) * feedSeconds * 1e9)
@@ -68,17 +68,17 @@ func seaFigure() throws {
     let accounting = try uplinkAccounting(lab: lab, configPath: configPath, directory: directory.path)
     let received = server.positions
     let receivedTimes = Set(received.map(\.fixTimeMs))
-    let still = received.prefix(atSwitch.live).count
+    let (live, starlinkAtSwitch) = atSwitch ?? (received.count, 0)
     let missing = keptTimes.subtracting(receivedTimes).count
     let extra = receivedTimes.subtracting(keptTimes).count
     let duplicates = received.count - receivedTimes.count
     let iridium = try lab.bytes(uplink: 0), starlink = try lab.bytes(uplink: 1)
-    note("sea: fed \(day.count) fixes in \(Int(fed)) s (\(refused) refused); \(atSwitch.live) delivered over iridium before the switch, \(received.count - atSwitch.live) after; backfill drained in \(Int(drained)) s")
+    note("sea: fed \(day.count) fixes in \(Int(fed)) s (\(refused) refused); \(live) delivered over iridium before the switch, \(received.count - live) after; backfill drained in \(Int(drained)) s")
     emit("sea_day_budgeted_uplink", [
         ("fixes", .number(Double(day.count))), ("feed_seconds", .number(fed.rounded())),
         ("filter_keeps", .number(Double(kept.count))),
-        ("delivered_live_over_iridium", .number(Double(still))),
-        ("delivered_after_starlink_came", .number(Double(received.count - atSwitch.live))),
+        ("delivered_live_over_iridium", .number(Double(live))),
+        ("delivered_after_starlink_came", .number(Double(received.count - live))),
         ("server_positions", .number(Double(received.count))),
         ("missing_from_server", .number(Double(missing))), ("duplicates", .number(Double(duplicates))),
         ("still_alive_beyond_filter", .number(Double(extra))),
@@ -86,7 +86,7 @@ func seaFigure() throws {
         ("iridium_relay_counted_bytes", .number(Double(accounting.iridium))),
         ("iridium_interface_bytes", .number(Double(iridium))),
         ("starlink_relay_counted_bytes", .number(Double(accounting.starlink))),
-        ("starlink_interface_bytes", .number(Double(starlink - atSwitch.starlink))),
+        ("starlink_interface_bytes", .number(Double(starlink - starlinkAtSwitch))),
         ("backfill_drain_seconds", .number(drained.rounded())),
         ("target", .string("iridium counted <= budget + one look of traffic; nothing the filter keeps missing; no duplicates")),
     ])

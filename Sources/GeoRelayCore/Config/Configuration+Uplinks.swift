@@ -54,7 +54,13 @@ extension Configuration {
 
         /// Spent when either period's bytes reached its limit.
         package func isSpent(today: Int64, month: Int64) -> Bool {
-            (dayBytes.map { today >= $0 } ?? false) || (monthBytes.map { month >= $0 } ?? false)
+            left(today: today, month: month).bytes <= 0
+        }
+
+        /// What is left of the nearer limit, and whether that is the day's (on a tie, the day's).
+        package func left(today: Int64, month: Int64) -> (bytes: Int64, day: Bool) {
+            let day = dayBytes.map { $0 - today } ?? .max, month = monthBytes.map { $0 - month } ?? .max
+            return day <= month ? (day, true) : (month, false)
         }
     }
 

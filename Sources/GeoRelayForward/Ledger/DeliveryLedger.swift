@@ -59,12 +59,7 @@ struct DeliveryLedger: Sendable {
     /// not the relay's: deterministic from what the spool holds, so a restart sends no extra one.
     /// The filter is not asked: this is the still-alive minimum, which goes whatever it says.
     func stillAlive(_ newest: [StoredPosition], minIntervalMs: Int64, sent: Set<Int64>) -> [Delivery] {
-        newest.compactMap { stored in
-            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq) else { return nil }
-            let state = filters[stored.deviceID] ?? FilterState()
-            if let newestSent = state.newestSentMs, stored.position.timeMs - newestSent < minIntervalMs { return nil }
-            return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
-        }
+        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs - $0 >= minIntervalMs } ?? true }
     }
 
     /// The devices whose backlog is history: the server has a newer fix of them (sent ahead: an
@@ -80,10 +75,17 @@ struct DeliveryLedger: Sendable {
     /// the newest fix the server has, to go ahead of the history still owed (as the issue's
     /// users expect: where the vessel is now shows first, the day behind it fills in after).
     func liveAhead(_ newest: [StoredPosition], sent: Set<Int64>) -> [Delivery] {
+        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs > $0 } ?? false }
+    }
+
+    /// Of `newest`, what has not gone ahead yet and is `due` (its fix time against the newest
+    /// the server has of its device), as deliveries ahead of the backlog.
+    private func ahead(_ newest: [StoredPosition], sent: Set<Int64>, due: (Int64, Int64?) -> Bool) -> [Delivery] {
         newest.compactMap { stored in
-            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq),
-                  let newestSent = filters[stored.deviceID]?.newestSentMs, stored.position.timeMs > newestSent else { return nil }
-            return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: filters[stored.deviceID] ?? FilterState(), kind: .ahead)
+            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq) else { return nil }
+            let state = filters[stored.deviceID] ?? FilterState()
+            guard due(stored.position.timeMs, state.newestSentMs) else { return nil }
+            return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
         }
     }
 

@@ -206,19 +206,18 @@ package final class PushForwarder: DestinationForwarder {
         return try await reader.run { reader in
             var ledger = initial
             var settled = DeliveryUpdate(destination: name)
+            /// Positions that go ahead of the backlog: a batch of their own, sent at once.
+            func ahead(_ deliveries: [Delivery]) -> ([Item], Bool, DeliveryUpdate) {
+                (deliveries.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+            }
             // The devices first: the alarms, read after, then see every position these do (each
             // statement reads its own snapshot; the other order could find an alarm's device
             // pending but not the alarm, and send it in its turn instead of ahead).
             let cursors = try reader.pendingDevices(destination: name).compactMap(ledger.pending)
             let alarms = ledger.alarms(try reader.pendingAlarms(destination: name))
-            if !alarms.ahead.isEmpty {
-                let items = alarms.ahead.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }
-                return (items, true, settled)
-            }
+            if !alarms.ahead.isEmpty { return ahead(alarms.ahead) }
             if let restriction {
-                let alive = ledger.stillAlive(try reader.newest(of: cursors),
-                                              minIntervalMs: restriction.minIntervalMs, sent: alarms.sent)
-                return (alive.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+                return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }
             var candidates: [Delivery] = []
             var firsts: [StoredPosition] = []
@@ -233,7 +232,7 @@ package final class PushForwarder: DestinationForwarder {
                 let live = ledger.liveAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent)
                 if !live.isEmpty {
                     // What the filter settled goes with it; the backlog's batch is planned again next time.
-                    return (live.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+                    return ahead(live)
                 }
             }
             if candidates.isEmpty, settled.isEmpty {

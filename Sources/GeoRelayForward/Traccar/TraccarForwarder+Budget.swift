@@ -7,10 +7,9 @@ extension TraccarForwarder {
     /// `minIntervalMs` older, both ahead of the backlog as alarms go (the backlog skips them and
     /// later goes as history, `archive=true`). nil: nothing is due; the caller waits for a
     /// commit or a change of the gate.
-    func restrictedRound(_ restriction: UplinkGate.Restriction, ready: [DeviceCursor],
-                         alarms: (ahead: [Delivery], sent: Set<Int64>),
+    func restrictedRound(_ restriction: UplinkGate.Restriction, ready: [DeviceCursor], readyAlarms: [Delivery], sentAhead: Set<Int64>,
                          ledger: inout DeliveryLedger, maxPositions: Int) async -> [DeviceResult]? {
-        var ahead = alarms.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
+        var ahead = readyAlarms
         if ahead.isEmpty {
             let newest: [StoredPosition]
             do {
@@ -19,7 +18,7 @@ extension TraccarForwarder {
                 logger.error("cannot read positions: \(error)")
                 return nil
             }
-            ahead = ledger.stillAlive(newest, minIntervalMs: restriction.minIntervalMs, sent: alarms.sent)
+            ahead = ledger.stillAlive(newest, minIntervalMs: restriction.minIntervalMs, sent: sentAhead)
         }
         guard !ahead.isEmpty else { return nil }
         return await sendAlarmsFirst(ahead, cursors: ready, ledger: &ledger, maxPositions: maxPositions)

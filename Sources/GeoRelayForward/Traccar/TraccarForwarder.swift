@@ -138,10 +138,12 @@ package final class TraccarForwarder: DestinationForwarder {
             }
             let maxPositions = trial ? 1 : Int.max
             let results: [DeviceResult]
+            let alarmsAhead = ledger.alarms(alarms)
+            let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
             if let restriction = gate?.restriction(for: name) {
                 // The uplink's budget is spent: alarms and still-alive positions only, no replays.
                 budget.restricted(restriction, link: link, logger: logger)
-                guard let sent = await restrictedRound(restriction, ready: ready, alarms: ledger.alarms(alarms),
+                guard let sent = await restrictedRound(restriction, ready: ready, readyAlarms: readyAlarms, sentAhead: alarmsAhead.sent,
                                                        ledger: &ledger, maxPositions: maxPositions) else {
                     await wake.wait(timeout: .seconds(30))
                     continue
@@ -161,8 +163,6 @@ package final class TraccarForwarder: DestinationForwarder {
                 }
             } else {
                 budget.lifted(link: link, logger: logger)
-                let alarmsAhead = ledger.alarms(alarms)
-                let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
                 if !readyAlarms.isEmpty {
                     results = await sendAlarmsFirst(readyAlarms, cursors: ready, ledger: &ledger, maxPositions: maxPositions)
                 } else {

@@ -137,29 +137,19 @@ package final class UplinkMonitor: Sendable {
     }
 
     /// The destinations whose traffic takes an uplink with a spent budget, or one whose `send`
-    /// policy is `latestSeconds`, with why, for the gate. A spent budget's interval is the longer
-    /// of its still-alive minimum and the policy's.
+    /// policy is `latestSeconds`, with why, for the gate.
     package static func restrictions(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
                                      usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Restriction] {
         var restrictions: [String: UplinkGate.Restriction] = [:]
-        for (destination, answer) in routes {
-            guard case .uplink(let routed) = answer,
-                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }) else { continue }
+        for (destination, uplink) in configuredUplinks(configuration, routes: routes) {
             let used = usage[uplink.name] ?? (0, 0)
-            let latestMs = uplink.send.latestSeconds.map { Int64($0 * 1000) }
-            // Words that stay the same while the restriction holds: a change wakes every forwarder.
-            if let budget = uplink.budget, budget.isSpent(today: used.today, month: used.month) {
-                let interval = max(Int64(uplink.send.minIntervalSeconds * 1000), latestMs ?? 0)
-                let spent = (budget.dayBytes.map { used.today >= $0 } ?? false)
-                    ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
-                    : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
+            if let left = uplink.budget?.left(today: used.today, month: used.month), left.bytes <= 0 {
+                restrictions[destination] = spent(uplink, day: left.day)
+            } else if let latest = uplink.send.latestSeconds {
+                let interval = Int64(latest * 1000)
                 restrictions[destination] = UplinkGate.Restriction(
                     uplink: uplink.name, minIntervalMs: interval,
-                    reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
-            } else if let latestMs {
-                restrictions[destination] = UplinkGate.Restriction(
-                    uplink: uplink.name, minIntervalMs: latestMs,
-                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(latestMs)) (send.latestSeconds); the rest waits for another uplink")
+                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(interval)) (send.latestSeconds); the rest waits for another uplink")
             }
         }
         return restrictions
@@ -170,19 +160,34 @@ package final class UplinkMonitor: Sendable {
     package static func allowances(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
                                    usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Allowance] {
         var allowances: [String: UplinkGate.Allowance] = [:]
-        for (destination, answer) in routes {
-            guard case .uplink(let routed) = answer,
-                  let uplink = configuration.uplinks.first(where: { $0.name == routed.name }), let budget = uplink.budget else { continue }
+        for (destination, uplink) in configuredUplinks(configuration, routes: routes) {
             let used = usage[uplink.name] ?? (0, 0)
-            let left = min(budget.dayBytes.map { $0 - used.today } ?? .max, budget.monthBytes.map { $0 - used.month } ?? .max)
-            guard left > 0 else { continue }
-            // The words the next look will use once the totals show it spent.
-            let day = budget.dayBytes.map { $0 - used.today == left } ?? false
-            let spentUsage = day ? (today: budget.dayBytes ?? 0, month: used.month) : (today: used.today, month: budget.monthBytes ?? 0)
-            guard let whenSpent = restrictions(configuration, routes: [destination: answer], usage: [uplink.name: spentUsage])[destination] else { continue }
-            allowances[destination] = UplinkGate.Allowance(uplink: uplink.name, bytesLeft: left, whenSpent: whenSpent)
+            guard let left = uplink.budget?.left(today: used.today, month: used.month), left.bytes > 0 else { continue }
+            allowances[destination] = UplinkGate.Allowance(uplink: uplink.name, bytesLeft: left.bytes, whenSpent: spent(uplink, day: left.day))
         }
         return allowances
+    }
+
+    /// Each destination routed over an uplink of the configuration, with that uplink.
+    private static func configuredUplinks(_ configuration: Configuration, routes: [String: UplinkRoute.Answer]) -> [(String, Configuration.Uplink)] {
+        routes.compactMap { destination, answer in
+            guard let name = uplinkName(answer), let uplink = configuration.uplinks.first(where: { $0.name == name }) else { return nil }
+            return (destination, uplink)
+        }
+    }
+
+    /// The restriction of a spent budget: the still-alive minimum, or the `latest` policy's
+    /// interval where that is longer. Words that stay the same while it holds (a change wakes
+    /// every forwarder).
+    private static func spent(_ uplink: Configuration.Uplink, day: Bool) -> UplinkGate.Restriction {
+        let interval = max(Int64(uplink.send.minIntervalSeconds * 1000), uplink.send.latestSeconds.map { Int64($0 * 1000) } ?? 0)
+        let budget = uplink.budget ?? Configuration.Budget()
+        let spent = day
+            ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
+            : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
+        return UplinkGate.Restriction(
+            uplink: uplink.name, minIntervalMs: interval,
+            reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
     }
 
     private static func uplinkName(_ answer: UplinkRoute.Answer) -> String? {
