@@ -21,6 +21,16 @@ package struct Collector {
         return JSONValue.object(JSONObject([("hello", .object(JSONObject(members)))])).jsonText
     }
 
+    /// Whether the relay would read `line` as a message to itself (`{"hello": ...}`) rather than
+    /// as a position or a sentence: the same decoder decides, so no spelling slips past.
+    package static func isProtocolMessage(_ line: String) -> Bool {
+        guard line.utf8.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "{") else { return false }
+        if case .hello? = try? LineDecoder().decode(line) { return true }
+        // A hello the relay would refuse (a bad device) is no position either.
+        guard case .object(let object)? = try? JSONParser.parse(line) else { return false }
+        return object["hello"] != nil
+    }
+
     /// Runs until the source ends (a file) or for ever (a receiver). Throws when the
     /// source cannot be opened at start.
     package func run() throws {
@@ -28,9 +38,19 @@ package struct Collector {
         logger.info("collecting from \(source.name)")
         let relay = try RelayLink(settings: link, logger: logger)
         var delay = 0.5
+        var refusedHellos = 0
         while true {
             while let line = source.nextLine() {
                 if line.isEmpty { continue }
+                if Self.isProtocolMessage(line) {
+                    // A source speaks for a receiver, not for the collector: a hello from it would
+                    // rename the device or turn acknowledgements off for every line after it.
+                    refusedHellos += 1
+                    if refusedHellos == 1 || refusedHellos.isMultiple(of: 1000) {
+                        logger.warning("\(source.name) sent a hello line; not passed to the relay (\(refusedHellos) so far)")
+                    }
+                    continue
+                }
                 relay.send(line, live: source.isLive)
                 delay = 0.5
             }
@@ -51,7 +71,7 @@ package struct Collector {
         }
         relay.finish()
         let stats = relay.stats
-        logger.info("done: \(stats.answered) lines answered, \(stats.errors) refused, \(stats.dropped) dropped")
+        logger.info("done: \(stats.answered) lines answered, \(stats.errors) refused, \(stats.dropped) dropped, \(refusedHellos) hello lines not passed on")
         relay.close()
     }
 }

@@ -30,8 +30,32 @@ package final class RelayLink: @unchecked Sendable {
         var answered = 0
         var errors = 0
         var closed = false
-        var count: Int { unsent.count + unanswered.count }
+        /// Unanswered lines a live source gave up (their slots stay, as markers, so the replies
+        /// still pair with the lines they answer).
+        var givenUp = 0
+        var count: Int { unsent.count + unanswered.count - givenUp }
+
+        /// Makes room for a live source: its oldest line, the one sent longest ago without an
+        /// answer (it may yet be stored; only its resend is given up), else the oldest unsent.
+        /// False when nothing can give way.
+        mutating func giveWay() -> Bool {
+            if let oldest = unanswered.firstIndex(where: { $0 != RelayLink.helloMarker && $0 != RelayLink.givenUpMarker }) {
+                unanswered[oldest] = RelayLink.givenUpMarker
+                givenUp += 1
+            } else if !unsent.isEmpty {
+                unsent.removeFirst()
+            } else {
+                return false
+            }
+            dropped += 1
+            return true
+        }
     }
+
+    /// Stands for the hello in the unanswered lines: its answer comes first on each connection.
+    fileprivate static let helloMarker = "\u{0}hello"
+    /// Stands for a line a live source gave up while it waited for its answer.
+    fileprivate static let givenUpMarker = "\u{0}given-up"
 
     private let settings: Settings
     private let logger: Logger
@@ -49,18 +73,17 @@ package final class RelayLink: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a line (without its newline). `live` sources drop their oldest unsent line when full.
+    /// Queues a line (without its newline). When the buffer is full, a file or stdin waits for
+    /// room; a `live` source never does (it would stop reading its receiver): its oldest unsent
+    /// line gives way, or, when the relay has stopped answering, its oldest unanswered one.
     package func send(_ line: String, live: Bool) {
         room.lock()
         while queue.withLock({ $0.count >= settings.maxBuffered }) {
-            if live {
-                let dropped = queue.withLock { q -> Bool in
-                    guard !q.unsent.isEmpty else { return false }
-                    q.unsent.removeFirst()
-                    q.dropped += 1
-                    return true
+            if live, let dropped = queue.withLock({ q -> Int? in q.giveWay() ? q.dropped : nil }) {
+                if dropped == 1 || dropped.isMultiple(of: 1000) {
+                    logger.warning("the relay is not keeping up: gave up the oldest buffered line (\(dropped) so far)")
                 }
-                if dropped { break }
+                break
             }
             room.wait(seconds: 0.5)
         }
@@ -126,10 +149,11 @@ package final class RelayLink: @unchecked Sendable {
         guard result == 0 else { return nil }
         // Resend what the last connection left unanswered, before anything newer.
         let resent = queue.withLock { q -> Int in
-            let lines = q.unanswered.filter { $0 != "\u{0}hello" }
+            let lines = q.unanswered.filter { $0 != Self.helloMarker && $0 != Self.givenUpMarker }
             let count = lines.count
             q.unsent = lines + q.unsent
             q.unanswered.removeAll()
+            q.givenUp = 0
             return count
         }
         if resent > 0 { logger.notice("reconnected to the relay: resending \(resent) unanswered lines") }
@@ -138,7 +162,7 @@ package final class RelayLink: @unchecked Sendable {
         let hello = Array((settings.hello + "\n").utf8)
         try? socket.sendAll(hello)
         // The hello's own answer comes first.
-        queue.withLock { $0.unanswered.insert("\u{0}hello", at: 0) }
+        queue.withLock { $0.unanswered.insert(Self.helloMarker, at: 0) }
         return socket
     }
 
@@ -191,12 +215,17 @@ package final class RelayLink: @unchecked Sendable {
                 while let newline = input.firstIndex(of: 0x0A) {
                     let reply = String(decoding: input[0..<newline], as: UTF8.self)
                     input.removeFirst(newline + 1)
-                    let line = queue.withLock { q -> String? in q.unanswered.isEmpty ? nil : q.unanswered.removeFirst() }
+                    let line = queue.withLock { q -> String? in
+                        guard !q.unanswered.isEmpty else { return nil }
+                        let line = q.unanswered.removeFirst()
+                        if line == Self.givenUpMarker { q.givenUp -= 1 }
+                        return line
+                    }
                     if reply.hasPrefix("err ") {
                         queue.withLock { $0.errors += 1 }
                         logger.warning("relay refused a line (\(reply.prefix(120))): \(line?.prefix(80) ?? "")")
                     }
-                    if line != "\u{0}hello" { answered += 1 }
+                    if line != Self.helloMarker && line != Self.givenUpMarker { answered += 1 }
                 }
                 if answered > 0 {
                     queue.withLock { $0.answered += answered }

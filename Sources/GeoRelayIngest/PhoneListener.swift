@@ -22,9 +22,10 @@ package final class PhoneListener: Sendable {
     ///   as a collector would.
     package init(listen: String, spool: Spool, rules: IngestSession.Rules, logger: Logger) throws(IngestStartError) {
         let session = IngestSession(rules: rules)
+        let refusals = RefusalLog()
         do {
             http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
-                Self.answer(request, session: session, spool: spool, logger: logger)
+                Self.answer(request, session: session, spool: spool, refusals: refusals, logger: logger)
             }
         } catch {
             throw IngestStartError(description: error.description)
@@ -36,7 +37,8 @@ package final class PhoneListener: Sendable {
 
     /// Stores the request's position; the status to answer. A phone request needs nothing of
     /// a connection's state, so every request goes through the one session.
-    private static func answer(_ request: HTTPListener.Request, session: IngestSession, spool: Spool, logger: Logger) -> HTTPListener.Response {
+    private static func answer(_ request: HTTPListener.Request, session: IngestSession, spool: Spool, refusals: RefusalLog,
+                               logger: Logger) -> HTTPListener.Response {
         if request.header("user-agent")?.hasPrefix("georelay") == true {
             logger.warning("refused a request from a georelay: a destination points back at this listener")
             return HTTPListener.Response(status: 508, reason: "Loop Detected")
@@ -46,7 +48,11 @@ package final class PhoneListener: Sendable {
         switch session.receive(phone: phone) {
         case .reject(let error, _):
             spool.add(counters: ["ingest.rejected.\(error.code)": 1])
-            logger.info("phone request refused (\(error.code)): \(error.message)")
+            // The code only, and at most a few a minute: a request's contents (its values, a
+            // phone's device id) are never logged, and a flood cannot fill the diagnostic log.
+            if refusals.allow() {
+                logger.info("phone request refused (\(error.code))")
+            }
             return HTTPListener.Response(status: 400, reason: "Bad Request")
         case .store(let positions, _):
             let done = DispatchSemaphore(value: 0)
@@ -60,5 +66,11 @@ package final class PhoneListener: Sendable {
                 ? HTTPListener.Response(status: 200, reason: "OK")
                 : HTTPListener.Response(status: 503, reason: "Service Unavailable")
         }
+    }
+
+    /// At most ten refusals logged a minute, shared by every request's thread.
+    private final class RefusalLog: Sendable {
+        private let limiter = Mutex(RateLimiter(perWindow: 10, windowMs: 60_000))
+        func allow() -> Bool { limiter.withLock { $0.allow(nowMs: WallClock.monotonicMs()) } }
     }
 }

@@ -59,14 +59,15 @@ package struct Exporter {
             for (id, name) in devices {
                 output.write("<trk><name>\(xml(name))</name><trkseg>\n")
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
+                    guard Self.onGlobe(p) else { return true }
                     var point = "<trkpt lat=\"\(p.lat)\" lon=\"\(p.lon)\">"
-                    if let altitude = p.altitude { point += "<ele>\(altitude)</ele>" }
+                    if let altitude = Self.finite(p.altitude) { point += "<ele>\(altitude)</ele>" }
                     point += "<time>\(Timestamp.iso8601(milliseconds: p.timeMs))</time>"
                     // GPX 1.1 has no speed or course: they go in extensions, in a namespace of ours.
                     var extensions = ""
-                    if let speed = p.speed { extensions += "<georelay:speed>\(speed)</georelay:speed>" }
-                    if let course = p.course { extensions += "<georelay:course>\(course)</georelay:course>" }
-                    if let accuracy = p.accuracy { extensions += "<georelay:accuracy>\(accuracy)</georelay:accuracy>" }
+                    if let speed = Self.finite(p.speed) { extensions += "<georelay:speed>\(speed)</georelay:speed>" }
+                    if let course = Self.finite(p.course) { extensions += "<georelay:course>\(course)</georelay:course>" }
+                    if let accuracy = Self.finite(p.accuracy) { extensions += "<georelay:accuracy>\(accuracy)</georelay:accuracy>" }
                     if let alarm = p.alarm { extensions += "<georelay:alarm>\(xml(alarm))</georelay:alarm>" }
                     if !extensions.isEmpty { point += "<extensions>\(extensions)</extensions>" }
                     output.write(point + "</trkpt>\n")
@@ -82,8 +83,8 @@ package struct Exporter {
             var firstFeature = true
             for (id, name) in devices {
                 var points = 0
-                try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { _ in
-                    points += 1
+                try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
+                    if Self.onGlobe(p) { points += 1 }
                     return points < 2
                 }
                 guard points > 0 else { continue }
@@ -91,7 +92,8 @@ package struct Exporter {
                 firstFeature = false
                 var first = true
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
-                    let altitude = p.altitude.map { ",\($0)" } ?? ""
+                    guard Self.onGlobe(p) else { return true }
+                    let altitude = Self.finite(p.altitude).map { ",\($0)" } ?? ""
                     output.write((first ? "" : ",") + "[\(p.lon),\(p.lat)\(altitude)]")
                     first = false
                     count += 1
@@ -102,6 +104,7 @@ package struct Exporter {
                 output.write((points > 1 ? "]" : "") + #"},"properties":{"device":"# + quoted + #","times":["#)
                 first = true
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
+                    guard Self.onGlobe(p) else { return true }
                     output.write((first ? "" : ",") + "\"\(Timestamp.iso8601(milliseconds: p.timeMs))\"")
                     first = false
                     return points > 1
@@ -113,7 +116,8 @@ package struct Exporter {
             output.write("device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm\n")
             for (id, name) in devices {
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
-                    func v(_ x: Double?) -> String { x.map { "\($0)" } ?? "" }
+                    guard Self.onGlobe(p) else { return true }
+                    func v(_ x: Double?) -> String { Self.finite(x).map { "\($0)" } ?? "" }
                     output.write([csv(name), Timestamp.iso8601(milliseconds: p.timeMs), "\(p.lat)", "\(p.lon)", v(p.altitude), v(p.speed),
                                   v(p.course), v(p.accuracy), v(p.battery), csv(p.alarm ?? "")].joined(separator: ",") + "\n")
                     count += 1
@@ -125,12 +129,35 @@ package struct Exporter {
         return count
     }
 
+    /// Whether the position has a place to draw: a spool written before ingest bounded every
+    /// field may hold one without, and no format can carry it.
+    private static func onGlobe(_ p: Position) -> Bool {
+        p.lat.isFinite && p.lon.isFinite && abs(p.lat) <= 90 && abs(p.lon) <= 180
+    }
+
+    /// The value when a number a reader parses (`nan` and `inf` are neither XML Schema's nor JSON's).
+    private static func finite(_ value: Double?) -> Double? {
+        value.flatMap { $0.isFinite ? $0 : nil }
+    }
+
+    /// Text as XML 1.0 allows it: the five escapes, and the characters it forbids outright (every
+    /// C0 control but tab, LF and CR) replaced with U+FFFD, so the file still parses.
     private func xml(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+        let allowed = String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
+            scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" || scalar.value == 0xFFFE || scalar.value == 0xFFFF
+                ? "\u{FFFD}" : scalar
+        }))
+        return allowed.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
+    /// A text cell: quoted when it holds a separator, and never read as a formula. A cell that
+    /// starts with `=`, `+`, `-`, `@`, tab or CR is one to a spreadsheet (a device id `=HYPERLINK(…)`),
+    /// so it gets a leading `'` inside quotes, as OWASP's CSV injection advice says.
     private func csv(_ text: String) -> String {
-        text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+        let formula = text.first.map { "=+-@\t\r".contains($0) } ?? false
+        let cell = formula ? "'" + text : text
+        return formula || cell.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline })
+            ? "\"" + cell.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : cell
     }
 }

@@ -8,7 +8,8 @@
 #   Tests/Fuzz/fuzz.sh keep lines              merges those into Tests/Fuzz/corpus/lines (only inputs that
 #                                              add coverage, none quoting ../shared's logs)
 #
-# Targets: lines (the socket protocol: JSON, OsmAnd query, NMEA), config (JSON5 config).
+# Targets: lines (the socket protocol: JSON, OsmAnd query, NMEA), config (JSON5 config),
+# encoders (a stored position of arbitrary bits through every encoder GeoRelayCore holds).
 # A crash leaves its input in .build/fuzz/; copy it to Tests/Fuzz/crashes/<target>-<name>,
 # where FuzzRegressionTests replays it forever after.
 set -eu
@@ -20,7 +21,7 @@ mkdir -p "$out"
 build() {
     target=$1
     entry="$root/Tests/Fuzz/Fuzz$(echo "$target" | cut -c1 | tr a-z A-Z)$(echo "$target" | cut -c2-).swift"
-    [ -f "$entry" ] || { echo "fuzz.sh: no target '$target' (lines, config)" >&2; exit 64; }
+    [ -f "$entry" ] || { echo "fuzz.sh: no target '$target' (lines, config, encoders)" >&2; exit 64; }
     binary="$out/fuzz-$target"
     # Rebuilt only when a source is newer than the binary.
     if [ ! -x "$binary" ] || [ -n "$(find "$root/Sources/GeoRelayCore" "$entry" -newer "$binary" -name '*.swift' | head -1)" ]; then
@@ -65,6 +66,7 @@ case ${1:-ci} in
     ci)
         run_ci lines
         run_ci config
+        run_ci encoders
         ;;
     keep)
         target=${2:?"fuzz.sh keep <target>"}

@@ -18,14 +18,20 @@ import GeoRelayTestKit
         return files.sorted { $0.path < $1.path }
     }
 
-    @Test(arguments: ["lines", "config"])
+    @Test(arguments: ["lines", "config", "encoders"])
     func corpusAndCrashesReplayWithoutCrashing(target: String) async throws {
         let files = try Self.inputs(target)
         #expect(!files.isEmpty, "no corpus for \(target)")
         try await offThePool {
             for file in files {
                 let bytes = try [UInt8](Data(contentsOf: file))
-                bytes.withUnsafeBytes { target == "lines" ? FuzzTargets.lines($0) : FuzzTargets.config($0) }
+                bytes.withUnsafeBytes { bytes in
+                    switch target {
+                    case "lines": FuzzTargets.lines(bytes)
+                    case "encoders": FuzzTargets.encoders(bytes)
+                    default: FuzzTargets.config(bytes)
+                    }
+                }
             }
         }
     }

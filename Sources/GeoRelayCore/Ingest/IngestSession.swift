@@ -193,7 +193,7 @@ package struct IngestSession: Sendable {
     /// The one place a position is validated and routed before it is stored: the position,
     /// and the device's copy when this receiver is the active one (stored in the same commit).
     private func validatedAndRouted(_ position: Position) throws(IngestError) -> [Position] {
-        try rules.decoder.validate(position, nowMs: rules.clock.wallMs())
+        let position = try rules.decoder.validated(position, nowMs: rules.clock.wallMs())
         guard let routed = rules.router?.route(position, nowMs: rules.clock.monotonicMs()) else { return [position] }
         return [position, routed]
     }
@@ -287,7 +287,9 @@ struct ReplyQueue: Sendable {
     /// Moves every resolved reply at the head into `output`.
     mutating func collect(into output: inout [UInt8]) {
         while head < slots.count, let reply = slots[head] {
-            output.append(contentsOf: reply.utf8)
+            // A reply is one line whatever a quoted value held: a CR or LF let through here
+            // would be taken for the next line's answer by a collector matching in order.
+            output.append(contentsOf: ControlEscaping.escape(reply).utf8)
             output.append(0x0A)
             head += 1
             base += 1

@@ -19,7 +19,7 @@ package enum JSONBytes {
         if value == value.rounded(), abs(value) < 1e15 {
             appendInteger(Int64(value), to: &out)
         } else {
-            out.append(contentsOf: value.description.utf8)
+            out.append(contentsOf: (value.isFinite ? value.description : "null").utf8)
         }
     }
 
@@ -32,7 +32,8 @@ package enum JSONBytes {
         let scale = powersOfTen[min(max(decimals, 0), powersOfTen.count - 1)]
         let scaled = (value * Double(scale)).rounded()
         guard scaled.isFinite, abs(scaled) < 9e15 else {
-            out.append(contentsOf: value.description.utf8)
+            // JSON has no NaN or infinity; bounds keep them out of the spool, this keeps them out of a body.
+            out.append(contentsOf: (value.isFinite ? value.description : "null").utf8)
             return
         }
         var units = Int64(scaled)
@@ -77,7 +78,11 @@ package enum JSONBytes {
     }
 
     /// `2026-07-25T04:30:00.000Z`, as `Timestamp.iso8601(milliseconds:)` writes it.
-    package static func appendISO8601(milliseconds ms: Int64, to out: inout [UInt8]) {
+    ///
+    /// Years 0000 to 9999 only: a time outside them (which ingest refuses, but an older spool may
+    /// hold) is written as the nearest end rather than overflowing a digit.
+    package static func appendISO8601(milliseconds unbounded: Int64, to out: inout [UInt8]) {
+        let ms = min(max(unbounded, Timestamp.earliestMs), PositionBounds.latestTimeMs)
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         let millis = Int(ms - seconds * 1000)
         let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400

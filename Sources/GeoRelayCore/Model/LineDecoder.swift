@@ -21,7 +21,8 @@ package struct LineDecoder: Sendable {
     package var maxFutureMs: Int64
 
     package init(maxFutureSeconds: Int = 600) {
-        self.maxFutureMs = Int64(maxFutureSeconds) * 1000
+        // The config bounds this; clamped again so no caller can overflow it.
+        self.maxFutureMs = Int64(min(max(maxFutureSeconds, 0), 10 * 365 * 86_400)) * 1000
     }
 
     /// Decodes one line without its terminator. A position it returns is not validated yet:
@@ -81,6 +82,9 @@ package struct LineDecoder: Sendable {
             let ack = try reader.bool("ack")
             try reader.rejectUnknown()
             if let device, device.isEmpty { throw .device("hello.device: empty device id") }
+            if let device, ControlEscaping.containsControl(device) || device.utf8.count > 128 {
+                throw .device("hello.device: a device id is at most 128 bytes without control characters")
+            }
             return .hello(device: device, ack: ack)
         }
         if let classValue = object["class"] {
@@ -176,27 +180,26 @@ package struct LineDecoder: Sendable {
         return value
     }
 
-    /// The checks every form shares: coordinates on the globe, a plausible time.
+    /// The checks every form shares, and the one normalisation: every field within
+    /// ``PositionBounds``, a plausible time, identifiers without control characters, and the
+    /// course folded into 0…<360.
     ///
     /// Called in one place, `IngestSession`, for every position it is about to store (a
     /// line's, a fix cycle's, a phone's); `decode` only reads what the line says.
-    package func validate(_ position: Position, nowMs: Int64) throws(IngestError) {
-        guard position.lat.isFinite, (-90...90).contains(position.lat) else {
-            throw .range("lat \(position.lat) outside -90...90")
+    package func validated(_ position: Position, nowMs: Int64) throws(IngestError) -> Position {
+        if ControlEscaping.containsControl(position.device) {
+            throw .device("device id \"\(ControlEscaping.escape(String(position.device.prefix(40))))\" holds control characters")
         }
-        guard position.lon.isFinite, (-180...180).contains(position.lon) else {
-            throw .range("lon \(position.lon) outside -180...180")
+        if let alarm = position.alarm, ControlEscaping.containsControl(alarm) {
+            throw .parse("alarm \"\(ControlEscaping.escape(String(alarm.prefix(40))))\" holds control characters")
         }
-        for (name, value) in [("speed", position.speed), ("course", position.course), ("alt", position.altitude), ("accuracy", position.accuracy)] {
-            if let value, !value.isFinite { throw .range("\(name) is not a finite number") }
-        }
-        if let speed = position.speed, speed < 0 { throw .range("speed \(speed) is negative") }
-        if let accuracy = position.accuracy, accuracy < 0 { throw .range("accuracy \(accuracy) is negative") }
-        if let battery = position.battery, !(0...100).contains(battery) { throw .range("batt \(battery) outside 0...100") }
+        if let problem = PositionBounds.problem(in: position) { throw problem }
         if nowMs >= WallClock.plausibleMs, position.timeMs > nowMs + maxFutureMs {
             throw .time("fix time \(Timestamp.iso8601(milliseconds: position.timeMs)) is more than \(maxFutureMs / 1000) s ahead of the relay's clock")
         }
-        if position.timeMs < 0 { throw .time("fix time before 1970") }
+        var normalised = position
+        normalised.course = position.course.flatMap(PositionBounds.folded(course:))
+        return normalised
     }
 }
 

@@ -75,7 +75,11 @@ package enum Timestamp {
     }
 
     /// `2026-07-25T04:30:00.000Z`: UTC with milliseconds, the push endpoint's form.
-    package static func iso8601(milliseconds ms: Int64) -> String {
+    ///
+    /// Years 0000 to 9999 only: a time outside them (which ingest refuses, but an older spool may
+    /// hold) is written as the nearest end rather than overflowing (`Int64.min` trapped here).
+    package static func iso8601(milliseconds unbounded: Int64) -> String {
+        let ms = min(max(unbounded, earliestMs), PositionBounds.latestTimeMs)
         let seconds = floorDiv(ms, 1000)
         let millis = Int(ms - seconds * 1000)
         let days = floorDiv(seconds, 86400)
@@ -87,6 +91,9 @@ package enum Timestamp {
         }
         return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(millis, 3))Z"
     }
+
+    /// 0000-01-01T00:00:00Z, the first instant a four-digit year writes.
+    package static let earliestMs: Int64 = -62_167_219_200_000
 
     private static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
         a >= 0 ? a / b : -((-a + b - 1) / b)

@@ -52,8 +52,19 @@ package struct NMEASentence: Sendable, Equatable {
         guard let h = two(0), let m = two(2), let s = two(4), h < 24, m < 60, s < 61 else { return nil }
         var ms: Int64 = 0
         if digits.count > 6 {
-            guard digits[6] == UInt8(ascii: "."), let fraction = Double("0" + text.dropFirst(6)) else { return nil }
-            ms = Int64((fraction * 1000).rounded())
+            // Digits only, read as milliseconds here: `Double(".5e17")` would take an exponent
+            // (found by a hostile line: `000000.5e17` overflowed the conversion to milliseconds).
+            guard digits[6] == UInt8(ascii: "."), digits.count > 7, digits.count <= 16,
+                  digits[7...].allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            var scale: Int64 = 100
+            var fraction: Int64 = 0
+            for digit in digits[7...] {
+                fraction += Int64(digit - 48) * scale
+                scale /= 10
+            }
+            // The first dropped digit rounds, as the receiver's own rounding would.
+            if digits.count > 10, digits[10] >= 53 { fraction += 1 }
+            ms = fraction
         }
         return ((h * 60 + m) * 60 + s) * 1000 + ms
     }

@@ -28,11 +28,77 @@ package enum FuzzTargets {
                 session.stored(ticket, .success(seq))
             }
         }
-        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+        let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
+        for line in lines {
             Array(line).withUnsafeBufferPointer { perform(session.receive(line: $0)) }
         }
         perform(session.finish())
         precondition(session.unresolved == 0, "\(session.unresolved) replies still pending after every store and the end of input")
+        // One reply per line at most (a hello can turn them off), each one of the three kinds,
+        // and no `ok` for a seq never given: nothing a line holds can forge an acknowledgement.
+        var output: [UInt8] = []
+        session.collectReplies(into: &output)
+        let replies = output.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast()
+        precondition(output.isEmpty || output.last == 0x0A, "the replies do not end with a newline")
+        precondition(replies.count <= lines.count + 1, "\(replies.count) replies to \(lines.count) lines")
+        for reply in replies {
+            let text = String(decoding: reply, as: UTF8.self)
+            precondition(reply.allSatisfy { $0 >= 0x20 && $0 != 0x7F }, "a reply with a control character: \(text.debugDescription)")
+            if text.hasPrefix("ok ") {
+                precondition(Int64(text.dropFirst(3)).map { (1...seq).contains($0) } ?? false, "a forged acknowledgement: \(text)")
+            } else {
+                precondition(text.hasPrefix("err ") || text.hasPrefix("skip "), "a reply of no kind: \(text.debugDescription)")
+            }
+        }
+    }
+
+    /// The encoders and formatters a stored position goes through, fed a position made of
+    /// arbitrary bits (any Double, NaN and infinities included; any Int64 time): none may trap,
+    /// whatever an older version or a bug wrote into the spool. ``PositionBounds`` must name a
+    /// problem for every position ingest would refuse.
+    package static func encoders(_ bytes: UnsafeRawBufferPointer) {
+        var reader = BitReader(bytes)
+        var position = Position(device: "fuzz", timeMs: Int64(bitPattern: reader.next()),
+                                lat: reader.double(), lon: reader.double())
+        position.speed = reader.optionalDouble()
+        position.course = reader.optionalDouble()
+        position.altitude = reader.optionalDouble()
+        position.accuracy = reader.optionalDouble()
+        position.battery = reader.optionalDouble()
+        position.attributes = [Attribute("hdop", .number(reader.double())), Attribute("odometer", .number(reader.double()))]
+        _ = OsmAndQuery.encode(position)
+        _ = Timestamp.iso8601(milliseconds: position.timeMs)
+        var out: [UInt8] = []
+        JSONBytes.appendISO8601(milliseconds: position.timeMs, to: &out)
+        for value in [position.lat, position.lon, position.speed ?? 0, position.course ?? 0] {
+            JSONBytes.appendFixed(value, decimals: 7, to: &out)
+            JSONBytes.appendNumber(value, to: &out)
+            _ = JSONValue.format(number: value)
+        }
+        _ = [Attribute](jsonText: position.attributes.jsonText)
+        if let course = position.course, let folded = PositionBounds.folded(course: course) {
+            precondition((0..<360).contains(folded), "course \(course) folded to \(folded)")
+        }
+        if PositionBounds.problem(in: position) == nil {
+            precondition(position.lat.isFinite && position.lon.isFinite && position.timeMs >= 0, "bounds passed \(position)")
+        }
+    }
+
+    /// Reads the fuzzer's bytes as 64-bit words, zeros once they run out.
+    private struct BitReader {
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+        mutating func next() -> UInt64 {
+            var word: UInt64 = 0
+            for shift in stride(from: 0, to: 64, by: 8) where offset < bytes.count {
+                word |= UInt64(bytes[offset]) << UInt64(shift)
+                offset += 1
+            }
+            return word
+        }
+        mutating func double() -> Double { Double(bitPattern: next()) }
+        mutating func optionalDouble() -> Double? { next() & 1 == 0 ? nil : double() }
     }
 
     /// Config loading: any text either loads or fails with a ConfigError, never a crash.
@@ -41,7 +107,8 @@ package enum FuzzTargets {
     }
 
     private static func check(_ position: Position) {
-        precondition((-90...90).contains(position.lat) && (-180...180).contains(position.lon), "accepted a position out of range: \(position.lat), \(position.lon)")
+        precondition(PositionBounds.problem(in: position) == nil, "accepted a position out of bounds: \(position)")
+        precondition(position.course.map { (0..<360).contains($0) } ?? true, "accepted a course not folded: \(position)")
         precondition(!position.device.isEmpty, "accepted a position without a device")
         let query = OsmAndQuery.encode(position)
         do {

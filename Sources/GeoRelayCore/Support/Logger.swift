@@ -61,7 +61,10 @@ package struct Logger: Sendable {
 
     package func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard level <= minimumLevel, !sinks.isEmpty else { return }
-        let entry = LogEntry(timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? message() : "\(label): \(message())")
+        // Control characters are made visible here, once for every sink: a value from outside
+        // quoted in a message must not end the line, forge a journald `<0>` prefix or drive a terminal.
+        let text = ControlEscaping.escape(message())
+        let entry = LogEntry(timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? text : "\(label): \(text)")
         for sink in sinks { sink.record(entry) }
     }
 

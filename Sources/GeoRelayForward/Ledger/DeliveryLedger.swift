@@ -47,7 +47,10 @@ struct DeliveryLedger: Sendable {
         sentAhead.subtract(spool.sent)
         let sent = spool.sent.union(sentAhead)
         // An alarm this ledger settled in its backlog turn (the spool may not show it yet) is had.
-        let ahead = spool.unsent.filter { !sent.contains($0.seq) && $0.seq > acked[$0.deviceID] ?? 0 }.map { alarm in
+        // One no encoder can carry waits for its backlog turn, which quarantines it.
+        let ahead = spool.unsent.filter {
+            !sent.contains($0.seq) && $0.seq > acked[$0.deviceID] ?? 0 && PositionBounds.problem(in: $0.position) == nil
+        }.map { alarm in
             Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .ahead)
         }
         return (ahead, sent)
@@ -82,7 +85,7 @@ struct DeliveryLedger: Sendable {
     /// the server has of its device), as deliveries ahead of the backlog.
     private func ahead(_ newest: [StoredPosition], sent: Set<Int64>, due: (Int64, Int64?) -> Bool) -> [Delivery] {
         newest.compactMap { stored in
-            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq) else { return nil }
+            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq), PositionBounds.problem(in: stored.position) == nil else { return nil }
             let state = filters[stored.deviceID] ?? FilterState()
             guard due(stored.position.timeMs, state.newestSentMs) else { return nil }
             return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
@@ -113,6 +116,9 @@ struct DeliveryLedger: Sendable {
         if let leading = plan.leading {
             settle(deviceID, through: leading.ackThrough, state: leading.state, into: &update)
         }
+        // Recorded now and again at each plan until the cursor passes them (the spool's insert
+        // replaces): the cursor moves over them only with the send before them, if any.
+        for (seq, reason) in plan.unsendable { update.quarantined.append((deviceID, seq, reason)) }
         return plan.sends
     }
 

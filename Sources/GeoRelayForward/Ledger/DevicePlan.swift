@@ -6,6 +6,9 @@ struct DevicePlan: Sendable {
     /// Positions skipped before the first one to send: settled at once.
     var leading: (ackThrough: Int64, state: FilterState)?
     var sends: [Delivery] = []
+    /// Stored positions no encoder can carry (a field outside ``PositionBounds``, from a spool an
+    /// older version wrote): quarantined with the reason, passed over like a filtered one.
+    var unsendable: [(seq: Int64, reason: String)] = []
 
     /// Runs the filter over a device's positions in order.
     ///
@@ -18,7 +21,9 @@ struct DevicePlan: Sendable {
          alreadySent: Set<Int64> = [], traccarAttributes: Bool) {
         var state = initial
         for stored in positions {
-            if !alreadySent.contains(stored.seq) {
+            if let problem = PositionBounds.problem(in: stored.position) {
+                unsendable.append((stored.seq, "not sent: \(problem.message)"))
+            } else if !alreadySent.contains(stored.seq) {
                 var position = stored.position
                 let historic = state.newestSentMs.map { position.timeMs < $0 } ?? false
                 let (decision, next) = filter.evaluate(position, state: state)

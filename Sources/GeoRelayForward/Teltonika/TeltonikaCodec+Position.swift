@@ -130,10 +130,13 @@ extension TeltonikaCodec {
         return (elements, general ? 236 : 253, names.contains("sos") ? .panic : .high)
     }
 
+    /// Folded into the circle before any conversion: a stored course of 1e19 (written before
+    /// ingest bounded it) trapped `Int(_:)` here and crash-looped the relay at every restart.
     private static func wholeDegrees(_ course: Double) -> UInt16 {
         guard course.isFinite else { return 0 }
-        let whole = Int(course.rounded()) % 360
-        return UInt16(whole < 0 ? whole + 360 : whole)
+        var folded = course.truncatingRemainder(dividingBy: 360).rounded()
+        if folded < 0 { folded += 360 }
+        return folded >= 360 ? 0 : UInt16(folded)
     }
 
     /// `value` rounded to the nearest integer and clamped into `T`; not-a-number is 0.

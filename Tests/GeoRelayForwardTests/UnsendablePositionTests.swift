@@ -1,0 +1,68 @@
+import GeoRelayTestTraits
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+@testable import GeoRelayForward
+
+/// A stored position no encoder can carry (a field outside `PositionBounds`, written by an
+/// older version or a bug): no encoder traps on it, and the plan quarantines it with the
+/// reason while the rest of its device flows.
+@Suite(.offThePool) struct UnsendablePositionTests {
+    static let extremes: [Double] = [.nan, .infinity, -.infinity, 1e19, -1e19, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
+                                     9.3e18, -9.3e18, 4e9, -4e9, 65_536, -0.0, .leastNonzeroMagnitude, 359.5, 720]
+    static let times: [Int64] = [.min, .max, -1, 0, PositionBounds.latestTimeMs + 1, 1_784_953_800_000]
+
+    /// Every field at every extreme through the OsmAnd form, the Teltonika record and frame, and
+    /// a push point: nothing traps (a trap ends the test process, so reaching the end passes).
+    @Test func noEncoderTrapsOnAnyStoredValue() {
+        var settings = Configuration.DestinationSettings()
+        settings.push = PushSettings()
+        let push = PushProtocol(settings: settings)
+        var encoded = 0
+        for time in Self.times {
+            for value in Self.extremes {
+                let positions = [
+                    Position(device: "d", timeMs: time, lat: value, lon: value),
+                    Position(device: "d", timeMs: time, lat: 1, lon: 1, speed: value, course: value, altitude: value, accuracy: value, battery: value,
+                             alarm: "sos", attributes: ["hdop", "pdop", "power", "battery", "odometer", "rssi", "sat", "ignition", "x"].map { Attribute($0, .number(value)) }),
+                ]
+                for position in positions {
+                    _ = OsmAndQuery.encode(position)
+                    _ = TeltonikaCodec.dataFrame(records: [TeltonikaCodec.record(from: position)])
+                    let point = push.encodePoint(position)
+                    _ = push.encodeBatch([point])
+                    encoded += 1
+                }
+            }
+        }
+        #expect(encoded == Self.times.count * Self.extremes.count * 2)
+    }
+
+    /// The course of 1e19 that crash-looped the relay in the Teltonika encoder now folds.
+    @Test func aHugeCourseFoldsInTheTeltonikaRecord() {
+        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: 1e19)).angle < 360)
+        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: -1e19)).angle < 360)
+    }
+
+    @Test func thePlanQuarantinesWhatNoEncoderCanCarryAndTheRestFlows() {
+        func stored(_ seq: Int64, course: Double? = nil, time: Int64 = 1_784_953_800_000) -> StoredPosition {
+            StoredPosition(seq: seq, deviceID: 1, receivedMs: 0,
+                           position: Position(device: "d1", timeMs: time + seq * 60_000, lat: 59 + Double(seq) / 100, lon: 10, course: course))
+        }
+        var ledger = DeliveryLedger(destination: "traccar")
+        var update = DeliveryUpdate(destination: "traccar")
+        let filter = LocationFilter(settings: FilterSettings())
+        // Leading: settled at once. Between two sends: quarantined, passed over with the send before it.
+        let sends = ledger.plan([stored(1, course: 1e19), stored(2), stored(3, course: .nan), stored(4), stored(5, time: .max / 2)],
+                                filter: filter, alreadySent: [], traccarAttributes: true, into: &update)
+        #expect(sends.map(\.stored.seq) == [2, 4])
+        #expect(sends.map(\.ackThrough) == [3, 5])
+        #expect(update.quarantined.map(\.seq) == [1, 3, 5])
+        #expect(update.quarantined.first?.reason == "not sent: course 1e+19 outside -360...720")
+        #expect(update.acknowledged.map(\.seq) == [1], "the leading one settled at once")
+        // Nor does one go ahead of its backlog as an alarm.
+        var alarm = stored(6, course: .infinity)
+        alarm.position.alarm = "sos"
+        #expect(ledger.alarms((unsent: [alarm], sent: [])).ahead.isEmpty)
+    }
+}
