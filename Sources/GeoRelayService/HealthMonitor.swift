@@ -197,22 +197,31 @@ package struct HealthFile: Sendable {
     }
 
     /// The file's contents, or nil when there is none or it is not one of ours.
+    ///
+    /// Every number is checked before it is converted: the file may sit in `/dev/shm`, where
+    /// anyone can plant one, and `Int64(1e400)` or a time near 2⁶³ (whose age then overflows)
+    /// would crash `georelay status` instead of being "not one of ours".
     package func read() -> Contents? {
+        /// Milliseconds within ±31,700 years: any age or sum of two of them fits in an Int64.
+        func ms(_ value: JSONValue?) -> Int64? {
+            guard case .number(let n)? = value, abs(n) <= 1e15 else { return nil }
+            return CheckedNumbers.int64(n)
+        }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
               case .object(let object)? = try? JSONParser.parse(text),
-              case .number(let pid)? = object["pid"], case .number(let at)? = object["atMs"],
-              case .number(let stallAfter)? = object["stallAfterMs"], case .array(let list)? = object["parts"] else { return nil }
+              case .number(let pidNumber)? = object["pid"], let pid = CheckedNumbers.int32(pidNumber), let at = ms(object["atMs"]),
+              let stallAfter = ms(object["stallAfterMs"]), case .array(let list)? = object["parts"] else { return nil }
         var parts: [HealthReport.Part] = []
         for item in list {
             guard case .object(let part) = item, case .string(let key)? = part["key"], case .string(let name)? = part["name"],
-                  case .number(let last)? = part["lastTurnMs"] else { return nil }
-            parts.append(HealthReport.Part(key: key, name: name, lastTurnMs: Int64(last)))
+                  let last = ms(part["lastTurnMs"]) else { return nil }
+            parts.append(HealthReport.Part(key: key, name: name, lastTurnMs: last))
         }
         var jump: ClockJump?
-        if case .object(let step)? = object["clockJump"], case .number(let by)? = step["byMs"], case .number(let when)? = step["atMs"] {
-            jump = ClockJump(byMs: Int64(by), atMs: Int64(when))
+        if case .object(let step)? = object["clockJump"], let by = ms(step["byMs"]), let when = ms(step["atMs"]) {
+            jump = ClockJump(byMs: by, atMs: when)
         }
-        return Contents(pid: Int32(pid), report: HealthReport(parts: parts, stallAfterMs: Int64(stallAfter), atMs: Int64(at), clockJump: jump))
+        return Contents(pid: pid, report: HealthReport(parts: parts, stallAfterMs: stallAfter, atMs: at, clockJump: jump))
     }
 
     package func remove() {

@@ -56,7 +56,7 @@ package enum Metrics {
         family("georelay_destination_pending", "gauge", "Positions waiting for a destination.",
                destinations.map { (label("destination", $0.name), Double($0.pending)) })
         family("georelay_destination_oldest_pending_age_seconds", "gauge", "Age of the oldest position waiting (0 when none).",
-               destinations.map { d in (label("destination", d.name), d.oldestPendingFixMs.map { Double(max(0, nowMs - $0)) / 1000 } ?? 0) })
+               destinations.map { d in (label("destination", d.name), d.oldestPendingFixMs.map { Double(max(0, nowMs.saturatingMinus($0))) / 1000 } ?? 0) })
         family("georelay_destination_sent_total", "counter", "Positions a destination acknowledged.",
                destinations.map { (label("destination", $0.name), Double($0.sent)) })
         family("georelay_destination_wire_bytes_total", "counter", "Bytes sent and received for a destination, as libcurl counts them.",

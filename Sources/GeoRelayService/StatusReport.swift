@@ -59,7 +59,7 @@ package struct StatusReport: Sendable {
         let report = contents.report
         // The monitor rewrites the file every check; one older than the stall limit (or from
         // before a reboot, when the monotonic clock restarted) says nothing about now.
-        let age = nowMs - report.atMs
+        let age = nowMs.saturatingMinus(report.atMs)
         guard age >= 0 else { return .unknown("the relay's health report is from before a reboot") }
         guard age <= report.stallAfterMs else {
             return .unknown("the relay's health report is \(HealthReport.seconds(age)) old: its monitor is not running")
@@ -89,7 +89,7 @@ package struct StatusReport: Sendable {
                 ("buffered", .bool(d.buffered)),
                 ("state", .string(running || d.state == "not started" ? d.state : "stopped")),
                 ("pending", num(d.pending)),
-                ("oldestPendingAgeSeconds", d.oldestPendingFixMs.map { .number(Double(max(0, nowMs - $0) / 1000)) } ?? .null),
+                ("oldestPendingAgeSeconds", d.oldestPendingFixMs.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 1000)) } ?? .null),
                 ("lastSuccess", iso(d.lastSuccessMs)),
                 ("lastError", d.lastError.map { .string($0) } ?? .null),
                 ("nextAttempt", iso(d.nextAttemptMs)),
@@ -208,7 +208,7 @@ package struct StatusReport: Sendable {
         let rows = configured.sources.map { name in (name, status.devices.first { $0.name == name }) }
         let window = Int64(configured.failoverSeconds * 1000)
         let reference = status.devices.first { $0.name == device }?.lastReceivedMs ?? nowMs
-        let active = rows.first { row in row.1?.lastReceivedMs.map { abs(reference - $0) <= window } ?? false }?.0
+        let active = rows.first { row in row.1?.lastReceivedMs.map { reference.saturatingMinus($0).magnitude <= window.magnitude } ?? false }?.0
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
     }
 
@@ -230,17 +230,17 @@ package struct StatusReport: Sendable {
             let encoding = self.encoding(row.settings, d).map { ", \($0)" } ?? ""
             out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\(uplinkText(destination: d.name))\n"
             var line = "    pending \(d.pending)"
-            if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs - oldest)) old" }
+            if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs.saturatingMinus(oldest))) old" }
             line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"
             if let rate = d.sendRate { line += String(format: ", sending %.1f/s", rate) }
-            if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(Int64(eta * 1000)))" }
+            if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))" }
             line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"
             if d.replayPending > 0 { line += ", replay pending \(d.replayPending)" }
             if d.quarantined > 0 { line += ", quarantined \(d.quarantined)" }
             if d.parked > 0 { line += ", parked \(d.parked) (\(d.parkedDevices.joined(separator: ", ")))" }
             out += line + "\n"
-            var times = "    last success \(d.lastSuccessMs.map { "\(duration(nowMs - $0)) ago" } ?? "never")"
-            if let next = d.nextAttemptMs, d.state != "online" { times += ", next attempt in \(duration(max(0, next - nowMs)))" }
+            var times = "    last success \(d.lastSuccessMs.map { "\(duration(nowMs.saturatingMinus($0))) ago" } ?? "never")"
+            if let next = d.nextAttemptMs, d.state != "online" { times += ", next attempt in \(duration(max(0, next.saturatingMinus(nowMs))))" }
             if let error = d.lastError, d.state != "online" { times += d.state == "deferred" ? ", deferred: \(error)" : ", last error: \(error)" }
             out += times + "\n"
         }
@@ -249,7 +249,7 @@ package struct StatusReport: Sendable {
             out += "\ndevices\n"
             for device in status.devices where !configuration.sourceIDs.contains(device.name) {
                 out += "  \(device.name): last fix \(device.lastFixMs.map { Timestamp.iso8601(milliseconds: $0) } ?? "none")"
-                if let received = device.lastReceivedMs { out += ", received \(duration(nowMs - received)) ago" }
+                if let received = device.lastReceivedMs { out += ", received \(duration(nowMs.saturatingMinus(received))) ago" }
                 if let sources = sources(of: device.name) {
                     out += "; sources " + sources.map { "\($0.name)\($0.active ? " (active)" : "")" }.joined(separator: ", ")
                 }

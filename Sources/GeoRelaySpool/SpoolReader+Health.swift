@@ -44,7 +44,7 @@ package enum WeekRollover {
     package static let toleranceMs: Int64 = 7 * 86_400_000
 
     package static func isRolledOver(fixMs: Int64, receivedMs: Int64) -> Bool {
-        abs(receivedMs - fixMs - periodMs) <= toleranceMs
+        receivedMs.saturatingMinus(fixMs).saturatingMinus(periodMs).magnitude <= toleranceMs.magnitude
     }
 }
 

@@ -79,7 +79,10 @@ extension SpoolReader {
                 candidates.append(fix)
                 // The next step's start after this fix: one fix per step, and a gap in the track
                 // costs one seek, not one per empty step.
-                from = sinceMs + (bucket(fix.timeMs) + 1) * step
+                // Saturating: a fix stored near the end of time (an older spool's) ends the loop, not the relay.
+                let (offset, overflow) = (bucket(fix.timeMs) + 1).multipliedReportingOverflow(by: step)
+                guard !overflow, case let next = sinceMs.saturatingPlus(offset), next != .max else { break }
+                from = next
             }
             let recent = try db.statement("""
                 SELECT fix_ms, lat, lon, speed, course FROM recent WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms

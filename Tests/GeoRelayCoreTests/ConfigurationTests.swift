@@ -37,6 +37,10 @@ import GeoRelayTestKit
         (#"{destinations: [{backoff: {minSeconds: 10, maxSeconds: 5}}]}"#, "destinations[0].backoff.maxSeconds: must be at least 10, got 5"),
         (#"{destinations: [{concurrency: 2.5}]}"#, "destinations[0].concurrency: expected a whole number, got 2.5"),
         (#"{spol: {}}"#, "spol: unknown key"),
+        // Meant as "never": refused at load, naming the key, instead of trapping at run time.
+        (#"{destinations: [{unknownDeviceRetrySeconds: 1e99}]}"#, "destinations[0].unknownDeviceRetrySeconds: must be at most 604800, got 1e+99"),
+        (#"{spool: {retainHours: 1e13}}"#, "spool.retainHours: must be at most 87600, got 10000000000000"),
+        (#"{destinations: [{filter: {intervalSeconds: 1e300}}]}"#, "destinations[0].filter.intervalSeconds: expected a number, 0 or more, got a number outside 0...1e12"),
         (#"[]"#, "expected an object, got an array"),
         (#"{devices: [{id: "boat", sources: ["a", "a"]}]}"#, #"devices[0].sources[1]: "a" is already a source or is the device itself"#),
         (#"{devices: [{id: "boat", sources: []}]}"#, "devices[0].sources: expected a list of source device ids, best first"),

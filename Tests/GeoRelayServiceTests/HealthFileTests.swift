@@ -10,6 +10,21 @@ import GeoRelayCore
         return String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
     }
 
+    /// A planted or corrupt file (it may sit in world-writable `/dev/shm`) with numbers no Int64
+    /// holds is "not one of ours", not a crash of `georelay status`.
+    @Test(arguments: [#""atMs":1e400"#, #""atMs":9.3e18"#, #""atMs":-9.2233720368547758e18"#, #""pid":1e10"#, #""stallAfterMs":NaN"#])
+    func numbersNoInt64HoldsMakeTheFileUnreadable(field: String) throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = HealthFile(socketPath: dir + "/r.sock")
+        let name = String(field.split(separator: ":")[0])
+        var fields = [#""pid":1"#, #""atMs":5000"#, #""stallAfterMs":2000"#].filter { !$0.hasPrefix(name) }
+        fields.append(field)
+        try Data(("{" + fields.joined(separator: ",") + #","parts":[]}"#).utf8).write(to: URL(fileURLWithPath: file.path))
+        #expect(file.read() == nil)
+        _ = StatusReport.health(from: file, nowMs: 5000)
+    }
+
     /// Beside a socket in memory (`/run/georelay`); in `/dev/shm` for a socket on disk, so a
     /// file rewritten every second never wears the card, at a path `status` computes alike.
     @Test func roundTripsBesideASocketInMemoryAndOffTheDiskOtherwise() throws {

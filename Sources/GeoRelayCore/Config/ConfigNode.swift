@@ -46,9 +46,16 @@ package struct ConfigNode {
         guard let value = value(key) else { return fallback }
         guard case .number(let n) = value, n.isFinite else { throw ConfigError(path: child(key), "expected a number, got \(value.kindName)") }
         if let min, n < min { throw ConfigError(path: child(key), "must be at least \(JSONValue.format(number: min)), got \(JSONValue.format(number: n))") }
-        if let max, n > max { throw ConfigError(path: child(key), "must be at most \(JSONValue.format(number: max)), got \(JSONValue.format(number: n))") }
+        // A key without a maximum of its own still has one: a value of 1e99 meant as "never"
+        // would otherwise pass `georelay check` and trap when converted to milliseconds at run time.
+        let max = max ?? Self.largestNumber
+        if n > max { throw ConfigError(path: child(key), "must be at most \(JSONValue.format(number: max)), got \(JSONValue.format(number: n))") }
         return n
     }
+
+    /// The ceiling of every number a key does not bound itself: 10¹² (seconds are 31,700 years,
+    /// bytes a terabyte), which every conversion to milliseconds or nanoseconds holds.
+    package static let largestNumber: Double = 1e12
 
     package mutating func integer(_ key: String, default fallback: Int, min: Int? = nil, max: Int? = nil) throws(ConfigError) -> Int {
         let n = try number(key, default: Double(fallback), min: min.map(Double.init), max: max.map(Double.init))

@@ -81,8 +81,8 @@ extension Configuration {
             var send = Send()
             if node.contains("send") {
                 var policy = try node.node("send")
-                send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1)
-                if policy.contains("latestSeconds") { send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1) }
+                send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1, max: 31_536_000)
+                if policy.contains("latestSeconds") { send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1, max: 31_536_000) }
                 try policy.finish()
             }
             try node.finish()

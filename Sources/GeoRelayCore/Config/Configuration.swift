@@ -157,7 +157,7 @@ extension Configuration {
 
         var spool = try root.node("spool")
         config.spool.path = try spool.string("path", default: config.spool.path)
-        config.spool.retainHours = try spool.number("retainHours", default: config.spool.retainHours, min: 0)
+        config.spool.retainHours = try spool.number("retainHours", default: config.spool.retainHours, min: 0, max: 87_600)
         config.spool.maxBytes = Int64(try spool.integer("maxBytes", default: Int(config.spool.maxBytes), min: 1 << 20))
         config.spool.whenFull = try spool.choice("whenFull", default: config.spool.whenFull)
         config.spool.commitWindowMs = try spool.integer("commitWindowMs", default: config.spool.commitWindowMs, min: 0, max: 5000)
@@ -220,7 +220,7 @@ extension Configuration {
                     guard source != id, seen.insert(source).inserted else { throw ConfigError(path: "\(node.child("sources"))[\(position)]", "\"\(source)\" is already a source or is the device itself") }
                     sources.append(source)
                 }
-                let failover = try node.number("failoverSeconds", default: 10, min: 1)
+                let failover = try node.number("failoverSeconds", default: 10, min: 1, max: 86_400)
                 try node.finish()
                 config.devices.append(DeviceSources(id: id, sources: sources, failoverSeconds: failover))
             }
@@ -294,17 +294,17 @@ extension Configuration.DestinationSettings {
         }
         buffer = try node.bool("buffer", default: buffer)
         concurrency = try node.integer("concurrency", default: concurrency, min: 1, max: 64)
-        requestTimeoutSeconds = try node.number("timeoutSeconds", default: requestTimeoutSeconds, min: 1)
-        connectTimeoutSeconds = try node.number("connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1)
-        parkSeconds = try node.number("unknownDeviceRetrySeconds", default: parkSeconds, min: 1)
+        requestTimeoutSeconds = try node.number("timeoutSeconds", default: requestTimeoutSeconds, min: 1, max: 3_600)
+        connectTimeoutSeconds = try node.number("connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1, max: 3_600)
+        parkSeconds = try node.number("unknownDeviceRetrySeconds", default: parkSeconds, min: 1, max: 604_800)
         var backoff = try node.node("backoff")
-        backoffMinSeconds = try backoff.number("minSeconds", default: backoffMinSeconds, min: 0.1)
-        backoffMaxSeconds = try backoff.number("maxSeconds", default: backoffMaxSeconds, min: backoffMinSeconds)
+        backoffMinSeconds = try backoff.number("minSeconds", default: backoffMinSeconds, min: 0.1, max: 86_400)
+        backoffMaxSeconds = try backoff.number("maxSeconds", default: backoffMaxSeconds, min: backoffMinSeconds, max: 86_400)
         try backoff.finish()
         var probe = try node.node("probe")
         probeURL = try probe.optionalString("url")
         if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
-        probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1)
+        probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1, max: 86_400)
         try probe.finish()
         var filterNode = try node.node("filter")
         filter = try FilterSettings.read(&filterNode, defaults: filter)

@@ -52,9 +52,9 @@ extension FilterSettings {
         var filter = defaults
         func nonNegative(_ key: String, _ fallback: Double, code: String? = nil) throws(ConfigError) -> Double {
             guard let value = node.value(key) else { return fallback }
-            guard case .number(let n) = value, n.isFinite, n >= 0 else {
+            guard case .number(let n) = value, n.isFinite, n >= 0, n <= ConfigNode.largestNumber else {
                 let prefix = code.map { "\($0): " } ?? ""
-                throw ConfigError(path: node.child(key), "\(prefix)expected a number, 0 or more, got \(value.kindName == "a number" ? "a negative number" : value.kindName)")
+                throw ConfigError(path: node.child(key), "\(prefix)expected a number, 0 or more, got \(value.kindName == "a number" ? "a number outside 0...1e12" : value.kindName)")
             }
             return n
         }

@@ -95,7 +95,7 @@ extension PushSettings {
         var batch = try node.node("batch")
         push.batchMaxPositions = try batch.integer("maxPositions", default: push.batchMaxPositions, min: 1, max: 100_000)
         push.batchMaxBytes = try batch.integer("maxBytes", default: push.batchMaxBytes, min: 1024, max: 64 << 20)
-        push.batchMaxDelaySeconds = try batch.number("maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0)
+        push.batchMaxDelaySeconds = try batch.number("maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0, max: 86_400)
         try batch.finish()
         push.compression = try node.choice("compression", default: push.compression)
         if case .string(let text)? = node.value("zstdLevel") {
@@ -103,7 +103,7 @@ extension PushSettings {
         } else if node.contains("zstdLevel") {
             push.zstdLevel = try node.integer("zstdLevel", default: 7, min: 1, max: 22)
         }
-        push.tokenRefreshSeconds = try node.number("tokenRefreshSeconds", default: push.tokenRefreshSeconds, min: 60)
+        push.tokenRefreshSeconds = try node.number("tokenRefreshSeconds", default: push.tokenRefreshSeconds, min: 60, max: 31_536_000)
 
         _ = try required("tenant", push.tenant)
         switch push.authMode {

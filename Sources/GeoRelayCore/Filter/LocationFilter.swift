@@ -108,7 +108,7 @@ package struct LocationFilter: Sendable {
             return nil
         }
         if Geo.distance(lat1: anchorLat, lon1: anchorLon, lat2: p.lat, lon2: p.lon) <= settings.stationaryRadiusMeters {
-            if !state.stopped, p.timeMs - state.anchorSinceMs >= Int64(settings.stopTimeoutSeconds * 1000) {
+            if !state.stopped, p.timeMs.saturatingMinus(state.anchorSinceMs) >= Int64(settings.stopTimeoutSeconds * 1000) {
                 state.stopped = true
                 return false
             }
@@ -126,7 +126,7 @@ package struct LocationFilter: Sendable {
 
     private func heartbeatDue(_ p: Position, _ state: FilterState) -> Bool {
         guard settings.heartbeatIntervalSeconds > 0, let last = state.lastSentMs else { return false }
-        return p.timeMs - last >= Int64(settings.heartbeatIntervalSeconds * 1000)
+        return p.timeMs.saturatingMinus(last) >= Int64(settings.heartbeatIntervalSeconds * 1000)
     }
 
     private func rulesHold(_ p: Position, _ state: FilterState) -> Bool {
@@ -135,7 +135,7 @@ package struct LocationFilter: Sendable {
            Geo.distance(lat1: state.lastSentLat, lon1: state.lastSentLon, lat2: p.lat, lon2: p.lon) >= settings.distanceMeters {
             return true
         }
-        if settings.intervalSeconds > 0, p.timeMs - last >= Int64(settings.intervalSeconds * 1000) {
+        if settings.intervalSeconds > 0, p.timeMs.saturatingMinus(last) >= Int64(settings.intervalSeconds * 1000) {
             return true
         }
         if settings.angleDegrees > 0, let course = p.course, let lastCourse = state.lastSentCourse,

@@ -62,7 +62,7 @@ struct DeliveryLedger: Sendable {
     /// not the relay's: deterministic from what the spool holds, so a restart sends no extra one.
     /// The filter is not asked: this is the still-alive minimum, which goes whatever it says.
     func stillAlive(_ newest: [StoredPosition], minIntervalMs: Int64, sent: Set<Int64>) -> [Delivery] {
-        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs - $0 >= minIntervalMs } ?? true }
+        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true }
     }
 
     /// The devices whose backlog is history: the server has a newer fix of them (sent ahead: an

@@ -89,11 +89,11 @@ package actor PushAuthenticator {
     }
 
     private func refreshAt(_ token: PushToken) -> Int64 {
-        var due = token.obtainedMs + Int64(push.tokenRefreshSeconds * 1000)
+        var due = token.obtainedMs.saturatingPlus(CheckedNumbers.milliseconds(seconds: push.tokenRefreshSeconds) ?? 3_600_000)
         if let expires = token.expiresMs {
             // Ahead of expiry by a tenth of the lifetime, at most five minutes.
-            let margin = min(300_000, max(0, expires - token.obtainedMs) / 10)
-            due = min(due, expires - margin)
+            let margin = min(300_000, max(0, expires.saturatingMinus(token.obtainedMs)) / 10)
+            due = min(due, expires.saturatingMinus(margin))
         }
         return due
     }
@@ -138,8 +138,10 @@ package actor PushAuthenticator {
         let obtained = now()
         var expires: Int64?
         switch object["expiresIn"] ?? object["expires_in"] {
-        case .number(let seconds)?: expires = obtained + Int64(seconds * 1000)
-        case .string(let text)?: expires = Double(text).map { obtained + Int64($0 * 1000) }
+        // Checked before any conversion: an `expiresIn` of 1e400 or "nan" trapped here at every login.
+        // Out of 0…10 years it means nothing usable: no expiry, refreshed on the configured schedule.
+        case .number(let seconds)?: expires = CheckedNumbers.milliseconds(seconds: seconds).map { obtained.saturatingPlus($0) }
+        case .string(let text)?: expires = Double(text).flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map { obtained.saturatingPlus($0) }
         default: break
         }
         var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: false)

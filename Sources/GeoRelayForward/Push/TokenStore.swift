@@ -27,18 +27,24 @@ package struct TokenStore: Sendable {
     package func modified() -> Int64? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec) / 1_000_000
+        return Int64(info.st_mtim.tv_sec).multipliedReportingOverflow(by: 1000).partialValue.saturatingPlus(Int64(info.st_mtim.tv_nsec) / 1_000_000)
     }
 
     package func load() -> PushToken? {
         guard let data = FileManager.default.contents(atPath: path),
               case .object(let object)? = try? JSONParser.parse(String(decoding: data, as: UTF8.self)),
               case .string(let value)? = object["accessToken"], !value.isEmpty,
-              case .number(let obtained)? = object["obtainedMs"] else { return nil }
+              case .number(let obtainedNumber)? = object["obtainedMs"],
+              let obtained = CheckedNumbers.int64(obtainedNumber) else { return nil }
+        // A time that does not fit (1e19, 1e400 in a file somebody edited) makes the file unreadable,
+        // as any other unreadable token is: a new one is fetched. `Int64(_:)` trapped on it.
         var expires: Int64?
-        if case .number(let e)? = object["expiresMs"] { expires = Int64(e) }
+        if case .number(let e)? = object["expiresMs"] {
+            guard let checked = CheckedNumbers.int64(e) else { return nil }
+            expires = checked
+        }
         let loggedIn = object["loggedIn"] == .bool(true)
-        return PushToken(value: value, obtainedMs: Int64(obtained), expiresMs: expires, loggedIn: loggedIn)
+        return PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: loggedIn)
     }
 
     /// Writes atomically with mode 0600 from the start: the token is never world-readable, even briefly.

@@ -35,7 +35,7 @@ extension TraccarForwarder {
                     let newestSentMs = ledger.filters[stored[0].deviceID]?.newestSentMs
                     deliveries = deliveries.enumerated().filter { index, delivery in
                         delivery.stored.position.alarm != nil || (index == deliveries.count - 1
-                            && newestSentMs.map { delivery.stored.position.timeMs - $0 >= restriction.minIntervalMs } ?? true)
+                            && newestSentMs.map { delivery.stored.position.timeMs.saturatingMinus($0) >= restriction.minIntervalMs } ?? true)
                     }.map(\.element)
                 }
                 // Tried once, whatever happens: the filter moves on as if they were sent.

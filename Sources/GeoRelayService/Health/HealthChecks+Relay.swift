@@ -13,13 +13,13 @@ extension HealthChecks {
     /// are named without changing the state. A quiet receiver is shown, not judged: a phone
     /// off duty is quiet too.
     package static func sources(_ receivers: [ReceiverRecord], nowMs: Int64, thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
-        func age(_ ms: Int64?) -> JSONValue { ms.map { .number(Double(max(0, nowMs - $0) / 100) / 10) } ?? .null }
+        func age(_ ms: Int64?) -> JSONValue { ms.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 100) / 10) } ?? .null }
         var problems: [String] = []
         var notes: [String] = []
         var rows: [JSONValue] = []
         for receiver in receivers {
             let rolledOverNow = receiver.newestFixMs.flatMap { fix in receiver.newestReceivedMs.map { WeekRollover.isRolledOver(fixMs: fix, receivedMs: $0) } } ?? false
-            let quietFor = receiver.lastReceivedMs.map { nowMs - $0 }
+            let quietFor = receiver.lastReceivedMs.map { nowMs.saturatingMinus($0) }
             let untimedNow = receiver.untimedFixes > 0 && (quietFor.map { $0 > thresholds.sourceQuietMs } ?? true)
             rows.append(.object(JSONObject([
                 ("name", .string(receiver.name)),
@@ -50,8 +50,8 @@ extension HealthChecks {
             return HealthCheck(key: "sources", state: .ok, summary: (["no receiver has sent a position yet"] + notes).joined(separator: "; "), details: details)
         }
         let newest = receivers.compactMap { $0.newestFixMs ?? $0.lastFixMs }.max()
-        var summary = "\(receivers.count) receiver\(receivers.count == 1 ? "" : "s"), last line \(duration(nowMs - heard)) ago"
-        if let newest { summary += ", newest fix \(duration(nowMs - newest)) old" }
+        var summary = "\(receivers.count) receiver\(receivers.count == 1 ? "" : "s"), last line \(duration(nowMs.saturatingMinus(heard))) ago"
+        if let newest { summary += ", newest fix \(duration(nowMs.saturatingMinus(newest))) old" }
         return HealthCheck(key: "sources", state: .ok, summary: ([summary] + notes).joined(separator: "; "), details: details)
     }
 
@@ -78,7 +78,7 @@ extension HealthChecks {
                 // Never delivered: the oldest waiting position's arrival says how long (not its fix
                 // time, which a backlog or a week rollover puts far back).
                 let since = d.lastSuccessMs ?? waitingSinceMs[d.name] ?? nowMs
-                let success = d.lastSuccessMs.map { "last success \(duration(nowMs - $0)) ago" } ?? "never delivered"
+                let success = d.lastSuccessMs.map { "last success \(duration(nowMs.saturatingMinus($0))) ago" } ?? "never delivered"
                 let error = d.lastError.map { ", last error: \($0)" } ?? ""
                 if d.state == "auth-failed" {
                     state = .failing
@@ -88,7 +88,7 @@ extension HealthChecks {
                     state = .degraded
                     reason = "\(d.name): \(waiting) waiting, deferred: \(d.lastError ?? "an uplink budget is spent")"
                 } else if waiting > 0 {
-                    state = nowMs - since > thresholds.linkFailingAfterMs ? .failing : .degraded
+                    state = nowMs.saturatingMinus(since) > thresholds.linkFailingAfterMs ? .failing : .degraded
                     reason = "\(d.name): \(d.state), \(waiting) waiting, \(success)\(error)"
                 }
             }

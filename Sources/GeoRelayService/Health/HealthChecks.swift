@@ -131,16 +131,16 @@ package enum HealthChecks {
             syncText = "synchronisation unknown (\(why))"
             details += [("synchronised", .null), ("maxErrorSeconds", .null)]
         }
-        let offset = newestFixMs.map { $0 - nowMs }
+        let offset = newestFixMs.map { $0.saturatingMinus(nowMs) }
         details.append(("newestFixAheadSeconds", offset.map { .number(Double($0 / 100) / 10) } ?? .null))
         details.append(("lastJump", jump.map { .object(JSONObject([("bySeconds", .number(Double($0.byMs / 100) / 10)), ("at", .string(Timestamp.iso8601(milliseconds: $0.atMs)))])) } ?? .null))
         var parts = [syncText]
         if let offset {
-            parts.append(offset >= 0 ? "newest fix \(duration(offset)) ahead of it" : "newest fix \(duration(-offset)) behind it")
+            parts.append(offset >= 0 ? "newest fix \(duration(offset)) ahead of it" : "newest fix \(duration(Int64(clamping: offset.magnitude))) behind it")
         } else {
             parts.append("no fix to compare with")
         }
-        if let jump { parts.append("jumped by \(jump.byMs >= 0 ? "+" : "-")\(duration(abs(jump.byMs))) at \(Timestamp.iso8601(milliseconds: jump.atMs))") }
+        if let jump { parts.append("jumped by \(jump.byMs >= 0 ? "+" : "-")\(duration(Int64(clamping: jump.byMs.magnitude))) at \(Timestamp.iso8601(milliseconds: jump.atMs))") }
         let summary = parts.joined(separator: ", ")
         if nowMs < WallClock.plausibleMs {
             return HealthCheck(key: "clock", state: .failing, summary: "the clock reads \(Timestamp.iso8601(milliseconds: nowMs)), before 2025: it was never set; " + summary, details: details)

@@ -74,7 +74,7 @@ package struct StatusSketches: Sendable {
         for device in devices {
             guard let fix = try? reader.newestFix(device: device) else { continue }
             sketches.fixes[device] = fix
-            let since = fix.timeMs - Int64(trackHours) * 3600 * 1000
+            let since = fix.timeMs.saturatingMinus(Int64(trackHours) * 3600 * 1000)
             let read = { (try? reader.track(device: device, sinceMs: since, untilMs: fix.timeMs, maxPoints: maxTrackPoints)) ?? [] }
             sketches.tracks[device] = cache.map { $0.track(device: device, nowMs: nowMs, read: read) } ?? read()
         }
