@@ -43,6 +43,8 @@ package final class FakeOsmAndServer: Sendable {
         var requests = 0
         var bodyBytes = 0
         var unknownDevices: Set<String> = []
+        /// Requests for a device in `unknownDevices`, answered 400 as Traccar answers them.
+        var unknownDeviceRequests = 0
         var behaviour = Behaviour.normal
         var rejectedRequests = 0
         /// Answers to the next payloads, before the behaviour applies.
@@ -92,6 +94,8 @@ package final class FakeOsmAndServer: Sendable {
         return (byDevice, stored.count - seen.count)
     }
     package var requestCount: Int { state.withLock { $0.requests } }
+    /// How many requests named a device this server does not know.
+    package var unknownDeviceRequests: Int { state.withLock { $0.unknownDeviceRequests } }
     package var bodyBytes: Int { state.withLock { $0.bodyBytes } }
 
     /// Forgets everything stored, as a server restored from an old backup.
@@ -171,7 +175,10 @@ package final class FakeOsmAndServer: Sendable {
         for (key, value) in parameters {
             switch key {
             case "id", "deviceid":
-                if unknown.contains(value) { return nil }
+                if unknown.contains(value) {
+                    state.withLock { $0.unknownDeviceRequests += 1 }
+                    return nil
+                }
                 stored.uniqueId = value
             case "valid":
                 stored.valid = value.lowercased() == "true" || value == "1"

@@ -13,9 +13,14 @@ class SpoolFixture: @unchecked Sendable {
 
     /// - Parameter settings: the destination as the fixture points it at its server; the test
     ///   timings are applied, then `configure`.
-    init(settings: Configuration.DestinationSettings, configure: (inout Configuration.DestinationSettings) -> Void) async throws {
+    ///   - stateInterval: how long the spool holds acknowledgements and parks before it commits them;
+    ///     zero commits each at once, the default the relay runs with is 15 s.
+    init(settings: Configuration.DestinationSettings, stateInterval: Duration = .zero,
+         configure: (inout Configuration.DestinationSettings) -> Void) async throws {
         directory = try TemporaryDirectory()
-        spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        var spoolSettings = Spool.Settings(path: directory.file("spool.db"))
+        spoolSettings.stateInterval = stateInterval
+        spool = try Spool(settings: spoolSettings)
         self.settings = settings
         self.settings.useTestTimings()
         configure(&self.settings)

@@ -11,14 +11,15 @@ import GeoRelayTestKit
 final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeTeltonikaServer
 
-    init(buffer: Bool = true, concurrency: Int = 4, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+    init(buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero,
+         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
         server = try FakeTeltonikaServer()
         var settings = Configuration.DestinationSettings()
         settings.traccarProtocol = .teltonika
         settings.url = "tcp://127.0.0.1:\(server.port)"
         settings.buffer = buffer
         settings.concurrency = concurrency
-        try await super.init(settings: settings, configure: configure)
+        try await super.init(settings: settings, stateInterval: stateInterval, configure: configure)
     }
 
     func withForwarder(_ body: () async throws -> Void) async throws {
@@ -87,6 +88,25 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         #expect(f.storedByDevice["s"] == movingTrack("s", count: 30).map(\.timeMs))
         #expect(f.server.statistics.connections == 2)
         #expect(f.server.statistics.identifications.count == 2)
+    }
+
+    /// Issue 23: the park holds from the refused identification, with the default 15 s state
+    /// interval too, while the known device keeps the forwarder busy for several rounds.
+    @Test func anUnknownDeviceDrawsAHandfulOfIdentificationsPerParkAtTheDefaultStateInterval() async throws {
+        let f = try await TeltonikaFixture(concurrency: 2, stateInterval: .seconds(15))
+        f.server.setUnknownDevices(["ghost"])
+        try await f.withForwarder {
+            _ = await f.spool.append(movingTrack("ghost", count: 20) + movingTrack("real", count: 20))
+            #expect(await f.server.waitUntil { $0.count >= 20 }, "the known device's backlog")
+            for round in 1...5 {
+                _ = await f.spool.append(movingTrack("real", count: 20, from: 20 * round))
+                #expect(await f.server.waitUntil { $0.count >= 20 * (round + 1) }, "round \(round) of the known device")
+            }
+        }
+        let refused = f.server.statistics.identifications.filter { !$0.known }.count
+        #expect(refused >= 1)
+        #expect(refused <= 3, "\(refused) identifications of a device the server does not know")
+        #expect(Set(f.server.positions.map(\.uniqueId)) == ["real"])
     }
 
     @Test func unknownDevicesAreParkedWhileOthersFlow() async throws {

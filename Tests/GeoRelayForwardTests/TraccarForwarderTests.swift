@@ -11,7 +11,7 @@ import GeoRelayTestKit
 final class ForwardFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeOsmAndServer
 
-    init(buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline,
+    init(buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline, stateInterval: Duration = .zero,
          configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
         server = try FakeOsmAndServer()
         var settings = Configuration.DestinationSettings()
@@ -19,7 +19,7 @@ final class ForwardFixture: SpoolFixture, @unchecked Sendable {
         settings.buffer = buffer
         settings.concurrency = concurrency
         settings.pipeline = pipeline
-        try await super.init(settings: settings, configure: configure)
+        try await super.init(settings: settings, stateInterval: stateInterval, configure: configure)
     }
 
     /// Runs the forwarder while `body` runs, then stops it.
@@ -138,6 +138,27 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             #expect(status.parkedDevices == ["ghost"])
         }
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real", "other"])
+    }
+
+    /// Issue 23: the park holds from the answer, whatever the state interval. With the default
+    /// 15 s the spool shows it only at the next commit; read from the spool alone, every round
+    /// until then sent the device's window again (5,656 requests in 15 s). Here the other devices
+    /// keep the forwarder busy for several rounds inside one state interval.
+    @Test(arguments: [1, 32])
+    func anUnknownDeviceDrawsAHandfulOfRequestsPerParkAtTheDefaultStateInterval(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 2, pipeline: pipeline, stateInterval: .seconds(15))
+        f.server.setUnknownDevices(["ghost"])
+        try await f.withForwarder {
+            _ = await f.spool.append(track("ghost", count: 20) + track("real", count: 20))
+            #expect(await f.server.waitUntil { $0.count >= 20 }, "the known device's backlog")
+            for round in 1...5 {
+                _ = await f.spool.append(track("real", count: 20, from: 20 * round))
+                #expect(await f.server.waitUntil { $0.count >= 20 * (round + 1) }, "round \(round) of the known device")
+            }
+        }
+        #expect(f.server.unknownDeviceRequests >= 1)
+        #expect(f.server.unknownDeviceRequests <= 3, "\(f.server.unknownDeviceRequests) requests for a device the server does not know")
+        #expect(Set(f.server.positions.map(\.uniqueId)) == ["real"])
     }
 
     @Test func aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored() async throws {
