@@ -45,6 +45,8 @@ package final class FakeOsmAndServer: Sendable {
         var unknownDevices: Set<String> = []
         /// Requests for a device in `unknownDevices`, answered 400 as Traccar answers them.
         var unknownDeviceRequests = 0
+        /// Requests whose line was longer than Traccar reads.
+        var overlongRequestLines = 0
         var behaviour = Behaviour.normal
         var rejectedRequests = 0
         /// Answers to the next payloads, before the behaviour applies.
@@ -96,6 +98,8 @@ package final class FakeOsmAndServer: Sendable {
     package var requestCount: Int { state.withLock { $0.requests } }
     /// How many requests named a device this server does not know.
     package var unknownDeviceRequests: Int { state.withLock { $0.unknownDeviceRequests } }
+    /// How many request lines were longer than Traccar's 4,096 bytes.
+    package var overlongRequestLines: Int { state.withLock { $0.overlongRequestLines } }
     package var bodyBytes: Int { state.withLock { $0.bodyBytes } }
 
     /// Forgets everything stored, as a server restored from an old backup.
@@ -128,6 +132,14 @@ package final class FakeOsmAndServer: Sendable {
         }
         if isProbe, let probeStyle { return probeStyle.probeAnswer }
         if let queued { return HTTPTestResponse(status: queued) }
+        // Netty's limits as Traccar's OsmAnd port keeps them: a request line over 4,096 bytes
+        // decodes as an empty, failed request (Traccar answers it 400, as an unknown device), and
+        // `HttpObjectAggregator(65535)` answers a longer body 413.
+        if request.method.utf8.count + request.target.utf8.count + 10 > OsmAndQuery.maxRequestLineBytes {
+            state.withLock { $0.overlongRequestLines += 1 }
+            return HTTPTestResponse(status: 400)
+        }
+        if request.body.count > OsmAndQuery.maxBodyBytes { return HTTPTestResponse(status: 413) }
         switch behaviour {
         case .normal: break
         case .status(let code, let headers): return HTTPTestResponse(status: code, headers: headers)

@@ -161,6 +161,26 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real"])
     }
 
+    /// Issue 22: a position whose query is longer than the 4,096-byte request line Traccar reads
+    /// goes as a form POST (pipelined) or in the body (one at a time), its long attributes cut
+    /// only if even the 64 KiB body cannot hold it; the device is never parked for it.
+    @Test(arguments: [1, 32])
+    func aPositionTooLongForARequestLineStillReachesTheServer(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
+        var long = track("long", count: 3)
+        long[0].attributes = [Attribute("note", .string(String(repeating: "x", count: 5000)))]
+        long[1].attributes = [Attribute("note", .string(String(repeating: "y", count: 70_000))), Attribute("short", .number(1))]
+        try await f.withForwarder {
+            _ = await f.spool.append(long)
+            #expect(await f.server.waitUntil { $0.count >= 3 }, "every position delivered")
+        }
+        #expect(f.server.overlongRequestLines == 0)
+        let stored = f.server.positions
+        #expect(stored.count == 3)
+        #expect(stored.first?.attributes["note"] == .string(String(repeating: "x", count: 5000)), "kept whole in a form body")
+        #expect(stored.dropFirst().first.map { $0.attributes["note"] == nil && $0.attributes["short"] == .number(1) } == true, "the long attribute left out, the rest kept")
+    }
+
     @Test func aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored() async throws {
         let f = try await ForwardFixture(concurrency: 1)
         _ = await f.spool.append(track("early", count: 5) + track("later", count: 5))

@@ -125,6 +125,29 @@ package enum OsmAndQuery {
         return out
     }
 
+    /// The form for one position within `maxBytes`: extra attributes are left out, the longest
+    /// first, until it fits (the id, time, coordinates, motion fields and alarm always stay).
+    /// A server reads no more: Traccar's HTTP decoder answers a request line over 4,096 bytes
+    /// (Netty's default) as an empty request, `400`, which would park the device behind it.
+    package static func encode(_ p: Position, fitting maxBytes: Int) -> String {
+        var encoded = encode(p)
+        guard encoded.utf8.count > maxBytes else { return encoded }
+        var trimmed = p
+        while encoded.utf8.count > maxBytes, let longest = trimmed.attributes.indices.max(by: {
+            trimmed.attributes[$0].key.utf8.count + trimmed.attributes[$0].value.text.utf8.count
+                < trimmed.attributes[$1].key.utf8.count + trimmed.attributes[$1].value.text.utf8.count
+        }) {
+            trimmed.attributes.remove(at: longest)
+            encoded = encode(trimmed)
+        }
+        return encoded
+    }
+
+    /// Netty's default longest request line, which Traccar's OsmAnd port keeps.
+    package static let maxRequestLineBytes = 4096
+    /// The body Traccar's OsmAnd port aggregates (`HttpObjectAggregator(65535)`).
+    package static let maxBodyBytes = 65_535
+
     /// Keys the encoder writes itself; an attribute of the same name would make the position ambiguous.
     private static let reservedKeys: Set<String> = [
         "id", "deviceid", "timestamp", "lat", "lon", "location", "speed", "bearing", "heading",

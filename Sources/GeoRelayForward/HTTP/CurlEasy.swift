@@ -147,6 +147,13 @@ package final class CurlEasy {
         try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
         if headerListFor.map({ !$0.elementsEqual(request.headers, by: ==) }) ?? true {
+            // Every path checks, not only the pipelined one: a token from a file or an auth server
+            // with a CR or LF would add a header of the server's choosing. The value is not named:
+            // it may be a secret.
+            for (name, value) in request.headers where name.isEmpty || !name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte)
+                || !value.utf8.allSatisfy(HTTP1ResponseParser.isFieldValueByte) {
+                throw CurlError(CURLE_BAD_FUNCTION_ARGUMENT, message: "header \(ControlEscaping.escape(name)) holds a character HTTP does not allow; not sent")
+            }
             curl_slist_free_all(headerList)
             headerList = nil
             // No "Expect: 100-continue" (a round trip fewer on a slow link) and no

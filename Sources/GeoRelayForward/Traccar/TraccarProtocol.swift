@@ -21,7 +21,7 @@ package struct TraccarProtocol: Sendable {
         HTTPRequest(
             method: "POST", url: url,
             headers: [("Content-Type", "application/x-www-form-urlencoded")],
-            body: Array(OsmAndQuery.encode(position).utf8),
+            body: Array(OsmAndQuery.encode(position, fitting: OsmAndQuery.maxBodyBytes).utf8),
             timeoutSeconds: timeoutSeconds, connectTimeoutSeconds: connectTimeoutSeconds)
     }
 
@@ -92,20 +92,38 @@ extension TraccarProtocol {
         private let tail: [UInt8]
         /// The canary: the destination URL, no position.
         private let canary: [UInt8]
+        /// `POST /path HTTP/1.1`, `Host` and the form's `Content-Type`, for a position whose
+        /// query would make the request line longer than the server reads; nil when the URL has
+        /// a query of its own (Traccar then never reads the body).
+        private let formHead: [UInt8]?
 
         init(target: HTTP1Target) {
             let path = Array(target.target.utf8)
-            head = Array("GET ".utf8) + path + [path.contains(UInt8(ascii: "?")) ? UInt8(ascii: "&") : UInt8(ascii: "?")]
+            let ownQuery = path.contains(UInt8(ascii: "?"))
+            head = Array("GET ".utf8) + path + [ownQuery ? UInt8(ascii: "&") : UInt8(ascii: "?")]
             tail = Array(" HTTP/1.1\r\nHost: \(target.hostHeader)\r\n\r\n".utf8)
             canary = Array("GET ".utf8) + path + tail
+            formHead = ownQuery ? nil : Array("POST \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\nContent-Type: application/x-www-form-urlencoded\r\n".utf8)
         }
 
-        /// Appends the request for `position`; returns its bytes.
+        /// Appends the request for `position`; returns its bytes. A GET while its request line
+        /// is within the 4,096 bytes Traccar reads; else a form POST (the body reads up to 64 KiB),
+        /// with extra attributes left out, longest first, if even that is too long.
         func append(_ position: Position, to buffer: inout [UInt8]) -> Int {
             let start = buffer.count
-            buffer.append(contentsOf: head)
-            buffer.append(contentsOf: OsmAndQuery.encode(position).utf8)
-            buffer.append(contentsOf: tail)
+            // `GET <path>?<query> HTTP/1.1`: the head, the query, and the tail's first 9 bytes.
+            let lineRoom = OsmAndQuery.maxRequestLineBytes - head.count - 9
+            let query = OsmAndQuery.encode(position)
+            if query.utf8.count <= lineRoom || formHead == nil {
+                buffer.append(contentsOf: head)
+                buffer.append(contentsOf: (query.utf8.count <= lineRoom ? query : OsmAndQuery.encode(position, fitting: lineRoom)).utf8)
+                buffer.append(contentsOf: tail)
+            } else if let formHead {
+                let body = OsmAndQuery.encode(position, fitting: OsmAndQuery.maxBodyBytes)
+                buffer.append(contentsOf: formHead)
+                buffer.append(contentsOf: "Content-Length: \(body.utf8.count)\r\n\r\n".utf8)
+                buffer.append(contentsOf: body.utf8)
+            }
             return buffer.count - start
         }
 
