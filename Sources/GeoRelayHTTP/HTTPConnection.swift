@@ -41,9 +41,14 @@ final class HTTPConnection {
     var peerClosed = false
     var isClosed = false
 
+    /// The client's address and the box's address it reached (``IPv4Socket/endpoints(_:)``).
+    let peer: String
+    let local: String
+
     init(id: UInt64, socket: FileDescriptor, nowMs: Int64, interest: UInt32) {
         self.id = id
         self.socket = socket
+        (local, peer) = IPv4Socket.endpoints(socket.number)
         self.lastActivityMs = nowMs
         self.interest = interest
     }

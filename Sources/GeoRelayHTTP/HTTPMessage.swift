@@ -4,12 +4,18 @@ package struct HTTPServerRequest: Sendable {
     package var target: String
     package var headers: [(String, String)]
     package var body: [UInt8]
+    /// The client's address (dotted IPv4; empty when unknown): what a per-client limit counts by.
+    package var clientAddress: String
+    /// The box's address the client connected to: a `Host` naming it names this box.
+    package var localAddress: String
 
-    package init(method: String, target: String, headers: [(String, String)], body: [UInt8]) {
+    package init(method: String, target: String, headers: [(String, String)], body: [UInt8], clientAddress: String = "", localAddress: String = "") {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
+        self.clientAddress = clientAddress
+        self.localAddress = localAddress
     }
 
     /// The first header of that name; `name` is compared case-insensitively.

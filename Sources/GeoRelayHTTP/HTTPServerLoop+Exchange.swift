@@ -107,7 +107,8 @@ extension HTTPServerLoop {
                 connection.phase = .handling(keepAlive: head.keepAlive, http10: head.minorVersion == 0)
                 statistics.withLock { $0.handled += 1 }
                 pool.submit(HTTPHandlerPool.Job(connection: connection.id, request: HTTPServerRequest(
-                    method: head.method, target: head.target, headers: head.headers, body: body)))
+                    method: head.method, target: head.target, headers: head.headers, body: body,
+                    clientAddress: connection.peer, localAddress: connection.local)))
                 updateInterest(connection)
                 return
             case .handling, .writing, .lingering:

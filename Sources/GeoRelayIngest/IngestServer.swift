@@ -24,6 +24,9 @@ package final class IngestServer: Sendable {
         package var nmeaAccuracyPerHDOP: Double?
         /// Devices fed by several receivers, best first.
         package var devices: [Configuration.DeviceSources] = []
+        /// The phone port's admission when it listens (`ingest.http`): the socket's sessions tell
+        /// it which ids collectors feed.
+        package var phones: PhoneAdmission?
         /// The longest the event loop waits before it turns over (and beats) with nothing to do.
         package var turnInterval: Duration = Heartbeat.turnInterval
 
@@ -43,6 +46,7 @@ package final class IngestServer: Sendable {
         package init(_ configuration: Configuration) {
             self.init(configuration.ingest)
             devices = configuration.devices
+            if configuration.ingest.httpListen != nil { phones = PhoneAdmission(allowed: configuration.phoneDevices) }
         }
     }
 
@@ -76,9 +80,10 @@ package final class IngestServer: Sendable {
     /// Binds the socket and starts the event-loop thread.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
         let listener = try UnixListener.listen(path: settings.socketPath)
-        let rules = IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
+        var rules = IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
                                         router: SourceRouter(devices: settings.devices, logger: logger), maxLineBytes: settings.maxLineBytes,
                                         nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
+        rules.phones = settings.phones
         self.rules = rules
         let loop: IngestLoop
         do {

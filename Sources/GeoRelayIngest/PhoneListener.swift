@@ -20,9 +20,10 @@ package final class PhoneListener: Sendable {
     /// - Parameter rules: the socket ingest's (`IngestServer.rules`): the same decoder, clocks and
     ///   multi-source routing, so a phone listed as one of a device's sources feeds that device
     ///   as a collector would.
-    package init(listen: String, spool: Spool, rules: IngestSession.Rules, logger: Logger) throws(IngestStartError) {
+    /// - Parameter requestsPerSecond: what one client address may send on average (ten times that at once).
+    package init(listen: String, spool: Spool, rules: IngestSession.Rules, requestsPerSecond: Int = 20, logger: Logger) throws(IngestStartError) {
         let session = IngestSession(rules: rules)
-        let refusals = RefusalLog()
+        let refusals = RefusalLog(requestsPerSecond: requestsPerSecond)
         do {
             http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
                 Self.answer(request, session: session, spool: spool, refusals: refusals, logger: logger)
@@ -31,6 +32,13 @@ package final class PhoneListener: Sendable {
             throw IngestStartError(description: error.description)
         }
         logger.info("phones: OsmAnd HTTP on \(listen)")
+        switch rules.phones?.allowed {
+        case .listed(let ids)? where ids.isEmpty:
+            logger.warning("phones: no device id may post here: list them in ingest.http.devices (or the phones as sources of a devices entry)")
+        case .any?:
+            logger.warning("phones: ingest.http.devices is \"*\": any host that reaches \(listen) can post positions for any device id")
+        default: break
+        }
     }
 
     package func stop() { http.stop() }
@@ -42,6 +50,10 @@ package final class PhoneListener: Sendable {
         if request.header("user-agent")?.hasPrefix("georelay") == true {
             logger.warning("refused a request from a georelay: a destination points back at this listener")
             return HTTPListener.Response(status: 508, reason: "Loop Detected")
+        }
+        guard refusals.admit(request.clientAddress) else {
+            spool.add(counters: ["ingest.http.throttled": 1])
+            return HTTPListener.Response(status: 429, reason: "Too Many Requests")
         }
         let phone = IngestSession.PhoneRequest(isJSON: request.header("content-type")?.hasPrefix("application/json") == true,
                                                target: request.target, body: request.body)
@@ -68,9 +80,13 @@ package final class PhoneListener: Sendable {
         }
     }
 
-    /// At most ten refusals logged a minute, shared by every request's thread.
+    /// At most ten refusals logged a minute, and each client's request rate, shared by every
+    /// request's thread.
     private final class RefusalLog: Sendable {
         private let limiter = Mutex(RateLimiter(perWindow: 10, windowMs: 60_000))
+        private let clients: Mutex<ClientBuckets>
+        init(requestsPerSecond: Int) { clients = Mutex(ClientBuckets(perSecond: requestsPerSecond, burst: requestsPerSecond * 10)) }
         func allow() -> Bool { limiter.withLock { $0.allow(nowMs: WallClock.monotonicMs()) } }
+        func admit(_ client: String) -> Bool { clients.withLock { $0.allow(client, nowMs: WallClock.monotonicMs()) } }
     }
 }

@@ -72,7 +72,8 @@ package struct Relay: Sendable {
                 page = try StatusPage.serve(listen: listen, configuration: liveConfiguration, health: health, metrics: listen == configuration.metricsListen)
             }
             if let listen = configuration.ingest.httpListen {
-                phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, logger: logger.with(label: "phones"))
+                phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, requestsPerSecond: configuration.ingest.httpRequestsPerSecond,
+                                           logger: logger.with(label: "phones"))
             }
         } catch {
             spool.close()

@@ -24,7 +24,7 @@ import Synchronization
         // The ports are picked while the fake server holds its own, so neither can be its.
         let world = try RelayWorld()
         let port = freePort(), metricsPort = freePort()
-        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#, topLevel: #"metrics: { listen: "127.0.0.1:\#(metricsPort)" },"#)
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["good-phone", "among-idle", "pipelined"] }"#, topLevel: #"metrics: { listen: "127.0.0.1:\#(metricsPort)" },"#)
         let relay = try world.start()
         try awaitListening(port: port)
         try awaitListening(port: metricsPort)

@@ -32,7 +32,7 @@ func freePort() -> Int {
         // fake's port before it is bound (the relay then refused its config as pointing at itself).
         let world = try RelayWorld()
         let port = freePort()
-        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "phone-2", "phone-3", "p"] }"#)
         try world.start()
         // The relay is up when its socket accepts; the phone port is bound just after.
         try awaitListening(port: port)
@@ -81,6 +81,34 @@ func freePort() -> Int {
         let stored = world.server.positions
         #expect(stored.allSatisfy { $0.uniqueId == "boat" }, "\(stored.map(\.uniqueId))")
         #expect(stored.allSatisfy { $0.attributes["source"] == .string("phone-a") })
+    }
+
+    /// Issue 22: on a LAN others share, the phone port takes only the ids the configuration lets
+    /// it, never one a collector feeds through the socket, and a client past its rate is told to
+    /// come back later; a refused request says nothing of why (Traccar's 400 for an unknown device).
+    @Test func thePhonePortTakesOnlyItsOwnDevicesAtABoundedRate() async throws {
+        let world = try RelayWorld()
+        let port = freePort()
+        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "gps-bow"], maxRequestsPerSecond: 1 }"#)
+        try world.start()
+        try awaitListening(port: port)
+        let base = "http://127.0.0.1:\(port)"
+        // A collector feeds gps-bow through the socket: from then on the phone port does not take it.
+        let collector = try world.client()
+        try collector.write(#"{"hello":{"device":"gps-bow","ack":true}}"# + "\n" + line("gps-bow", 0))
+        #expect(collector.readLine() == "skip hello")
+        #expect(collector.readLine() == "ok 1")
+        #expect(try post(base + "/?id=gps-bow&timestamp=1784953801&lat=1&lon=1", body: "", type: "text/plain") == 400)
+        #expect(try post(base + "/?id=stranger&timestamp=1784953801&lat=1&lon=1", body: "", type: "text/plain") == 400)
+        #expect(try post(base + "/?id=phone-1&timestamp=1784953801&lat=1&lon=1", body: "", type: "text/plain") == 200)
+        // A burst of ten at one a second: the rest of a fast burst is answered 429.
+        var statuses: [Int] = []
+        for second in 2..<20 { statuses.append(try post(base + "/?id=phone-1&timestamp=\(1_784_953_800 + second)&lat=1&lon=1", body: "", type: "text/plain")) }
+        #expect(statuses.contains(429), "\(statuses)")
+        #expect(statuses.filter { $0 == 200 }.count <= 11, "\(statuses)")
+        #expect(await world.server.waitUntil { $0.count >= 2 })
+        #expect(!world.server.positions.contains { $0.uniqueId == "stranger" })
+        #expect(world.server.positions.filter { $0.uniqueId == "gps-bow" }.count == 1, "only the collector's")
     }
 
     @Test func aDestinationPointingAtTheListenerIsRefusedAtStart() throws {

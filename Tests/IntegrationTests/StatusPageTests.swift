@@ -133,13 +133,16 @@ import GeoRelayTestKit
         // Read-only: only GET and HEAD, on every path of the shared listener.
         for path in ["/", "/status.json", "/metrics", "/healthz"] {
             for method in ["POST", "PUT", "DELETE"] {
-                let answer = try Self.exchange(port: port, "\(method) \(path) HTTP/1.1\r\nHost: relay\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                let answer = try Self.exchange(port: port, "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 #expect(answer.status == 405, "\(method) \(path) answered \(String(describing: answer.status))")
             }
         }
-        let head = try Self.exchange(port: port, "HEAD / HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
+        let head = try Self.exchange(port: port, "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
         #expect(head.status == 200 && head.body.isEmpty)
-        #expect(try Self.exchange(port: port, "GET /nothing HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n").status == 404)
+        #expect(try Self.exchange(port: port, "GET /nothing HTTP/1.1\r\nHost: localhost:\(port)\r\nConnection: close\r\n\r\n").status == 404)
+        // A name that is not this box's (DNS rebinding): the position is not read out.
+        let rebound = try Self.exchange(port: port, "GET /status.json HTTP/1.1\r\nHost: evil.example:\(port)\r\nConnection: close\r\n\r\n")
+        #expect(rebound.status == 421 && !String(decoding: rebound.body, as: UTF8.self).contains("lat"))
     }
 
     /// On a port of its own the page answers only its paths, and a reload (SIGHUP) that adds a

@@ -46,7 +46,8 @@ extension Configuration {
                 ("socket", .string(ingest.socket)), ("maxLineBytes", number(Double(ingest.maxLineBytes))),
                 ("maxFutureSeconds", number(Double(ingest.maxFutureSeconds))), ("maxConnections", number(Double(ingest.maxConnections))),
                 ("nmea", .object(JSONObject([("hdopAccuracyMeters", ingest.nmeaAccuracyPerHDOP.map(number) ?? .null)]))),
-                ("http", .object(JSONObject([("listen", string(ingest.httpListen))]))),
+                ("http", .object(JSONObject([("listen", string(ingest.httpListen)), ("devices", phoneDevicesJSON),
+                                             ("maxRequestsPerSecond", .number(Double(ingest.httpRequestsPerSecond)))]))),
             ]))),
             ("devices", .array(devices.map { d in
                 .object(JSONObject([("id", .string(d.id)), ("sources", .array(d.sources.map { .string($0) })), ("failoverSeconds", number(d.failoverSeconds))]))
@@ -58,8 +59,16 @@ extension Configuration {
                                                                                       ("monthBytes", b.monthBytes.map { number(Double($0)) } ?? .null)])) } ?? .null)]))
             })),
             ("metrics", .object(JSONObject([("listen", string(metricsListen))]))),
-            ("ui", .object(JSONObject([("listen", string(uiListen))]))),
+            ("ui", .object(JSONObject([("listen", string(uiListen)), ("hosts", .array(uiHosts.map { .string($0) }))]))),
         ]))
+    }
+
+    /// `ingest.http.devices` as given: `"*"` or the sorted list.
+    private var phoneDevicesJSON: JSONValue {
+        switch ingest.httpDevices {
+        case .any: .string("*")
+        case .listed(let ids): .array(ids.sorted().map { .string($0) })
+        }
     }
 }
 

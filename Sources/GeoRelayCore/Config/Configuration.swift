@@ -15,6 +15,8 @@ package struct Configuration: Sendable, Equatable {
     /// `HOST:PORT` for the crew's status page (`/`) and its JSON (`/status.json`); nil: off.
     /// The same address as `metricsListen` serves all four paths on one listener.
     package var uiListen: String?
+    /// Names the status page answers to besides the box's own addresses and host name (`ui.hosts`).
+    package var uiHosts: [String] = []
     /// The box's uplinks by interface (`Configuration+Uplinks.swift`); empty: not tracked.
     package var uplinks: [Uplink] = []
 
@@ -37,6 +39,15 @@ package struct Configuration: Sendable, Equatable {
 
     /// Every source id, which the relay stores but never forwards as itself.
     package var sourceIDs: Set<String> { Set(devices.flatMap(\.sources)) }
+
+    /// The device ids the phone port takes: `ingest.http.devices` and every source of a `devices`
+    /// entry (a phone listed there feeds its device), or any with `"*"`.
+    package var phoneDevices: PhoneAdmission.Allowed {
+        switch ingest.httpDevices {
+        case .any: .any
+        case .listed(let ids): .listed(ids.union(sourceIDs))
+        }
+    }
 
     package struct SpoolSettings: Sendable, Equatable {
         package var path = "spool/georelay.db"
@@ -66,6 +77,11 @@ package struct Configuration: Sendable, Equatable {
         package var maxConnections = 1024
         /// `HOST:PORT` of the OsmAnd HTTP listener for phones; nil: off.
         package var httpListen: String?
+        /// The device ids the phone port takes (`ingest.http.devices`: a list, or `"*"` for any);
+        /// the sources of `devices` entries are taken too (``Configuration/phoneDevices``).
+        package var httpDevices: PhoneAdmission.Allowed = .listed([])
+        /// Requests a second one client address may make of the phone port (a burst of ten times that).
+        package var httpRequestsPerSecond = 20
         /// Metres of horizontal accuracy per unit of NMEA HDOP (a receiver's UERE); nil: accuracy left out.
         package var nmeaAccuracyPerHDOP: Double?
         package init() {}
@@ -176,6 +192,23 @@ extension Configuration {
         try nmea.finish()
         var http = try ingest.node("http")
         config.ingest.httpListen = try http.optionalString("listen")
+        if let value = http.value("devices") {
+            switch value {
+            case .string("*"): config.ingest.httpDevices = .any
+            case .array(let items):
+                var ids: Set<String> = []
+                for (index, item) in items.enumerated() {
+                    guard case .string(let id) = item, !id.isEmpty, id.utf8.count <= 128, !ControlEscaping.containsControl(id) else {
+                        throw ConfigError(path: "ingest.http.devices[\(index)]", "expected a device id (at most 128 bytes, no control characters)")
+                    }
+                    ids.insert(id)
+                }
+                config.ingest.httpDevices = .listed(ids)
+            default:
+                throw ConfigError(path: "ingest.http.devices", "expected a list of device ids, or \"*\" for any")
+            }
+        }
+        config.ingest.httpRequestsPerSecond = try http.integer("maxRequestsPerSecond", default: config.ingest.httpRequestsPerSecond, min: 1, max: 10_000)
         try http.finish()
         try ingest.finish()
         if config.ingest.socket.utf8.count > 107 {
@@ -204,6 +237,15 @@ extension Configuration {
             try Self.validateListen(listen, at: ui.child("listen"))
             if listen == config.ingest.httpListen {
                 throw ConfigError(path: ui.child("listen"), "\(listen) is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's")
+            }
+        }
+        if let items = try ui.array("hosts") {
+            config.uiHosts = []
+            for (index, item) in items.enumerated() {
+                guard case .string(let name) = item, !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }) else {
+                    throw ConfigError(path: "ui.hosts[\(index)]", "expected a host name, as a browser's address bar has it")
+                }
+                config.uiHosts.append(name.lowercased())
             }
         }
         try ui.finish()

@@ -42,6 +42,9 @@ package struct IngestSession: Sendable {
         package var nmeaAccuracyPerHDOP: Double?
         /// A fix cycle with no new sentence for this long is complete.
         package var nmeaQuietMs: Int64 = 1500
+        /// The phone port's admission, when it listens: phones are held to it, and the socket
+        /// tells it which ids collectors feed.
+        package var phones: PhoneAdmission?
 
         package init(decoder: LineDecoder, router: SourceRouter? = nil, clock: IngestClock = .system,
                      maxLineBytes: Int, nmeaAccuracyPerHDOP: Double? = nil) {
@@ -182,7 +185,8 @@ package struct IngestSession: Sendable {
                 if query.isEmpty { query = String(decoding: request.body, as: UTF8.self) }
                 position = try OsmAndQuery.decode(query, defaultDevice: nil)
             }
-            return .store(try validatedAndRouted(position), Ticket(lines: []))
+            if let refusal = rules.phones?.refusal(of: position.device) { throw refusal }
+            return .store(try validatedAndRouted(position, fromPhone: true), Ticket(lines: []))
         } catch {
             return .reject(error, log: nil)
         }
@@ -192,8 +196,9 @@ package struct IngestSession: Sendable {
 
     /// The one place a position is validated and routed before it is stored: the position,
     /// and the device's copy when this receiver is the active one (stored in the same commit).
-    private func validatedAndRouted(_ position: Position) throws(IngestError) -> [Position] {
+    private func validatedAndRouted(_ position: Position, fromPhone: Bool = false) throws(IngestError) -> [Position] {
         let position = try rules.decoder.validated(position, nowMs: rules.clock.wallMs())
+        if !fromPhone { rules.phones?.socketFeeds(position.device) }
         guard let routed = rules.router?.route(position, nowMs: rules.clock.monotonicMs()) else { return [position] }
         return [position, routed]
     }

@@ -37,6 +37,14 @@ package enum ControlEscaping {
         return out
     }
 
+    /// A screen of lines for a terminal: every line escaped, the line breaks kept. A device id
+    /// or an attribute an older spool holds (`\u{1b}[2J`) shows as text instead of clearing the
+    /// crew's screen.
+    package static func escapeLines(_ text: String) -> String {
+        if isClean(text.replacingOccurrences(of: "\n", with: "")) { return text }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).map { escape(String($0)) }.joined(separator: "\n")
+    }
+
     /// C0, DEL, C1, and U+2028/U+2029 (line and paragraph separator).
     @inline(__always)
     package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {

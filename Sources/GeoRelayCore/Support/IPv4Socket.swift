@@ -49,6 +49,21 @@ package enum IPv4Socket {
         return socket
     }
 
+    /// The dotted addresses of a connected socket's two ends (empty where the kernel cannot say):
+    /// the local one is an address of this box, the one the client reached it at.
+    package static func endpoints(_ fd: Int32) -> (local: String, peer: String) {
+        func text(_ get: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> String {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let result = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get(fd, $0, &length) } }
+            guard result == 0, address.sin_family == sa_family_t(AF_INET) else { return "" }
+            var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            guard inet_ntop(AF_INET, &address.sin_addr, &buffer, socklen_t(buffer.count)) != nil else { return "" }
+            return String(cString: buffer)
+        }
+        return (text { getsockname($0, $1, $2) }, text { getpeername($0, $1, $2) })
+    }
+
     private static func address(host: String, port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -11,12 +11,12 @@ extension Commands {
         }
         if invocation.arguments.flag("--health") {
             let device = await onDedicatedThread(named: "georelay.status") { DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true) }
-            invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : "\(device.state.name)\n" + device.text)
+            invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : ControlEscaping.escapeLines("\(device.state.name)\n" + device.text))
             return device.exitCode
         }
         let json = invocation.arguments.flag("--json")
         let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration, sketches: json ? .fresh : .none) }
-        invocation.console.write(json ? report.json.jsonText + "\n" : report.text)
+        invocation.console.write(json ? report.json.jsonText + "\n" : ControlEscaping.escapeLines(report.text))
         return .success
     }
 
@@ -45,7 +45,7 @@ extension Commands {
             }
             try Task.checkCancellation()
             // Home and clear, then the screen in one write.
-            console.write("\u{1B}[H\u{1B}[2J" + text)
+            console.write("\u{1B}[H\u{1B}[2J" + ControlEscaping.escapeLines(text))
             try await Task.sleep(for: interval)
         }
     }

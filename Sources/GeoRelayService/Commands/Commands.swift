@@ -26,7 +26,8 @@ package enum Commands {
     package static func logs(configuration: Configuration, limit: Int = 10_000) throws -> String {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         return try reader.logEntries(limit: limit).map { entry in
-            "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(entry.message)\n"
+            // Escaped again on the way out: an entry an older version wrote may hold anything.
+            "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(ControlEscaping.escape(entry.message))\n"
         }.joined()
     }
 

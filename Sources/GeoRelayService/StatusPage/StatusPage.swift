@@ -26,6 +26,10 @@ package enum StatusPage {
         let tracks = TrackCache()
         return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
             let configuration = live.configuration
+            guard HostCheck.allows(request, names: configuration.uiHosts) else {
+                return HTTPListener.Response(status: 421, reason: "Misdirected Request", contentType: "text/plain",
+                                             body: Array("this relay's page answers to its own addresses and host name, and to ui.hosts\n".utf8))
+            }
             guard request.method == "GET" || request.method == "HEAD" else {
                 return HTTPListener.Response(status: 405, reason: "Method Not Allowed", contentType: "text/plain",
                                              body: Array("read-only: only GET and HEAD are answered here\n".utf8))
