@@ -69,6 +69,26 @@ import GeoRelayTestKit
         #expect(rows[1].hasSuffix(",sos"))
         #expect(try world.command(["export", "--format", "kml"]).status == 64)
     }
+
+    /// Issue 22: a device id or alarm a spreadsheet would run as a formula is written as text.
+    @Test func csvCellsNeverStartAFormula() throws {
+        let world = try RelayWorld()
+        let relay = try world.start()
+        let client = try world.client()
+        try client.write(#"{"device":"=HYPERLINK(1)","time":1784953800,"lat":1,"lon":2,"alarm":"@SUM(1)"}"# + "\n"
+                         + #"{"device":"-2+3","time":1784953800,"lat":-1,"lon":-2,"alarm":"+cmd"}"# + "\n")
+        let replies = client.readLines(2)
+        #expect(replies.allSatisfy { $0.hasPrefix("ok ") }, "\(replies)")
+        relay.signal(SIGTERM)
+        let rows = try world.command(["export", "--format", "csv"]).stdout.split(separator: "\n").dropFirst()
+        #expect(rows.count == 2)
+        for row in rows {
+            // Every text cell quoted with a leading apostrophe; numbers (here negative) stay numbers.
+            #expect(row.hasPrefix("\"'"), "\(row)")
+            #expect(row.hasSuffix("\""), "\(row)")
+        }
+        #expect(rows.contains { $0.contains(",-1.0,-2.0,") }, "\(rows)")
+    }
 }
 
 @Suite(.offThePool) struct ReplayTests {
