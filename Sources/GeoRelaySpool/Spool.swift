@@ -81,6 +81,9 @@ package final class Spool: Sendable {
     }
 
     /// Records a destination's progress in the next commit, without waiting.
+    /// How soon a backlog's drain progress is committed (``DeliveryUpdate/drain``).
+    package static let drainCommitInterval: Duration = .seconds(1)
+
     package func record(_ update: DeliveryUpdate) {
         guard !update.isEmpty else { return }
         if update.wireBytes > 0 { wireTally.withLock { $0[update.destination, default: 0] += Int64(update.wireBytes) } }

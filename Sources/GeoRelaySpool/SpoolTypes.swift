@@ -89,6 +89,10 @@ package struct DeliveryUpdate: Sendable {
     package var sentAhead: [Int64] = []
     /// Replayed positions delivered: off the replay queue.
     package var replayed: [Int64] = []
+    /// Settled while a backlog drains: committed within ``Spool/drainCommitInterval`` rather than
+    /// the state interval, so a crash mid-drain resends about a second's worth, not 15 s of it
+    /// (up to 480 KB of billed bytes on a 256 kbit/s link). The steady state keeps the interval.
+    package var drain = false
 
     package init(destination: String) {
         self.destination = destination

@@ -149,9 +149,13 @@ final class SpoolWriter: @unchecked Sendable {
             case .barrier, .operation:
                 inbox.urgent = true
             case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
-                if inbox.stateDueNs == nil {
-                    inbox.stateDueNs = nowNs + stateNs
-                    deadline = nowNs + stateNs
+                var dueNs = nowNs + stateNs
+                if case .delivery(let update) = job, update.drain {
+                    dueNs = nowNs + min(stateNs, UInt64(Spool.drainCommitInterval.wholeMilliseconds) * 1_000_000)
+                }
+                if inbox.stateDueNs.map({ dueNs < $0 }) ?? true {
+                    inbox.stateDueNs = dueNs
+                    deadline = dueNs
                 }
             }
             if inbox.isDue(nowNs: nowNs) {

@@ -144,6 +144,35 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         #expect(try reader.status().destinations.map(\.name) == ["two"])
     }
 
+    /// Issue 23: a drain's progress is committed within about a second whatever the state
+    /// interval (here a minute), so a crash mid-drain resends a moment's worth; the steady
+    /// state's stays held for the interval (flash wear).
+    @Test func aDrainsProgressIsCommittedSoonWhileTheSteadyStateIsHeld() async throws {
+        let fixture = SpoolFixture()
+        fixture.settings.stateInterval = .seconds(60)
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true)])
+        _ = await spool.append((0..<20).map { fix("a", Int64($0)) } + [fix("b", 0), fix("b", 1)])
+        let reader = try spool.makeReader()
+        let cursors = try reader.pendingDevices(destination: "one")
+        let (a, b) = (try #require(cursors.first { $0.device == "a" }), try #require(cursors.first { $0.device == "b" }))
+        var steady = DeliveryUpdate(destination: "one")
+        steady.acknowledged = [(b.deviceID, b.ackedSeq + 1)]
+        spool.record(steady)
+        var drain = DeliveryUpdate(destination: "one")
+        drain.acknowledged = [(a.deviceID, a.lastSeq)]
+        drain.drain = true
+        spool.record(drain)
+        // Both go in the drain's commit (held state is written as one); the steady state alone waits.
+        #expect(waitUntil("the drain's acknowledgement committed") { (try? reader.pendingDevices(destination: "one").contains { $0.device == "a" }) == false })
+        var later = DeliveryUpdate(destination: "one")
+        later.acknowledged = [(b.deviceID, b.lastSeq)]
+        spool.record(later)
+        _ = await spool.append([fix("c", 0)]) // a group commits; the held steady state does not go with it
+        #expect(try reader.pendingDevices(destination: "one").contains { $0.device == "b" }, "the steady state's acknowledgement is held")
+    }
+
     /// What a reload relies on: the new forwarders read cursors past every acknowledgement the old ones recorded.
     @Test func flushReturnsOnceEverythingRecordedBeforeItIsCommitted() async throws {
         let fixture = SpoolFixture()

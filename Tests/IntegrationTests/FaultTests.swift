@@ -74,4 +74,44 @@ import GeoRelayTestKit
             #expect(zip(frames, frames.dropFirst()).allSatisfy { $0 < $1 }, "out of order at the Teltonika port for \(device)")
         }
     }
+
+    /// Issue 23: a crash resends a moment's worth, not a state interval's. At the default 15 s
+    /// state interval a drain's progress used to be committed every 15 s, so a relay dying more
+    /// often than that never kept its progress and resent its backlog from the start at every
+    /// life. Now a drain commits its progress within a second: a relay killed every 3 s still
+    /// drains its backlog, and each kill repeats about a second of sending.
+    @Test func aRelayKilledEveryThreeSecondsStillDrainsItsBacklogAtTheDefaultStateInterval() async throws {
+        let long = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil
+        let backlog = long ? 100_000 : 20_000
+        let world = try RelayWorld()
+        // A link that takes about 25 s (the short form) to carry the backlog: many lives of 3 s.
+        let proxy = try FaultProxy(targetPort: world.server.http.port, bytesPerSecond: long ? 400_000 : 64_000, latencyMs: 20)
+        defer { proxy.stop() }
+        try world.writeConfig(spool: "stateSyncSeconds: 15", traccarURL: "http://127.0.0.1:\(proxy.port)/")
+        world.server.setBehaviour(.status(503, headers: []))
+        var relay = try world.start()
+        let devices = (0..<4).map { "drain\($0)" }
+        for device in devices {
+            let answers = try writeInBatches(try world.client(), device: device, count: backlog / devices.count)
+            #expect(answers.allSatisfy { $0.hasPrefix("ok ") })
+        }
+        relay.signal(SIGKILL)
+        world.server.setBehaviour(.normal)
+        var kills = 0
+        while Set(world.server.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count < backlog, kills < 40 {
+            relay = try world.start()
+            usleep(3_000_000) // the scenario itself: a relay that lives three seconds at a time
+            relay.signal(SIGKILL)
+            kills += 1
+        }
+        let unique = Set(world.server.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count
+        let duplicates = world.server.positions.count - unique
+        print("fault test: \(backlog) positions drained through \(kills) kills 3 s apart at the default state interval; \(duplicates) duplicates (\(kills > 0 ? duplicates / kills : 0) a kill)")
+        #expect(unique == backlog, "\(unique) of \(backlog) delivered after \(kills) lives of 3 s")
+        let arrivals = world.server.firstArrivals
+        for device in devices {
+            let times = arrivals.byDevice[device] ?? []
+            #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "out of order for \(device)")
+        }
+    }
 }

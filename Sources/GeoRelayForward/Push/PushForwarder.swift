@@ -291,6 +291,8 @@ package final class PushForwarder: DestinationForwarder {
         while let chunk = pending.popLast() {
             if Task.isCancelled { break }
             var update = DeliveryUpdate(destination: settings.name)
+            // A full batch is a backlog draining: its progress is committed within a second.
+            update.drain = prepared.full
             defer {
                 spool.record(update)
                 gate?.spend(update.wireBytes, destination: settings.name)

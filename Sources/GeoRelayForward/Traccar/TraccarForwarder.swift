@@ -189,6 +189,9 @@ package final class TraccarForwarder: DestinationForwarder {
         }
     }
 
+    /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
+    static let drainBatch = 8
+
     /// Up to `devicesPerRound` devices (in id order), starting after the device `after`, wrapping round.
     static func inTurn(_ ready: [DeviceCursor], after: Int64) -> [DeviceCursor] {
         let split = ready.firstIndex { $0.deviceID > after } ?? ready.endIndex
@@ -246,6 +249,9 @@ package final class TraccarForwarder: DestinationForwarder {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
         let (parkSeconds, logger, spool, wake, before, gate, name) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name)
+        // A round with a device's backlog in it (not the steady state's position or two a device)
+        // has its progress committed within a second.
+        let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 if let alarms {
@@ -262,6 +268,8 @@ package final class TraccarForwarder: DestinationForwarder {
                     var ledger = before
                     let results = engine.deliver(batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
                                                  maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
+                        var update = update
+                        update.drain = drain
                         spool.record(update)
                         gate?.spend(update.wireBytes, destination: name)
                     }
