@@ -66,3 +66,23 @@ import GeoRelaySpool
         #expect(ledger.alarms((unsent: [alarm], sent: [])).ahead.isEmpty)
     }
 }
+
+/// Alarms bypass a spent budget, at most `maxAlarmsPerDeviceHour` a device in any hour.
+@Suite(.offThePool) struct AlarmAllowanceTests {
+    func alarm(_ seq: Int64, device: Int64) -> Delivery {
+        Delivery(stored: StoredPosition(seq: seq, deviceID: device, receivedMs: 0,
+                                        position: Position(device: "d\(device)", timeMs: 1_784_953_800_000 + seq * 1000, lat: 1, lon: 1, alarm: "sos")),
+                 ackThrough: seq, stateAfter: FilterState(), kind: .ahead)
+    }
+
+    @Test func aDeviceRaisingAnAlarmASecondSpendsAtMostItsAllowance() {
+        let allowance = AlarmAllowance()
+        let flood = (1...20).map { alarm(Int64($0), device: 1) } + [alarm(100, device: 2)]
+        let first = allowance.take(flood, perDeviceHour: 12, nowMs: 0)
+        #expect(first.filter { $0.deviceID == 1 }.count == 12)
+        #expect(first.contains { $0.deviceID == 2 }, "another device keeps its own allowance")
+        #expect(allowance.take([alarm(21, device: 1)], perDeviceHour: 12, nowMs: 3_599_999).isEmpty)
+        #expect(allowance.take([alarm(22, device: 1)], perDeviceHour: 12, nowMs: 3_600_000).count == 1, "an hour on, the first have aged out")
+        #expect(allowance.take([alarm(23, device: 3)], perDeviceHour: 0, nowMs: 0).isEmpty, "0: no alarm bypasses the budget")
+    }
+}

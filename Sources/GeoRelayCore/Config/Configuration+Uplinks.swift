@@ -34,10 +34,15 @@ extension Configuration {
         /// this often (and alarms); the rest stays owed for a wider uplink. nil: the
         /// destination's own filter decides.
         package var latestSeconds: Double?
+        /// Alarms per device and hour that go over this uplink once its budget is spent (or under
+        /// `latest`): a faulty or hostile unit raising an alarm a second cannot spend the plan.
+        /// Those beyond wait in the backlog and go as history when the budget frees.
+        package var maxAlarmsPerDeviceHour = 12
 
-        package init(minIntervalSeconds: Double = 900, latestSeconds: Double? = nil) {
+        package init(minIntervalSeconds: Double = 900, latestSeconds: Double? = nil, maxAlarmsPerDeviceHour: Int = 12) {
             self.minIntervalSeconds = minIntervalSeconds
             self.latestSeconds = latestSeconds
+            self.maxAlarmsPerDeviceHour = maxAlarmsPerDeviceHour
         }
     }
 
@@ -83,6 +88,7 @@ extension Configuration {
                 var policy = try node.node("send")
                 send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1, max: 31_536_000)
                 if policy.contains("latestSeconds") { send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1, max: 31_536_000) }
+                send.maxAlarmsPerDeviceHour = try policy.integer("maxAlarmsPerDeviceHour", default: send.maxAlarmsPerDeviceHour, min: 0, max: 3600)
                 try policy.finish()
             }
             try node.finish()

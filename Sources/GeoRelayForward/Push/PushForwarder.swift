@@ -26,6 +26,8 @@ package final class PushForwarder: DestinationForwarder {
     private let shutdown = ForwarderShutdown()
     /// Where a spent uplink budget restricts what goes; nil without uplinks.
     private let gate: UplinkGate?
+    /// Alarms per device and hour over a restricted uplink.
+    private let alarmAllowance = AlarmAllowance()
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
                  now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
@@ -202,7 +204,7 @@ package final class PushForwarder: DestinationForwarder {
     private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int,
                            restriction: UplinkGate.Restriction?) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
-        let (wire, maxBytes, filter) = (self.wire, push.batchMaxBytes, self.filter)
+        let (wire, maxBytes, filter, allowance) = (self.wire, push.batchMaxBytes, self.filter, alarmAllowance)
         return try await reader.run { reader in
             var ledger = initial
             var settled = DeliveryUpdate(destination: name)
@@ -215,7 +217,13 @@ package final class PushForwarder: DestinationForwarder {
             // pending but not the alarm, and send it in its turn instead of ahead).
             let cursors = try reader.pendingDevices(destination: name).compactMap(ledger.pending)
             let alarms = ledger.alarms(try reader.pendingAlarms(destination: name))
-            if !alarms.ahead.isEmpty { return ahead(alarms.ahead) }
+            if let restriction {
+                // Over a restricted uplink, at most so many alarms a device an hour; the rest wait as history.
+                let allowed = allowance.take(alarms.ahead, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
+                if !allowed.isEmpty { return ahead(allowed) }
+            } else if !alarms.ahead.isEmpty {
+                return ahead(alarms.ahead)
+            }
             if let restriction {
                 return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }

@@ -9,7 +9,7 @@ extension TraccarForwarder {
     /// commit or a change of the gate.
     func restrictedRound(_ restriction: UplinkGate.Restriction, ready: [DeviceCursor], readyAlarms: [Delivery], sentAhead: Set<Int64>,
                          ledger: inout DeliveryLedger, maxPositions: Int) async -> [DeviceResult]? {
-        var ahead = readyAlarms
+        var ahead = alarmAllowance.take(readyAlarms, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
         if ahead.isEmpty {
             let newest: [StoredPosition]
             do {

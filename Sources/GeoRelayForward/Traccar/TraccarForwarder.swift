@@ -30,6 +30,8 @@ package final class TraccarForwarder: DestinationForwarder {
     let shutdown: ForwarderShutdown
     /// Where a spent uplink budget restricts what goes; nil without uplinks.
     let gate: UplinkGate?
+    /// Alarms per device and hour over a restricted uplink.
+    let alarmAllowance = AlarmAllowance()
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).

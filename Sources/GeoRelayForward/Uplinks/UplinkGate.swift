@@ -19,11 +19,14 @@ package final class UplinkGate: Sendable {
         package var minIntervalMs: Int64
         /// For the crew: which budget, how much of it, until when.
         package var reason: String
+        /// Alarms per device and hour that still go (`send.maxAlarmsPerDeviceHour`).
+        package var maxAlarmsPerDeviceHour: Int
 
-        package init(uplink: String, minIntervalMs: Int64, reason: String) {
+        package init(uplink: String, minIntervalMs: Int64, reason: String, maxAlarmsPerDeviceHour: Int = 12) {
             self.uplink = uplink
             self.minIntervalMs = minIntervalMs
             self.reason = reason
+            self.maxAlarmsPerDeviceHour = maxAlarmsPerDeviceHour
         }
     }
 

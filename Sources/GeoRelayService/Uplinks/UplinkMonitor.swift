@@ -149,7 +149,8 @@ package final class UplinkMonitor: Sendable {
                 let interval = Int64(latest * 1000)
                 restrictions[destination] = UplinkGate.Restriction(
                     uplink: uplink.name, minIntervalMs: interval,
-                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(interval)) (send.latestSeconds); the rest waits for another uplink")
+                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(interval)) (send.latestSeconds); the rest waits for another uplink",
+                    maxAlarmsPerDeviceHour: uplink.send.maxAlarmsPerDeviceHour)
             }
         }
         return restrictions
@@ -187,7 +188,8 @@ package final class UplinkMonitor: Sendable {
             : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
         return UplinkGate.Restriction(
             uplink: uplink.name, minIntervalMs: interval,
-            reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))")
+            reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))",
+            maxAlarmsPerDeviceHour: uplink.send.maxAlarmsPerDeviceHour)
     }
 
     private static func uplinkName(_ answer: UplinkRoute.Answer) -> String? {
