@@ -10,17 +10,19 @@ package final class DestinationLink: Sendable {
     private let logger: Logger
     private let prober: HTTPWorker
     private let ownProbe: Probe?
+    private let meter: WireMeter?
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.
     typealias Probe = @Sendable () async -> (answer: ServerCheck.Answer, wireBytes: Int)
 
     /// - Parameter probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
-    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil) throws {
+    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil, meter: WireMeter? = nil) throws {
         self.settings = settings
         self.spool = spool
         self.logger = logger
-        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls)
+        self.meter = meter
+        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: meter)
         self.ownProbe = probe
     }
 
@@ -97,19 +99,23 @@ package final class DestinationLink: Sendable {
     func probe() async -> ServerCheck.Answer {
         if let ownProbe {
             let (answer, wireBytes) = await ownProbe()
-            var update = DeliveryUpdate(destination: settings.name)
-            update.wireBytes = wireBytes
-            if wireBytes > 0 { spool.record(update) }
+            record(payloadBytes: wireBytes)
             return answer
         }
         let request = ServerCheck.request(url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
         let result = await prober.perform(request)
-        if case .success(let response) = result {
-            var update = DeliveryUpdate(destination: settings.name)
-            update.wireBytes = response.wireBytes
-            spool.record(update)
-        }
+        // A probe that got no answer still cost its connection attempts (SYNs on a dead link).
+        record(payloadBytes: (try? result.get())?.wireBytes ?? 0)
         return ServerCheck.answer(result, ownURL: settings.probeURL == nil)
+    }
+
+    /// Records a probe's bytes: what the link billed (the meter) as the wire bytes, the HTTP bytes
+    /// beside them.
+    private func record(payloadBytes: Int) {
+        var update = DeliveryUpdate(destination: settings.name)
+        update.wireBytes = payloadBytes
+        if let meter { update.billWire(meter) }
+        if update.wireBytes > 0 || update.payloadBytes > 0 { spool.record(update) }
     }
 
     package func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {

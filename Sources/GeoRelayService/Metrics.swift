@@ -59,8 +59,10 @@ package enum Metrics {
                destinations.map { d in (label("destination", d.name), d.oldestPendingFixMs.map { Double(max(0, nowMs.saturatingMinus($0))) / 1000 } ?? 0) })
         family("georelay_destination_sent_total", "counter", "Positions a destination acknowledged.",
                destinations.map { (label("destination", $0.name), Double($0.sent)) })
-        family("georelay_destination_wire_bytes_total", "counter", "Bytes sent and received for a destination, as libcurl counts them.",
+        family("georelay_destination_wire_bytes_total", "counter", "Bytes the link carried for a destination, as a metered plan bills them (IP packets).",
                destinations.map { (label("destination", $0.name), Double($0.wireBytes)) })
+        family("georelay_destination_payload_bytes_total", "counter", "The HTTP or Teltonika frame bytes of the same requests.",
+               destinations.map { (label("destination", $0.name), Double(status.counters["forward.payloadBytes.\($0.name)"] ?? 0)) })
         family("georelay_destination_quarantined", "gauge", "Positions a destination refused for good.",
                destinations.map { (label("destination", $0.name), Double($0.quarantined)) })
         family("georelay_destination_parked", "gauge", "Positions of devices the destination does not know.",

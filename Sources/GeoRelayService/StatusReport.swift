@@ -95,6 +95,7 @@ package struct StatusReport: Sendable {
                 ("nextAttempt", iso(d.nextAttemptMs)),
                 ("sent", num(d.sent)),
                 ("wireBytes", num(d.wireBytes)),
+                ("payloadBytes", num(c["forward.payloadBytes.\(d.name)"] ?? 0)),
                 ("quarantined", num(d.quarantined)),
                 ("parked", num(d.parked)),
                 ("parkedDevices", .array(d.parkedDevices.map { .string($0) })),
@@ -231,7 +232,7 @@ package struct StatusReport: Sendable {
             out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\(uplinkText(destination: d.name))\n"
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs.saturatingMinus(oldest))) old" }
-            line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire"
+            line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire (\(bytes(status.counters["forward.payloadBytes.\(d.name)"] ?? 0)) of it HTTP)"
             if let rate = d.sendRate { line += String(format: ", sending %.1f/s", rate) }
             if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))" }
             line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"

@@ -86,6 +86,7 @@ package final class Spool: Sendable {
 
     package func record(_ update: DeliveryUpdate) {
         guard !update.isEmpty else { return }
+        if update.payloadBytes > 0 { add(counters: ["forward.payloadBytes.\(update.destination)": Int64(update.payloadBytes)]) }
         if update.wireBytes > 0 { wireTally.withLock { $0[update.destination, default: 0] += Int64(update.wireBytes) } }
         writer.submit(.delivery(update))
     }

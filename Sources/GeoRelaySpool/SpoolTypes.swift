@@ -78,7 +78,12 @@ package struct DeliveryUpdate: Sendable {
     /// Devices the server does not know: parked until the time given, or unparked (nil).
     package var parked: [(deviceID: Int64, untilMs: Int64?, reason: String?)] = []
     package var sent = 0
+    /// What the link carried for this destination since the last update, as a metered plan bills
+    /// it (IP bytes: headers, handshakes, ACKs, retransmissions; the forwarders' `WireMeter`).
     package var wireBytes = 0
+    /// The HTTP (or Teltonika frame) bytes of the same requests, kept beside the bill so the
+    /// overhead shows (`payloadBytes` in status).
+    package var payloadBytes = 0
     package var state: StateChange?
     /// The body encoding in use (push destinations), when it changed.
     package var encoding: String?
@@ -113,7 +118,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
+        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && payloadBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
     }
 }
 

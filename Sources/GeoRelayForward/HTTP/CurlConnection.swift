@@ -31,13 +31,16 @@ package final class CurlConnection {
     package private(set) var bytesSent = 0
     /// Application bytes received (after TLS).
     package private(set) var bytesReceived = 0
+    /// Bills the connection's socket; the engine samples it at each hand-over (`sampleLive`).
+    private let meter: WireMeter?
 
     /// Sets the connection up without connecting.
     /// - Parameters:
     ///   - url: the destination; only its scheme, host and port matter here.
     ///   - tls: how an HTTPS server is verified, as for `CurlEasy`.
     ///   - connectTimeoutSeconds: the bound on DNS, TCP and the TLS handshake together.
-    package init(url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10) throws(CurlError) {
+    ///   - meter: what the connection costs the link is billed there.
+    package init(url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10, meter: WireMeter? = nil) throws(CurlError) {
         _ = CurlEasy.globalInit
         guard let handle = curl_easy_init() else {
             errorBuffer.deallocate()
@@ -55,6 +58,8 @@ package final class CurlConnection {
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeoutSeconds * 1000)))
         try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
         try CurlEasy.setTLS(tls, on: handle)
+        self.meter = meter
+        try meter?.attach(to: handle)
     }
 
     deinit {

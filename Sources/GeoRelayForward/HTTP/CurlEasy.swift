@@ -55,6 +55,8 @@ package final class CurlEasy {
     private var currentURL: String?
     /// The request being transferred: curl reads its body in place, so it must live until the end.
     private var body: [UInt8] = []
+    /// Bills this handle's sockets to its destination (kept alive as long as the handle).
+    private let meter: WireMeter?
 
     /// libcurl's one-time setup, shared by every handle the relay makes (`CurlConnection` too).
     static let globalInit: Bool = {
@@ -62,15 +64,18 @@ package final class CurlEasy {
     }()
 
     /// - Parameter tls: how HTTPS servers are verified; fixed for the handle's life, like its destination.
-    package init(tls: Configuration.TLSSettings = .init()) throws(CurlError) {
+    /// - Parameter meter: what this handle's connections cost the link is billed there.
+    package init(tls: Configuration.TLSSettings = .init(), meter: WireMeter? = nil) throws(CurlError) {
         _ = Self.globalInit
         guard let handle = curl_easy_init() else {
             throw CurlError(CURLE_FAILED_INIT, message: "curl_easy_init failed")
         }
         self.handle = handle
+        self.meter = meter
         errorBuffer.initialize(to: 0)
         try setConstantOptions()
         try Self.setTLS(tls, on: handle)
+        try meter?.attach(to: handle)
     }
 
     /// How `handle` verifies HTTPS servers: the one place for it, so that `CurlEasy` and
@@ -194,6 +199,10 @@ package final class CurlEasy {
 
     /// The outcome of the transfer that just ended with `code`.
     func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
+        if let meter {
+            var active: curl_socket_t = -1
+            if georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active) == CURLE_OK, active != -1 { meter.sample(active) }
+        }
         do throws(CurlError) {
             try check(code, errorBuffer)
         } catch {

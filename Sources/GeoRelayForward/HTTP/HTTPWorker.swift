@@ -8,8 +8,9 @@ import GeoRelayCore
 package final class HTTPWorker: Sendable {
     private let easy: QueueConfined<CurlEasy>
 
-    package init(label: String, tls: Configuration.TLSSettings = .init()) throws(CurlError) {
-        easy = QueueConfined(label: label, try CurlEasy(tls: tls))
+    /// - Parameter meter: where the connection's bytes are billed (its destination's meter).
+    package init(label: String, tls: Configuration.TLSSettings = .init(), meter: WireMeter? = nil) throws(CurlError) {
+        easy = QueueConfined(label: label, try CurlEasy(tls: tls, meter: meter))
     }
 
     package func perform(_ request: HTTPRequest) async -> Result<HTTPResponse, CurlError> {

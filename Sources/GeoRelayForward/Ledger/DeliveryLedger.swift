@@ -30,6 +30,8 @@ struct DeliveryLedger: Sendable {
     /// it alone, a device the server does not know looked unparked for up to 15 s, and every round
     /// sent its window again (5,656 requests in 15 s against one Traccar answering 400).
     private(set) var parks: [Int64: Int64?] = [:]
+    /// Devices the server has taken a position of since this ledger was made.
+    private(set) var known: Set<Int64> = []
 
     init(destination: String, filters: [Int64: FilterState] = [:]) {
         self.destination = destination
@@ -128,11 +130,23 @@ struct DeliveryLedger: Sendable {
         return plan.sends
     }
 
+    /// How many requests a device may have on the wire at once before the server has shown it
+    /// knows the device (a pipelined window is answered only after it is all sent): one after a
+    /// park ran out, three for a device not yet taken since start, else no bound. A device the
+    /// server does not know then costs at most that many requests a park period, not a window
+    /// of 128 (the park holds from the first answer, but what is already on the wire is spent).
+    func window(for deviceID: Int64) -> Int? {
+        if known.contains(deviceID) { return nil }
+        if case .some(.some) = parks[deviceID] { return 1 }
+        return 3
+    }
+
     // MARK: - What an answer settles
 
     /// The server has it.
     mutating func delivered(_ delivery: Delivery, into update: inout DeliveryUpdate) {
         update.sent += 1
+        known.insert(delivery.deviceID)
         switch delivery.kind {
         case .replay:
             update.replayed.append(delivery.stored.seq)

@@ -28,6 +28,10 @@ package final class PushForwarder: DestinationForwarder {
     private let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
     private let alarmAllowance = AlarmAllowance()
+    /// What this destination's connections cost the link (batches, probes, logins).
+    private let meter = WireMeter()
+    /// What a position costs on the wire here, to bound a batch by a budget's remainder.
+    private let budgetWindow = BudgetWindow()
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
                  now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
@@ -36,15 +40,15 @@ package final class PushForwarder: DestinationForwarder {
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger)
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, meter: meter)
         self.wire = PushProtocol(settings: settings)
-        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls)
+        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls, meter: meter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
-            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls), logger: self.logger, now: now)
+            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter), logger: self.logger, now: now)
     }
 
     /// A delivery with its JSON point, encoded once.
@@ -96,7 +100,10 @@ package final class PushForwarder: DestinationForwarder {
                 prefetched = nil
             } else {
                 do {
-                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : nil, restriction: restriction)
+                    // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
+                    let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name))
+                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : (fitting == .max ? nil : fitting),
+                                                 restriction: restriction)
                 } catch {
                     logger.error("cannot read the spool: \(error)")
                     try? await Task.sleep(for: .seconds(5))
@@ -149,7 +156,8 @@ package final class PushForwarder: DestinationForwarder {
                 backoff.reset()
                 if restriction != nil { budget.delivered() }
                 // The bet holds only if the whole batch went, in the encoding and size it was made for.
-                if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions {
+                if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions,
+                   gate?.bytesLeft(for: settings.name) == nil {
                     prefetched = next
                 }
             case .auth(let error):
@@ -302,6 +310,8 @@ package final class PushForwarder: DestinationForwarder {
             // A full batch is a backlog draining: its progress is committed within a second.
             update.drain = prepared.full
             defer {
+                update.billWire(meter)
+                budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
                 spool.record(update)
                 gate?.spend(update.wireBytes, destination: settings.name)
             }

@@ -39,9 +39,9 @@ final class TeltonikaEngine: TraccarEngine {
     /// (`TraccarForwarder.devicesPerRound`); a fleet beyond that reconnects in turn.
     static let maxIdleConnections = 64
 
-    init(settings: Configuration.DestinationSettings) throws {
+    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws {
         destination = settings.name
-        endpoint = try TeltonikaSession.Endpoint(settings: settings)
+        endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
         requestTimeout = .milliseconds(Int(settings.requestTimeoutSeconds * 1000))
         lanes = settings.concurrency
         wakeup = try WakePipe()

@@ -22,8 +22,8 @@ package final class TeltonikaProbe: Sendable {
     private let timeout: Duration
     private let queue: DispatchQueue
 
-    init(settings: Configuration.DestinationSettings) throws(CurlError) {
-        endpoint = try TeltonikaSession.Endpoint(settings: settings)
+    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
+        endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
         timeout = .milliseconds(Int(settings.connectTimeoutSeconds * 2000))
         queue = DispatchQueue(label: "georelay.probe.\(settings.name)")
     }

@@ -49,14 +49,17 @@ final class TeltonikaSession {
         var curlURL: String
         var tls: Configuration.TLSSettings
         var connectTimeoutSeconds: Double
+        /// Where the connections' bytes are billed (the destination's meter).
+        var meter: WireMeter?
 
         /// The port Traccar's Teltonika decoder listens on by default.
         static let defaultPort = 5027
 
-        init(settings: Configuration.DestinationSettings) throws(CurlError) {
+        init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
             curlURL = try Self.curlURL(settings.url)
             tls = settings.tls
             connectTimeoutSeconds = settings.connectTimeoutSeconds
+            self.meter = meter
         }
 
         /// `tcp://host[:port][/]` → `telnet://host:port`, `tls://host[:port][/]` → `https://host:port`
@@ -127,7 +130,8 @@ final class TeltonikaSession {
     /// Connects (blocking for at most the connect timeout), unless connected already.
     func connect() throws(CurlError) {
         guard connection == nil else { return }
-        let connection = try CurlConnection(url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds)
+        let connection = try CurlConnection(url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
+                                            meter: endpoint.meter)
         try connection.connect()
         self.connection = connection
         countedBytes = 0

@@ -17,12 +17,12 @@ final class OsmAndEngine: TraccarEngine {
     private let easies: [CurlEasy]
     private let destination: String
 
-    init(settings: Configuration.DestinationSettings) throws(CurlError) {
+    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
         destination = settings.name
         traccar = TraccarProtocol(settings: settings)
         multi = try CurlMulti()
         var easies: [CurlEasy] = []
-        for _ in 0..<settings.concurrency { easies.append(try CurlEasy(tls: settings.tls)) }
+        for _ in 0..<settings.concurrency { easies.append(try CurlEasy(tls: settings.tls, meter: meter)) }
         self.easies = easies
     }
 

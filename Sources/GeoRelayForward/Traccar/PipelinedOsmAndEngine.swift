@@ -42,13 +42,15 @@ final class PipelinedOsmAndEngine: TraccarEngine {
     private let lanes: [Lane]
     private let wakeup: WakePipe
     /// What the server showed of keep-alive: nil until its first answer.
+    private let meter: WireMeter?
     private var keepsAlive: Bool?
     /// Windows broken in a row with more than one request unanswered.
     private var brokenWindows = 0
     private var oneAtATimeUntil: ContinuousClock.Instant?
 
-    init(settings: Configuration.DestinationSettings, target: HTTP1Target) throws {
+    init(settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil) throws {
         destination = settings.name
+        self.meter = meter
         url = settings.url
         traccar = TraccarProtocol(settings: settings)
         framing = TraccarProtocol.PipelinedFraming(target: target)
@@ -115,7 +117,7 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         func connect(_ lane: Lane) -> String? {
             if lane.connection != nil { return nil }
             do throws(CurlError) {
-                let connection = try CurlConnection(url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds)
+                let connection = try CurlConnection(url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
                 try connection.connect()
                 lane.connection = connection
                 lane.lastProgress = clock.now

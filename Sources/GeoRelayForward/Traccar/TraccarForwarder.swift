@@ -32,6 +32,10 @@ package final class TraccarForwarder: DestinationForwarder {
     let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
     let alarmAllowance = AlarmAllowance()
+    /// What this destination's connections cost the link (every socket of its engine and probes).
+    let meter = WireMeter()
+    /// What a position costs on the wire here, to bound a round by a budget's remainder.
+    let budgetWindow = BudgetWindow()
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
@@ -44,34 +48,34 @@ package final class TraccarForwarder: DestinationForwarder {
         self.gate = gate
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        let engine = try Self.makeEngine(settings, logger: self.logger)
+        let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings))
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter), meter: meter)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
     }
 
     /// The Teltonika port answers no GET: probed by identifying, unless `probe.url` names an HTTP URL to GET.
-    private static func makeProbe(_ settings: Configuration.DestinationSettings) throws -> DestinationLink.Probe? {
+    private static func makeProbe(_ settings: Configuration.DestinationSettings, meter: WireMeter) throws -> DestinationLink.Probe? {
         guard settings.traccarProtocol == .teltonika, settings.probeURL == nil else { return nil }
-        let probe = try TeltonikaProbe(settings: settings)
+        let probe = try TeltonikaProbe(settings: settings, meter: meter)
         return { await probe.check() }
     }
 
     /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
     /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
-    private static func makeEngine(_ settings: Configuration.DestinationSettings, logger: Logger) throws -> any TraccarEngine {
-        if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings) }
+    private static func makeEngine(_ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger) throws -> any TraccarEngine {
+        if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings, meter: meter) }
         if settings.pipeline > 1, settings.buffer {
             do {
-                return try PipelinedOsmAndEngine(settings: settings, target: try HTTP1Target(url: settings.url))
+                return try PipelinedOsmAndEngine(settings: settings, target: try HTTP1Target(url: settings.url), meter: meter)
             } catch let error as HTTP1RequestError {
                 logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
             }
         }
-        return try OsmAndEngine(settings: settings)
+        return try OsmAndEngine(settings: settings, meter: meter)
     }
 
     package func run() async {
@@ -138,7 +142,8 @@ package final class TraccarForwarder: DestinationForwarder {
                 }
                 ready.append(cursor)
             }
-            let maxPositions = trial ? 1 : Int.max
+            // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
+            let maxPositions = trial ? 1 : budgetWindow.positions(fitting: gate?.bytesLeft(for: name))
             let results: [DeviceResult]
             let alarmsAhead = ledger.alarms(alarms)
             let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
@@ -233,8 +238,16 @@ package final class TraccarForwarder: DestinationForwarder {
         }
         var batches: [DeviceBatch] = []
         var skipped = DeliveryUpdate(destination: settings.name)
+        // A pipelined window goes out before its first answer: a device not known to the server yet
+        // gets a small one (`DeliveryLedger.window`), so a device nobody registered costs a few
+        // requests a park period, not a window. One request at a time and Teltonika (whose
+        // identification is answered before any frame) need no bound.
+        let pipelined = settings.traccarProtocol == .osmand && settings.pipeline > 1 && settings.buffer
         for (cursor, positions) in read {
-            let deliveries = ledger.plan(positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
+            var deliveries = ledger.plan(positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
+            if pipelined, let window = ledger.window(for: cursor.deviceID), deliveries.count > window {
+                deliveries.removeSubrange(window...)
+            }
             if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
         }
         spool.record(skipped)
@@ -250,7 +263,7 @@ package final class TraccarForwarder: DestinationForwarder {
               alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, spool, wake, before, gate, name) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name)
+        let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter, self.budgetWindow)
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
@@ -272,6 +285,9 @@ package final class TraccarForwarder: DestinationForwarder {
                                                  maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
                         var update = update
                         update.drain = drain
+                        // On the engine's thread, between its socket calls: every live socket read now.
+                        update.billWire(meter)
+                        window.observe(billed: update.wireBytes, positions: update.sent)
                         spool.record(update)
                         gate?.spend(update.wireBytes, destination: name)
                     }

@@ -77,6 +77,12 @@ package final class UplinkGate: Sendable {
         for watcher in woken { watcher.signal() }
     }
 
+    /// What is left of the budget of the uplink carrying `destination`; nil when that uplink has
+    /// no budget (or the destination is not on one).
+    package func bytesLeft(for destination: String) -> Int64? {
+        state.withLock { state in state.allowances[destination].flatMap { state.left[$0.uplink] } }
+    }
+
     /// A destination's answer cost `bytes` on the wire. When that spends its uplink's allowance,
     /// every destination on the uplink is restricted at once and the watchers are woken (a round
     /// on the wire ends early, as for an alarm).

@@ -1,0 +1,137 @@
+import CCurl
+import CLinux
+import Glibc
+import GeoRelayCore
+import GeoRelaySpool
+import Synchronization
+
+/// What one destination's connections cost on the link, counted as a metered plan bills it:
+/// IP packets, not HTTP bytes.
+///
+/// Every socket libcurl opens for the destination (its requests, its probes, its logins, the
+/// pipelined and Teltonika connections, failed connection attempts too) is opened here
+/// (`CURLOPT_OPENSOCKETFUNCTION`) and closed here (`CURLOPT_CLOSESOCKETFUNCTION`); the kernel's
+/// per-socket counters (`TCP_INFO`: payload bytes each way, retransmissions included, and
+/// segments each way) are read when a transfer ends, at every hand-over of a round's progress
+/// (`sampleLive`) and as each socket closes. Each segment is billed its IPv4 and TCP headers
+/// with the timestamp option Linux sends (52 bytes; 72 over IPv6), so handshakes, bare ACKs and
+/// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
+/// link (issue 23), and about 6× short with a connection per request.
+///
+/// DNS lookups are not counted (UDP, made inside libcurl's resolver; curl caches each name for a
+/// minute). Where an uplink carries nothing but the relay's traffic, counting by the interface's
+/// own counters (`uplinks[].count: "interface"`) includes them.
+package final class WireMeter: Sendable {
+    /// A socket's counters at the last look.
+    struct Snapshot: Sendable {
+        var bytesSent: UInt64 = 0
+        var bytesReceived: UInt64 = 0
+        var segmentsOut: UInt64 = 0
+        var segmentsIn: UInt64 = 0
+        var headerBytes: UInt64
+
+        /// Bytes on the wire since `earlier`, headers included.
+        func billed(since earlier: Snapshot) -> UInt64 {
+            func delta(_ now: UInt64, _ then: UInt64) -> UInt64 { now >= then ? now - then : 0 }
+            return delta(bytesSent, earlier.bytesSent) + delta(bytesReceived, earlier.bytesReceived)
+                + (delta(segmentsOut, earlier.segmentsOut) + delta(segmentsIn, earlier.segmentsIn)) * headerBytes
+        }
+    }
+
+    private struct State {
+        var live: [Int32: Snapshot] = [:]
+        /// Billed since the last `take`.
+        var pending: UInt64 = 0
+        var total: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// Billed bytes since the last take: what a progress hand-over records as its wire bytes.
+    package func take() -> Int {
+        state.withLock { state in
+            defer { state.pending = 0 }
+            return Int(clamping: state.pending)
+        }
+    }
+
+    /// Everything billed since the meter was made.
+    package var total: Int { state.withLock { Int(clamping: $0.total) } }
+
+    /// Reads every live socket's counters. Holding the lock while reading keeps a socket from
+    /// being closed (and its number reused) under the read: closing takes the lock first.
+    package func sampleLive() {
+        state.withLock { state in
+            for fd in Array(state.live.keys) { Self.sample(fd, in: &state) }
+        }
+    }
+
+    /// Reads one socket's counters (after a transfer on it ended).
+    func sample(_ fd: Int32) {
+        state.withLock { Self.sample(fd, in: &$0) }
+    }
+
+    private static func sample(_ fd: Int32, in state: inout State) {
+        guard let last = state.live[fd] else { return }
+        let counts = georelay_read_tcp_counts(fd)
+        guard counts.ok != 0 else { return }
+        let now = Snapshot(bytesSent: counts.bytes_sent, bytesReceived: counts.bytes_received,
+                           segmentsOut: counts.segs_out, segmentsIn: counts.segs_in, headerBytes: last.headerBytes)
+        let billed = now.billed(since: last)
+        state.pending &+= billed
+        state.total &+= billed
+        state.live[fd] = now
+    }
+
+    fileprivate func opened(_ fd: Int32, family: Int32) {
+        state.withLock { $0.live[fd] = Snapshot(headerBytes: family == AF_INET6 ? 72 : 52) }
+    }
+
+    /// The last look before the socket closes. The teardown still to come (a FIN each way and
+    /// its ACK) happens after the socket is gone, so it is billed as its four segments' headers
+    /// when the connection was ever established.
+    fileprivate func closing(_ fd: Int32) {
+        state.withLock { state in
+            Self.sample(fd, in: &state)
+            if let last = state.live[fd], last.segmentsIn > 1 {
+                state.pending &+= 4 * last.headerBytes
+                state.total &+= 4 * last.headerBytes
+            }
+            state.live[fd] = nil
+        }
+    }
+
+    /// Makes `handle` open and close its sockets through this meter. The meter must outlive the
+    /// handle (its owner keeps a reference).
+    func attach(to handle: UnsafeMutableRawPointer) throws(CurlError) {
+        let opaque = Unmanaged.passUnretained(self).toOpaque()
+        try check(georelay_curl_setopt_opensocket_function(handle) { user, purpose, address in
+            guard let address, purpose == CURLSOCKTYPE_IPCXN else { return CURL_SOCKET_BAD }
+            let fd = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+            guard fd >= 0 else { return CURL_SOCKET_BAD }
+            if address.pointee.protocol == Int32(IPPROTO_TCP) || address.pointee.socktype == Int32(SOCK_STREAM.rawValue) {
+                Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().opened(fd, family: address.pointee.family)
+            }
+            return fd
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, opaque))
+        try check(georelay_curl_setopt_closesocket_function(handle) { user, fd in
+            Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().closing(fd)
+            return Glibc.close(fd)
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_CLOSESOCKETDATA, opaque))
+    }
+}
+
+extension DeliveryUpdate {
+    /// The bytes the transport counted so far (HTTP, Teltonika frames) become `payloadBytes`;
+    /// what the link billed since the last hand-over (`meter`, every live socket read now)
+    /// becomes `wireBytes`, which budgets, status and the uplink monitor count.
+    mutating func billWire(_ meter: WireMeter) {
+        payloadBytes += wireBytes
+        meter.sampleLive()
+        wireBytes = meter.take()
+    }
+}

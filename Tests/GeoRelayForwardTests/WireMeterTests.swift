@@ -1,0 +1,65 @@
+import CLinux
+import Glibc
+import GeoRelayTestTraits
+import Testing
+import GeoRelayCore
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// The bill as the kernel keeps it: TCP_INFO's byte and segment counters per socket.
+@Suite(.offThePool) struct WireMeterTests {
+    /// The struct the shim spells out reads the kernel's counters where the kernel writes them:
+    /// a socket that sent 10,000 bytes says so.
+    @Test func theKernelsCountersAreReadWhereTheKernelWritesThem() throws {
+        let (listener, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 1)
+        defer { try? listener.close() }
+        let client = try #require(IPv4Socket.connect(host: "127.0.0.1", port: port))
+        defer { try? client.close() }
+        let server = accept(listener.number, nil, nil)
+        defer { close(server) }
+        let bytes = [UInt8](repeating: 7, count: 10_000)
+        try bytes.withUnsafeBytes { try client.writeAll($0) }
+        var received = 0
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while received < bytes.count {
+            let n = buffer.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { break }
+            received += n
+        }
+        let sent = georelay_read_tcp_counts(client.number)
+        let got = georelay_read_tcp_counts(server)
+        try #require(sent.ok == 1, "this kernel keeps no per-socket byte counters (before 4.19)")
+        #expect(sent.bytes_sent == 10_000)
+        #expect(got.bytes_received == 10_000)
+        #expect(sent.segs_out >= 2, "the SYN and at least one data segment")
+    }
+
+    /// A request through libcurl is billed its HTTP bytes plus every segment's headers (the
+    /// handshake, the ACKs), read after the transfer and again as the connection closes.
+    @Test func aRequestIsBilledItsPacketsNotOnlyItsHTTPBytes() throws {
+        let server = try HTTPTestServer { _ in HTTPTestResponse(status: 200, body: Array(repeating: 65, count: 2000)) }
+        defer { server.stop() }
+        let meter = WireMeter()
+        var easy: CurlEasy? = try CurlEasy(meter: meter)
+        let response = try #require(easy).perform(HTTPRequest(method: "POST", url: server.url, body: Array(repeating: 66, count: 3000)))
+        #expect(response.status == 200)
+        let afterRequest = meter.total
+        // At least the HTTP bytes and the headers of the handshake's and the data's segments.
+        #expect(afterRequest >= response.wireBytes + 4 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
+        #expect(afterRequest < response.wireBytes + 40 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
+        easy = nil // closes the connection: the FIN and its ACKs are billed too
+        #expect(meter.total == afterRequest + 4 * 52)
+        #expect(meter.take() == meter.total, "nothing taken yet: everything billed is pending")
+        #expect(meter.take() == 0)
+    }
+
+    /// A connection attempt that gets nowhere still costs its SYN (a refused one, SYN and RST).
+    @Test func aRefusedConnectionAttemptIsBilled() throws {
+        let (closed, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
+        try closed.close() // bound and closed: nothing listens on the port
+        let meter = WireMeter()
+        let easy = try CurlEasy(meter: meter)
+        #expect(throws: CurlError.self) { try easy.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2)) }
+        #expect(meter.total >= 52, "billed \(meter.total)")
+    }
+}
