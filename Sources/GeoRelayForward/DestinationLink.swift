@@ -118,6 +118,11 @@ package final class DestinationLink: Sendable {
         if update.wireBytes > 0 || update.payloadBytes > 0 { spool.record(update) }
     }
 
+    /// The probe's next request opens a new connection (the route moved).
+    func forgetConnections() async {
+        await prober.forgetConnections()
+    }
+
     package func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {
         var update = DeliveryUpdate(destination: settings.name)
         update.state = .init(state: state, lastError: error, nextAttemptMs: nextAttemptMs)

@@ -50,6 +50,43 @@ import GeoRelayTestKit
         #expect(relay.signal(SIGTERM))
     }
 
+    /// Issue 23: a kept-alive connection keeps the source address of the route it was opened on,
+    /// so after a failover the server's answers to the whole backfill came back over the old
+    /// (metered) uplink: 182,708 bytes in the field. Now the forwarder sees the route move, lets
+    /// the answers in flight come back and opens new connections over the new route.
+    @Test func afterTheRouteMovesNothingOfTheBackfillFlowsOverTheOldUplink() async throws {
+        guard let lab = try NetworkLab.orSkip("connections following the route in network namespaces") else { return }
+        let server = try lab.onServerSide { try FakeOsmAndServer(host: "0.0.0.0") } // kept alive
+        defer { server.http.stop() }
+        let world = try RelayWorld()
+        try world.writeConfig(topLevel: #"uplinks: [{ name: "iridium", interface: "up0", metered: true }, { name: "starlink", interface: "up1" }],"#,
+                              traccarURL: "http://\(lab.serverAddress):\(server.http.port)")
+        try lab.shape(uplink: 0, bitsPerSecond: 256_000)
+        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
+        world.relay = relay
+        try await Self.waitForLog("traccar now via iridium (up0, metered)", relay)
+        let client = try world.client()
+        let backlog = 3_000
+        for start in stride(from: 0, to: backlog, by: 500) {
+            try client.write((start..<(start + 500)).map { line("boat", $0) }.joined())
+            #expect(client.readLines(500).allSatisfy { $0.hasPrefix("ok ") })
+        }
+        #expect(await server.waitUntil(timeout: .seconds(60)) { $0.count >= 300 }, "the backlog under way over iridium")
+        // The failover, with a backfill under way on kept-alive connections.
+        try lab.route(via: 1)
+        let (up0AtSwitch, up1AtSwitch) = (try lab.bytes(uplink: 0), try lab.bytes(uplink: 1))
+        try await Self.waitForLog("traccar now via starlink (up1)", relay)
+        #expect(await server.waitUntil(timeout: .seconds(120)) { $0.count >= backlog }, "the rest of the backlog over starlink")
+        let afterSwitch = (try lab.bytes(uplink: 0) - up0AtSwitch, try lab.bytes(uplink: 1) - up1AtSwitch)
+        print("uplinks in namespaces: after the route moved, up0 carried \(afterSwitch.0) B and up1 \(afterSwitch.1) B")
+        // What was in flight when the route moved (each connection's pipelined window and its
+        // answers) and neighbour probes; not the backfill (on kept-alive connections that stayed,
+        // up0 carried 125,654 B of it).
+        #expect(afterSwitch.0 * 10 < afterSwitch.1, "up0 carried \(afterSwitch.0) B after the switch, up1 \(afterSwitch.1) B")
+        #expect(Set(server.positions.map(\.fixTimeMs)).count == backlog, "every position")
+        #expect(relay.signal(SIGTERM))
+    }
+
     /// The kernel's announcement of a route change wakes the monitor's watch; a burst is one wake.
     @Test func aRouteChangeWakesTheWatch() async throws {
         guard let lab = try NetworkLab.orSkip("route watch in network namespaces") else { return }

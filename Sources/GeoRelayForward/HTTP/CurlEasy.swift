@@ -139,8 +139,18 @@ package final class CurlEasy {
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, opaque))
     }
 
+    /// The next transfer opens a new connection: none kept alive is reused (each is closed as
+    /// too old), so after a route change nothing flows over the uplink it was opened on.
+    package func forgetConnections() {
+        forgetting = true
+    }
+    private var forgetting = false
+
     /// Sets up `request` without running it (for `perform` or a `CurlMulti`).
     func configure(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) {
+        // 0: no kept-alive connection is young enough to reuse; then curl's default again (118 s).
+        try check(georelay_curl_setopt_long(handle, CURLOPT_MAXAGE_CONN, forgetting ? 0 : 118))
+        forgetting = false
         errorBuffer.pointee = 0
         sink.body.removeAll(keepingCapacity: true)
         sink.headers.removeAll(keepingCapacity: true)

@@ -13,6 +13,11 @@ package final class HTTPWorker: Sendable {
         easy = QueueConfined(label: label, try CurlEasy(tls: tls, meter: meter))
     }
 
+    /// The next request opens a new connection (the route moved).
+    package func forgetConnections() async {
+        await easy.run { $0.forgetConnections() }
+    }
+
     package func perform(_ request: HTTPRequest) async -> Result<HTTPResponse, CurlError> {
         let abort = AbortFlag()
         return await withTaskCancellationHandler {

@@ -68,6 +68,11 @@ package actor PushAuthenticator {
     }
 
     /// Forgets a token the push endpoint answered 401 to.
+    /// The next login opens a new connection (the route moved).
+    func forgetConnections() async {
+        await worker.forgetConnections()
+    }
+
     package func invalidate(_ token: String) {
         switch push.authMode {
         case .token:

@@ -85,7 +85,18 @@ package final class PushForwarder: DestinationForwarder {
         /// After backing off without proof that the gateway is back: the next batch holds one position.
         var trial = false
         var budget = BudgetNotice()
+        var route = gate?.routeGeneration(for: name) ?? 0
         while !Task.isCancelled {
+            // The route moved: new connections (batches, logins, probes), so the answers to the
+            // backlog do not come back over the uplink the old ones left by.
+            if let moved = gate?.routeGeneration(for: name), moved != route {
+                route = moved
+                prefetched = nil
+                await worker.forgetConnections()
+                await auth.forgetConnections()
+                await link.forgetConnections()
+                logger.info("the route moved: new connections from here on")
+            }
             let restriction = gate?.restriction(for: name)
             if let restriction {
                 budget.restricted(restriction, link: link, logger: logger)

@@ -49,6 +49,11 @@ final class TeltonikaEngine: TraccarEngine {
 
     var wake: @Sendable () -> Void { wakeup.signal }
 
+    func closeConnections() {
+        for (_, kept) in idle { kept.session.close() }
+        idle.removeAll()
+    }
+
     /// The frames a device's records go in: up to 255 records (the count is one byte) and at most
     /// `TeltonikaCodec.maxFrameBytes` (Traccar's frame decoder closes the connection on a longer
     /// one). Both are the protocol's own limits, taken whole: 255 positions of 30–45 bytes are 8 to

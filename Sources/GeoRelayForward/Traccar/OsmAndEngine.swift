@@ -26,6 +26,10 @@ final class OsmAndEngine: TraccarEngine {
         self.easies = easies
     }
 
+    func closeConnections() {
+        for easy in easies { easy.forgetConnections() }
+    }
+
     var wake: @Sendable () -> Void {
         let waker = multi.waker
         return { waker.wake() }

@@ -48,6 +48,10 @@ final class PipelinedOsmAndEngine: TraccarEngine {
     private var brokenWindows = 0
     private var oneAtATimeUntil: ContinuousClock.Instant?
 
+    func closeConnections() {
+        for lane in lanes { lane.close() }
+    }
+
     init(settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil) throws {
         destination = settings.name
         self.meter = meter

@@ -47,6 +47,10 @@ protocol TraccarEngine: AnyObject {
 
     /// Wakes a running round so it sees its flags; may be called from any thread.
     var wake: @Sendable () -> Void { get }
+
+    /// Closes every kept-alive connection (between rounds, nothing in flight): the next round
+    /// connects anew, over the route the traffic takes now.
+    func closeConnections()
 }
 
 /// When a round hands what it settled to `progress`: every 128 positions settled (a crash

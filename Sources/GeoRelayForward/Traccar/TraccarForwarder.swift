@@ -117,8 +117,17 @@ package final class TraccarForwarder: DestinationForwarder {
         /// devices than fit in a round every device is served in turn, not the first 64 until done.
         var rotation: Int64 = 0
         var budget = BudgetNotice()
+        var route = gate?.routeGeneration(for: name) ?? 0
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
+            // The route moved (the gate woke this loop and a round in progress ended with its
+            // answers in): new connections, so nothing more flows over the uplink the old ones left by.
+            if let moved = gate?.routeGeneration(for: name), moved != route {
+                route = moved
+                await engine.run { $0.closeConnections() }
+                await link.forgetConnections()
+                logger.info("the route moved: new connections from here on")
+            }
             let cursors: [DeviceCursor]
             let alarms: (unsent: [StoredPosition], sent: Set<Int64>)
             do {

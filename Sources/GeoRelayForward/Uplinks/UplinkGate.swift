@@ -52,6 +52,10 @@ package final class UplinkGate: Sendable {
         var allowances: [String: Allowance] = [:]
         /// Per uplink, bytes left: shared by every destination it carries.
         var left: [String: Int64] = [:]
+        /// Per destination, the route its traffic takes (as the monitor last saw it) and how many
+        /// times it has moved: a forwarder that sees a new generation opens new connections.
+        var routes: [String: String] = [:]
+        var routeGenerations: [String: Int] = [:]
         var watchers: [WakeSignal] = []
     }
     private let state = Mutex(State())
@@ -65,16 +69,36 @@ package final class UplinkGate: Sendable {
 
     /// Every destination's restriction and allowance, replacing the last (the monitor's look, from
     /// its totals, which include what was spent since); watchers are woken when a restriction changed.
-    package func set(_ restrictions: [String: Restriction], allowances: [String: Allowance] = [:]) {
+    ///
+    /// - Parameter routes: per destination, the route its traffic takes now (an uplink's name, or
+    ///   how else it leaves); a destination whose route moved gets a new generation, and its
+    ///   forwarder is woken to move its connections (``routeGeneration(for:)``).
+    package func set(_ restrictions: [String: Restriction], allowances: [String: Allowance] = [:], routes: [String: String]? = nil) {
         let woken: [WakeSignal] = state.withLock { state in
             state.allowances = allowances
             state.left = [:]
             for allowance in allowances.values { state.left[allowance.uplink] = allowance.bytesLeft }
-            guard state.restrictions != restrictions else { return [] }
+            var moved = false
+            if let routes {
+                for (destination, route) in routes where state.routes[destination].map({ $0 != route }) ?? false {
+                    state.routeGenerations[destination, default: 0] += 1
+                    moved = true
+                }
+                state.routes = routes
+            }
+            guard state.restrictions != restrictions || moved else { return [] }
             state.restrictions = restrictions
             return state.watchers
         }
         for watcher in woken { watcher.signal() }
+    }
+
+    /// How many times the route of `destination`'s traffic has moved since the relay started. A
+    /// kept-alive connection keeps the source address of the route it was opened on, so after a
+    /// move the server's answers would still come back over the old (metered) uplink: a forwarder
+    /// seeing a new generation lets its answers in flight come back, then opens new connections.
+    package func routeGeneration(for destination: String) -> Int {
+        state.withLock { $0.routeGenerations[destination] ?? 0 }
     }
 
     /// What is left of the budget of the uplink carrying `destination`; nil when that uplink has

@@ -83,7 +83,8 @@ package final class UplinkMonitor: Sendable {
             spool.record(uplinkUsage: usage)
             let totals = tally(usage, day: day)
             gate?.set(Self.restrictions(configuration, routes: routes, usage: totals),
-                      allowances: Self.allowances(configuration, routes: routes, usage: totals))
+                      allowances: Self.allowances(configuration, routes: routes, usage: totals),
+                      routes: routes.mapValues(\.phrase))
             // The crew's record of failovers: each destination's uplink when first known and at each change.
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
                 logger.notice("\(destination) now \(answer.phrase)")
