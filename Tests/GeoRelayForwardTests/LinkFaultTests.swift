@@ -157,3 +157,36 @@ import GeoRelayTestKit
         #expect(f.server.problems.isEmpty, "\(f.server.problems)")
     }
 }
+
+/// Issue 23: a live fix arriving while a backfill drains over a slow link goes ahead of the
+/// history still owed within a couple of seconds, not after the round of history (10 s and more
+/// at 256 kbit/s); the history stays `archive=true`, oldest first.
+@Suite(.offThePool) struct LiveBeforeHistoryTests {
+    @Test(arguments: [1, 32])
+    func aLiveFixOvertakesABackfillInProgress(pipeline: Int) async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        // About 8 KB/s each way: the backfill of 600 positions takes well over a minute.
+        let proxy = try FaultProxy(targetPort: server.http.port, bytesPerSecond: 8_000)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline, stateInterval: .seconds(15)) { settings in
+            settings.url = "http://127.0.0.1:\(proxy.port)/"
+        }
+        try await f.withForwarder {
+            // The server has the vessel at second 10,000 (sent ahead, as a still-alive position is):
+            // what follows, seconds 0-599, is history behind it.
+            _ = await f.spool.append(track("boat", count: 1, from: 10_000))
+            #expect(await server.waitUntil { $0.count >= 1 }, "the newest fix")
+            _ = await f.spool.append(track("boat", count: 600))
+            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.count >= 20 }, "the backfill under way")
+            _ = await f.spool.append(track("boat", count: 1, from: 20_000))
+            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.contains { $0.fixTimeMs == track("boat", count: 1, from: 20_000)[0].timeMs } },
+                    "the live fix")
+            let history = server.positions.filter { $0.fixTimeMs < track("boat", count: 1, from: 10_000)[0].timeMs }
+            print("live before history (pipeline \(pipeline)): the live fix arrived after \(history.count) of 600 history positions")
+            #expect(history.count < 300, "the live fix waited for \(history.count) positions of history")
+            #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })
+            #expect(history.map(\.fixTimeMs) == history.map(\.fixTimeMs).sorted(), "history oldest first")
+        }
+    }
+}

@@ -102,11 +102,13 @@ package final class TraccarForwarder: DestinationForwarder {
     private func runBuffered(wake: WakeSignal) async {
         let name = settings.name
         let alarmWake = spool.alarms.subscribe()
+        let positionWake = spool.commits.subscribe()
         // A budget spent during a round ends it as an alarm does: the next round is restricted.
         gate?.watch(alarmWake)
         defer {
             gate?.unwatch(alarmWake)
             spool.alarms.unsubscribe(alarmWake)
+            spool.commits.unsubscribe(positionWake)
         }
         var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
@@ -184,7 +186,8 @@ package final class TraccarForwarder: DestinationForwarder {
                 } else {
                     let turn = Self.inTurn(ready, after: rotation)
                     rotation = turn.last?.deviceID ?? 0
-                    results = await deliverRound(turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake, maxPositions: maxPositions)
+                    results = await deliverRound(turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake,
+                                                 positions: positionWake, maxPositions: maxPositions)
                 }
             }
             if Task.isCancelled { break }
@@ -205,6 +208,9 @@ package final class TraccarForwarder: DestinationForwarder {
         }
     }
 
+    /// How long a round carrying a backfill runs before a live fix ends it.
+    static let liveEdgeInterval: Duration = .seconds(2)
+
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
     static let drainBatch = 8
 
@@ -215,8 +221,11 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
+    /// - Parameter positions: signalled when new positions are stored: a round carrying a backfill
+    ///   ends at the first of them `liveEdgeInterval` or more after it began, so a live fix waits
+    ///   for at most about that, not for a round of history (10 s at 256 kbit/s).
     private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
-                              alarms: WakeSignal, maxPositions: Int) async -> [DeviceResult] {
+                              alarms: WakeSignal, positions: WakeSignal? = nil, maxPositions: Int) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
@@ -260,7 +269,8 @@ package final class TraccarForwarder: DestinationForwarder {
             if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
         }
         spool.record(skipped)
-        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, maxPositions: maxPositions))
+        let liveEdge = backfilling.isEmpty ? nil : positions
+        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge, maxPositions: maxPositions))
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
@@ -269,7 +279,7 @@ package final class TraccarForwarder: DestinationForwarder {
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
     func send(_ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
-              alarms: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
+              alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
         let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter, self.budgetWindow)
@@ -282,6 +292,20 @@ package final class TraccarForwarder: DestinationForwarder {
                     alarms.clear()
                     group.addTask {
                         await alarms.wait()
+                        if !Task.isCancelled {
+                            yield.set()
+                            wake()
+                        }
+                    }
+                }
+                if let liveEdge {
+                    // A backfill's round gives way to a live fix (the next round sends each
+                    // device's newest first), but not before it has had its interval: a round
+                    // ending at every fix would lose the pipelining that makes the backfill fast.
+                    liveEdge.clear()
+                    group.addTask {
+                        try? await Task.sleep(for: Self.liveEdgeInterval)
+                        await liveEdge.wait()
                         if !Task.isCancelled {
                             yield.set()
                             wake()
