@@ -47,6 +47,26 @@ import GeoRelayTestKit
                 == [UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 42)])
     }
 
+    /// `count: "interface"`: the uplink's bytes are its interface's growth between looks (DNS and
+    /// the box's other traffic included), in place of what destinations recorded over it.
+    @Test func anUplinkCountedByItsInterfaceTakesTheInterfacesGrowth() throws {
+        let directory = try TemporaryDirectory()
+        let spool = try Spool(settings: Spool.Settings(path: directory.file("spool.db")))
+        defer { spool.close() }
+        let monitor = UplinkMonitor(spool: spool, logger: .disabled) { Configuration() }
+        let day = "2026-12-01"
+        let routes: [String: UplinkRoute.Answer] = ["traccar": .uplink(Self.iridium), "push": .uplink(Self.starlink)]
+        // The first look sets the interface's mark; the destinations' bytes over it are not counted.
+        #expect(monitor.look(routes: routes, recorded: ["traccar": 1_000, "push": 100], day: day, interfaces: ["iridium": 50_000])
+                == [UplinkUsage(uplink: "starlink", day: day, bytes: 100)])
+        #expect(monitor.look(routes: routes, recorded: ["traccar": 1_500, "push": 150], day: day, interfaces: ["iridium": 50_700])
+                == [UplinkUsage(uplink: "iridium", day: day, bytes: 700), UplinkUsage(uplink: "starlink", day: day, bytes: 50)])
+        // A counter that went back (the modem redialled) starts afresh.
+        #expect(monitor.look(routes: routes, recorded: ["traccar": 1_500, "push": 150], day: day, interfaces: ["iridium": 10]).isEmpty)
+        #expect(UplinkMonitor.interfaceBytes([Configuration.Uplink(name: "loop", interface: "lo", count: .interface)])["loop"] != nil, "lo's counters read")
+        #expect(UplinkMonitor.interfaceBytes([Configuration.Uplink(name: "none", interface: "georelay-none", count: .interface)]).isEmpty)
+    }
+
     @Test func theDayIsUTC() {
         #expect(UplinkMonitor.day(1_796_083_199_999) == "2026-11-30")
         #expect(UplinkMonitor.day(1_796_083_200_000) == "2026-12-01")

@@ -54,7 +54,7 @@ extension Configuration {
             })),
             ("destinations", .array(destinations)),
             ("uplinks", .array(uplinks.map { u in
-                .object(JSONObject([("name", .string(u.name)), ("interface", .string(u.interface)), ("metered", .bool(u.metered)),
+                .object(JSONObject([("name", .string(u.name)), ("interface", .string(u.interface)), ("metered", .bool(u.metered)), ("count", .string(u.count.rawValue)),
                                     ("budget", u.budget.map { b in .object(JSONObject([("dayBytes", b.dayBytes.map { number(Double($0)) } ?? .null),
                                                                                       ("monthBytes", b.monthBytes.map { number(Double($0)) } ?? .null)])) } ?? .null)]))
             })),

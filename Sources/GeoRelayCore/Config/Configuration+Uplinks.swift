@@ -14,13 +14,27 @@ extension Configuration {
         package var budget: Budget?
         /// What goes over it once its budget is spent.
         package var send = Send()
+        /// How its bytes are counted: the relay's own connections, or the interface's counters.
+        package var count = Counting.relay
 
-        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil, send: Send = Send()) {
+        /// `uplinks[].count`.
+        package enum Counting: String, Sendable, CaseIterable {
+            /// What the relay's own connections cost (IP bytes per socket): right when the uplink
+            /// carries other traffic too (the crew's phones, a chart plotter's updates).
+            case relay
+            /// The interface's own counters (`/sys/class/net/<if>/statistics`): everything it
+            /// carried, DNS and the box's other traffic included. Right when it carries nothing but
+            /// the relay's, as a dedicated Iridium modem does.
+            case interface
+        }
+
+        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil, send: Send = Send(), count: Counting = .relay) {
             self.name = name
             self.interface = interface
             self.metered = metered
             self.budget = budget
             self.send = send
+            self.count = count
         }
     }
 
@@ -82,6 +96,7 @@ extension Configuration {
                 throw ConfigError(path: node.child("interface"), "\"\(interface)\" is not a network interface name (up to 15 characters, no '/' or spaces)")
             }
             let metered = try node.bool("metered", default: false)
+            let counting: Uplink.Counting = try node.choice("count", default: .relay)
             let budget = node.contains("budget") ? try parseBudget(try node.node("budget")) : nil
             var send = Send()
             if node.contains("send") {
@@ -98,7 +113,7 @@ extension Configuration {
             if let other = uplinks.first(where: { $0.interface == interface }) {
                 throw ConfigError(path: node.child("interface"), "interface \(interface) is already uplink \"\(other.name)\"")
             }
-            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget, send: send))
+            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget, send: send, count: counting))
         }
         return uplinks
     }

@@ -32,6 +32,8 @@ package final class UplinkMonitor: Sendable {
     private struct State {
         var routes: [String: UplinkRoute.Answer] = [:]
         var counted: [String: Int64] = [:]
+        /// Per uplink counted by its interface (`count: "interface"`), the counters at the last look.
+        var interfaceBytes: [String: Int64] = [:]
         /// Per uplink, the bytes of `day` and of its month; nil until read from the spool.
         var usage: [String: (today: Int64, month: Int64)]?
         var day = ""
@@ -79,7 +81,8 @@ package final class UplinkMonitor: Sendable {
                 let stored = (try? await onDedicatedThread(named: "georelay.uplinks") { try spool.makeReader().uplinkUsage(day: day) }) ?? [:]
                 state.withLock { $0.usage = $0.usage ?? stored }
             }
-            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day)
+            let interfaces = Self.interfaceBytes(configuration.uplinks.filter { $0.count == .interface })
+            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day, interfaces: interfaces)
             spool.record(uplinkUsage: usage)
             let totals = tally(usage, day: day)
             gate?.set(Self.restrictions(configuration, routes: routes, usage: totals),
@@ -99,20 +102,45 @@ package final class UplinkMonitor: Sendable {
         }
     }
 
+    /// Per uplink, its interface's bytes both ways as the kernel counts them (`/sys/class/net/<if>/statistics`);
+    /// an interface that is not there (a modem not dialled) is left out.
+    static func interfaceBytes(_ uplinks: [Configuration.Uplink]) -> [String: Int64] {
+        var bytes: [String: Int64] = [:]
+        for uplink in uplinks {
+            func read(_ name: String) -> Int64? {
+                (try? String(contentsOfFile: "/sys/class/net/\(uplink.interface)/statistics/\(name)", encoding: .utf8))
+                    .flatMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+            if let received = read("rx_bytes"), let sent = read("tx_bytes") { bytes[uplink.name] = received.saturatingPlus(sent) }
+        }
+        return bytes
+    }
+
     /// Takes routes and byte totals of one look; returns the bytes to add per uplink. Bytes on a
     /// route no uplink names (a LAN, loopback) or with no route are not any uplink's.
-    package func look(routes: [String: UplinkRoute.Answer], recorded: [String: Int64], day: String) -> [UplinkUsage] {
+    ///
+    /// - Parameter interfaces: per uplink counted by its interface (`count: "interface"`), the
+    ///   interface's bytes both ways now: its growth since the last look is the uplink's, in place
+    ///   of what the relay's destinations recorded over it (the first look only sets the mark).
+    package func look(routes: [String: UplinkRoute.Answer], recorded: [String: Int64], day: String,
+                      interfaces: [String: Int64] = [:]) -> [UplinkUsage] {
         state.withLock { state in
             defer {
                 state.routes = routes
                 state.counted = recorded
+                state.interfaceBytes = interfaces
             }
             var bytes: [String: Int64] = [:]
             for (destination, total) in recorded {
                 let delta = total - (state.counted[destination] ?? 0)
                 guard delta > 0 else { continue }
                 let route = state.routes[destination].flatMap(Self.uplinkName) ?? routes[destination].flatMap(Self.uplinkName)
-                if let uplink = route { bytes[uplink, default: 0] += delta }
+                if let uplink = route, interfaces[uplink] == nil { bytes[uplink, default: 0] += delta }
+            }
+            for (uplink, now) in interfaces {
+                // A counter that went back (the interface was recreated, a modem redialled) starts afresh.
+                guard let before = state.interfaceBytes[uplink], now > before else { continue }
+                bytes[uplink, default: 0] += now - before
             }
             return bytes.sorted { $0.key < $1.key }.map { UplinkUsage(uplink: $0.key, day: day, bytes: $0.value) }
         }
