@@ -37,7 +37,7 @@ let package = Package(
         // The Unix-socket line protocol and the phone port, feeding the spool.
         .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayHTTP", "CLinux"], swiftSettings: swiftSettings),
         // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
-        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib", "CLinux"], swiftSettings: swiftSettings),
+        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"], swiftSettings: swiftSettings),
         // Collectors: a GPS unit's serial, network, gpsd or file source into the socket.
         .target(name: "GeoRelayCollect", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.

@@ -1,4 +1,4 @@
-import CLinux
+import CCurl
 import Glibc
 import GeoRelayTestTraits
 import Testing

@@ -1,5 +1,4 @@
 import CCurl
-import CLinux
 import Glibc
 import GeoRelayCore
 import GeoRelaySpool
@@ -103,15 +102,19 @@ package final class WireMeter: Sendable {
         }
     }
 
+    /// The kernel's ABI values, spelled out: naming Glibc's `__socket_type` cases in this module
+    /// hid `SOCK_DGRAM` from its whole-module (release) build.
+    private static let stream: Int32 = 1, closeOnExec: Int32 = 0o2000000, tcp: Int32 = 6
+
     /// Makes `handle` open and close its sockets through this meter. The meter must outlive the
     /// handle (its owner keeps a reference).
     func attach(to handle: UnsafeMutableRawPointer) throws(CurlError) {
         let opaque = Unmanaged.passUnretained(self).toOpaque()
         try check(georelay_curl_setopt_opensocket_function(handle) { user, purpose, address in
             guard let address, purpose == CURLSOCKTYPE_IPCXN else { return CURL_SOCKET_BAD }
-            let fd = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+            let fd = socket(address.pointee.family, address.pointee.socktype | WireMeter.closeOnExec, address.pointee.protocol)
             guard fd >= 0 else { return CURL_SOCKET_BAD }
-            if address.pointee.protocol == Int32(IPPROTO_TCP) || address.pointee.socktype == Int32(SOCK_STREAM.rawValue) {
+            if address.pointee.protocol == WireMeter.tcp || address.pointee.socktype == WireMeter.stream {
                 Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().opened(fd, family: address.pointee.family)
             }
             return fd
