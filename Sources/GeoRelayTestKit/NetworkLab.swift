@@ -100,13 +100,25 @@ package final class NetworkLab: @unchecked Sendable {
 
     /// Bytes the relay side's uplink has sent and received (the kernel's interface counters).
     package func bytes(uplink index: Int) throws -> Int64 {
+        try counters(uplink: index).bytes
+    }
+
+    /// The uplink's bytes as a plan bills them: the interface's less its Ethernet headers
+    /// (14 bytes a frame), which a satellite or cellular link does not carry.
+    package func ipBytes(uplink index: Int) throws -> Int64 {
+        let counters = try counters(uplink: index)
+        return counters.bytes - 14 * counters.packets
+    }
+
+    private func counters(uplink index: Int) throws -> (bytes: Int64, packets: Int64) {
         let result = try RelayProcess.run(Self.ip, ["-n", relaySide, "-j", "-s", "link", "show", Self.uplinks[index]])
         guard result.status == 0, case .array(let links)? = try? JSONParser.parse(result.stdout), case .object(let link)? = links.first,
               case .object(let stats)? = link["stats64"], case .object(let rx)? = stats["rx"], case .object(let tx)? = stats["tx"],
-              case .number(let received)? = rx["bytes"], case .number(let sent)? = tx["bytes"] else {
+              case .number(let received)? = rx["bytes"], case .number(let sent)? = tx["bytes"],
+              case .number(let receivedPackets)? = rx["packets"], case .number(let sentPackets)? = tx["packets"] else {
             throw Unavailable(reason: "cannot read \(Self.uplinks[index])'s counters: \(result.stdout) \(result.stderr)")
         }
-        return Int64(received + sent)
+        return (Int64(received + sent), Int64(receivedPackets + sentPackets))
     }
 
     /// Runs `body` on a thread that has joined the server's namespace: sockets it opens (a fake
