@@ -86,3 +86,20 @@ import GeoRelaySpool
         #expect(allowance.take([alarm(23, device: 3)], perDeviceHour: 0, nowMs: 0).isEmpty, "0: no alarm bypasses the budget")
     }
 }
+
+/// A round is bounded by what is left of a budget over what a position costs, learnt from
+/// what hand-overs billed against what they settled, summed: a pipelined round's requests are
+/// billed before their answers settle them.
+@Suite(.offThePool) struct BudgetWindowTests {
+    @Test func theCostIsWhatWasBilledOverWhatWasSettledNotAHandOversOwnRatio() {
+        let window = BudgetWindow()
+        #expect(window.positions(fitting: nil) == .max)
+        #expect(window.positions(fitting: 10_416) == 10, "1,000 B a position until some are settled")
+        // A pipelined round at 9.6 kbit/s: requests billed first (150 B each), answers after (100 B each).
+        window.observe(billed: 100 * 150, positions: 0)
+        window.observe(billed: 100 * 100, positions: 100)
+        #expect(abs(window.costPerPosition - 250) < 1, "\(window.costPerPosition)")
+        #expect(window.positions(fitting: 25_416) == 100)
+        #expect(window.positions(fitting: 10) == 1, "a little left still moves one")
+    }
+}

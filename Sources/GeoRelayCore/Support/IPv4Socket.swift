@@ -59,7 +59,7 @@ package enum IPv4Socket {
             guard result == 0, address.sin_family == sa_family_t(AF_INET) else { return "" }
             var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
             guard inet_ntop(AF_INET, &address.sin_addr, &buffer, socklen_t(buffer.count)) != nil else { return "" }
-            return String(cString: buffer)
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
         return (text { getsockname($0, $1, $2) }, text { getpeername($0, $1, $2) })
     }

@@ -6,23 +6,33 @@ import Synchronization
 /// window of 128, or 25 positions each on a connection of its own, spent 6× a 3 KB budget before
 /// the answer that spent it came back.
 ///
-/// The cost is learnt from what the destination's answers billed (a moving average over about
-/// the last 64 positions); until then a position is taken to cost 1,000 bytes, what one on a
-/// connection of its own bills (handshake, request, answer, teardown).
+/// The cost is learnt from what the destination's hand-overs billed against the positions they
+/// settled, summed (halved as they grow, so it follows a change of link): a pipelined round bills
+/// its requests as they leave and settles them only as the answers come back, so a hand-over's
+/// own ratio (answers over answer bytes) would take a position for less than half what it costs
+/// on a 9.6 kbit/s link. Until a few are settled a position is taken to cost 1,000 bytes, what
+/// one on a connection of its own bills (handshake, request, answer, teardown).
 final class BudgetWindow: Sendable {
-    private let cost = Mutex<Double>(1_000)
+    private let sums = Mutex<(bytes: Double, positions: Double)>((0, 0))
     /// A round's own connection(s): the handshake and teardown, billed whatever is sent on them.
     static let connectionBytes: Int64 = 8 * 52
 
-    /// An answer billed `bytes` for `positions` positions.
+    /// A hand-over billed `bytes` and settled `positions` (either may be zero).
     func observe(billed bytes: Int, positions: Int) {
-        guard positions > 0, bytes > 0 else { return }
-        let each = Double(bytes) / Double(positions)
-        let weight = min(1, Double(positions) / 64)
-        cost.withLock { $0 += (each - $0) * weight }
+        guard bytes > 0 || positions > 0 else { return }
+        sums.withLock { sums in
+            sums.bytes += Double(max(0, bytes))
+            sums.positions += Double(max(0, positions))
+            if sums.positions > 512 {
+                sums.bytes /= 2
+                sums.positions /= 2
+            }
+        }
     }
 
-    var costPerPosition: Double { cost.withLock { $0 } }
+    var costPerPosition: Double {
+        sums.withLock { $0.positions >= 8 ? max(1, $0.bytes / $0.positions) : 1_000 }
+    }
 
     /// Positions that fit in `bytesLeft` (at least one, so a budget with a little left still
     /// moves; nil: no budget, no bound).
@@ -30,6 +40,6 @@ final class BudgetWindow: Sendable {
         guard let bytesLeft else { return .max }
         let usable = Double(bytesLeft - Self.connectionBytes)
         guard usable > 0 else { return 1 }
-        return max(1, Int(min(usable / max(costPerPosition, 1), 1e9)))
+        return max(1, Int(min(usable / costPerPosition, 1e9)))
     }
 }

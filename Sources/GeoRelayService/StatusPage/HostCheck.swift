@@ -21,7 +21,7 @@ enum HostCheck {
     static let ownName: String = {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
-        return String(cString: buffer).lowercased()
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
     }()
 
     /// The host without its port (`[::1]:8080` keeps the brackets' content).
