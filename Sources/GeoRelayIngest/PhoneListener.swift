@@ -74,7 +74,9 @@ package final class PhoneListener: Sendable {
                 done.signal()
             }
             done.wait()
-            return result.withLock { $0?.seq } != nil
+            let stored = result.withLock { $0 }
+            if case .failed(let error)? = stored { spool.add(counters: ["ingest.rejected.\(error.code)": 1]) }
+            return stored?.seq != nil
                 ? HTTPListener.Response(status: 200, reason: "OK")
                 : HTTPListener.Response(status: 503, reason: "Service Unavailable")
         }

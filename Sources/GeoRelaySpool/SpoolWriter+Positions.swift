@@ -19,8 +19,8 @@ extension SpoolWriter {
                 continue
             }
             if rejectingNew {
+                // Counted by the door that asked (the socket's loop, the phone port), as every refusal is.
                 results.append(.failed(.spoolFull("the spool is at its quota of \(settings.maxBytes) bytes and whenFull is reject")))
-                counters.add("ingest.rejected.spool-full", 1)
                 continue
             }
             // A full ring is merged in this transaction before its oldest slot is taken again.

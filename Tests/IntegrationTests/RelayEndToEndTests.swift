@@ -263,6 +263,8 @@ import GeoRelayTestKit
         // Everything answered ok is still there.
         let status = try world.statusJSON()
         #expect(status["spool"]?["rows"]?.number == Double(answers.count - full.count))
+        // Counted once each (the writer and the ingest loop both counted them before).
+        #expect(status["ingest"]?["rejected"]?["spool-full"]?.number == Double(full.count))
     }
 }
 
