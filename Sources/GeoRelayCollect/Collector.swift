@@ -21,13 +21,13 @@ package struct Collector {
         return JSONValue.object(JSONObject([("hello", .object(JSONObject(members)))])).jsonText
     }
 
-    /// Whether the relay would read `line` as a message to itself (`{"hello": ...}`) rather than
-    /// as a position or a sentence: the same decoder decides, so no spelling slips past.
+    /// Whether the relay would read `line` as a message to itself rather than as a position or a
+    /// sentence: a JSON object with a `hello` member, as `LineDecoder` reads it (the same parser, so
+    /// an escaped spelling such as `\u0068ello` does not slip past; a hello the relay would refuse
+    /// is no position either).
     package static func isProtocolMessage(_ line: String) -> Bool {
-        guard line.utf8.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "{") else { return false }
-        if case .hello? = try? LineDecoder().decode(line) { return true }
-        // A hello the relay would refuse (a bad device) is no position either.
-        guard case .object(let object)? = try? JSONParser.parse(line) else { return false }
+        guard line.utf8.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "{"),
+              case .object(let object)? = try? JSONParser.parse(line) else { return false }
         return object["hello"] != nil
     }
 

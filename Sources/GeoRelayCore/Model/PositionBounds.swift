@@ -58,13 +58,12 @@ package enum PositionBounds {
         guard timeMs.contains(position.timeMs) else {
             return .time(position.timeMs < 0 ? "fix time before 1970" : "fix time after the year 9999")
         }
-        let fields: [(String, Double?, ClosedRange<Double>)] = [
-            ("speed", position.speed, speed), ("course", position.course, course), ("alt", position.altitude, altitude),
-            ("accuracy", position.accuracy, accuracy), ("batt", position.battery, battery),
-        ]
-        for (name, value, bounds) in fields {
-            if let value, let problem = check(name, value, bounds) { return problem }
-        }
+        // One call a field, no array: this runs for every position ingest stores.
+        if let value = position.speed, let problem = check("speed", value, speed) { return problem }
+        if let value = position.course, let problem = check("course", value, course) { return problem }
+        if let value = position.altitude, let problem = check("alt", value, altitude) { return problem }
+        if let value = position.accuracy, let problem = check("accuracy", value, accuracy) { return problem }
+        if let value = position.battery, let problem = check("batt", value, battery) { return problem }
         for attribute in position.attributes {
             if let problem = problem(in: attribute) { return problem }
         }
@@ -95,6 +94,6 @@ package enum PositionBounds {
 
     /// A number as the error names it: whole numbers without a fraction, others as Swift prints them.
     private static func describe(_ value: Double) -> String {
-        JSONValue.format(number: value) == "null" ? "\(value)" : JSONValue.format(number: value)
+        value.isFinite ? JSONValue.format(number: value) : "\(value)"
     }
 }
