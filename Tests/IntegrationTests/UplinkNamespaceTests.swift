@@ -79,10 +79,11 @@ import GeoRelayTestKit
         #expect(await server.waitUntil(timeout: .seconds(120)) { $0.count >= backlog }, "the rest of the backlog over starlink")
         let afterSwitch = (try lab.bytes(uplink: 0) - up0AtSwitch, try lab.bytes(uplink: 1) - up1AtSwitch)
         print("uplinks in namespaces: after the route moved, up0 carried \(afterSwitch.0) B and up1 \(afterSwitch.1) B")
-        // What was in flight when the route moved (each connection's pipelined window and its
-        // answers) and neighbour probes; not the backfill (on kept-alive connections that stayed,
-        // up0 carried 125,654 B of it).
-        #expect(afterSwitch.0 * 10 < afterSwitch.1, "up0 carried \(afterSwitch.0) B after the switch, up1 \(afterSwitch.1) B")
+        // What was in flight when the route moved and its answers, and neighbour probes; not the
+        // backfill (on kept-alive connections that stayed, up0 carried 125,654 B of it), and not a
+        // whole pipelined window queued in the terminal (about 19 KB before the in-flight limit
+        // followed the link).
+        #expect(afterSwitch.0 <= 3_000, "up0 carried \(afterSwitch.0) B after the switch, up1 \(afterSwitch.1) B")
         #expect(Set(server.positions.map(\.fixTimeMs)).count == backlog, "every position")
         #expect(relay.signal(SIGTERM))
     }

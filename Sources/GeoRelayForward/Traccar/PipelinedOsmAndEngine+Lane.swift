@@ -32,6 +32,9 @@ extension PipelinedOsmAndEngine {
         var index: Int
         var attempt = Attempt.first
         var bytes = 0
+        /// Its number and when it went, for the in-flight limit's round trips.
+        var sequence: UInt64 = 0
+        var sentAt = ContinuousClock.now
     }
 
     /// As in `OsmAndEngine`: asked once more alone, then the canary decides.

@@ -47,9 +47,12 @@ final class PipelinedOsmAndEngine: TraccarEngine {
     /// Windows broken in a row with more than one request unanswered.
     private var brokenWindows = 0
     private var oneAtATimeUntil: ContinuousClock.Instant?
+    /// How many requests all lanes together keep in flight: what the link holds, not `window` each.
+    private var limit: InFlightLimit
 
     func closeConnections() {
         for lane in lanes { lane.close() }
+        limit.reset()
     }
 
     init(settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil) throws {
@@ -63,6 +66,7 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         requestTimeout = .milliseconds(Int(settings.requestTimeoutSeconds * 1000))
         window = settings.pipeline
         lanes = (0..<settings.concurrency).map { _ in Lane() }
+        limit = InFlightLimit(ceiling: settings.pipeline * settings.concurrency)
         wakeup = try WakePipe()
     }
 
@@ -118,6 +122,14 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             return nil
         }
 
+        var outstanding: Int { lanes.reduce(0) { $0 + $1.inFlight.count } }
+
+        /// Numbers and times a request as it is queued, for the in-flight limit's round trips.
+        func track(_ request: inout InFlight) {
+            request.sequence = limit.sending(inFlight: outstanding)
+            request.sentAt = clock.now
+        }
+
         func connect(_ lane: Lane) -> String? {
             if lane.connection != nil { return nil }
             do throws(CurlError) {
@@ -147,16 +159,20 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 request.bytes = suspect.attempt == .canary ? framing.appendCanary(to: &lane.output)
                     : framing.append(position, to: &lane.output)
                 update.wireBytes += request.bytes
+                track(&request)
                 lane.inFlight.append(request)
                 lane.suspect = nil
                 results[suspect.batch].attempted += 1
             }
-            while lane.inFlight.count < windowSize(lane), !finishing, !stop.isSet, let batch = nextDelivery(for: lane) {
+            while lane.inFlight.count < windowSize(lane), outstanding < limit.limit, !finishing, !stop.isSet,
+                  let batch = nextDelivery(for: lane) {
                 if let error = connect(lane) { return fail(batch, error) }
                 let index = nextIndex[batch]
                 let bytes = framing.append(batches[batch].deliveries[index].stored.position, to: &lane.output)
                 update.wireBytes += bytes
-                lane.inFlight.append(InFlight(batch: batch, index: index, bytes: bytes))
+                var request = InFlight(batch: batch, index: index, bytes: bytes)
+                track(&request)
+                lane.inFlight.append(request)
                 nextIndex[batch] += 1
                 positionsLeft -= 1
                 results[batch].attempted += 1
@@ -183,6 +199,7 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             let request = lane.inFlight.removeFirst()
             lane.answeredOnConnection += 1
             lane.lastProgress = clock.now
+            limit.answered(sequence: request.sequence, roundTrip: clock.now - request.sentAt, now: clock.now)
             if lane.answeredOnConnection >= 2 * window { brokenWindows = 0 }
             // A connection's first answer says whether the server keeps connections alive (one that
             // closes after many answers, as nginx does after `keepalive_requests`, still does).

@@ -1,0 +1,104 @@
+/// How many requests a destination keeps in flight across its connections.
+///
+/// A fixed pipelined window fills whatever buffer lies before the link's bottleneck: on a
+/// 256 kbit/s terminal 128 requests are 40 KB waiting in the modem, which still go out over that
+/// uplink after the route has moved, hold a spent budget's last round on the wire, and delay
+/// anything urgent queued behind them. So the limit follows the round trip, as TCP Vegas sizes
+/// its window: the shortest round trip seen is the path's own, anything above it is queueing,
+/// and the limit keeps between `queuedAtLeast` and `queuedAtMost` requests waiting beyond what the
+/// path itself holds (its bandwidth-delay product). While nothing queues it doubles every round
+/// trip, so a fast server gets the configured window within a few of them.
+///
+/// A value without I/O: the engine tells it what it sends and what comes back, with the time.
+package struct InFlightLimit: Sendable {
+    /// The most requests the destination may have in flight (its window on every connection).
+    package let ceiling: Int
+    package private(set) var limit: Int
+    /// The path's own round trip: the shortest seen since `baseSince`.
+    package private(set) var baseRoundTrip: Duration?
+    private var baseSince: ContinuousClock.Instant?
+    /// Doubling until the first round trip that shows a queue.
+    private var growing = true
+    private var nextSequence: UInt64 = 0
+    /// A round trip ends with the answer to a request sent at or after this one.
+    private var roundEndsWith: UInt64 = 0
+    /// The shortest round trip of this round (later answers of a window wait behind earlier ones).
+    private var roundShortest: Duration?
+    /// Whether the limit was reached this round: only a limit in use may grow.
+    private var roundFilled = false
+    /// The shortest round trips of the rounds since `baseSince` was last renewed.
+    private var renewalShortest: Duration?
+
+    package static let queuedAtLeast = 1.0
+    package static let queuedAtMost = 3.0
+    package static let initial = 8
+    /// Below this a round trip's excess is not queueing worth acting on: a loopback or LAN server's
+    /// own jitter. One request of 300 bytes takes longer than this on any link that is slow.
+    package static let tolerance: Duration = .milliseconds(4)
+    /// The path's round trip is measured anew this often: a path can get longer without a route
+    /// change (a satellite beam handover), and a base that stayed short would shrink the window.
+    package static let baseLifetime: Duration = .seconds(30)
+
+    package init(ceiling: Int) {
+        self.ceiling = max(1, ceiling)
+        limit = min(self.ceiling, Self.initial)
+    }
+
+    /// Forgets the path (a new route): the next requests measure it anew.
+    package mutating func reset() {
+        self = InFlightLimit(ceiling: ceiling)
+    }
+
+    /// Takes note of a request about to be sent with `inFlight` others outstanding; returns its
+    /// sequence number, to be given back with its answer.
+    package mutating func sending(inFlight: Int) -> UInt64 {
+        if inFlight + 1 >= limit { roundFilled = true }
+        defer { nextSequence += 1 }
+        return nextSequence
+    }
+
+    /// Takes note of the answer to request `sequence`, `roundTrip` after it was sent.
+    package mutating func answered(sequence: UInt64, roundTrip: Duration, now: ContinuousClock.Instant) {
+        roundShortest = min(roundShortest ?? roundTrip, roundTrip)
+        renewalShortest = min(renewalShortest ?? roundTrip, roundTrip)
+        if baseRoundTrip == nil || roundTrip < baseRoundTrip! {
+            baseRoundTrip = roundTrip
+            baseSince = baseSince ?? now
+        }
+        guard sequence >= roundEndsWith, let shortest = roundShortest, let base = baseRoundTrip else { return }
+        adjust(shortest: shortest, base: base)
+        if let since = baseSince, now - since >= Self.baseLifetime, let renewed = renewalShortest {
+            baseRoundTrip = renewed
+            baseSince = now
+            renewalShortest = nil
+        }
+        roundEndsWith = nextSequence
+        roundShortest = nil
+        roundFilled = false
+    }
+
+    /// Requests waiting in queues, estimated from a round trip over the path's own.
+    package static func queued(limit: Int, roundTrip: Duration, base: Duration) -> Double {
+        let excess = roundTrip - base - tolerance
+        guard excess > .zero, roundTrip > .zero else { return 0 }
+        return Double(limit) * (excess / roundTrip)
+    }
+
+    private mutating func adjust(shortest: Duration, base: Duration) {
+        let queued = Self.queued(limit: limit, roundTrip: shortest, base: base)
+        // What the path holds, and a few more: where a queue that grew too long goes back to.
+        let held = Int(Double(limit) * (base / shortest) + Self.queuedAtMost)
+        if growing {
+            if queued > Self.queuedAtLeast {
+                growing = false
+                limit = min(limit, max(1, held))
+            } else if roundFilled {
+                limit = min(ceiling, limit * 2)
+            }
+        } else if queued > Self.queuedAtMost {
+            limit = max(1, min(limit - 1, held))
+        } else if queued < Self.queuedAtLeast, roundFilled {
+            limit = min(ceiling, limit + 1)
+        }
+    }
+}

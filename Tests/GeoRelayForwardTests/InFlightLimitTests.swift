@@ -1,0 +1,119 @@
+import Testing
+@testable import GeoRelayForward
+
+/// The in-flight limit against a simulated bottleneck: requests leave one after another at the
+/// link's rate and are answered a propagation delay later, as on a terminal whose modem queues
+/// whatever it is given. No sockets, no clocks: the simulation's time is its own.
+@Suite struct InFlightLimitTests {
+    struct Link {
+        /// How long one request (and its answer) holds the bottleneck.
+        var perRequest: Duration
+        /// The path's round trip without queueing.
+        var propagation: Duration
+        var pathHolds: Double { propagation / perRequest + 1 }
+    }
+
+    /// Sends `count` requests as fast as the limit allows; returns the limit after each answer
+    /// and the most requests that waited at the bottleneck at once in the last quarter.
+    static func run(_ limit: inout InFlightLimit, over link: Link, count: Int, from start: ContinuousClock.Instant) -> (limits: [Int], queuedLate: Int, end: ContinuousClock.Instant) {
+        var now = start
+        var linkFree = start
+        var inFlight: [(sequence: UInt64, sent: ContinuousClock.Instant, answer: ContinuousClock.Instant, leaves: ContinuousClock.Instant)] = []
+        var sent = 0
+        var answered = 0
+        var limits: [Int] = []
+        var queuedLate = 0
+        while answered < count {
+            while inFlight.count < limit.limit, sent < count {
+                let sequence = limit.sending(inFlight: inFlight.count)
+                let leaves = max(now, linkFree) + link.perRequest
+                linkFree = leaves
+                inFlight.append((sequence, now, leaves + link.propagation, leaves))
+                sent += 1
+            }
+            if answered > count * 3 / 4 {
+                queuedLate = max(queuedLate, inFlight.filter { $0.leaves > now + link.perRequest }.count)
+            }
+            let next = inFlight.removeFirst()
+            now = next.answer
+            limit.answered(sequence: next.sequence, roundTrip: next.answer - next.sent, now: now)
+            answered += 1
+            limits.append(limit.limit)
+        }
+        return (limits, queuedLate, now)
+    }
+
+    /// The share of the time the bottleneck was sending.
+    static func busy(_ link: Link, count: Int, took: Duration) -> Double {
+        (link.perRequest * count + link.propagation) / took
+    }
+
+    @Test func aFastServerGetsTheWholeWindowWithinAFewRoundTrips() {
+        var limit = InFlightLimit(ceiling: 512)
+        let link = Link(perRequest: .microseconds(2), propagation: .microseconds(200))
+        let (limits, _, _) = Self.run(&limit, over: link, count: 2_000, from: .now)
+        #expect(limits.last == 512, "\(limits.enumerated().filter { $0.offset == 0 || limits[$0.offset - 1] != $0.element }.map { "\($0.offset):\($0.element)" })")
+        #expect(limits.firstIndex(of: 512).map { $0 < 1_000 } == true, "reached the ceiling only after \(limits.firstIndex(of: 512) ?? -1) answers")
+    }
+
+    /// 256 kbit/s, 300-byte requests, a few milliseconds of path: the link holds about one
+    /// request, so a window of 128 would be 127 requests waiting in the modem.
+    @Test func aSlowLinkKeepsOnlyAFewRequestsWaiting() {
+        var limit = InFlightLimit(ceiling: 512)
+        let link = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(5))
+        let start = ContinuousClock.now
+        let (limits, queuedLate, end) = Self.run(&limit, over: link, count: 600, from: start)
+        #expect(Self.busy(link, count: 600, took: end - start) > 0.95, "the link stays busy")
+        #expect(limits.suffix(300).allSatisfy { $0 <= Int(link.pathHolds + InFlightLimit.queuedAtMost) + 1 }, "\(limits.suffix(300))")
+        #expect(queuedLate <= Int(InFlightLimit.queuedAtMost) + 1, "\(queuedLate) requests waited at the bottleneck")
+        #expect(limits.last! >= 2, "the link stays busy: \(limits.last!)")
+    }
+
+    /// A geostationary link: 600 ms of path at 256 kbit/s holds about 64 requests; the limit
+    /// grows to that and not much past it.
+    @Test func aLongLinkIsKeptFull() {
+        var limit = InFlightLimit(ceiling: 512)
+        let link = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(600))
+        let start = ContinuousClock.now
+        let (limits, queuedLate, end) = Self.run(&limit, over: link, count: 3_000, from: start)
+        #expect(Self.busy(link, count: 3_000, took: end - start) > 0.9, "the link stays busy")
+        let holds = Int(link.pathHolds)
+        #expect(limits.suffix(1_000).allSatisfy { $0 >= holds - 1 && $0 <= holds + 2 * Int(InFlightLimit.queuedAtMost) }, "path holds \(holds): \(Set(limits.suffix(1_000)).sorted())")
+        #expect(queuedLate <= 2 * Int(InFlightLimit.queuedAtMost), "\(queuedLate) requests waited at the bottleneck")
+    }
+
+    /// The path gets longer without a route change: within the base's lifetime and a few round
+    /// trips the limit grows to what the longer path holds.
+    @Test func aLongerPathIsMeasuredAnew() {
+        var limit = InFlightLimit(ceiling: 512)
+        let short = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(50))
+        let long = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(600))
+        let (_, _, end) = Self.run(&limit, over: short, count: 2_000, from: .now)
+        #expect(limit.limit <= Int(short.pathHolds) + 2 * Int(InFlightLimit.queuedAtMost))
+        let (limits, _, _) = Self.run(&limit, over: long, count: 8_000, from: end)
+        #expect(limits.last! >= Int(long.pathHolds) - 1, "limit \(limits.last!) on a path holding \(Int(long.pathHolds))")
+    }
+
+    @Test func aLimitNotInUseDoesNotGrowAndAResetStartsAgain() {
+        var limit = InFlightLimit(ceiling: 512)
+        let start = ContinuousClock.now
+        for step in 0..<100 {
+            let sequence = limit.sending(inFlight: 0)
+            limit.answered(sequence: sequence, roundTrip: .microseconds(100), now: start + .milliseconds(step))
+        }
+        #expect(limit.limit == InFlightLimit.initial, "one request at a time never showed the link could take more")
+        var full = InFlightLimit(ceiling: 16)
+        let link = Link(perRequest: .microseconds(20), propagation: .microseconds(200))
+        _ = Self.run(&full, over: link, count: 500, from: start)
+        #expect(full.limit == 16, "at most the ceiling")
+        full.reset()
+        #expect(full.limit == InFlightLimit.initial && full.baseRoundTrip == nil)
+    }
+
+    @Test func queueingIsTheRoundTripBeyondThePathsOwn() {
+        #expect(InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(100), base: .milliseconds(100)) == 0)
+        #expect(InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(3), base: .microseconds(100)) == 0, "loopback jitter is not a queue")
+        let queued = InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(200) + InFlightLimit.tolerance, base: .milliseconds(100))
+        #expect(abs(queued - 1_000 / 204) < 0.01, "\(queued)")
+    }
+}
