@@ -53,6 +53,9 @@ final class SpoolWriter: @unchecked Sendable {
         var urgent = false
         /// When held acknowledgements, counters and log entries are due at the latest.
         var stateDueNs: UInt64?
+        /// Destinations whose last delivery was part of a drain: the one after it, which ends the
+        /// drain, is committed as promptly, so `status` shows a drained backlog within a second.
+        var draining: Set<String> = []
 
         func isDue(nowNs: UInt64) -> Bool {
             urgent || window.isDue(nowNs: nowNs) || stateDueNs.map { nowNs >= $0 } == true
@@ -150,8 +153,10 @@ final class SpoolWriter: @unchecked Sendable {
                 inbox.urgent = true
             case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
                 var dueNs = nowNs + stateNs
-                if case .delivery(let update) = job, update.drain {
-                    dueNs = nowNs + min(stateNs, UInt64(Spool.drainCommitInterval.wholeMilliseconds) * 1_000_000)
+                if case .delivery(let update) = job {
+                    let prompt = update.drain || inbox.draining.contains(update.destination)
+                    if update.drain { inbox.draining.insert(update.destination) } else { inbox.draining.remove(update.destination) }
+                    if prompt { dueNs = nowNs + min(stateNs, UInt64(Spool.drainCommitInterval.wholeMilliseconds) * 1_000_000) }
                 }
                 if inbox.stateDueNs.map({ dueNs < $0 }) ?? true {
                     inbox.stateDueNs = dueNs

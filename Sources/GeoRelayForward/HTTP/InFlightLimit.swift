@@ -31,10 +31,15 @@ package struct InFlightLimit: Sendable {
 
     package static let queuedAtLeast = 1.0
     package static let queuedAtMost = 3.0
-    package static let initial = 8
-    /// Below this a round trip's excess is not queueing worth acting on: a loopback or LAN server's
-    /// own jitter. One request of 300 bytes takes longer than this on any link that is slow.
-    package static let tolerance: Duration = .milliseconds(4)
+    package static let initial = 32
+    /// Below this a round trip's excess is not queueing worth acting on: a loopback or LAN server
+    /// busy on a small box (its queue is its CPU, which a smaller window would not relieve), a
+    /// moment's jitter. On a slow link it is a request or two: 300 bytes at 256 kbit/s take 9 ms.
+    package static let tolerance: Duration = .milliseconds(20)
+    /// Nor is an excess below this share of the path's round trip: a window sent at once queues
+    /// behind itself for a moment on any link, which would end the doubling long before a long
+    /// path is full (on a geostationary link, at half of what it holds).
+    package static let toleratedShare = 0.125
     /// The path's round trip is measured anew this often: a path can get longer without a route
     /// change (a satellite beam handover), and a base that stayed short would shrink the window.
     package static let baseLifetime: Duration = .seconds(30)
@@ -79,7 +84,7 @@ package struct InFlightLimit: Sendable {
 
     /// Requests waiting in queues, estimated from a round trip over the path's own.
     package static func queued(limit: Int, roundTrip: Duration, base: Duration) -> Double {
-        let excess = roundTrip - base - tolerance
+        let excess = roundTrip - base - max(tolerance, base * toleratedShare)
         guard excess > .zero, roundTrip > .zero else { return 0 }
         return Double(limit) * (excess / roundTrip)
     }
