@@ -14,6 +14,7 @@ static inline CURLcode georelay_curl_setopt_header_function(CURL *h, size_t (*f)
 static inline CURLcode georelay_curl_setopt_xferinfo_function(CURL *h, int (*f)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, f); }
 static inline CURLcode georelay_curl_setopt_opensocket_function(CURL *h, curl_socket_t (*f)(void *, curlsocktype, struct curl_sockaddr *)) { return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f); }
 static inline CURLcode georelay_curl_setopt_closesocket_function(CURL *h, int (*f)(void *, curl_socket_t)) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f); }
+static inline CURLcode georelay_curl_setopt_resolver_start_function(CURL *h, int (*f)(void *, void *, void *)) { return curl_easy_setopt(h, CURLOPT_RESOLVER_START_FUNCTION, f); }
 static inline CURLcode georelay_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode georelay_curl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode georelay_curl_getinfo_socket(CURL *h, CURLINFO i, curl_socket_t *v) { return curl_easy_getinfo(h, i, v); }

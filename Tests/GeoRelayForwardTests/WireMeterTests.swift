@@ -62,4 +62,30 @@ import GeoRelayTestKit
         #expect(throws: CurlError.self) { try easy.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2)) }
         #expect(meter.total >= 52, "billed \(meter.total)")
     }
+
+    /// A name curl has to look up is billed its packets when the lookup starts, whether or not
+    /// it resolves; an address is not looked up and costs nothing more than its connection.
+    @Test func aNameLookupIsBilled() throws {
+        let (closed, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
+        try closed.close()
+        let meter = WireMeter()
+        let easy = try CurlEasy(meter: meter)
+        let name = "georelay-lookup-test.invalid" // a name that resolves nowhere (RFC 6761)
+        _ = try? easy.perform(HTTPRequest(method: "GET", url: "http://\(name):\(port)/", connectTimeoutSeconds: 2))
+        #expect(meter.total == LookupBill.bytes(host: Substring(name)), "billed \(meter.total): the lookup and no connection")
+        let literal = WireMeter()
+        _ = try? CurlEasy(meter: literal).perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2))
+        #expect(literal.total < 300, "an address costs its refused SYN only: \(literal.total)")
+    }
+
+    @Test func aLookupCostsItsQueriesAndAnswers() {
+        #expect(LookupBill.host(of: "https://user:pw@traccar.example.com:5055/path?q#f") == "traccar.example.com")
+        #expect(LookupBill.host(of: "tcp://[2001:db8::1]:5027") == "[2001:db8::1]")
+        #expect(LookupBill.host(of: "http://10.0.0.1") == "10.0.0.1")
+        for free in ["10.0.0.1", "[2001:db8::1]", "localhost", "api.localhost", ""] {
+            #expect(LookupBill.bytes(host: Substring(free)) == 0, "\(free)")
+        }
+        // "traccar.example.com": 19 characters, 21 in labels; each packet 55 + 21.
+        #expect(LookupBill.bytes(host: "traccar.example.com") == 4 * 76 + 44)
+    }
 }

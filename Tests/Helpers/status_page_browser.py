@@ -161,6 +161,7 @@ READ_DOM = r"""(() => {
       pending: f("pending") && Number(f("pending").dataset.value), pendingText: text(f("pending")),
       wireBytesToday: f("wireBytesToday") && Number(f("wireBytesToday").dataset.value), wireBytesTodayText: text(f("wireBytesToday")),
       wireBytesThisMonth: f("wireBytesThisMonth") && Number(f("wireBytesThisMonth").dataset.value), wireBytesThisMonthText: text(f("wireBytesThisMonth")),
+      payloadBytes: f("payloadBytes") && Number(f("payloadBytes").dataset.value), payloadBytesText: text(f("payloadBytes")),
       lastError: text(f("lastError")), chartSamples: f("chart") && Number(f("chart").dataset.samples),
       uplink: f("uplink") && f("uplink").dataset.value, uplinkText: text(f("uplink")),
     };
@@ -225,6 +226,9 @@ def check_against(page, expected, failures):
         for key in ("wireBytesToday", "wireBytesThisMonth"):
             if shown[key] is None or shown[key] < d[key] or shown[key + "Text"] != human_bytes(shown[key]):
                 failures.append(f"destination {d['name']}: {key} {shown[key]} ({shown[key + 'Text']!r}), status --json says {d[key]} ({human_bytes(d[key])})")
+        # The application's bytes beside what the link billed, so the overhead shows.
+        if shown["payloadBytes"] is None or shown["payloadBytes"] < d["payloadBytes"] or not (shown["payloadBytesText"] or "").startswith(human_bytes(shown["payloadBytes"]) + " of "):
+            failures.append(f"destination {d['name']}: payloadBytes {shown['payloadBytes']} ({shown['payloadBytesText']!r}), status --json says {d['payloadBytes']}")
         if d["state"] != "online" and d.get("lastError") and not shown["lastError"]:
             failures.append(f"destination {d['name']}: status --json has lastError {d['lastError']!r}, the page shows none")
         route = d.get("uplink")

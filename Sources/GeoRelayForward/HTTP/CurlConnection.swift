@@ -33,6 +33,8 @@ package final class CurlConnection {
     package private(set) var bytesReceived = 0
     /// Bills the connection's socket; the engine samples it at each hand-over (`sampleLive`).
     private let meter: WireMeter?
+    /// Bills the name lookup curl starts for the host.
+    private var lookups: LookupBill?
 
     /// Sets the connection up without connecting.
     /// - Parameters:
@@ -59,7 +61,8 @@ package final class CurlConnection {
         try check(georelay_curl_setopt_string(handle, CURLOPT_URL, url))
         try CurlEasy.setTLS(tls, on: handle)
         self.meter = meter
-        try meter?.attach(to: handle)
+        lookups = try meter?.attach(to: handle)
+        lookups?.host(of: url)
     }
 
     deinit {

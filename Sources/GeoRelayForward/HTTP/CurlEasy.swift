@@ -57,6 +57,8 @@ package final class CurlEasy {
     private var body: [UInt8] = []
     /// Bills this handle's sockets to its destination (kept alive as long as the handle).
     private let meter: WireMeter?
+    /// Bills the name lookups curl starts for this handle's host.
+    private var lookups: LookupBill?
 
     /// libcurl's one-time setup, shared by every handle the relay makes (`CurlConnection` too).
     static let globalInit: Bool = {
@@ -75,7 +77,7 @@ package final class CurlEasy {
         errorBuffer.initialize(to: 0)
         try setConstantOptions()
         try Self.setTLS(tls, on: handle)
-        try meter?.attach(to: handle)
+        lookups = try meter?.attach(to: handle)
     }
 
     /// How `handle` verifies HTTPS servers: the one place for it, so that `CurlEasy` and
@@ -158,6 +160,7 @@ package final class CurlEasy {
         if currentURL != request.url {
             try check(georelay_curl_setopt_string(handle, CURLOPT_URL, request.url))
             currentURL = request.url
+            lookups?.host(of: request.url)
         }
         try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
         try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))

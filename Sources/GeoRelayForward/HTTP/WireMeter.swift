@@ -17,9 +17,11 @@ import Synchronization
 /// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
 /// link (issue 23), and about 6× short with a connection per request.
 ///
-/// DNS lookups are not counted (UDP, made inside libcurl's resolver; curl caches each name for a
-/// minute). Where an uplink carries nothing but the relay's traffic, counting by the interface's
-/// own counters (`uplinks[].count: "interface"`) includes them.
+/// A name lookup (UDP, made inside libcurl's resolver, which caches each name for a minute) is
+/// billed when curl starts one, as `LookupBill` estimates it; where the system resolver answers
+/// from a cache of its own that overcounts a little, never under. Where an uplink carries nothing
+/// but the relay's traffic, counting by the interface's own counters (`uplinks[].count:
+/// "interface"`) measures them instead.
 package final class WireMeter: Sendable {
     /// A socket's counters at the last look.
     struct Snapshot: Sendable {
@@ -84,6 +86,15 @@ package final class WireMeter: Sendable {
         state.live[fd] = now
     }
 
+    /// Bills a name lookup curl started.
+    fileprivate func resolving(_ bytes: Int) {
+        guard bytes > 0 else { return }
+        state.withLock { state in
+            state.pending &+= UInt64(bytes)
+            state.total &+= UInt64(bytes)
+        }
+    }
+
     fileprivate func opened(_ fd: Int32, family: Int32) {
         state.withLock { $0.live[fd] = Snapshot(headerBytes: family == AF_INET6 ? 72 : 52) }
     }
@@ -106,9 +117,17 @@ package final class WireMeter: Sendable {
     /// hid `SOCK_DGRAM` from its whole-module (release) build.
     private static let stream: Int32 = 1, closeOnExec: Int32 = 0o2000000, tcp: Int32 = 6
 
-    /// Makes `handle` open and close its sockets through this meter. The meter must outlive the
-    /// handle (its owner keeps a reference).
-    func attach(to handle: UnsafeMutableRawPointer) throws(CurlError) {
+    /// Makes `handle` open and close its sockets through this meter, and bill its name lookups
+    /// through the returned `LookupBill`. The meter and the bill must outlive the handle (its
+    /// owner keeps both).
+    func attach(to handle: UnsafeMutableRawPointer) throws(CurlError) -> LookupBill {
+        let lookups = LookupBill(meter: self)
+        try check(georelay_curl_setopt_resolver_start_function(handle) { _, _, user in
+            let lookups = Unmanaged<LookupBill>.fromOpaque(user!).takeUnretainedValue()
+            lookups.meter.resolving(lookups.bytes)
+            return 0
+        })
+        try check(georelay_curl_setopt_pointer(handle, CURLOPT_RESOLVER_START_DATA, Unmanaged.passUnretained(lookups).toOpaque()))
         let opaque = Unmanaged.passUnretained(self).toOpaque()
         try check(georelay_curl_setopt_opensocket_function(handle) { user, purpose, address in
             guard let address, purpose == CURLSOCKTYPE_IPCXN else { return CURL_SOCKET_BAD }
@@ -125,6 +144,45 @@ package final class WireMeter: Sendable {
             return Glibc.close(fd)
         })
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_CLOSESOCKETDATA, opaque))
+        return lookups
+    }
+}
+
+/// What one handle's name lookups cost: the host of its URL (set as the URL changes), looked up
+/// as a stub resolver does for `getaddrinfo` of any family, an A and an AAAA query and their
+/// answers, each in its own IPv4 and UDP packet with an EDNS record: about 350 bytes for a name
+/// of 20 characters. An address, `localhost` or a `.localhost` name costs nothing (curl and the
+/// system answer them without a packet). Used on the handle's own thread only.
+final class LookupBill {
+    let meter: WireMeter
+    private(set) var bytes = 0
+
+    init(meter: WireMeter) {
+        self.meter = meter
+    }
+
+    func host(of url: String) {
+        bytes = Self.bytes(host: Self.host(of: url))
+    }
+
+    /// The host part of `scheme://[user@]host[:port][/…]`, brackets kept on an IPv6 address.
+    static func host(of url: String) -> Substring {
+        var rest = Substring(url)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        rest = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        if rest.first == "[" { return rest.prefix { $0 != "]" } + "]" }
+        return rest.prefix { $0 != ":" }
+    }
+
+    static func bytes(host: Substring) -> Int {
+        let name = host.lowercased()
+        if name.isEmpty || name.first == "[" || name.allSatisfy({ $0.isNumber || $0 == "." }) { return 0 }
+        if name == "localhost" || name == "localhost." || name.hasSuffix(".localhost") || name.hasSuffix(".localhost.") { return 0 }
+        // IPv4 20 + UDP 8 + DNS header 12 + the name in labels (+2) + type and class 4 + EDNS OPT 11.
+        let question = 55 + name.utf8.count + (name.hasSuffix(".") ? 1 : 2)
+        // Two queries, two answers that repeat the question, and their records (A 16, AAAA 28).
+        return 4 * question + 16 + 28
     }
 }
 

@@ -190,6 +190,7 @@ function destination(d, now) {
       <dt>Time to drain</dt><dd data-field="drain">${esc(drain)}</dd>
       <dt>Sent today</dt><dd data-field="wireBytesToday" data-value="${d.wireBytesToday}">${bytes(d.wireBytesToday)}</dd>
       <dt>This month</dt><dd data-field="wireBytesThisMonth" data-value="${d.wireBytesThisMonth}">${bytes(d.wireBytesThisMonth)}</dd>
+      <dt>Of it data</dt><dd data-field="payloadBytes" data-value="${d.payloadBytes || 0}" title="what the relay sent and read (requests, answers, frames) against what the link billed (TCP/IP headers, handshakes, retransmissions, TLS) since the relay started">${bytes(d.payloadBytes || 0)} of ${bytes(d.wireBytes || 0)} since start</dd>
       ${d.uplink ? `<dt>Via</dt><dd data-field="uplink" data-value="${esc(d.uplink.name || "")}">${esc(via(d.uplink))}</dd>` : ""}
     </dl>
     ${error}
