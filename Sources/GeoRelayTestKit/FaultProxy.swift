@@ -59,6 +59,10 @@ package final class FaultProxy: Sendable {
     }
 
     private let state = Mutex(State())
+    /// When the link is next free in each direction: one clock for every connection through the
+    /// proxy, so N connections share the bandwidth as they do on a real terminal (a clock per
+    /// connection gave 4 pipelined connections, or 40 Teltonika ones, 4 or 40 times the link).
+    private let departures = Mutex((up: UInt64(0), down: UInt64(0)))
     private let targetPort: Int
     private let bytesPerSecond: Int?
     private let latencyMs: Int
@@ -70,7 +74,8 @@ package final class FaultProxy: Sendable {
     package var counters: Counters { state.withLock { $0.counters } }
 
     /// - Parameters:
-    ///   - bytesPerSecond: a cap in each direction (a satellite terminal's few hundred kbit/s), or nil.
+    ///   - bytesPerSecond: a cap in each direction (a satellite terminal's few hundred kbit/s),
+    ///     shared by all connections through the proxy, or nil.
     ///   - latencyMs: added before each chunk is forwarded, each way.
     package init(targetPort: Int, bytesPerSecond: Int? = nil, latencyMs: Int = 0) throws {
         self.targetPort = targetPort
@@ -222,9 +227,10 @@ package final class FaultProxy: Sendable {
     /// Copies one direction until either end closes or the link goes down.
     ///
     /// A delay line, as a real link is: each chunk leaves the sending end once the bandwidth cap
-    /// has serialised the bytes before it, and arrives `latencyMs` later, while the chunks behind
-    /// it are already on their way. (Sleeping the latency per chunk instead would make a round
-    /// trip's worth of delay a cap on throughput, and pipelined requests pay it once each.)
+    /// has serialised the bytes before it (this connection's and every other's going the same
+    /// way), and arrives `latencyMs` later, while the chunks behind it are already on their way.
+    /// (Sleeping the latency per chunk instead would make a round trip's worth of delay a cap on
+    /// throughput, and pipelined requests pay it once each.)
     private func pump(_ pair: Pair, up: Bool, epoch: Int, cutAfterFirstChunk: Bool) {
         let (source, destination) = up ? (pair.client, pair.upstream) : (pair.upstream, pair.client)
         let line = DelayLine()
@@ -232,7 +238,6 @@ package final class FaultProxy: Sendable {
         let readerDone = DispatchSemaphore(value: 0)
         Thread { [self] in
             defer { readerDone.signal() }
-            var departure: UInt64 = 0
             while let chunk = receive(source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair) {
                 if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
                 if currentEpoch != epoch {
@@ -242,7 +247,17 @@ package final class FaultProxy: Sendable {
                     break
                 }
                 let now = WallClock.monotonicNs()
-                departure = max(departure, now) + (bytesPerSecond.map { UInt64(Double(chunk.count) / Double($0) * 1e9) } ?? 0)
+                let departure = bytesPerSecond.map { rate in
+                    let serialised = UInt64(Double(chunk.count) / Double(rate) * 1e9)
+                    return departures.withLock { clocks in
+                        if up {
+                            clocks.up = max(clocks.up, now) + serialised
+                            return clocks.up
+                        }
+                        clocks.down = max(clocks.down, now) + serialised
+                        return clocks.down
+                    }
+                } ?? now
                 line.push(chunk, due: departure + latencyNs)
             }
             line.close()

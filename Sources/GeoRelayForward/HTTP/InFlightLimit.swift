@@ -49,6 +49,17 @@ package struct InFlightLimit: Sendable {
         limit = min(self.ceiling, Self.initial)
     }
 
+    /// How many requests may start now with `outstanding` in flight: none until a batch's worth
+    /// is free, so requests leave in batches a few to a TCP segment rather than one segment (and
+    /// its 52 bytes of headers) each, as answers free their places one by one.
+    package func room(outstanding: Int) -> Int {
+        let free = limit - outstanding
+        return outstanding == 0 || free >= min(limit, Self.batch) ? max(0, free) : 0
+    }
+
+    /// Requests that go together when a window refills: about one segment of OsmAnd requests.
+    package static let batch = 4
+
     /// Forgets the path (a new route): the next requests measure it anew.
     package mutating func reset() {
         self = InFlightLimit(ceiling: ceiling)

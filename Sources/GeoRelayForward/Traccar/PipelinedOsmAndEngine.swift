@@ -164,8 +164,10 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 lane.suspect = nil
                 results[suspect.batch].attempted += 1
             }
-            while lane.inFlight.count < windowSize(lane), outstanding < limit.limit, !finishing, !stop.isSet,
+            var room = limit.room(outstanding: outstanding)
+            while lane.inFlight.count < windowSize(lane), room > 0, !finishing, !stop.isSet,
                   let batch = nextDelivery(for: lane) {
+                room -= 1
                 if let error = connect(lane) { return fail(batch, error) }
                 let index = nextIndex[batch]
                 let bytes = framing.append(batches[batch].deliveries[index].stored.position, to: &lane.output)
