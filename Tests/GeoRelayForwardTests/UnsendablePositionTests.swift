@@ -93,13 +93,27 @@ import GeoRelaySpool
 @Suite(.offThePool) struct BudgetWindowTests {
     @Test func theCostIsWhatWasBilledOverWhatWasSettledNotAHandOversOwnRatio() {
         let window = BudgetWindow()
-        #expect(window.positions(fitting: nil) == .max)
-        #expect(window.positions(fitting: 10_416) == 10, "1,000 B a position until some are settled")
+        let meter = WireMeter()
+        #expect(window.positions(fitting: nil, meter: meter) == .max)
+        #expect(window.positions(fitting: 10_416, meter: meter) == 10, "1,000 B a position until some are settled")
         // A pipelined round at 9.6 kbit/s: requests billed first (150 B each), answers after (100 B each).
         window.observe(billed: 100 * 150, positions: 0)
         window.observe(billed: 100 * 100, positions: 100)
         #expect(abs(window.costPerPosition - 250) < 1, "\(window.costPerPosition)")
-        #expect(window.positions(fitting: 25_416) == 100)
-        #expect(window.positions(fitting: 10) == 1, "a little left still moves one")
+        #expect(window.positions(fitting: 25_416, meter: meter) == 100)
+        #expect(window.positions(fitting: 10, meter: meter) == 1, "a little left still moves one")
+    }
+
+    /// What the meter billed since its last hand-over (here a name lookup) is not left to spend.
+    @Test func whatTheMeterBilledSinceItsLastHandOverIsSpent() throws {
+        let window = BudgetWindow()
+        window.observe(billed: 100 * 250, positions: 100)
+        let meter = WireMeter()
+        let name = "georelay-budget-test.invalid"
+        _ = try? CurlEasy(meter: meter).perform(HTTPRequest(method: "GET", url: "http://\(name):9/", connectTimeoutSeconds: 2))
+        let lookup = LookupBill.bytes(host: Substring(name))
+        #expect(meter.unbilled() == lookup)
+        #expect(window.positions(fitting: 25_416 + Int64(lookup), meter: meter) == 100)
+        #expect(window.positions(fitting: 25_416, meter: meter) == 98)
     }
 }

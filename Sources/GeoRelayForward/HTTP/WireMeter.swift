@@ -58,6 +58,12 @@ package final class WireMeter: Sendable {
         }
     }
 
+    /// Billed since the last take, every live socket read now; nothing is taken.
+    package func unbilled() -> Int {
+        sampleLive()
+        return state.withLock { Int(clamping: $0.pending) }
+    }
+
     /// Everything billed since the meter was made.
     package var total: Int { state.withLock { Int(clamping: $0.total) } }
 

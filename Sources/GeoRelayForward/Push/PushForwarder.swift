@@ -112,7 +112,7 @@ package final class PushForwarder: DestinationForwarder {
             } else {
                 do {
                     // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
-                    let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name))
+                    let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
                     prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : (fitting == .max ? nil : fitting),
                                                  restriction: restriction)
                 } catch {

@@ -154,7 +154,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 ready.append(cursor)
             }
             // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
-            let maxPositions = trial ? 1 : budgetWindow.positions(fitting: gate?.bytesLeft(for: name))
+            let maxPositions = trial ? 1 : budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
             let results: [DeviceResult]
             let alarmsAhead = ledger.alarms(alarms)
             let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }

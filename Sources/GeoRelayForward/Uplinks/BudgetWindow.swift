@@ -35,10 +35,12 @@ final class BudgetWindow: Sendable {
     }
 
     /// Positions that fit in `bytesLeft` (at least one, so a budget with a little left still
-    /// moves; nil: no budget, no bound).
-    func positions(fitting bytesLeft: Int64?) -> Int {
+    /// moves; nil: no budget, no bound), less what `meter` billed since its last hand-over (the
+    /// last round's final ACKs and teardown, up to a second of a slow link's sending), which the
+    /// budget has not seen yet.
+    func positions(fitting bytesLeft: Int64?, meter: WireMeter) -> Int {
         guard let bytesLeft else { return .max }
-        let usable = Double(bytesLeft - Self.connectionBytes)
+        let usable = Double(bytesLeft - Int64(meter.unbilled()) - Self.connectionBytes)
         guard usable > 0 else { return 1 }
         return max(1, Int(min(usable / costPerPosition, 1e9)))
     }
