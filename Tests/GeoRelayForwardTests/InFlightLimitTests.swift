@@ -50,12 +50,20 @@ import Testing
         (link.perRequest * count + link.propagation) / took
     }
 
+    /// Loopback or a LAN under load: the server's CPU queues, not a link. The window stays whole.
+    @Test func aLocalServerKeepsTheWholeWindowWhateverItsQueue() {
+        var limit = InFlightLimit(ceiling: 512)
+        let busyServer = Link(perRequest: .microseconds(300), propagation: .microseconds(200))
+        let (limits, _, _) = Self.run(&limit, over: busyServer, count: 5_000, from: .now)
+        #expect(limits.suffix(4_000).allSatisfy { $0 == 512 })
+    }
+
     @Test func aFastServerGetsTheWholeWindowWithinAFewRoundTrips() {
         var limit = InFlightLimit(ceiling: 512)
-        let link = Link(perRequest: .microseconds(2), propagation: .microseconds(200))
-        let (limits, _, _) = Self.run(&limit, over: link, count: 2_000, from: .now)
+        let link = Link(perRequest: .microseconds(20), propagation: .milliseconds(20))
+        let (limits, _, _) = Self.run(&limit, over: link, count: 5_000, from: .now)
         #expect(limits.last == 512, "\(limits.enumerated().filter { $0.offset == 0 || limits[$0.offset - 1] != $0.element }.map { "\($0.offset):\($0.element)" })")
-        #expect(limits.firstIndex(of: 512).map { $0 < 1_000 } == true, "reached the ceiling only after \(limits.firstIndex(of: 512) ?? -1) answers")
+        #expect(limits.firstIndex(of: 512).map { $0 < 2_000 } == true, "reached the ceiling only after \(limits.firstIndex(of: 512) ?? -1) answers")
     }
 
     /// 256 kbit/s, 300-byte requests, a few milliseconds of path: the link holds about one
@@ -105,11 +113,11 @@ import Testing
         let start = ContinuousClock.now
         for step in 0..<100 {
             let sequence = limit.sending(inFlight: 0)
-            limit.answered(sequence: sequence, roundTrip: .microseconds(100), now: start + .milliseconds(step))
+            limit.answered(sequence: sequence, roundTrip: .milliseconds(50), now: start + .milliseconds(100 * step))
         }
         #expect(limit.limit == InFlightLimit.initial, "one request at a time never showed the link could take more")
         var full = InFlightLimit(ceiling: 2 * InFlightLimit.initial)
-        let link = Link(perRequest: .microseconds(20), propagation: .microseconds(200))
+        let link = Link(perRequest: .microseconds(200), propagation: .milliseconds(20))
         _ = Self.run(&full, over: link, count: 500, from: start)
         #expect(full.limit == 2 * InFlightLimit.initial, "at most the ceiling")
         full.reset()

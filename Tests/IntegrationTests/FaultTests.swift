@@ -85,7 +85,8 @@ import GeoRelayTestKit
         let backlog = long ? 100_000 : 20_000
         let world = try RelayWorld()
         // A link that takes about 25 s (the short form) to carry the backlog: many lives of 3 s.
-        let proxy = try FaultProxy(targetPort: world.server.http.port, bytesPerSecond: long ? 400_000 : 64_000, latencyMs: 20)
+        // (Its bandwidth is shared by the four connections, as a real link's is.)
+        let proxy = try FaultProxy(targetPort: world.server.http.port, bytesPerSecond: long ? 1_600_000 : 256_000, latencyMs: 20)
         defer { proxy.stop() }
         try world.writeConfig(spool: "stateSyncSeconds: 15", traccarURL: "http://127.0.0.1:\(proxy.port)/")
         world.server.setBehaviour(.status(503, headers: []))

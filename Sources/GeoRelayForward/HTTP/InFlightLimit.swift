@@ -28,6 +28,10 @@ package struct InFlightLimit: Sendable {
     private var roundFilled = false
     /// The shortest round trips of the rounds since `baseSince` was last renewed.
     private var renewalShortest: Duration?
+    /// Answers since `rateSince`, and the rate of the last whole interval.
+    private var rateAnswers = 0
+    private var rateSince: ContinuousClock.Instant?
+    private var rate: Double = 0
 
     package static let queuedAtLeast = 1.0
     package static let queuedAtMost = 3.0
@@ -40,6 +44,16 @@ package struct InFlightLimit: Sendable {
     /// behind itself for a moment on any link, which would end the doubling long before a long
     /// path is full (on a geostationary link, at half of what it holds).
     package static let toleratedShare = 0.125
+    /// A path this short that delivers `localRate` or more is loopback or a LAN, not a metered
+    /// terminal: a queue there drains in moments, and what looks like one is the server's (or
+    /// this box's) CPU, which a deep window keeps busy while the relay waits its turn. It keeps
+    /// the whole window: on a 2-core box under load, limiting it cost a third of a loopback
+    /// drain's speed. (The round trip alone does not tell: a shaper with a bucket lets a lone
+    /// request through at once, and a terminal's modem may too.)
+    package static let localRoundTrip: Duration = .milliseconds(2)
+    /// Requests a second (about 2.4 Mbit/s of OsmAnd), measured over `rateInterval`.
+    package static let localRate = 1_000.0
+    package static let rateInterval: Duration = .milliseconds(250)
     /// The path's round trip is measured anew this often: a path can get longer without a route
     /// change (a satellite beam handover), and a base that stayed short would shrink the window.
     package static let baseLifetime: Duration = .seconds(30)
@@ -77,12 +91,26 @@ package struct InFlightLimit: Sendable {
     package mutating func answered(sequence: UInt64, roundTrip: Duration, now: ContinuousClock.Instant) {
         roundShortest = min(roundShortest ?? roundTrip, roundTrip)
         renewalShortest = min(renewalShortest ?? roundTrip, roundTrip)
+        rateAnswers += 1
+        if let since = rateSince {
+            if now - since >= Self.rateInterval {
+                rate = Double(rateAnswers) / ((now - since) / .seconds(1))
+                rateAnswers = 0
+                rateSince = now
+            }
+        } else {
+            rateSince = now
+        }
         if baseRoundTrip == nil || roundTrip < baseRoundTrip! {
             baseRoundTrip = roundTrip
             baseSince = baseSince ?? now
         }
         guard sequence >= roundEndsWith, let shortest = roundShortest, let base = baseRoundTrip else { return }
-        adjust(shortest: shortest, base: base)
+        if base < Self.localRoundTrip, rate >= Self.localRate {
+            limit = ceiling
+        } else {
+            adjust(shortest: shortest, base: base)
+        }
         if let since = baseSince, now - since >= Self.baseLifetime, let renewed = renewalShortest {
             baseRoundTrip = renewed
             baseSince = now
