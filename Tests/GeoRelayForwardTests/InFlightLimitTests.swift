@@ -54,8 +54,15 @@ import Testing
     @Test func aLocalServerKeepsTheWholeWindowWhateverItsQueue() {
         var limit = InFlightLimit(ceiling: 512)
         let busyServer = Link(perRequest: .microseconds(300), propagation: .microseconds(200))
-        let (limits, _, _) = Self.run(&limit, over: busyServer, count: 5_000, from: .now)
+        let (limits, _, end) = Self.run(&limit, over: busyServer, count: 5_000, from: .now)
         #expect(limits.suffix(4_000).allSatisfy { $0 == 512 })
+        // A loaded box's slow spell (the server's CPU taken by something else) does not start
+        // limiting it: only a new route does.
+        let slowSpell = Link(perRequest: .milliseconds(5), propagation: .microseconds(200))
+        let (spell, _, _) = Self.run(&limit, over: slowSpell, count: 2_000, from: end)
+        #expect(spell.allSatisfy { $0 == 512 })
+        limit.reset()
+        #expect(limit.limit == InFlightLimit.initial)
     }
 
     @Test func aFastServerGetsTheWholeWindowWithinAFewRoundTrips() {

@@ -32,6 +32,9 @@ package struct InFlightLimit: Sendable {
     private var rateAnswers = 0
     private var rateSince: ContinuousClock.Instant?
     private var rate: Double = 0
+    /// Seen to be loopback or a LAN: until the route moves, it stays one (a moment of a loaded
+    /// box's slowness must not start limiting a window the CPU then cannot refill).
+    private var local = false
 
     package static let queuedAtLeast = 1.0
     package static let queuedAtMost = 3.0
@@ -106,7 +109,8 @@ package struct InFlightLimit: Sendable {
             baseSince = baseSince ?? now
         }
         guard sequence >= roundEndsWith, let shortest = roundShortest, let base = baseRoundTrip else { return }
-        if base < Self.localRoundTrip, rate >= Self.localRate {
+        if local || (base < Self.localRoundTrip && rate >= Self.localRate) {
+            local = true
             limit = ceiling
         } else {
             adjust(shortest: shortest, base: base)
