@@ -45,9 +45,13 @@ import Testing
         return (limits, queuedLate, now)
     }
 
-    /// The share of the time the bottleneck was sending.
-    static func busy(_ link: Link, count: Int, took: Duration) -> Double {
-        (link.perRequest * count + link.propagation) / took
+    /// A fresh limit over `link` for `count` requests: the limit after each answer, the most
+    /// requests waiting late on, and the share of the time the bottleneck was sending.
+    static func measure(_ link: Link, count: Int) -> (limits: [Int], queuedLate: Int, busy: Double) {
+        var limit = InFlightLimit(ceiling: 512)
+        let start = ContinuousClock.now
+        let (limits, queuedLate, end) = run(&limit, over: link, count: count, from: start)
+        return (limits, queuedLate, (link.perRequest * count + link.propagation) / (end - start))
     }
 
     /// Loopback or a LAN under load: the server's CPU queues, not a link. The window stays whole.
@@ -76,11 +80,9 @@ import Testing
     /// 256 kbit/s, 300-byte requests, a few milliseconds of path: the link holds about one
     /// request, so a window of 128 would be 127 requests waiting in the modem.
     @Test func aSlowLinkKeepsOnlyAFewRequestsWaiting() {
-        var limit = InFlightLimit(ceiling: 512)
         let link = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(5))
-        let start = ContinuousClock.now
-        let (limits, queuedLate, end) = Self.run(&limit, over: link, count: 600, from: start)
-        #expect(Self.busy(link, count: 600, took: end - start) > 0.95, "the link stays busy")
+        let (limits, queuedLate, busy) = Self.measure(link, count: 600)
+        #expect(busy > 0.95, "the link stays busy")
         // What is tolerated as jitter, the few kept waiting, and a batch (places free up one by one
         // and fill a batch at a time, so the window swings by one).
         let tolerated = Int(InFlightLimit.tolerance / link.perRequest) + Int(InFlightLimit.queuedAtMost) + InFlightLimit.batch
@@ -92,11 +94,9 @@ import Testing
     /// A geostationary link: 600 ms of path at 256 kbit/s holds about 64 requests; the limit
     /// grows to that and not much past it.
     @Test func aLongLinkIsKeptFull() {
-        var limit = InFlightLimit(ceiling: 512)
         let link = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(600))
-        let start = ContinuousClock.now
-        let (limits, queuedLate, end) = Self.run(&limit, over: link, count: 3_000, from: start)
-        #expect(Self.busy(link, count: 3_000, took: end - start) > 0.9, "the link stays busy")
+        let (limits, queuedLate, busy) = Self.measure(link, count: 3_000)
+        #expect(busy > 0.9, "the link stays busy")
         let holds = Int(link.pathHolds)
         let tolerated = Int(link.propagation * InFlightLimit.toleratedShare / link.perRequest) + 2 * Int(InFlightLimit.queuedAtMost) + InFlightLimit.batch
         #expect(limits.suffix(1_000).allSatisfy { $0 >= holds - 1 && $0 <= holds + tolerated }, "path holds \(holds): \(Set(limits.suffix(1_000)).sorted())")
@@ -129,6 +129,19 @@ import Testing
         #expect(full.limit == 2 * InFlightLimit.initial, "at most the ceiling")
         full.reset()
         #expect(full.limit == InFlightLimit.initial && full.baseRoundTrip == nil)
+    }
+
+    /// Two reads of the clock alike make a zero round trip: no queue, and no 0/0 to convert
+    /// (a hundred answers a second on a short path: limited, so the share is computed).
+    @Test func aZeroRoundTripIsNoQueue() {
+        var limit = InFlightLimit(ceiling: 512)
+        let now = ContinuousClock.now
+        for step in 0..<200 {
+            let sequence = limit.sending(inFlight: 0)
+            limit.answered(sequence: sequence, roundTrip: .zero, now: now + .milliseconds(10 * step))
+        }
+        #expect(limit.limit >= 1 && limit.limit <= 512)
+        #expect(InFlightLimit.queued(limit: 10, roundTrip: .zero, base: .zero) == 0)
     }
 
     @Test func queueingIsTheRoundTripBeyondThePathsOwn() {

@@ -138,7 +138,10 @@ package struct InFlightLimit: Sendable {
     private mutating func adjust(shortest: Duration, base: Duration) {
         let queued = Self.queued(limit: limit, roundTrip: shortest, base: base)
         // What the path holds, and a few more: where a queue that grew too long goes back to.
-        let held = Int(Double(limit) * (base / shortest) + Self.queuedAtMost)
+        // base ≤ shortest (both are round trips seen, base the least), so the share is at most 1;
+        // a zero round trip (two clock reads alike) counts as no queue rather than 0/0.
+        let share = shortest > .zero ? min(1, max(0, base / shortest)) : 1
+        let held = Int(Double(limit) * share + Self.queuedAtMost)
         if growing {
             if queued > Self.queuedAtLeast {
                 growing = false
