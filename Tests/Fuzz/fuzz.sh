@@ -18,19 +18,27 @@ out="$root/.build/fuzz"
 runs=${FUZZ_RUNS:-30000}
 mkdir -p "$out"
 
+# One binary for every target (Tests/Fuzz/FuzzEntry.swift; GEORELAY_FUZZ_TARGET picks one).
+target_known() {
+    case $1 in
+        lines|config|encoders) ;;
+        *) echo "fuzz.sh: no target '$1' (lines, config, encoders)" >&2; exit 64 ;;
+    esac
+}
+
 build() {
-    target=$1
-    entry="$root/Tests/Fuzz/Fuzz$(echo "$target" | cut -c1 | tr a-z A-Z)$(echo "$target" | cut -c2-).swift"
-    [ -f "$entry" ] || { echo "fuzz.sh: no target '$target' (lines, config, encoders)" >&2; exit 64; }
-    binary="$out/fuzz-$target"
+    target_known "$1"
+    entry="$root/Tests/Fuzz/FuzzEntry.swift"
+    binary="$out/fuzz"
     # Rebuilt only when a source is newer than the binary.
     if [ ! -x "$binary" ] || [ -n "$(find "$root/Sources/GeoRelayCore" "$entry" -newer "$binary" -name '*.swift' | head -1)" ]; then
-        echo "fuzz.sh: building $target"
+        echo "fuzz.sh: building the fuzzer"
+        rm -f "$binary"
         swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
             -package-name georelay -module-name GeoRelayCore -swift-version 6 \
             $(find "$root/Sources/GeoRelayCore" -name '*.swift' | sort) "$entry" \
             -o "$binary" 2>&1 | grep -v "Cannot export local symbol" >&2 || true
-        [ -x "$binary" ] || { echo "fuzz.sh: build of $target failed" >&2; exit 1; }
+        [ -x "$binary" ] || { echo "fuzz.sh: build of the fuzzer failed" >&2; exit 1; }
     fi
 }
 
@@ -50,7 +58,7 @@ run_ci() {
     cp "$root/Tests/Fuzz/corpus/$target/"* "$scratch/corpus/" 2>/dev/null || true
     for crash in "$root/Tests/Fuzz/crashes/$target-"*; do [ -f "$crash" ] && cp "$crash" "$scratch/corpus/"; done
     # The scratch corpus first: libFuzzer writes new inputs there, never into the repository.
-    if ! "$out/fuzz-$target" -runs="$runs" -max_len=8192 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
+    if ! GEORELAY_FUZZ_TARGET="$target" "$out/fuzz" -runs="$runs" -max_len=8192 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
             -artifact_prefix="$out/$target-" "$scratch/corpus" $(seeds "$target") > "$out/$target.log" 2>&1; then
         tail -40 "$out/$target.log" >&2
         echo "fuzz.sh: $target crashed; the input is in $out/ (copy it to Tests/Fuzz/crashes/$target-<name>)" >&2
@@ -72,7 +80,7 @@ case ${1:-ci} in
         target=${2:?"fuzz.sh keep <target>"}
         build "$target"
         merged=$(mktemp -d)
-        "$out/fuzz-$target" -merge=1 -max_len=8192 "$merged" "$root/Tests/Fuzz/corpus/$target" "$out/corpus-$target" > "$out/merge.log" 2>&1
+        GEORELAY_FUZZ_TARGET="$target" "$out/fuzz" -merge=1 -max_len=8192 "$merged" "$root/Tests/Fuzz/corpus/$target" "$out/corpus-$target" > "$out/merge.log" 2>&1
         # ../shared's receiver logs seed the fuzzer but are not ours to copy: drop inputs quoting them.
         python3 - "$merged" "$root/../shared/testdata/nmea" <<'PY'
 import os, sys
@@ -98,7 +106,7 @@ PY
         shift
         build "$target"
         mkdir -p "$out/corpus-$target"
-        exec "$out/fuzz-$target" -max_len=8192 -timeout=10 -artifact_prefix="$out/$target-" "$@" \
+        GEORELAY_FUZZ_TARGET="$target" exec "$out/fuzz" -max_len=8192 -timeout=10 -artifact_prefix="$out/$target-" "$@" \
             "$out/corpus-$target" "$root/Tests/Fuzz/corpus/$target" $(seeds "$target")
         ;;
 esac
