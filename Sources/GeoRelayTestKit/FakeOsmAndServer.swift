@@ -95,6 +95,34 @@ package final class FakeOsmAndServer: Sendable {
         }
         return (byDevice, stored.count - seen.count)
     }
+    /// One device's arrivals against what it should have had: each of `expected` (fix times,
+    /// oldest first) exactly once, in an order `DeliveryOrder` allows, `archive` where it is history.
+    /// nil when so, else what is wrong.
+    package func deliveryProblem(_ device: String, expected: [Int64]) -> String? {
+        if let problem = DeliveryOrder.problem(positions.filter { $0.uniqueId == device }.map(\.fixTimeMs), expected: expected) {
+            return "\(device): \(problem)"
+        }
+        return orderProblem(device)
+    }
+
+    /// What breaks `DeliveryOrder` in a device's first arrivals, or an `archive` flag that
+    /// disagrees with it (history carries `archive=true`, as Traccar's decoders mark buffered
+    /// records; a position newer than all before it does not); nil when all holds. Across a crash
+    /// the flags are not checked (`archive: false`): the relay may not have recorded what it sent
+    /// ahead before it died, and Traccar goes by fix time whatever the flag says.
+    package func orderProblem(_ device: String, archive: Bool = true) -> String? {
+        var seen = Set<Int64>()
+        let first = positions.filter { $0.uniqueId == device && seen.insert($0.fixTimeMs).inserted }
+        let times = first.map(\.fixTimeMs)
+        if let problem = DeliveryOrder.problem(times) { return "\(device): \(problem)" }
+        guard archive else { return nil }
+        let history = Set(DeliveryOrder.history(times))
+        for position in first where (position.attributes["archive"] == .bool(true)) != history.contains(position.fixTimeMs) {
+            return "\(device): fix \(position.fixTimeMs) \(history.contains(position.fixTimeMs) ? "is history without" : "is current with") archive=true"
+        }
+        return nil
+    }
+
     package var requestCount: Int { state.withLock { $0.requests } }
     /// How many requests named a device this server does not know.
     package var unknownDeviceRequests: Int { state.withLock { $0.unknownDeviceRequests } }

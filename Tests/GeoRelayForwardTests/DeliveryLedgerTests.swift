@@ -42,4 +42,62 @@ import GeoRelaySpool
         // An older fix arriving late (a phone's backlog) is not where the vessel is now.
         #expect(ledger.stillAlive([Self.stored(12, second: 10)], minIntervalMs: 60_000, sent: []).isEmpty)
     }
+
+    static let everything: LocationFilter = {
+        var settings = FilterSettings()
+        settings.mode = .all
+        return LocationFilter(settings: settings)
+    }()
+
+    /// Behind: a backlog spanning 30 s of fixes or more, or a chunk cut at its limit. The steady
+    /// state's few seconds of fixes are not.
+    @Test func aDeviceIsBehindWhenItsBacklogSpansHalfAMinuteOrFillsItsChunk() {
+        let ledger = DeliveryLedger(destination: "traccar")
+        let minute = (1...60).map { Self.stored(Int64($0), second: Int64($0)) }
+        let moments = (1...5).map { Self.stored(Int64($0), device: 2, second: Int64($0)) }
+        let cut = (1...2).map { Self.stored(Int64($0), device: 3, second: Int64($0)) }
+        let behind = ledger.behind([(minute, false), (moments, false), (cut, true), ([], false)], filter: Self.everything, alreadySent: [])
+        #expect(behind == [1, 3])
+        #expect(ledger.behind([(Array(minute.prefix(30)), false)], filter: Self.everything, alreadySent: []).isEmpty, "29 s is the steady state")
+        #expect(ledger.behind([(Array(minute.prefix(31)), false)], filter: Self.everything, alreadySent: []) == [1])
+    }
+
+    /// A device behind has its newest sent ahead; its backlog then follows as history
+    /// (`archive=true`), without the newest, and nothing goes ahead again.
+    @Test func theNewestGoesAheadAndTheBacklogFollowsAsHistory() {
+        var ledger = DeliveryLedger(destination: "traccar")
+        let backlog = (1...60).map { Self.stored(Int64($0), second: Int64($0)) }
+        let ahead = ledger.currentAhead([backlog[59]], sent: [])
+        #expect(ahead.map(\.stored.seq) == [60] && ahead.allSatisfy { $0.kind == .ahead })
+        var update = DeliveryUpdate(destination: "traccar")
+        ledger.delivered(ahead[0], into: &update)
+        #expect(ledger.currentAhead([backlog[59]], sent: []).isEmpty, "sent once")
+        let sends = ledger.plan(backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
+        #expect(sends.map(\.stored.seq) == Array(1...59))
+        #expect(sends.allSatisfy { $0.stored.position.attributes.contains(Attribute("archive", .bool(true))) })
+        // History already (the server has a newer fix): still behind, for a newer position to go ahead.
+        #expect(ledger.behind([(Array(backlog.prefix(3)), false)], filter: Self.everything, alreadySent: []) == [1])
+        #expect(ledger.currentAhead([Self.stored(61, second: 61)], sent: []).map(\.stored.seq) == [61])
+    }
+
+    /// A position the server refuses ahead of its backlog is not sent ahead again, and its turn
+    /// in the backlog quarantines it without a second try.
+    @Test func aPositionRefusedAheadIsQuarantinedInItsTurnWithoutASecondTry() {
+        var ledger = DeliveryLedger(destination: "traccar")
+        let backlog = (1...60).map { Self.stored(Int64($0), second: Int64($0)) }
+        let ahead = ledger.currentAhead([backlog[59]], sent: [])
+        var update = DeliveryUpdate(destination: "traccar")
+        ledger.refused(ahead[0], reason: "HTTP 400", logger: .disabled, into: &update)
+        #expect(update.quarantined.isEmpty, "quarantined in its turn, where the cursor passes it")
+        #expect(ledger.currentAhead([backlog[59]], sent: []).isEmpty, "not ahead again")
+        let sends = ledger.plan(backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
+        #expect(sends.map(\.stored.seq) == Array(1...59))
+        #expect(sends.last?.ackThrough == 60, "the cursor passes it with the position before it")
+        #expect(update.quarantined.map(\.1) == [60] && update.quarantined.first?.2 == "HTTP 400")
+        // An alarm refused ahead is not offered ahead again either.
+        let alarm = Self.stored(70, device: 2, second: 70, alarm: "sos")
+        let alarms = ledger.alarms((unsent: [alarm], sent: []))
+        ledger.refused(alarms.ahead[0], reason: "HTTP 400", logger: .disabled, into: &update)
+        #expect(ledger.alarms((unsent: [alarm], sent: [])).ahead.isEmpty)
+    }
 }

@@ -182,7 +182,8 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         }
         var expected = track.map { Timestamp.iso8601(milliseconds: $0.timeMs) }
         expected.remove(at: 37)
-        #expect(f.server.points.map(\.timestamp) == expected)
+        #expect(DeliveryOrder.problem(f.server.points.map(\.timestamp), expected: expected) == nil)
+        #expect(f.server.points.first?.timestamp == expected.last, "the current position first")
     }
 
     @Test func a413HalvesTheBatchesAndABacklogGoesOutInFullOnes() async throws {
@@ -195,8 +196,10 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.points.count == 1000)
         let sizes = f.server.batches.map(\.points)
         #expect(sizes.allSatisfy { $0 <= 150 })
-        // 500 → 250 → 125 after the 413s, then full batches of 125.
-        #expect(sizes.dropLast().allSatisfy { $0 == 125 })
+        // The current position alone, then the history: 500 → 250 → 125 after the 413s, then
+        // full batches of 125.
+        #expect(sizes.first == 1)
+        #expect(sizes.dropFirst().dropLast().allSatisfy { $0 == 125 })
     }
 
     @Test func backlogBatchesAreFull() async throws {
@@ -205,7 +208,8 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         try await f.withForwarder {
             #expect(await f.server.waitUntil { $0.count >= 1200 })
         }
-        #expect(f.server.batches.map(\.points) == [500, 500, 200])
+        // Both devices' current positions first, then their history in full batches.
+        #expect(f.server.batches.map(\.points) == [2, 500, 500, 198])
     }
 
     /// Positions received before the wall clock was set back 3 h look, to the batcher, as if

@@ -141,13 +141,16 @@ import GeoRelayTestKit
         #expect(liveArrived, "live collectors' positions waited behind the backlog (not all at Traccar within \(liveBound))")
         peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
 
-        // Ledger for the backlog: each device's first arrivals are exactly the start of its spooled
-        // track, in order, with no gap, across every kill (repeats after a kill are counted, not failed).
+        // Ledger for the backlog: each device's current position first, then its history: the
+        // start of its spooled track, in order, with no gap, across every kill (repeats after a kill
+        // are counted, not failed).
         let (firsts, duplicates) = world.server.firstArrivals
         let delivered = firsts.values.reduce(0) { $0 + $1.count }
         for device in (0..<Self.backlogDevices).map({ "unit\($0)" }) {
             let times = firsts[device] ?? []
-            #expect(times == (0..<times.count).map(fixTimeMs), "\(device): a gap or a reordering in what arrived")
+            let history = DeliveryOrder.history(times)
+            #expect(world.server.orderProblem(device, archive: false) == nil)
+            #expect(history == (0..<history.count).map(fixTimeMs), "\(device): a gap or a reordering in the history that arrived")
         }
         // Bounded: holding the backlog would take hundreds of MiB.
         #expect(peakRSS < 96 << 20, "peak RSS \(peakRSS >> 20) MiB")

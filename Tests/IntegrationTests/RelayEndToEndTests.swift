@@ -296,7 +296,10 @@ import GeoRelayTestKit
         try world.server.http.start(port: port)
         #expect(await world.server.waitUntil(timeout: .seconds(30)) { $0.count >= 102 })
         for device in ["a", "b"] {
-            #expect(world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs) == (0...50).map(fixTimeMs))
+            // Each once; after the outage the current position first, the rest as history.
+            #expect(world.server.deliveryProblem(device, expected: (0...50).map(fixTimeMs)) == nil)
+            #expect(world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs).prefix(2) == [fixTimeMs(0), fixTimeMs(50)],
+                    "\(device): the current position first after the outage")
         }
     }
 }

@@ -30,6 +30,11 @@ struct DeliveryLedger: Sendable {
     /// it alone, a device the server does not know looked unparked for up to 15 s, and every round
     /// sent its window again (5,656 requests in 15 s against one Traccar answering 400).
     private(set) var parks: [Int64: Int64?] = [:]
+    /// Positions the server refused for good when sent ahead of their backlog (an alarm, a
+    /// current position), with why: not sent ahead again, and quarantined in their backlog turn
+    /// without a second try (a refusal is about the position, not where it stood in line). Kept
+    /// only in memory: after a restart such a position is tried once more.
+    private(set) var refusedAhead: [Int64: String] = [:]
     /// Devices the server has taken a position of since this ledger was made.
     private(set) var known: Set<Int64> = []
 
@@ -57,7 +62,7 @@ struct DeliveryLedger: Sendable {
         // An alarm this ledger settled in its backlog turn (the spool may not show it yet) is had.
         // One no encoder can carry waits for its backlog turn, which quarantines it.
         let ahead = spool.unsent.filter {
-            !sent.contains($0.seq) && $0.seq > acked[$0.deviceID] ?? 0 && PositionBounds.problem(in: $0.position) == nil
+            !sent.contains($0.seq) && refusedAhead[$0.seq] == nil && $0.seq > acked[$0.deviceID] ?? 0 && PositionBounds.problem(in: $0.position) == nil
         }.map { alarm in
             Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .ahead)
         }
@@ -73,27 +78,43 @@ struct DeliveryLedger: Sendable {
         ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true }
     }
 
-    /// The devices whose backlog is history: the server has a newer fix of them (sent ahead: an
-    /// alarm, a still-alive position) than their next pending one. Their newest goes ahead of it.
-    func backfilling(_ next: [StoredPosition]) -> [Int64] {
-        next.compactMap { first in
-            guard let newestSent = filters[first.deviceID]?.newestSentMs, first.position.timeMs < newestSent else { return nil }
-            return first.deviceID
+    /// How much fix time a device's pending positions span before it counts as behind: more
+    /// than the steady state's round or two of fixes, less than any outage worth the name.
+    static let behindMs: Int64 = 30_000
+
+    /// The devices whose newest position goes ahead of their backlog, given each device's next
+    /// chunk of pending positions (`full`: the chunk was cut at its limit, more waits behind it):
+    /// those behind (the chunk spans `behindMs` or more of fix time, or is full) and those whose
+    /// backlog is history already (the server has a newer fix of them, sent ahead: an alarm, a
+    /// still-alive position). After an outage, a start-up, a budget freed or a route moved, the
+    /// server then shows where every unit is now first, and the backlog fills in behind it.
+    /// A backlog the filter sends nothing of (a vessel moored since) has no newest sent ahead
+    /// either: the filter decided the server learns nothing new from it.
+    func behind(_ next: [(positions: [StoredPosition], full: Bool)], filter: LocationFilter, alreadySent: Set<Int64>) -> [Int64] {
+        next.compactMap { chunk in
+            guard let first = chunk.positions.first, let last = chunk.positions.last else { return nil }
+            let state = filters[first.deviceID] ?? FilterState()
+            let history = state.newestSentMs.map { first.position.timeMs < $0 } ?? false
+            let span = last.position.timeMs.saturatingMinus(first.position.timeMs)
+            guard history || chunk.full || span >= Self.behindMs else { return nil }
+            let plan = DevicePlan(chunk.positions, state: state, filter: filter, alreadySent: alreadySent.union(sentAhead),
+                                  refused: refusedAhead, traccarAttributes: false)
+            return plan.sends.isEmpty ? nil : first.deviceID
         }
     }
 
-    /// A backfill's live edge: each backfilling device's newest position when it is newer than
-    /// the newest fix the server has, to go ahead of the history still owed (as the issue's
-    /// users expect: where the vessel is now shows first, the day behind it fills in after).
-    func liveAhead(_ newest: [StoredPosition], sent: Set<Int64>) -> [Delivery] {
-        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs > $0 } ?? false }
+    /// Of the devices `behind` found, each one's newest position when it is newer than the newest
+    /// fix the server has of it (or the server has none), to go ahead of the history still owed.
+    func currentAhead(_ newest: [StoredPosition], sent: Set<Int64>) -> [Delivery] {
+        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs > $0 } ?? true }
     }
 
     /// Of `newest`, what has not gone ahead yet and is `due` (its fix time against the newest
     /// the server has of its device), as deliveries ahead of the backlog.
     private func ahead(_ newest: [StoredPosition], sent: Set<Int64>, due: (Int64, Int64?) -> Bool) -> [Delivery] {
         newest.compactMap { stored in
-            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq), PositionBounds.problem(in: stored.position) == nil else { return nil }
+            guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq), refusedAhead[stored.seq] == nil,
+                  PositionBounds.problem(in: stored.position) == nil else { return nil }
             let state = filters[stored.deviceID] ?? FilterState()
             guard due(stored.position.timeMs, state.newestSentMs) else { return nil }
             return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
@@ -120,7 +141,7 @@ struct DeliveryLedger: Sendable {
                        traccarAttributes: Bool, into update: inout DeliveryUpdate) -> [Delivery] {
         guard let deviceID = positions.first?.deviceID else { return [] }
         let plan = DevicePlan(positions, state: filters[deviceID] ?? FilterState(), filter: filter,
-                              alreadySent: alreadySent.union(sentAhead), traccarAttributes: traccarAttributes)
+                              alreadySent: alreadySent.union(sentAhead), refused: refusedAhead, traccarAttributes: traccarAttributes)
         if let leading = plan.leading {
             settle(deviceID, through: leading.ackThrough, state: leading.state, into: &update)
         }
@@ -166,9 +187,9 @@ struct DeliveryLedger: Sendable {
     }
 
     /// The server refused it for good. A backlog position is quarantined (kept, counted, never
-    /// retried automatically) and its device goes on; a replayed one leaves the replay queue; an
-    /// position refused ahead of its backlog (an alarm, a still-alive one) is left to its turn in
-    /// the backlog, which decides.
+    /// retried automatically) and its device goes on; a replayed one leaves the replay queue; a
+    /// position refused ahead of its backlog (an alarm, a current one) is quarantined when its
+    /// turn in the backlog comes (`refusedAhead`), where the cursor can pass it.
     mutating func refused(_ delivery: Delivery, reason: String, logger: Logger, into update: inout DeliveryUpdate) {
         let (seq, device) = (delivery.stored.seq, delivery.device)
         switch delivery.kind {
@@ -178,6 +199,7 @@ struct DeliveryLedger: Sendable {
             replaysSettled.insert(seq)
         case .ahead:
             logger.warning("\(delivery.stored.position.alarm == nil ? "position" : "alarm") \(seq) of \(device) refused ahead of its backlog: \(reason)")
+            refusedAhead[seq] = reason
         case .backlog:
             logger.warning("quarantined position \(seq) of \(device): \(reason)")
             update.quarantined.append((delivery.deviceID, seq, reason))

@@ -14,15 +14,18 @@ struct DevicePlan: Sendable {
     ///
     /// - Parameters:
     ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
+    ///   - refused: positions the server refused when sent ahead, with why: quarantined here.
     ///   - traccarAttributes: add `motion` on stop changes and `archive=true` to
     ///     positions older than one the server already has, the key Traccar uses
     ///     for history a device recorded while it could not send.
     init(_ positions: [StoredPosition], state initial: FilterState, filter: LocationFilter,
-         alreadySent: Set<Int64> = [], traccarAttributes: Bool) {
+         alreadySent: Set<Int64> = [], refused: [Int64: String] = [:], traccarAttributes: Bool) {
         var state = initial
         for stored in positions {
             if let problem = PositionBounds.problem(in: stored.position) {
                 unsendable.append((stored.seq, "not sent: \(problem.message)"))
+            } else if let reason = refused[stored.seq] {
+                unsendable.append((stored.seq, reason))
             } else if !alreadySent.contains(stored.seq) {
                 var position = stored.position
                 let historic = state.newestSentMs.map { position.timeMs < $0 } ?? false

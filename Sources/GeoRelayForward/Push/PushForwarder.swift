@@ -247,16 +247,17 @@ package final class PushForwarder: DestinationForwarder {
                 return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }
             var candidates: [Delivery] = []
-            var firsts: [StoredPosition] = []
+            var chunks: [(positions: [StoredPosition], full: Bool)] = []
             for cursor in cursors {
                 let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
-                if let first = positions.first { firsts.append(first) }
+                chunks.append((positions, positions.count >= maxPositions))
                 candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
             }
-            // A backfill (the gateway has a newer fix than the backlog): each such device's newest first.
-            let backfilling = Set(ledger.backfilling(firsts))
+            // Devices behind (a backlog after an outage, or history already): each one's newest
+            // first, as a batch of its own, ahead of every device's history.
+            let backfilling = Set(ledger.behind(chunks, filter: filter, alreadySent: alarms.sent))
             if !backfilling.isEmpty {
-                let live = ledger.liveAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent)
+                let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent)
                 if !live.isEmpty {
                     // What the filter settled goes with it; the backlog's batch is planned again next time.
                     return ahead(live)

@@ -3,7 +3,8 @@ import GeoRelayCore
 import GeoRelaySpool
 
 /// Delivers the spool to a Traccar server's OsmAnd port (or its Teltonika port, with
-/// `protocol: "teltonika"`), oldest first per device.
+/// `protocol: "teltonika"`): per device oldest first, except that a device behind has its
+/// newest sent ahead of its backlog (`DeliveryLedger.behind`).
 ///
 /// Each round reads which devices have positions this destination has not
 /// settled, then works through up to `concurrency` devices at once, each
@@ -238,14 +239,15 @@ package final class TraccarForwarder: DestinationForwarder {
             logger.error("cannot read positions: \(error)")
             return []
         }
-        // A backlog that is history (the server has a newer fix, sent ahead) is a backfill: the
-        // device's newest goes first, so the server shows where it is now while the rest fills in.
+        // A device behind (a backlog after an outage, or history already) is a backfill: every such
+        // device's newest goes first, in a round of its own, so the server shows where each unit is
+        // now before any device's history, which then fills in oldest first.
         var live: [DeviceResult] = []
-        let backfilling = Set(ledger.backfilling(read.compactMap(\.1.first)))
+        let backfilling = Set(ledger.behind(read.map { ($0.1, $0.1.count >= chunk) }, filter: filter, alreadySent: sentAhead))
         if !backfilling.isEmpty {
             do {
                 let newest = try await reader.run { try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) }) }
-                let ahead = ledger.liveAhead(newest, sent: sentAhead)
+                let ahead = ledger.currentAhead(newest, sent: sentAhead)
                 if !ahead.isEmpty {
                     live = await sendAlarmsFirst(ahead, cursors: devices, ledger: &ledger, maxPositions: maxPositions)
                     if live.contains(where: { $0.unavailable != nil }) || maxPositions < Int.max { return live }
