@@ -202,6 +202,24 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(sizes.dropFirst().dropLast().allSatisfy { $0 == 125 })
     }
 
+    /// A fleet back from an outage: the first batch is every unit's current position.
+    @Test func aFleetsCurrentPositionsGoAsTheFirstBatch() async throws {
+        let f = try await PushFixture()
+        let devices = (0..<40).map { String(format: "unit%02d", $0) }
+        _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 60) })
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= devices.count * 60 })
+        }
+        let first = f.server.points.prefix(devices.count)
+        #expect(f.server.batches.first?.points == devices.count)
+        #expect(Set(first.map(\.trackerId)) == Set(devices.map { "\($0)@alice" }))
+        #expect(first.allSatisfy { $0.timestamp == Timestamp.iso8601(milliseconds: movingTrack("unit00", count: 60).last!.timeMs) })
+        for device in devices {
+            let stamps = f.server.points.filter { $0.trackerId == "\(device)@alice" }.map(\.timestamp)
+            #expect(DeliveryOrder.problem(stamps, expected: movingTrack(device, count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) }) == nil)
+        }
+    }
+
     @Test func backlogBatchesAreFull() async throws {
         let f = try await PushFixture()
         _ = await f.spool.append(movingTrack("a", count: 600) + movingTrack("b", count: 600))

@@ -82,6 +82,22 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         #expect(first.attributes["io113"] == .number(80), "battery level as io113 for a device with no model")
     }
 
+    /// A fleet back from an outage: every unit's current position in a frame before any history.
+    @Test func aFleetsCurrentPositionsAllArriveBeforeAnyHistory() async throws {
+        let f = try await TeltonikaFixture(concurrency: 4)
+        let devices = (0..<40).map { String(format: "35630704244%04d", $0) }
+        for device in devices { _ = await f.spool.append(movingTrack(device, count: 60)) }
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= devices.count * 60 })
+        }
+        let first = f.server.positions.prefix(devices.count)
+        #expect(Set(first.map(\.uniqueId)) == Set(devices), "one position of every unit first")
+        #expect(first.allSatisfy { $0.fixTimeMs == movingTrack($0.uniqueId, count: 60).last?.timeMs })
+        for device in devices {
+            #expect(DeliveryOrder.problem(f.storedByDevice[device] ?? [], expected: movingTrack(device, count: 60).map(\.timeMs)) == nil)
+        }
+    }
+
     /// A connection is kept between rounds: positions arriving later go on it without identifying again.
     @Test func laterPositionsGoOnTheKeptConnection() async throws {
         let f = try await TeltonikaFixture(concurrency: 1)

@@ -117,6 +117,24 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
     }
 
+    /// A fleet back from an outage: every unit's current position reaches the server before any
+    /// unit's history, and the history follows oldest first, marked as such.
+    @Test(arguments: [1, 32])
+    func aFleetsCurrentPositionsAllArriveBeforeAnyHistory(pipeline: Int) async throws {
+        let f = try await ForwardFixture(concurrency: 4, pipeline: pipeline)
+        let devices = (0..<40).map { String(format: "unit%02d", $0) }
+        for device in devices { _ = await f.spool.append(track(device, count: 60)) }
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= devices.count * 60 })
+        }
+        let first = f.server.positions.prefix(devices.count)
+        #expect(Set(first.map(\.uniqueId)) == Set(devices), "one position of every unit first")
+        #expect(first.allSatisfy { $0.fixTimeMs == track($0.uniqueId, count: 60).last?.timeMs && $0.attributes["archive"] == nil })
+        for device in devices {
+            #expect(f.server.deliveryProblem(device, expected: track(device, count: 60).map(\.timeMs)) == nil)
+        }
+    }
+
     @Test func rotationWrapsRoundTheDevices() {
         let cursors = (1...100).map { DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil) }
         #expect(TraccarForwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
