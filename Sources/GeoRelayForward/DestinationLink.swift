@@ -11,6 +11,8 @@ package final class DestinationLink: Sendable {
     private let prober: HTTPWorker
     private let ownProbe: Probe?
     private let meter: WireMeter?
+    /// Bare connection attempts between probes (`probe.connectSeconds`); nil: probes only.
+    private let connectCheck: ConnectCheck?
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.
@@ -24,6 +26,7 @@ package final class DestinationLink: Sendable {
         self.meter = meter
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: meter)
         self.ownProbe = probe
+        self.connectCheck = ConnectCheck(settings: settings, meter: meter)
     }
 
     /// How delivery goes on after backing off.
@@ -46,7 +49,11 @@ package final class DestinationLink: Sendable {
     ///   backoff time, and no probe is sent.
     /// - After no answer at all, probes (a few hundred bytes each, at most every
     ///   `probe.intervalSeconds`) notice the link's return early instead of
-    ///   payloads that cannot arrive. A probe answered by the server resumes
+    ///   payloads that cannot arrive. Between probes a bare TCP connection is tried every
+    ///   `probe.connectSeconds` (free on a dead link); one that opens brings the probe forward.
+    ///   If that probe gets no answer (something accepts connections but does not answer), the
+    ///   attempts stop until the next backoff: on such a path each one costs its handshake, and
+    ///   the probes' own spacing holds. A probe answered by the server resumes
     ///   delivery at once; any other HTTP answer (an HTML error page, a
     ///   redirect) shows a path, so a payload goes at the backoff time; and if
     ///   no probe is answered, a payload still goes once per backoff ceiling,
@@ -66,13 +73,18 @@ package final class DestinationLink: Sendable {
         // payload goes one ceiling (or the server's Retry-After, if longer) after the failure.
         let ceilingAt = started + .milliseconds(Int(max(delay, backoff.maxSeconds) * 1000))
         var probeSpacing = Backoff(minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds), maxSeconds: settings.probeIntervalSeconds)
+        /// Whether a connection that opens may bring the next probe forward.
+        var connectionsMayProbe = true
         while !Task.isCancelled {
             let probeAt = min(clock.now + .milliseconds(Int(probeSpacing.nextDelay() * 1000)), ceilingAt)
             recordState(.probing, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: probeAt))
-            try? await Task.sleep(until: probeAt, clock: clock)
+            let early = connectionsMayProbe ? await connectionOpens(before: probeAt, clock: clock) : false
+            if !early { try? await Task.sleep(until: probeAt, clock: clock) }
             if Task.isCancelled { break }
             if clock.now >= ceilingAt { return .trial }
-            switch await probe() {
+            let answer = await probe()
+            if early && answer == .nothing { connectionsMayProbe = false }
+            switch answer {
             case .server:
                 return .proven
             case .path:
@@ -86,6 +98,24 @@ package final class DestinationLink: Sendable {
             }
         }
         return .cancelled
+    }
+
+    /// Tries a bare connection every `probe.connectSeconds` until one opens (true) or `deadline`
+    /// comes (false); false at once without a `ConnectCheck`.
+    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock) async -> Bool {
+        guard let connectCheck else { return false }
+        let every = Duration.milliseconds(Int(settings.probeConnectSeconds * 1000))
+        while !Task.isCancelled {
+            let next = clock.now + every
+            if clock.now >= deadline { return false }
+            if await connectCheck.opens() {
+                logger.info("a connection to the destination opened: probing now")
+                return true
+            }
+            if next >= deadline { return false }
+            try? await Task.sleep(until: next, clock: clock)
+        }
+        return false
     }
 
     /// From now until `instant`, for the wall-clock time status shows as the next attempt.

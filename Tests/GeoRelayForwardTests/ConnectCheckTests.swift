@@ -1,0 +1,86 @@
+import Foundation
+import GeoRelayTestTraits
+import Testing
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+@testable import GeoRelayForward
+
+/// Bare connection attempts while a destination is down: the link's return is noticed between
+/// probes, and a path that takes connections but never answers is not probed more for it.
+@Suite(.offThePool) struct ConnectCheckTests {
+    @Test func aConnectionStandsForTheHostAndPortTheDestinationUses() {
+        #expect(ConnectCheck.target(for: "http://traccar.example:5055/") == "telnet://traccar.example:5055")
+        #expect(ConnectCheck.target(for: "http://traccar.example") == "telnet://traccar.example:80")
+        #expect(ConnectCheck.target(for: "https://gw.example/push?x=1") == "telnet://gw.example:443")
+        #expect(ConnectCheck.target(for: "http://[::1]:8082/api") == "telnet://[::1]:8082")
+        #expect(ConnectCheck.target(for: "tcp://traccar.example") == "telnet://traccar.example:5027")
+        #expect(ConnectCheck.target(for: "tls://traccar.example:5028") == "telnet://traccar.example:5028")
+        // Credentials in the URL: probes alone (the connection would need the host parsed past them).
+        #expect(ConnectCheck.target(for: "http://user:secret@traccar.example/") == nil)
+    }
+
+    /// Probes every minute, connection attempts every half second: after the link comes back,
+    /// delivery resumes before the probe that was due.
+    @Test func theLinksReturnIsNoticedBeforeTheNextProbe() async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        let proxy = try FaultProxy(targetPort: server.http.port)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 1) { settings in
+            settings.url = "http://127.0.0.1:\(proxy.port)/"
+            settings.backoffMinSeconds = 60
+            settings.backoffMaxSeconds = 120
+            settings.probeIntervalSeconds = 60
+            settings.probeConnectSeconds = 0.5
+            settings.connectTimeoutSeconds = 1
+        }
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 2))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(.refuse)
+            _ = await f.spool.append(track("a", count: 2, from: 2))
+            let down = try await f.waitForStatus { $0.state == "probing" && $0.nextAttemptMs != nil }
+            let probeDueMs = try #require(down.nextAttemptMs, "probing, with the next probe's time")
+            proxy.setMode(.pass)
+            #expect(await server.waitUntil(timeout: .seconds(50)) { $0.count >= 4 }, "delivered after the link came back")
+            let deliveredMs = WallClock.nowMs()
+            #expect(deliveredMs < probeDueMs, "delivered \(probeDueMs - deliveredMs) ms before the probe was due")
+        }
+        // Only the payload that found the link down went while it was (curl resends it once on a
+        // fresh connection when the kept-alive one died): the connection attempts carry nothing.
+        #expect(proxy.counters.payloadsWhileDown <= 2, "\(proxy.counters.payloadsWhileDown) payloads while down")
+    }
+
+    /// A path that accepts connections and never answers (a middlebox): the first connection
+    /// brings one probe forward; then the probes' own spacing holds.
+    @Test func aPathThatTakesConnectionsButNeverAnswersIsNotProbedMoreForIt() async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        let proxy = try FaultProxy(targetPort: server.http.port)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 1) { settings in
+            settings.url = "http://127.0.0.1:\(proxy.port)/"
+            settings.backoffMinSeconds = 60
+            settings.backoffMaxSeconds = 120
+            settings.probeIntervalSeconds = 60
+            settings.probeConnectSeconds = 0.2
+            settings.connectTimeoutSeconds = 0.5
+            settings.requestTimeoutSeconds = 1
+        }
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 2))
+            try await f.waitForStatus { $0.pending == 0 }
+            proxy.setMode(.blackHole)
+            _ = await f.spool.append(track("a", count: 2, from: 2))
+            let deadline = ContinuousClock.now + .seconds(20)
+            while proxy.counters.probesWhileDown < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(proxy.counters.probesWhileDown == 1, "the probe the first connection brought forward")
+            let connections = proxy.counters.connections
+            // The scenario itself: seconds in which attempts every 0.2 s would show.
+            try await Task.sleep(for: .seconds(3))
+            #expect(proxy.counters.probesWhileDown == 1, "\(proxy.counters.probesWhileDown) probes")
+            #expect(proxy.counters.connections <= connections + 1, "\(proxy.counters.connections - connections) connections after the probe")
+        }
+    }
+}
