@@ -11,41 +11,65 @@ struct LinkProfile {
     var bytesPerSecond: Int
 
     static let geo = LinkProfile(name: "geo", oneWayMs: 300, bytesPerSecond: 256_000 / 8)
+    static let geoSlow = LinkProfile(name: "geo-slow", oneWayMs: 350, bytesPerSecond: 64_000 / 8)
+    static let narrowband = LinkProfile(name: "narrowband", oneWayMs: 700, bytesPerSecond: 9_600 / 8)
+    static let all = [geo, geoSlow, narrowband]
+}
+
+/// A fleet behind one link: `units` receivers, each with a fix every `fixSeconds`.
+struct Fleet {
+    var units: Int
+    var fixSeconds: Int
+
+    /// LINKS.md's standard outage: one vessel, 1 Hz.
+    static let vessel = Fleet(units: 1, fixSeconds: 1)
+    /// Issue 24's fleet: 40 units behind one terminal, a fix every 5 s from each.
+    static let forty = Fleet(units: 40, fixSeconds: 5)
+
+    var devices: [String] { units == 1 ? ["vessel"] : (0..<units).map { String(format: "unit%02d", $0) } }
 }
 
 /// The standard outage of `../shared/LINKS.md` on the `geo` link, per transport: a vessel at
 /// 5 m/s with 1 Hz fixes, default filters, the link down for two hours (the history is written
 /// with fix times of the last two hours while the relay's link is refused), then up with live
-/// fixes still arriving at 1 Hz. The relay is the real binary with its default backoff and probe
-/// timings; it is left down long enough (`downSeconds`) for its probes to reach their steady
-/// interval, as after a real two-hour outage.
+/// fixes still arriving at 1 Hz; and beside it a fleet of 40 units with a fix every 5 s each. The
+/// relay is the real binary with its default backoff and probe timings; it is left down long
+/// enough (`downSeconds`) for its probes to reach their steady interval, as after a real
+/// two-hour outage. The link is one link: every connection shares its bandwidth.
 func satelliteFigure() throws {
-    let link = LinkProfile.geo
+    // GEORELAY_BENCH_LINK=geo-slow or narrowband for LINKS.md's slower profiles.
+    let linkName = ProcessInfo.processInfo.environment["GEORELAY_BENCH_LINK"] ?? "geo"
+    guard let link = LinkProfile.all.first(where: { $0.name == linkName }) else {
+        throw BenchError("GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.all.map(\.name).joined(separator: ", ")))")
+    }
     let hours = quick ? 0.5 : 2.0
     var transports = ["osmand", "teltonika", "push"]
     if let only = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRANSPORTS"] { transports = only.split(separator: ",").map(String.init) }
-    for transport in transports {
-        let result = try standardOutage(transport: transport, link: link, historySeconds: Int(hours * 3600))
-        emit("satellite_outage_\(transport)", [
-            ("link", .string(link.name)), ("outage_hours", .number(hours)),
-            ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
-            ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
-            ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
-            ("positions_delivered", .number(Double(result.delivered))),
-            ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
-            ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
-            ("target", .string(satelliteTarget(transport))),
-        ])
+    var fleets = [Fleet.vessel, Fleet.forty]
+    if let units = ProcessInfo.processInfo.environment["GEORELAY_BENCH_UNITS"].flatMap(Int.init) {
+        fleets = fleets.filter { $0.units == units }
+    }
+    for fleet in fleets {
+        for transport in transports {
+            let result = try standardOutage(transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600))
+            emit("satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")", [
+                ("link", .string(link.name)), ("outage_hours", .number(hours)), ("units", .number(Double(fleet.units))),
+                ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
+                ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
+                ("every_unit_current_s", .number(result.everyUnitCurrentSeconds.rounded(to: 1))),
+                ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
+                ("positions_delivered", .number(Double(result.delivered))),
+                ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
+                ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
+                ("target", .string(satelliteTarget(transport, fleet: fleet))),
+            ])
+        }
     }
 }
 
-private func satelliteTarget(_ transport: String) -> String {
-    switch transport {
-    case "osmand": "current <= 20 s, drained <= 60 s, <= 200 B/position"
-    case "osmand-serial": "today's one request per round trip (the baseline)"
-    case "teltonika": "current <= 20 s, drained <= 30 s, <= 45 B/position"
-    default: "as measured"
-    }
+private func satelliteTarget(_ transport: String, fleet: Fleet) -> String {
+    if transport == "osmand-serial" { return "today's one request per round trip (the baseline)" }
+    return fleet.units == 1 ? "current <= 5 s, drained <= 1.5 x limit" : "every unit current <= 10 s, drained <= 1.5 x limit"
 }
 
 private extension Double {
@@ -59,42 +83,49 @@ private extension Double {
 struct OutageResult {
     /// Until the first position arrived: the wait for a probe to notice the link.
     var firstArrivalSeconds: Double
+    /// Until the first unit's current position arrived.
     var currentSeconds: Double
+    /// Until every unit's current position had arrived.
+    var everyUnitCurrentSeconds: Double
     var drainedSeconds: Double
     var delivered: Int
     var bytesPerPosition: Double
     var limitSeconds: Double
 }
 
-/// What a fake server holds, for the figure: fix times as they arrived.
+/// What a fake server holds, for the figure: each device's fix times as they arrived.
 private protocol FixSink {
-    var fixTimes: [Int64] { get }
+    var fixes: [(device: String, timeMs: Int64)] { get }
     var port: Int { get }
     func stop()
 }
 
 private struct OsmAndSink: FixSink {
     let server: FakeOsmAndServer
-    var fixTimes: [Int64] { server.positions.map(\.fixTimeMs) }
+    var fixes: [(device: String, timeMs: Int64)] { server.positions.map { ($0.uniqueId, $0.fixTimeMs) } }
     var port: Int { server.http.port }
     func stop() { server.http.stop() }
 }
 
 private struct TeltonikaSink: FixSink {
     let server: FakeTeltonikaServer
-    var fixTimes: [Int64] { server.positions.map(\.fixTimeMs) }
+    var fixes: [(device: String, timeMs: Int64)] { server.positions.map { ($0.uniqueId, $0.fixTimeMs) } }
     var port: Int { server.port }
     func stop() { server.stop() }
 }
 
 private struct PushSink: FixSink {
     let server: FakePushServer
-    var fixTimes: [Int64] { server.points.compactMap { Timestamp.milliseconds(fromISO8601: $0.timestamp) } }
+    var fixes: [(device: String, timeMs: Int64)] {
+        server.points.compactMap { point in
+            Timestamp.milliseconds(fromISO8601: point.timestamp).map { (String(point.trackerId.prefix { $0 != "@" }), $0) }
+        }
+    }
     var port: Int { server.http.port }
     func stop() { server.http.stop() }
 }
 
-private func standardOutage(transport: String, link: LinkProfile, historySeconds: Int, downSeconds: Double = 40) throws -> OutageResult {
+private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40) throws -> OutageResult {
     let sink: FixSink
     let pushServer: FakePushServer?
     switch transport {
@@ -142,23 +173,30 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
     let client = try UnixLineClient(path: relay.socketPath)
     try client.write(#"{"hello":{"device":"vessel","ack":true}}"# + "\n")
     _ = client.readLine()
-    // The outage's history, then live fixes at 1 Hz from a thread of their own until the figure is done.
-    let history = vesselTrack(count: historySeconds, endingAtMs: started)
-    try client.write(history.map(fixLine).joined())
-    _ = client.readLines(history.count)
+    // The outage's history, then live fixes from a thread of their own until the figure is done.
+    let devices = fleet.devices
+    var lasts: [Position] = []
+    for (index, device) in devices.enumerated() {
+        let history = vesselTrack(device: device, count: historySeconds / fleet.fixSeconds, everyMs: Int64(fleet.fixSeconds) * 1000,
+                                  endingAtMs: started, offset: Double(index))
+        try client.write(history.map(fixLine).joined())
+        _ = client.readLines(history.count)
+        lasts.append(history.last!)
+    }
     let live = Atomic<Bool>(true)
     let liveDone = DispatchSemaphore(value: 0)
-    let last = history.last!
+    let starts = lasts
     Thread {
-        var position = last
+        var positions = starts
         var next = WallClock.monotonicNs()
         while live.load(ordering: .relaxed) {
-            next += 1_000_000_000
+            next += UInt64(fleet.fixSeconds) * 1_000_000_000
             let wait = Int64(next) - Int64(WallClock.monotonicNs())
             if wait > 0 { usleep(UInt32(wait / 1000)) }
-            position = step(position, timeMs: WallClock.nowMs())
-            try? client.write(fixLine(position))
-            _ = client.readLine()
+            let now = WallClock.nowMs()
+            positions = positions.map { step($0, timeMs: now) }
+            try? client.write(positions.map(fixLine).joined())
+            _ = client.readLines(positions.count)
         }
         liveDone.signal()
     }.start()
@@ -169,64 +207,69 @@ private func standardOutage(transport: String, link: LinkProfile, historySeconds
     // Down long enough for the probes to settle at their interval, as after two hours.
     usleep(UInt32(downSeconds * 1_000_000))
     let before = proxy.counters
-    let heldBefore = sink.fixTimes.count
+    let heldBefore = sink.fixes.count
     let linkUpMs = WallClock.nowMs()
     let linkUp = WallClock.monotonicNs()
     proxy.setMode(.pass)
     var firstAt: UInt64?
     var currentAt: UInt64?
+    var everyUnitAt: UInt64?
     var drainedAt: UInt64?
     let deadline = linkUp + 1_200_000_000_000
     while drainedAt == nil, WallClock.monotonicNs() < deadline {
-        let times = sink.fixTimes
-        let newest = times.max() ?? 0
-        let now = WallClock.monotonicNs()
-        if firstAt == nil, times.count > heldBefore { firstAt = now }
+        let fixes = sink.fixes
         // The current position: a fix from no more than 20 s before link-up.
-        if currentAt == nil, newest >= linkUpMs - 20_000 { currentAt = now }
-        // Drained: nothing pending but the live fix of the moment.
-        if times.count > heldBefore, pendingIsSmall(relay: relay) { drainedAt = now }
+        let current = Set(fixes.filter { $0.timeMs >= linkUpMs - 20_000 }.map(\.device))
+        let now = WallClock.monotonicNs()
+        if firstAt == nil, fixes.count > heldBefore { firstAt = now }
+        if currentAt == nil, !current.isEmpty { currentAt = now }
+        if everyUnitAt == nil, current.count == devices.count { everyUnitAt = now }
+        // Drained: nothing pending but the live fixes of the moment.
+        if fixes.count > heldBefore, pendingIsSmall(relay: relay, units: devices.count) { drainedAt = now }
         usleep(200_000)
     }
     let after = proxy.counters
-    let delivered = sink.fixTimes.count - heldBefore
+    let delivered = sink.fixes.count - heldBefore
     let up = after.bytesUp - before.bytesUp, down = after.bytesDown - before.bytesDown
     let rtt = 2 * Double(link.oneWayMs) / 1000
+    func seconds(_ at: UInt64?) -> Double { Double((at ?? deadline) - linkUp) / 1e9 }
     let result = OutageResult(
-        firstArrivalSeconds: Double((firstAt ?? deadline) - linkUp) / 1e9,
-        currentSeconds: Double((currentAt ?? deadline) - linkUp) / 1e9,
-        drainedSeconds: Double((drainedAt ?? deadline) - linkUp) / 1e9,
+        firstArrivalSeconds: seconds(firstAt), currentSeconds: seconds(currentAt), everyUnitCurrentSeconds: seconds(everyUnitAt),
+        drainedSeconds: seconds(drainedAt),
         delivered: delivered,
         bytesPerPosition: Double(up + down) / Double(max(1, delivered)),
         limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt)
-    note("satellite \(transport): \(history.count) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; " +
-         "first position after \(String(format: "%.1f", result.firstArrivalSeconds)) s, current position after \(String(format: "%.1f", result.currentSeconds)) s, drained after \(String(format: "%.1f", result.drainedSeconds)) s, " +
-         "limit \(String(format: "%.1f", result.limitSeconds)) s")
+    func text(_ value: Double) -> String { String(format: "%.1f", value) }
+    note("satellite \(transport), \(devices.count) unit(s): \(devices.count * historySeconds / fleet.fixSeconds) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; " +
+         "first position after \(text(result.firstArrivalSeconds)) s, a current position after \(text(result.currentSeconds)) s, every unit's after \(text(result.everyUnitCurrentSeconds)) s, " +
+         "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s")
     if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() { note("relay log:\n\(log)") }
     return result
 }
 
-/// Whether the relay's status shows at most one position pending (the live fix in flight).
-private func pendingIsSmall(relay: BenchRelay) -> Bool {
+/// Whether the relay's status shows at most one position a unit pending (the live fixes in flight).
+private func pendingIsSmall(relay: BenchRelay, units: Int) -> Bool {
     guard let result = try? RelayProcess.command(["status", "--json", "--config", relay.configPath], directory: relay.directory.path),
           case .object(let status)? = try? JSONParser.parse(result.stdout),
           case .array(let destinations)? = status["destinations"] else { return false }
     return destinations.allSatisfy { destination in
         guard case .object(let fields) = destination, case .number(let pending)? = fields["pending"] else { return false }
-        return pending <= 1
+        return pending <= Double(units)
     }
 }
 
 private func fixLine(_ p: Position) -> String {
-    #"{"time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+    #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
 }
 
-/// A vessel under way at 5 m/s, one fix a second, the last one a second before `endingAtMs`.
-private func vesselTrack(count: Int, endingAtMs: Int64) -> [Position] {
+/// A vessel under way at 5 m/s, one fix every `everyMs`, the last one that long before
+/// `endingAtMs`; `offset` spreads a fleet's starting points.
+private func vesselTrack(device: String, count: Int, everyMs: Int64, endingAtMs: Int64, offset: Double) -> [Position] {
     var positions: [Position] = []
-    var position = Position(device: "vessel", timeMs: endingAtMs - Int64(count) * 1000, lat: 59.9, lon: 10.7, speed: 5, course: 45, altitude: 12, accuracy: 4)
+    var position = Position(device: device, timeMs: endingAtMs - Int64(count) * everyMs, lat: 59.9 + offset * 0.01, lon: 10.7,
+                            speed: 5, course: 45, altitude: 12, accuracy: 4)
     for i in 0..<count {
-        position = step(position, timeMs: endingAtMs - Int64(count - i) * 1000)
+        position = step(position, timeMs: endingAtMs - Int64(count - i) * everyMs)
         positions.append(position)
     }
     return positions

@@ -365,3 +365,9 @@ func wireBytesPerPosition(destination: (String) -> String, expected: Int, delive
     let bytes = status.destinations.first?.wireBytes ?? 0
     return Double(bytes) / Double(expected)
 }
+
+/// A figure that cannot be measured as asked, with why.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -74,6 +74,16 @@ import GeoRelayTestKit
         #expect(effective.contains(#""protocol":"teltonika""#), "\(effective)")
     }
 
+    /// One connection per device: every device of a round sends at once unless told otherwise.
+    @Test func teltonikaSendsEveryDeviceAtOnceByDefault() throws {
+        #expect(try Configuration.parse(#"{destinations: [{protocol: "teltonika"}]}"#).destinations[0].concurrency == 64)
+        #expect(try Configuration.parse(#"{destinations: [{protocol: "teltonika", concurrency: 4}]}"#).destinations[0].concurrency == 4)
+        #expect(try Configuration.parse(#"{destinations: [{type: "traccar"}]}"#).destinations[0].concurrency == 4)
+        let probe = try Configuration.parse(#"{destinations: [{probe: {connectSeconds: 0}}]}"#).destinations[0]
+        #expect(probe.probeConnectSeconds == 0)
+        #expect(throws: ConfigError.self) { try Configuration.parse(#"{destinations: [{probe: {connectSeconds: -1}}]}"#) }
+    }
+
     @Test func osmAndStaysTheDefault() throws {
         let destination = try Configuration.parse(#"{destinations: [{type: "traccar"}]}"#).destinations[0]
         #expect(destination.traccarProtocol == .osmand && destination.url == "http://127.0.0.1:5055")

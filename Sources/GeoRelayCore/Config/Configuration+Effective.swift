@@ -12,7 +12,8 @@ extension Configuration {
                 ("timeoutSeconds", number(d.requestTimeoutSeconds)), ("connectTimeoutSeconds", number(d.connectTimeoutSeconds)),
                 ("unknownDeviceRetrySeconds", number(d.parkSeconds)),
                 ("backoff", .object(JSONObject([("minSeconds", number(d.backoffMinSeconds)), ("maxSeconds", number(d.backoffMaxSeconds))]))),
-                ("probe", .object(JSONObject([("url", string(d.probeURL.map(Redaction.url))), ("intervalSeconds", number(d.probeIntervalSeconds))]))),
+                ("probe", .object(JSONObject([("url", string(d.probeURL.map(Redaction.url))), ("intervalSeconds", number(d.probeIntervalSeconds)),
+                                                   ("connectSeconds", number(d.probeConnectSeconds))]))),
                 ("caFile", string(d.tls.caFile)), ("insecure", .bool(d.tls.insecure)),
                 ("filter", .object(JSONObject([
                     ("distanceMeters", number(d.filter.distanceMeters)), ("intervalSeconds", number(d.filter.intervalSeconds)),

@@ -102,6 +102,9 @@ package struct Configuration: Sendable, Equatable {
         case teltonika
     }
 
+    /// The Teltonika destination's default `concurrency`: a round's worth of devices.
+    package static let teltonikaConcurrency = 64
+
     package struct DestinationSettings: Sendable, Equatable {
         package var name = "traccar"
         package var kind = DestinationKind.traccar
@@ -123,6 +126,9 @@ package struct Configuration: Sendable, Equatable {
         package var probeURL: String?
         /// While the link is down, how often to probe it (at most), however long the backoff.
         package var probeIntervalSeconds = 15.0
+        /// While the link is down, how often to try a bare TCP connection to the destination
+        /// between probes; one that opens brings the probe forward. 0: probes only.
+        package var probeConnectSeconds = 2.0
         package var requestTimeoutSeconds = 30.0
         package var connectTimeoutSeconds = 10.0
         /// How long a device the server does not know stays parked before one retry.
@@ -330,6 +336,10 @@ extension Configuration.DestinationSettings {
             pipeline = try node.integer("pipeline", default: pipeline, min: 1, max: 1024)
         }
         if traccarProtocol == .teltonika {
+            // Each device sends on a connection of its own, one frame in flight: every device of a
+            // round sends at once by default, so a fleet's current positions take one round trip
+            // over a satellite link, not one per four devices.
+            concurrency = Configuration.teltonikaConcurrency
             try Self.validateTCPURL(url, at: node.child("url"))
         } else {
             try Self.validateURL(url, at: node.child("url"))
@@ -347,6 +357,7 @@ extension Configuration.DestinationSettings {
         probeURL = try probe.optionalString("url")
         if let probeURL { try Self.validateURL(probeURL, at: probe.child("url")) }
         probeIntervalSeconds = try probe.number("intervalSeconds", default: probeIntervalSeconds, min: 1, max: 86_400)
+        probeConnectSeconds = try probe.number("connectSeconds", default: probeConnectSeconds, min: 0, max: 86_400)
         try probe.finish()
         var filterNode = try node.node("filter")
         filter = try FilterSettings.read(&filterNode, defaults: filter)

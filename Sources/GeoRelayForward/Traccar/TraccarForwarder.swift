@@ -121,6 +121,8 @@ package final class TraccarForwarder: DestinationForwarder {
         var rotation: Int64 = 0
         var budget = BudgetNotice()
         var route = gate?.routeGeneration(for: name) ?? 0
+        /// How long the last round of current positions took (`liveEdgeInterval`).
+        var aheadRound: Duration = .zero
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             // The route moved (the gate woke this loop and a round in progress ended with its
@@ -188,7 +190,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     let turn = Self.inTurn(ready, after: rotation)
                     rotation = turn.last?.deviceID ?? 0
                     results = await deliverRound(turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake,
-                                                 positions: positionWake, maxPositions: maxPositions)
+                                                 positions: positionWake, aheadRound: &aheadRound, maxPositions: maxPositions)
                 }
             }
             if Task.isCancelled { break }
@@ -209,8 +211,14 @@ package final class TraccarForwarder: DestinationForwarder {
         }
     }
 
-    /// How long a round carrying a backfill runs before a live fix ends it.
-    static let liveEdgeInterval: Duration = .seconds(2)
+    /// How long a round carrying a backfill runs before a live fix ends it, given how long the
+    /// last round of current positions took (about a round trip). Each give-way leaves the link
+    /// idle for about two round trips (the answers in flight come in, then the newest goes
+    /// alone), so it comes at most every ten of those, and never sooner than 2 s: on the geo link
+    /// (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
+    static func liveEdgeInterval(aheadRound: Duration) -> Duration {
+        max(.seconds(2), aheadRound * 10)
+    }
 
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
     static let drainBatch = 8
@@ -222,11 +230,13 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
-    /// - Parameter positions: signalled when new positions are stored: a round carrying a backfill
-    ///   ends at the first of them `liveEdgeInterval` or more after it began, so a live fix waits
-    ///   for at most about that, not for a round of history (10 s at 256 kbit/s).
+    /// - Parameters:
+    ///   - positions: signalled when new positions are stored: a round carrying a backfill ends at
+    ///     the first of them `liveEdgeInterval` or more after it began, so a live fix waits for at
+    ///     most about that, not for a round of history (10 s at 256 kbit/s).
+    ///   - aheadRound: how long the last round of current positions took, kept between rounds.
     private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
-                              alarms: WakeSignal, positions: WakeSignal? = nil, maxPositions: Int) async -> [DeviceResult] {
+                              alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration, maxPositions: Int) async -> [DeviceResult] {
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
@@ -249,7 +259,9 @@ package final class TraccarForwarder: DestinationForwarder {
                 let newest = try await reader.run { try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) }) }
                 let ahead = ledger.currentAhead(newest, sent: sentAhead)
                 if !ahead.isEmpty {
+                    let started = ContinuousClock.now
                     live = await sendAlarmsFirst(ahead, cursors: devices, ledger: &ledger, maxPositions: maxPositions)
+                    aheadRound = ContinuousClock.now - started
                     if live.contains(where: { $0.unavailable != nil }) || maxPositions < Int.max { return live }
                 }
             } catch {
@@ -272,7 +284,8 @@ package final class TraccarForwarder: DestinationForwarder {
         }
         spool.record(skipped)
         let liveEdge = backfilling.isEmpty ? nil : positions
-        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge, maxPositions: maxPositions))
+        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge,
+                                  liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions))
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
@@ -281,7 +294,8 @@ package final class TraccarForwarder: DestinationForwarder {
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
     func send(_ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
-              alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, maxPositions: Int = .max) async -> [DeviceResult] {
+              alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
+              maxPositions: Int = .max) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
         let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter, self.budgetWindow)
@@ -306,7 +320,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     // ending at every fix would lose the pipelining that makes the backfill fast.
                     liveEdge.clear()
                     group.addTask {
-                        try? await Task.sleep(for: Self.liveEdgeInterval)
+                        try? await Task.sleep(for: liveEdgeAfter)
                         await liveEdge.wait()
                         if !Task.isCancelled {
                             yield.set()
