@@ -25,7 +25,8 @@ final class ConnectCheck: Sendable {
         guard settings.probeConnectSeconds > 0, let target = Self.target(for: settings.probeURL ?? settings.url) else { return nil }
         self.target = target
         // A connection that has not opened by the next attempt is as good as refused.
-        timeoutSeconds = min(settings.probeConnectSeconds, settings.connectTimeoutSeconds)
+        // (At least 0.1 s: curl reads a 0 ms timeout as its default of 300 s.)
+        timeoutSeconds = max(0.1, min(settings.probeConnectSeconds, settings.connectTimeoutSeconds))
         self.meter = meter
         queue = DispatchQueue(label: "georelay.connect.\(settings.name)")
     }

@@ -104,7 +104,7 @@ package final class DestinationLink: Sendable {
     /// comes (false); false at once without a `ConnectCheck`.
     private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock) async -> Bool {
         guard let connectCheck else { return false }
-        let every = Duration.milliseconds(Int(settings.probeConnectSeconds * 1000))
+        let every = Duration.milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000))
         while !Task.isCancelled {
             let next = clock.now + every
             if clock.now >= deadline { return false }

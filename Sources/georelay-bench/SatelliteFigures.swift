@@ -215,17 +215,28 @@ private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, 
     var currentAt: UInt64?
     var everyUnitAt: UInt64?
     var drainedAt: UInt64?
+    /// When the server last gained a fix from before link-up: the drain's end as the server sees it.
+    var historyGrewAt: UInt64?
+    var historyHeld = 0
     let deadline = linkUp + 1_200_000_000_000
     while drainedAt == nil, WallClock.monotonicNs() < deadline {
         let fixes = sink.fixes
         // The current position: a fix from no more than 20 s before link-up.
         let current = Set(fixes.filter { $0.timeMs >= linkUpMs - 20_000 }.map(\.device))
+        let history = fixes.count { $0.timeMs < linkUpMs }
         let now = WallClock.monotonicNs()
+        if history > historyHeld { (historyHeld, historyGrewAt) = (history, now) }
         if firstAt == nil, fixes.count > heldBefore { firstAt = now }
         if currentAt == nil, !current.isEmpty { currentAt = now }
         if everyUnitAt == nil, current.count == devices.count { everyUnitAt = now }
-        // Drained: nothing pending but the live fixes of the moment.
-        if fixes.count > heldBefore, pendingIsSmall(relay: relay, units: devices.count) { drainedAt = now }
+        // Drained: the relay's status shows nothing pending but the live fixes of the moment, or
+        // (a status that holds acknowledgements for the state interval lags the server) the
+        // server has gained no fix from before link-up for 20 s. Either way the figure is when
+        // the last of them arrived.
+        if let grew = historyGrewAt, fixes.count > heldBefore,
+           pendingIsSmall(relay: relay, units: devices.count) || now - grew > 20_000_000_000 {
+            drainedAt = grew
+        }
         usleep(200_000)
     }
     let after = proxy.counters
