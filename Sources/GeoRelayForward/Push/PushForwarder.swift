@@ -248,9 +248,13 @@ package final class PushForwarder: DestinationForwarder {
             }
             var candidates: [Delivery] = []
             var chunks: [(positions: [StoredPosition], full: Bool)] = []
+            // Enough of each backlog that the filter's keep fills a batch: at 5 m/s and 1 Hz the
+            // default 50 m keeps one fix in ten, and reading only a batch's worth sent batches of
+            // 50 (a round trip each: 22 s for a two-hour backlog on the geo link).
+            let readLimit = max(maxPositions, TraccarForwarder.positionsPerRound / max(1, cursors.count))
             for cursor in cursors {
-                let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: maxPositions)
-                chunks.append((positions, positions.count >= maxPositions))
+                let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: readLimit)
+                chunks.append((positions, positions.count >= readLimit))
                 candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
             }
             // Devices behind (a backlog after an outage, or history already): each one's newest
