@@ -32,8 +32,22 @@ package enum DeliveryOrder {
 
     /// `arrivals` (one device's fix times in order of arrival) against what the device should
     /// have delivered: each of `expected` (oldest first) exactly once, in an order the rule allows.
+    /// With `onlyNewestAhead` (every position was stored before delivery began, so the only one
+    /// that may go ahead is the newest), each arrival is also either the oldest not yet arrived or
+    /// the newest of all: the general rule alone would let two neighbours swap.
     /// nil when so, else what is wrong.
-    package static func problem<Fix: Comparable & Hashable>(_ arrivals: [Fix], expected: [Fix]) -> String? {
+    package static func problem<Fix: Comparable & Hashable>(_ arrivals: [Fix], expected: [Fix], onlyNewestAhead: Bool = false) -> String? {
+        if onlyNewestAhead, arrivals.sorted() == expected, let newest = expected.last {
+            var next = expected.startIndex
+            var arrived = Set<Fix>()
+            for (index, fix) in arrivals.enumerated() {
+                arrived.insert(fix)
+                while next < expected.endIndex, arrived.contains(expected[next]) { next += 1 }
+                if fix != newest, next < expected.endIndex, fix > expected[next] {
+                    return "arrival \(index), fix \(fix), went ahead of \(expected[next]) and is not the newest"
+                }
+            }
+        }
         if arrivals.sorted() != expected {
             let (got, want) = (Set(arrivals), Set(expected))
             return "\(arrivals.count) arrived, \(expected.count) expected; missing \(Array(want.subtracting(got).sorted().prefix(5))), "

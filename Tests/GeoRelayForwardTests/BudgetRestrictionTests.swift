@@ -33,6 +33,38 @@ import GeoRelayTestKit
         #expect(gate.restriction(for: "traccar") == Self.restriction)
     }
 
+    /// Under a budget's remainder (not spent), a backfill with live fixes arriving faster than
+    /// its rounds: each round sends the devices' newest ahead, and the history still gets what is
+    /// left of the round, so it drains (a round of current positions alone at every turn starved it).
+    @Test func aBackfillUnderABudgetsRemainderDrainsWhileLiveFixesArrive() async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        // Rounds of at least two 50 ms legs: every round finds a newer fix of every device.
+        let proxy = try FaultProxy(targetPort: server.http.port, latencyMs: 50)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 2) { $0.url = "http://127.0.0.1:\(proxy.port)/" }
+        let gate = UplinkGate()
+        let allowance = UplinkGate.Allowance(uplink: "vsat", bytesLeft: 50_000_000, whenSpent: Self.restriction)
+        gate.set([:], allowances: [f.settings.name: allowance])
+        let devices = ["a", "b", "c"]
+        _ = await f.spool.append(devices.flatMap { track($0, count: 300) })
+        let writing = Task {
+            var second = 300
+            while !Task.isCancelled {
+                _ = await f.spool.append(devices.map { track($0, count: 1, from: second)[0] })
+                second += 1
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        defer { writing.cancel() }
+        try await f.withForwarder(gate: gate) {
+            let history = Dictionary(uniqueKeysWithValues: devices.map { ($0, Set(track($0, count: 300).map(\.timeMs))) })
+            #expect(await server.waitForAll(history, timeout: .seconds(60)), "the history drained while live fixes kept arriving")
+        }
+        writing.cancel()
+        for device in devices { #expect(server.orderProblem(device) == nil) }
+    }
+
     /// Both engines: one request at a time (libcurl) and pipelined.
     @Test(arguments: [1, 32])
     func aSpentBudgetCarriesAlarmsAndAStillAlivePositionUntilItLifts(pipeline: Int) async throws {

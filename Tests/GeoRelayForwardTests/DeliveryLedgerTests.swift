@@ -2,6 +2,7 @@ import GeoRelayTestTraits
 import Testing
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestKit
 @testable import GeoRelayForward
 
 /// What the ledger sends ahead of a backlog: alarms it has not had, and under a spent budget the
@@ -99,5 +100,24 @@ import GeoRelaySpool
         let alarms = ledger.alarms((unsent: [alarm], sent: []))
         ledger.refused(alarms.ahead[0], reason: "HTTP 400", logger: .disabled, into: &update)
         #expect(ledger.alarms((unsent: [alarm], sent: [])).ahead.isEmpty)
+    }
+}
+
+/// The test kit's rule for delivery order, which most delivery tests lean on: it must catch what
+/// it is there to catch.
+@Suite struct DeliveryOrderTests {
+    @Test func theRuleTellsCurrentFirstFromDisorder() {
+        #expect(DeliveryOrder.problem([1, 2, 3, 4]) == nil, "oldest first")
+        #expect(DeliveryOrder.problem([4, 1, 2, 3]) == nil, "the newest first, then history")
+        #expect(DeliveryOrder.problem([1, 2, 6, 3, 7, 4, 5]) == nil, "live fixes between history")
+        #expect(DeliveryOrder.problem([4, 2, 1, 3]) != nil, "history out of order")
+        #expect(DeliveryOrder.problem([1, 1]) != nil, "a repeat")
+        #expect(DeliveryOrder.history([4, 1, 5, 2]) == [1, 2])
+        #expect(DeliveryOrder.problem([4, 1, 2], expected: [1, 2, 3, 4]) != nil, "one missing")
+        // Two neighbours swapped pass the general rule; with everything stored up front, not.
+        #expect(DeliveryOrder.problem([1, 3, 2, 4], expected: [1, 2, 3, 4]) == nil)
+        #expect(DeliveryOrder.problem([1, 3, 2, 4], expected: [1, 2, 3, 4], onlyNewestAhead: true) != nil)
+        #expect(DeliveryOrder.problem([4, 1, 2, 3], expected: [1, 2, 3, 4], onlyNewestAhead: true) == nil)
+        #expect(DeliveryOrder.problem([1, 2, 4, 3], expected: [1, 2, 3, 4], onlyNewestAhead: true) == nil)
     }
 }

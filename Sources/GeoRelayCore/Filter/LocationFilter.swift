@@ -59,7 +59,7 @@ package struct LocationFilter: Sendable {
     package func evaluate(_ position: Position, state: FilterState) -> (FilterDecision, FilterState) {
         // Below the destination's accuracy level: not sent and no part of the filter's memory
         // (a bad fix neither anchors a stop nor counts as the last one sent). Alarms always go.
-        if position.alarm == nil, let bound = settings.accuracy?.boundMeters, let metres = horizontalAccuracy(position), metres > bound {
+        if !accurateEnough(position) {
             return (.skip, state)
         }
         var next = state
@@ -80,6 +80,13 @@ package struct LocationFilter: Sendable {
             next.newestSentMs = max(state.newestSentMs ?? .min, position.timeMs)
         }
         return (decision, next)
+    }
+
+    /// Whether the destination's accuracy level takes the fix (alarms always; a fix with neither
+    /// accuracy nor HDOP is not judged): what a position sent ahead of its backlog must pass too.
+    package func accurateEnough(_ position: Position) -> Bool {
+        guard position.alarm == nil, let bound = settings.accuracy?.boundMeters, let metres = horizontalAccuracy(position) else { return true }
+        return metres <= bound
     }
 
     /// A fix's horizontal accuracy in metres: its own, or its HDOP times the configured UERE;

@@ -105,8 +105,12 @@ struct DeliveryLedger: Sendable {
 
     /// Of the devices `behind` found, each one's newest position when it is newer than the newest
     /// fix the server has of it (or the server has none), to go ahead of the history still owed.
-    func currentAhead(_ newest: [StoredPosition], sent: Set<Int64>) -> [Delivery] {
-        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs > $0 } ?? true }
+    /// A newest below the destination's accuracy level does not go ahead: the history carries
+    /// what the filter takes.
+    func currentAhead(_ newest: [StoredPosition], sent: Set<Int64>, filter: LocationFilter? = nil) -> [Delivery] {
+        ahead(newest.filter { filter?.accurateEnough($0.position) ?? true }, sent: sent) { fixMs, newestSent in
+            newestSent.map { fixMs > $0 } ?? true
+        }
     }
 
     /// Of `newest`, what has not gone ahead yet and is `due` (its fix time against the newest
@@ -149,6 +153,12 @@ struct DeliveryLedger: Sendable {
         // replaces): the cursor moves over them only with the send before them, if any.
         for (seq, reason) in plan.unsendable { update.quarantined.append((deviceID, seq, reason)) }
         return plan.sends
+    }
+
+    /// Whether this ledger parked the device (the server does not know it) until after `nowMs`.
+    func isParked(_ deviceID: Int64, nowMs: Int64) -> Bool {
+        guard case .some(.some(let until)) = parks[deviceID] else { return false }
+        return until > nowMs
     }
 
     /// How many requests a device may have on the wire at once before the server has shown it

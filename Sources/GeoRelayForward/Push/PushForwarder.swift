@@ -152,7 +152,10 @@ package final class PushForwarder: DestinationForwarder {
             // compressed, on the bet that this one is taken whole.
             let (speculative, current) = (ledger.assuming(prepared.items.map(\.delivery)), state)
             let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
-                if prepared.full {
+                // Not behind positions sent ahead (alarms, current positions): one the gateway
+                // refuses is to be quarantined in its backlog turn, which a batch planned as if it
+                // were delivered would skip.
+                if prepared.full, !prepared.items.contains(where: { $0.delivery.kind == .ahead }) {
                     group.addTask { try? await self.prepare(ledger: speculative, state: current) }
                 }
                 let (result, newState) = await send(prepared, token: token, state: current, ledger: &ledger)
@@ -246,26 +249,25 @@ package final class PushForwarder: DestinationForwarder {
             if let restriction {
                 return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }
-            var candidates: [Delivery] = []
-            var chunks: [(positions: [StoredPosition], full: Bool)] = []
             // Enough of each backlog that the filter's keep fills a batch: at 5 m/s and 1 Hz the
             // default 50 m keeps one fix in ten, and reading only a batch's worth sent batches of
             // 50 (a round trip each: 22 s for a two-hour backlog on the geo link).
             let readLimit = max(maxPositions, TraccarForwarder.positionsPerRound / max(1, cursors.count))
-            for cursor in cursors {
+            let chunks = try cursors.map { cursor in
                 let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: readLimit)
-                chunks.append((positions, positions.count >= readLimit))
-                candidates += ledger.plan(positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
+                return (positions: positions, full: positions.count >= readLimit)
             }
             // Devices behind (a backlog after an outage, or history already): each one's newest
-            // first, as a batch of its own, ahead of every device's history.
+            // first, as a batch of its own, ahead of every device's history. (Judged before the
+            // plan below moves the filter's memory past what it skips.)
             let backfilling = Set(ledger.behind(chunks, filter: filter, alreadySent: alarms.sent))
             if !backfilling.isEmpty {
-                let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent)
-                if !live.isEmpty {
-                    // What the filter settled goes with it; the backlog's batch is planned again next time.
-                    return ahead(live)
-                }
+                let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
+                if !live.isEmpty { return ahead(live) }
+            }
+            var candidates: [Delivery] = []
+            for chunk in chunks {
+                candidates += ledger.plan(chunk.positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
             }
             if candidates.isEmpty, settled.isEmpty {
                 // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.

@@ -214,10 +214,11 @@ package final class TraccarForwarder: DestinationForwarder {
     /// How long a round carrying a backfill runs before a live fix ends it, given how long the
     /// last round of current positions took (about a round trip). Each give-way leaves the link
     /// idle for about two round trips (the answers in flight come in, then the newest goes
-    /// alone), so it comes at most every ten of those, and never sooner than 2 s: on the geo link
-    /// (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
+    /// alone), so it comes at most every ten of those, never sooner than 2 s and never later than
+    /// 10 s (a slow round of many devices must not hold live fixes back for minutes): on the geo
+    /// link (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
     static func liveEdgeInterval(aheadRound: Duration) -> Duration {
-        max(.seconds(2), aheadRound * 10)
+        min(.seconds(10), max(.seconds(2), aheadRound * 10))
     }
 
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
@@ -236,7 +237,9 @@ package final class TraccarForwarder: DestinationForwarder {
     ///     most about that, not for a round of history (10 s at 256 kbit/s).
     ///   - aheadRound: how long the last round of current positions took, kept between rounds.
     private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
-                              alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration, maxPositions: Int) async -> [DeviceResult] {
+                              alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration,
+                              maxPositions initialMax: Int) async -> [DeviceResult] {
+        var maxPositions = initialMax
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
@@ -257,12 +260,18 @@ package final class TraccarForwarder: DestinationForwarder {
         if !backfilling.isEmpty {
             do {
                 let newest = try await reader.run { try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) }) }
-                let ahead = ledger.currentAhead(newest, sent: sentAhead)
+                let ahead = ledger.currentAhead(newest, sent: sentAhead, filter: filter)
                 if !ahead.isEmpty {
                     let started = ContinuousClock.now
                     live = await sendAlarmsFirst(ahead, cursors: devices, ledger: &ledger, maxPositions: maxPositions)
+                    if live.contains(where: { $0.unavailable != nil }) { return live }
                     aheadRound = ContinuousClock.now - started
-                    if live.contains(where: { $0.unavailable != nil }) || maxPositions < Int.max { return live }
+                    // Under a budget's remainder (or a trial of one) the history gets what is left:
+                    // a round of current positions alone at every turn would starve it.
+                    if maxPositions < Int.max {
+                        maxPositions -= min(maxPositions, ahead.count)
+                        if maxPositions == 0 { return live }
+                    }
                 }
             } catch {
                 logger.error("cannot read positions: \(error)")
@@ -275,7 +284,10 @@ package final class TraccarForwarder: DestinationForwarder {
         // requests a park period, not a window. One request at a time and Teltonika (whose
         // identification is answered before any frame) need no bound.
         let pipelined = settings.traccarProtocol == .osmand && settings.pipeline > 1 && settings.buffer
+        let nowMs = WallClock.nowMs()
         for (cursor, positions) in read {
+            // Parked by its current position's answer (the server does not know it): no history now.
+            if ledger.isParked(cursor.deviceID, nowMs: nowMs) { continue }
             var deliveries = ledger.plan(positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
             if pipelined, let window = ledger.window(for: cursor.deviceID), deliveries.count > window {
                 deliveries.removeSubrange(window...)
