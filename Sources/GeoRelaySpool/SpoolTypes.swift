@@ -75,6 +75,10 @@ package struct DeliveryUpdate: Sendable {
     package var acknowledged: [(deviceID: Int64, seq: Int64)] = []
     /// Positions the server refused outright: kept, counted, never retried automatically.
     package var quarantined: [(deviceID: Int64, seq: Int64, reason: String)] = []
+    /// Positions found unsendable before the cursor reaches them (a plan of the backlog): their
+    /// quarantine is recorded now, but the cursor passes them only with the delivery before them.
+    /// Moved now, it would settle the positions in between unsent, lost to a crash or a stop.
+    package var quarantinedUnreached: [(seq: Int64, reason: String)] = []
     /// Devices the server does not know: parked until the time given, or unparked (nil).
     package var parked: [(deviceID: Int64, untilMs: Int64?, reason: String?)] = []
     package var sent = 0
@@ -118,7 +122,7 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && payloadBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
+        acknowledged.isEmpty && quarantined.isEmpty && quarantinedUnreached.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && payloadBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
     }
 }
 

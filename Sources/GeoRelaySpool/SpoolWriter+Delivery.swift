@@ -21,10 +21,10 @@ extension SpoolWriter {
         for (deviceID, seq) in advanced {
             try ack.run(with: update.destination, deviceID, seq)
         }
-        if !update.quarantined.isEmpty {
+        if !update.quarantined.isEmpty || !update.quarantinedUnreached.isEmpty {
             let quarantine = try db.statement("INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
             let now = WallClock.nowMs()
-            for (_, seq, reason) in update.quarantined {
+            for (seq, reason) in update.quarantined.map({ ($0.seq, $0.reason) }) + update.quarantinedUnreached {
                 try quarantine.run(with: update.destination, seq, now, reason)
             }
         }

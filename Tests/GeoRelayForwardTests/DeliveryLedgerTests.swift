@@ -94,7 +94,8 @@ import GeoRelayTestKit
         let sends = ledger.plan(backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
         #expect(sends.map(\.stored.seq) == Array(1...59))
         #expect(sends.last?.ackThrough == 60, "the cursor passes it with the position before it")
-        #expect(update.quarantined.map(\.1) == [60] && update.quarantined.first?.2 == "HTTP 400")
+        #expect(update.quarantinedUnreached.map(\.seq) == [60] && update.quarantinedUnreached.first?.reason == "HTTP 400")
+        #expect(update.quarantined.isEmpty, "recorded without moving the cursor past positions 1-59, still owed")
         // An alarm refused ahead is not offered ahead again either.
         let alarm = Self.stored(70, device: 2, second: 70, alarm: "sos")
         let alarms = ledger.alarms((unsent: [alarm], sent: []))

@@ -136,6 +136,14 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         #expect(one.pending == 1) // a's seq 5
         #expect(one.quarantined == 1)
         #expect(one.sent == 2)
+        // A quarantine decided before the cursor reaches it (a plan found the position unsendable)
+        // is recorded, but the cursor does not move: what lies before it is still owed.
+        var unreached = DeliveryUpdate(destination: "one")
+        unreached.quarantinedUnreached = [(5, "not sent: refused ahead")]
+        spool.record(unreached)
+        _ = await spool.append([])
+        let after = try #require(try reader.status().destinations.first { $0.name == "one" })
+        #expect(after.pending == 1 && after.quarantined == 2, "pending \(after.pending), quarantined \(after.quarantined)")
         let two = try #require(status.destinations.first { $0.name == "two" })
         #expect(two.pending == 1)
 

@@ -151,7 +151,7 @@ struct DeliveryLedger: Sendable {
         }
         // Recorded now and again at each plan until the cursor passes them (the spool's insert
         // replaces): the cursor moves over them only with the send before them, if any.
-        for (seq, reason) in plan.unsendable { update.quarantined.append((deviceID, seq, reason)) }
+        update.quarantinedUnreached += plan.unsendable
         return plan.sends
     }
 
