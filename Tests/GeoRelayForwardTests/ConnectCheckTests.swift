@@ -20,9 +20,10 @@ import GeoRelayTestKit
         #expect(ConnectCheck.target(for: "http://user:secret@traccar.example/") == nil)
     }
 
-    /// Probes every minute, connection attempts every half second: after the link comes back,
-    /// delivery resumes before the probe that was due.
-    @Test func theLinksReturnIsNoticedBeforeTheNextProbe() async throws {
+    /// A forwarder behind a fault proxy, probing every minute, that has delivered two positions
+    /// and then finds the link broken in `mode` with two more to send; `body` runs meanwhile.
+    func withBrokenLink(_ mode: FaultProxy.Mode, connectSeconds: Double, connectTimeoutSeconds: Double, requestTimeoutSeconds: Double = 30,
+                        _ body: (ForwardFixture, FaultProxy, FakeOsmAndServer) async throws -> Void) async throws {
         let server = try FakeOsmAndServer()
         defer { server.http.stop() }
         let proxy = try FaultProxy(targetPort: server.http.port)
@@ -32,47 +33,39 @@ import GeoRelayTestKit
             settings.backoffMinSeconds = 60
             settings.backoffMaxSeconds = 120
             settings.probeIntervalSeconds = 60
-            settings.probeConnectSeconds = 0.5
-            settings.connectTimeoutSeconds = 1
+            settings.probeConnectSeconds = connectSeconds
+            settings.connectTimeoutSeconds = connectTimeoutSeconds
+            settings.requestTimeoutSeconds = requestTimeoutSeconds
         }
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 2))
             try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(.refuse)
+            proxy.setMode(mode)
             _ = await f.spool.append(track("a", count: 2, from: 2))
+            try await body(f, proxy, server)
+        }
+    }
+
+    /// Probes every minute, connection attempts every half second: after the link comes back,
+    /// delivery resumes before the probe that was due.
+    @Test func theLinksReturnIsNoticedBeforeTheNextProbe() async throws {
+        try await withBrokenLink(.refuse, connectSeconds: 0.5, connectTimeoutSeconds: 1) { f, proxy, server in
             let down = try await f.waitForStatus { $0.state == "probing" && $0.nextAttemptMs != nil }
             let probeDueMs = try #require(down.nextAttemptMs, "probing, with the next probe's time")
             proxy.setMode(.pass)
             #expect(await server.waitUntil(timeout: .seconds(50)) { $0.count >= 4 }, "delivered after the link came back")
             let deliveredMs = WallClock.nowMs()
             #expect(deliveredMs < probeDueMs, "delivered \(probeDueMs - deliveredMs) ms before the probe was due")
+            // Only the payload that found the link down went while it was (curl resends it once on a
+            // fresh connection when the kept-alive one died): the connection attempts carry nothing.
+            #expect(proxy.counters.payloadsWhileDown <= 2, "\(proxy.counters.payloadsWhileDown) payloads while down")
         }
-        // Only the payload that found the link down went while it was (curl resends it once on a
-        // fresh connection when the kept-alive one died): the connection attempts carry nothing.
-        #expect(proxy.counters.payloadsWhileDown <= 2, "\(proxy.counters.payloadsWhileDown) payloads while down")
     }
 
     /// A path that accepts connections and never answers (a middlebox): the first connection
     /// brings one probe forward; then the probes' own spacing holds.
     @Test func aPathThatTakesConnectionsButNeverAnswersIsNotProbedMoreForIt() async throws {
-        let server = try FakeOsmAndServer()
-        defer { server.http.stop() }
-        let proxy = try FaultProxy(targetPort: server.http.port)
-        defer { proxy.stop() }
-        let f = try await ForwardFixture(concurrency: 1) { settings in
-            settings.url = "http://127.0.0.1:\(proxy.port)/"
-            settings.backoffMinSeconds = 60
-            settings.backoffMaxSeconds = 120
-            settings.probeIntervalSeconds = 60
-            settings.probeConnectSeconds = 0.2
-            settings.connectTimeoutSeconds = 0.5
-            settings.requestTimeoutSeconds = 1
-        }
-        try await f.withForwarder {
-            _ = await f.spool.append(track("a", count: 2))
-            try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(.blackHole)
-            _ = await f.spool.append(track("a", count: 2, from: 2))
+        try await withBrokenLink(.blackHole, connectSeconds: 0.2, connectTimeoutSeconds: 0.5, requestTimeoutSeconds: 1) { _, proxy, _ in
             let deadline = ContinuousClock.now + .seconds(20)
             while proxy.counters.probesWhileDown < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
             #expect(proxy.counters.probesWhileDown == 1, "the probe the first connection brought forward")
