@@ -32,7 +32,8 @@ extension Configuration {
                     ("tenant", .string(p.tenant)), ("username", .string(p.username)),
                     ("auth", .object(JSONObject([("mode", .string(p.authMode.rawValue)), ("token", secret(p.token))]))),
                     ("batch", .object(JSONObject([("maxPositions", number(Double(p.batchMaxPositions))), ("maxBytes", number(Double(p.batchMaxBytes))),
-                                                  ("maxDelaySeconds", number(p.batchMaxDelaySeconds))]))),
+                                                  ("maxDelaySeconds", number(p.batchMaxDelaySeconds)),
+                                                  ("inFlight", number(Double(p.batchInFlight)))]))),
                     ("compression", .string(p.compression.rawValue)), ("zstdLevel", p.zstdLevel.map { number(Double($0)) } ?? .string("auto")),
                     ("tokenRefreshSeconds", number(p.tokenRefreshSeconds)),
                 ]

@@ -48,6 +48,9 @@ package struct PushSettings: Sendable, Equatable {
     package var batchMaxPositions = 500
     package var batchMaxBytes = 256 * 1024
     package var batchMaxDelaySeconds = 5.0
+    /// The most batches of a backlog on the wire at once, pipelined on one connection; fewer when
+    /// fewer keep the link busy (`PipelineDepth`). 1: one batch a round trip.
+    package var batchInFlight = 8
     package var compression = Compression.zstd
     /// A fixed zstd level, or nil for `"auto"`: level 7 (where bytes per position
     /// level off) on a fast link, 19 (about 10% fewer bytes for 20x the CPU) when
@@ -96,6 +99,7 @@ extension PushSettings {
         push.batchMaxPositions = try batch.integer("maxPositions", default: push.batchMaxPositions, min: 1, max: 100_000)
         push.batchMaxBytes = try batch.integer("maxBytes", default: push.batchMaxBytes, min: 1024, max: 64 << 20)
         push.batchMaxDelaySeconds = try batch.number("maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0, max: 86_400)
+        push.batchInFlight = try batch.integer("inFlight", default: push.batchInFlight, min: 1, max: 64)
         try batch.finish()
         push.compression = try node.choice("compression", default: push.compression)
         if case .string(let text)? = node.value("zstdLevel") {

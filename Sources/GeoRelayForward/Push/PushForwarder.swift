@@ -12,26 +12,26 @@ import GeoRelaySpool
 /// refused positions stand alone and are quarantined; 415 falls back to the next
 /// weaker encoding (remembered); the rest backs off like every destination.
 package final class PushForwarder: DestinationForwarder {
-    private let settings: Configuration.DestinationSettings
-    private let push: PushSettings
-    private let spool: Spool
-    private let logger: Logger
-    private let link: DestinationLink
-    private let wire: PushProtocol
-    private let worker: HTTPWorker
+    let settings: Configuration.DestinationSettings
+    let push: PushSettings
+    let spool: Spool
+    let logger: Logger
+    let link: DestinationLink
+    let wire: PushProtocol
+    let transport: PushTransport
     private let reader: QueueConfined<SpoolReader>
-    private let encoder: QueueConfined<ZstdCompressor>
+    let encoder: QueueConfined<ZstdCompressor>
     private let filter: LocationFilter
     package let auth: PushAuthenticator
-    private let shutdown = ForwarderShutdown()
+    let shutdown = ForwarderShutdown()
     /// Where a spent uplink budget restricts what goes; nil without uplinks.
-    private let gate: UplinkGate?
+    let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
     private let alarmAllowance = AlarmAllowance()
     /// What this destination's connections cost the link (batches, probes, logins).
-    private let meter = WireMeter()
+    let meter = WireMeter()
     /// What a position costs on the wire here, to bound a batch by a budget's remainder.
-    private let budgetWindow = BudgetWindow()
+    let budgetWindow = BudgetWindow()
 
     package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
                  now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
@@ -42,7 +42,7 @@ package final class PushForwarder: DestinationForwarder {
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, meter: meter)
         self.wire = PushProtocol(settings: settings)
-        self.worker = try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls, meter: meter)
+        self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)
@@ -52,7 +52,7 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// A delivery with its JSON point, encoded once.
-    private struct Item: Sendable {
+    struct Item: Sendable {
         var delivery: Delivery
         var point: [UInt8]
     }
@@ -81,18 +81,18 @@ package final class PushForwarder: DestinationForwarder {
         var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
-        var prefetched: Prepared?
         /// After backing off without proof that the gateway is back: the next batch holds one position.
         var trial = false
         var budget = BudgetNotice()
         var route = gate?.routeGeneration(for: name) ?? 0
+        var depth = PipelineDepth(ceiling: push.batchInFlight)
         while !Task.isCancelled {
             // The route moved: new connections (batches, logins, probes), so the answers to the
             // backlog do not come back over the uplink the old ones left by.
             if let moved = gate?.routeGeneration(for: name), moved != route {
                 route = moved
-                prefetched = nil
-                await worker.forgetConnections()
+                depth.reset()
+                await transport.reset()
                 await auth.forgetConnections()
                 await link.forgetConnections()
                 logger.info("the route moved: new connections from here on")
@@ -100,45 +100,32 @@ package final class PushForwarder: DestinationForwarder {
             let restriction = gate?.restriction(for: name)
             if let restriction {
                 budget.restricted(restriction, link: link, logger: logger)
-                // Planned before the budget was spent: the backlog waits now.
-                prefetched = nil
             } else {
                 budget.lifted(link: link, logger: logger)
             }
             let prepared: Prepared
-            if let next = prefetched {
-                prepared = next
-                prefetched = nil
-            } else {
-                do {
-                    // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
-                    let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
-                    prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : (fitting == .max ? nil : fitting),
-                                                 restriction: restriction)
-                } catch {
-                    logger.error("cannot read the spool: \(error)")
-                    try? await Task.sleep(for: .seconds(5))
-                    continue
-                }
+            do {
+                // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
+                let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
+                prepared = try await prepare(ledger: ledger, state: state, maxPositions: trial ? 1 : (fitting == .max ? nil : fitting),
+                                             restriction: restriction)
+            } catch {
+                logger.error("cannot read the spool: \(error)")
+                try? await Task.sleep(for: .seconds(5))
+                continue
             }
             // Positions the filter skipped before anything to send are settled now.
             if !prepared.settled.isEmpty {
                 spool.record(prepared.settled)
                 ledger.apply(prepared.settled)
             }
-            guard let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else {
+            guard !prepared.items.isEmpty else {
                 // A replay queued by another process is noticed within half a minute.
                 if prepared.settled.isEmpty { await wake.wait(timeout: .seconds(30)) }
                 continue
             }
-            // A batch that is not full waits, at most maxDelaySeconds after its oldest position arrived.
-            let maxDelayMs = Int64(push.batchMaxDelaySeconds * 1000)
-            let due = oldest + maxDelayMs
-            let nowMs = WallClock.nowMs()
-            // Further away than the delay itself: the wall clock was set back since the position
-            // arrived; send now rather than wait for the clock to catch up.
-            if !prepared.full, due > nowMs, due - nowMs <= maxDelayMs {
-                await wake.wait(timeout: .milliseconds(due - nowMs))
+            if let waitMs = waitMs(before: prepared) {
+                await wake.wait(timeout: .milliseconds(waitMs))
                 continue
             }
             let token: String
@@ -148,20 +135,12 @@ package final class PushForwarder: DestinationForwarder {
                 trial = await handleAuth(error, backoff: &backoff) == .trial
                 continue
             }
-            // While this batch is on the wire, the next one is read, encoded and
-            // compressed, on the bet that this one is taken whole.
-            let (speculative, current) = (ledger.assuming(prepared.items.map(\.delivery)), state)
-            let (result, newState, next) = await withTaskGroup(of: Prepared?.self) { group in
-                // Not behind positions sent ahead (alarms, current positions): one the gateway
-                // refuses is to be quarantined in its backlog turn, which a batch planned as if it
-                // were delivered would skip.
-                if prepared.full, !prepared.items.contains(where: { $0.delivery.kind == .ahead }) {
-                    group.addTask { try? await self.prepare(ledger: speculative, state: current) }
-                }
-                let (result, newState) = await send(prepared, token: token, state: current, ledger: &ledger)
-                let next = await group.next() ?? nil
-                return (result, newState, next)
-            }
+            // A backlog's full batches go several at a time on one connection; anything else
+            // (alarms, current positions, a trial, a budget's remainder) alone.
+            let backlog = prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
+                && prepared.items.allSatisfy { $0.delivery.kind == .backlog }
+            let (result, newState) = await sendWindow(prepared, token: token, state: state, ledger: &ledger, depth: &depth,
+                                                      refill: backlog ? route : nil)
             state = newState
             if Task.isCancelled { break }
             switch result.stop {
@@ -169,11 +148,6 @@ package final class PushForwarder: DestinationForwarder {
                 trial = false
                 backoff.reset()
                 if restriction != nil { budget.delivered() }
-                // The bet holds only if the whole batch went, in the encoding and size it was made for.
-                if let next, result.advancedAll, next.encoding == state.encoding, next.items.count <= state.maxPositions,
-                   gate?.bytesLeft(for: settings.name) == nil {
-                    prefetched = next
-                }
             case .auth(let error):
                 trial = await handleAuth(error, backoff: &backoff) == .trial
             case .unavailable(let reason, let retryAfter, let transport):
@@ -182,8 +156,21 @@ package final class PushForwarder: DestinationForwarder {
         }
     }
 
+    /// How long a batch that is not full waits: at most `batch.maxDelaySeconds` after its oldest
+    /// position arrived; nil when it goes now.
+    func waitMs(before prepared: Prepared) -> Int64? {
+        guard !prepared.full, let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else { return nil }
+        let maxDelayMs = Int64(push.batchMaxDelaySeconds * 1000)
+        let due = oldest + maxDelayMs
+        let nowMs = WallClock.nowMs()
+        // Further away than the delay itself: the wall clock was set back since the position
+        // arrived; send now rather than wait for the clock to catch up.
+        guard due > nowMs, due - nowMs <= maxDelayMs else { return nil }
+        return due - nowMs
+    }
+
     /// A batch ready to send: its positions and, when it goes as one request, its body.
-    private struct Prepared: Sendable {
+    struct Prepared: Sendable {
         var items: [Item]
         var full: Bool
         /// Skipped positions settled without sending (recorded when the batch is used).
@@ -194,7 +181,7 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// What one zstd compression cost, for the planner.
-    private struct CompressionMeasurement: Sendable {
+    struct CompressionMeasurement: Sendable {
         var level: Int
         var jsonBytes: Int
         var compressedBytes: Int
@@ -202,7 +189,7 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// - Parameter maxPositions: a smaller batch than the state's (a trial after backing off).
-    private func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
+    func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
                          restriction: UplinkGate.Restriction? = nil) async throws -> Prepared {
         let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max), restriction: restriction)
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
@@ -211,7 +198,7 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// What the forwarder keeps between batches.
-    private struct DeliveryState: Sendable {
+    struct DeliveryState: Sendable {
         var encoding: PushSettings.Compression
         /// Lowered by 413 answers.
         var maxPositions: Int
@@ -289,146 +276,6 @@ package final class PushForwarder: DestinationForwarder {
                 bytes += item.point.count + 1
             }
             return (items, items.count >= maxPositions, settled)
-        }
-    }
-
-    private enum Stop {
-        case auth(PushAuthError)
-        case unavailable(String, retryAfter: Double?, transport: Bool)
-    }
-
-    private struct SendResult {
-        var stop: Stop?
-        /// Every position of the batch was delivered or quarantined.
-        var advancedAll = false
-    }
-
-    /// Sends a batch, splitting it as the answers require, until all of it is
-    /// delivered or quarantined, or the destination stops taking anything.
-    /// What the answers settle goes into `ledger` and, through it, to the spool.
-    private func send(_ prepared: Prepared, token initialToken: String, state initial: DeliveryState,
-                      ledger: inout DeliveryLedger) async -> (SendResult, DeliveryState) {
-        let batch = prepared.items
-        var state = initial
-        var result = SendResult()
-        var handled = 0
-        var token = initialToken
-        var retriedAuth = false
-        // Chunks still to send, the next at the end.
-        var pending: [ArraySlice<Item>] = []
-        var start = 0
-        while start < batch.count {
-            pending.append(batch[start..<min(batch.count, start + state.maxPositions)])
-            start += state.maxPositions
-        }
-        pending.reverse()
-        while let chunk = pending.popLast() {
-            if Task.isCancelled { break }
-            var update = DeliveryUpdate(destination: settings.name)
-            // A full batch is a backlog draining: its progress is committed within a second.
-            update.drain = prepared.full
-            defer {
-                update.billWire(meter)
-                budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
-                spool.record(update)
-                gate?.spend(update.wireBytes, destination: settings.name)
-            }
-            let body: [UInt8]
-            do {
-                // The prepared body serves when the chunk is the whole batch in the same encoding.
-                if chunk.count == batch.count, prepared.encoding == state.encoding, !prepared.body.isEmpty {
-                    body = prepared.body
-                    if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
-                } else {
-                    let encoded = try await encode(chunk, encoding: state.encoding, planner: state.planner)
-                    body = encoded.body
-                    if let measured = encoded.measurement { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
-                }
-            } catch {
-                result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
-                break
-            }
-            let sentAt = WallClock.monotonicNs()
-            // Finishing, the batch on the wire still gets its answer; only an abandon drops it.
-            let response = await worker.perform(wire.request(body: body, encoding: state.encoding, token: token), unlessAbandoned: shutdown.abandoned)
-            if shutdown.abandoned.isSet, case .failure = response {
-                logger.warning("abandoned a batch of \(chunk.count) positions in flight, unanswered; it goes again, so the gateway may get it twice")
-                spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(chunk.count)])
-                break
-            }
-            if case .success(let http) = response {
-                update.wireBytes += http.wireBytes
-                state.planner.recordUpload(bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
-            }
-            switch wire.outcome(of: response) {
-            case .delivered:
-                for item in chunk { ledger.delivered(item.delivery, into: &update) }
-                handled += chunk.count
-                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
-            case .tooLarge where chunk.count > 1:
-                state.maxPositions = max(1, chunk.count / 2)
-                logger.warning("HTTP 413 for \(chunk.count) positions: batches now hold at most \(state.maxPositions)")
-                pending.append(contentsOf: halves(chunk).reversed())
-            case .badBatch where chunk.count > 1:
-                pending.append(contentsOf: halves(chunk).reversed())
-            case .tooLarge, .badBatch:
-                let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
-                ledger.refused(chunk[chunk.startIndex].delivery, reason: reason, logger: logger, into: &update)
-                handled += 1
-            case .unsupportedEncoding:
-                guard let weaker = state.encoding.weaker else {
-                    result.stop = .unavailable("HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
-                    pending.removeAll()
-                    break
-                }
-                logger.warning("HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
-                state.encoding = weaker
-                update.encoding = weaker.rawValue
-                pending.append(chunk)
-            case .unauthorized:
-                await auth.invalidate(token)
-                guard !retriedAuth else {
-                    result.stop = .auth(.rejected("push refused the token twice (HTTP 401)"))
-                    pending.removeAll()
-                    break
-                }
-                retriedAuth = true
-                do {
-                    token = try await auth.token()
-                    pending.append(chunk)
-                } catch {
-                    result.stop = .auth(error)
-                    pending.removeAll()
-                }
-            case .unavailable(let reason, let retryAfter, let transport):
-                result.stop = .unavailable(reason, retryAfter: retryAfter, transport: transport)
-                pending.removeAll()
-            }
-        }
-        result.advancedAll = handled == batch.count
-        return (result, state)
-    }
-
-    private func halves(_ chunk: ArraySlice<Item>) -> [ArraySlice<Item>] {
-        let middle = chunk.startIndex + chunk.count / 2
-        return [chunk[chunk.startIndex..<middle], chunk[middle..<chunk.endIndex]]
-    }
-
-    /// JSON, then the chosen compression, off the cooperative pool.
-    private func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws -> (body: [UInt8], measurement: CompressionMeasurement?) {
-        let (wire, points) = (self.wire, chunk.map(\.point))
-        return try await encoder.run { zstd in
-            let json = wire.encodeBatch(points)
-            switch encoding {
-            case .none: return (json, nil)
-            case .gzip: return (try Gzip.compress(json), nil)
-            case .zstd:
-                let level = planner.level(forJSONBytes: json.count)
-                let started = WallClock.monotonicNs()
-                let body = try zstd.compress(json, level: level)
-                let seconds = Double(WallClock.monotonicNs() - started) / 1e9
-                return (body, CompressionMeasurement(level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds))
-            }
         }
     }
 

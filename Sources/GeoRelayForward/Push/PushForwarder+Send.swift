@@ -1,0 +1,261 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// Sending: a window of batches on the wire, and one batch's answers (splitting it as they require).
+extension PushForwarder {
+    enum Stop {
+        case auth(PushAuthError)
+        case unavailable(String, retryAfter: Double?, transport: Bool)
+    }
+
+    struct SendResult {
+        var stop: Stop?
+        /// Every position of the batch was delivered or quarantined.
+        var advancedAll = false
+    }
+
+    /// A batch on the wire, and its answer once taken off the connection.
+    private struct InFlight {
+        var prepared: Prepared
+        var bytes: Int
+        var sentAt: ContinuousClock.Instant
+        /// Went while another was still unanswered: its answer's spacing measures the link.
+        var behindAnother: Bool
+        /// Planned as if every batch before it were delivered: its skipped positions settle in its turn.
+        var speculative: Bool
+        var answer: Result<HTTPResponse, CurlError>?
+    }
+
+    /// Sends `first` and, when `refill` holds the route it was planned on, the backlog's next full
+    /// batches behind it on the same connection, as many at once as keep the link busy
+    /// (`PipelineDepth`, at most `batch.inFlight`). Each is planned as if those before it were
+    /// delivered, and their answers are settled in order, so a device's cursor never passes a
+    /// batch not yet answered. A batch not taken whole first waits for every answer behind it, so
+    /// its halves or retry go alone; one that stops the round (no answer, a 503, a token refused
+    /// twice) drops the rest, which go again.
+    func sendWindow(_ first: Prepared, token initialToken: String, state initial: DeliveryState, ledger: inout DeliveryLedger,
+                    depth: inout PipelineDepth, refill route: Int?) async -> (SendResult, DeliveryState) {
+        var state = initial
+        var token = initialToken
+        let clock = ContinuousClock()
+        var window: [InFlight] = []
+        var assumed = ledger.assuming(first.items.map(\.delivery))
+        var refilling = route != nil
+        var lastAnswerAt: ContinuousClock.Instant?
+        func submit(_ prepared: Prepared, speculative: Bool) async {
+            await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
+            window.append(InFlight(prepared: prepared, bytes: prepared.body.count, sentAt: clock.now,
+                                   behindAnother: window.contains { $0.answer == nil }, speculative: speculative))
+        }
+        await submit(first, speculative: false)
+        while !window.isEmpty {
+            while refilling, window.count < depth.depth(batchBytes: first.body.count) {
+                guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
+                      gate?.bytesLeft(for: settings.name) == nil, (gate?.routeGeneration(for: settings.name) ?? 0) == route,
+                      let next = try? await prepare(ledger: assumed, state: state),
+                      next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
+                      // Alarms and current positions are sent alone, ahead: the window ends for them.
+                      next.items.allSatisfy({ $0.delivery.kind == .backlog })
+                else {
+                    refilling = false
+                    break
+                }
+                assumed.apply(next.settled)
+                assumed = assumed.assuming(next.items.map(\.delivery))
+                await submit(next, speculative: true)
+            }
+            var sent = window.removeFirst()
+            if sent.answer == nil {
+                sent.answer = await transport.next(unlessAbandoned: shutdown.abandoned)
+                let now = clock.now
+                depth.answered(bytes: sent.bytes, elapsed: now - sent.sentAt, spacing: sent.behindAnother ? lastAnswerAt.map { now - $0 } : nil)
+                lastAnswerAt = now
+            }
+            let answer = sent.answer!
+            if case .success(let http) = answer {
+                state.planner.recordUpload(bytes: http.wireBytes, seconds: (clock.now - sent.sentAt) / .seconds(1))
+            }
+            if wire.outcome(of: answer) != .delivered {
+                // Its halves or retry need the connection to themselves: take in what is behind it.
+                await takeAnswers(&window, after: answer)
+            }
+            if sent.speculative, !sent.prepared.settled.isEmpty {
+                spool.record(sent.prepared.settled)
+                ledger.apply(sent.prepared.settled)
+            }
+            let (result, newState) = await send(sent.prepared, token: &token, state: state, ledger: &ledger, first: answer)
+            state = newState
+            if result.stop != nil || !result.advancedAll {
+                let dropped = window.reduce(0) { $0 + $1.prepared.items.count }
+                if dropped > 0 {
+                    await transport.reset()
+                    logger.info("\(dropped) positions in batches behind one not delivered go again")
+                }
+                return (result, state)
+            }
+        }
+        return (SendResult(stop: nil, advancedAll: true), state)
+    }
+
+    /// Takes the answers of every batch still on the wire (after a failure, the same failure for
+    /// each: the connection took them with it).
+    private func takeAnswers(_ window: inout [InFlight], after answer: Result<HTTPResponse, CurlError>) async {
+        var failure: CurlError?
+        if case .failure(let error) = answer { failure = error }
+        for index in window.indices where window[index].answer == nil {
+            if let failure {
+                window[index].answer = .failure(failure)
+                continue
+            }
+            let answer = await transport.next(unlessAbandoned: shutdown.abandoned)
+            if case .failure(let error) = answer { failure = error }
+            window[index].answer = answer
+        }
+    }
+
+    /// Sends a batch, splitting it as the answers require, until all of it is
+    /// delivered or quarantined, or the destination stops taking anything.
+    /// What the answers settle goes into `ledger` and, through it, to the spool.
+    /// - Parameter first: the answer to the whole batch, sent already (in a window).
+    func send(_ prepared: Prepared, token: inout String, state initial: DeliveryState,
+              ledger: inout DeliveryLedger, first: Result<HTTPResponse, CurlError>?) async -> (SendResult, DeliveryState) {
+        let batch = prepared.items
+        var state = initial
+        var result = SendResult()
+        var handled = 0
+        var retriedAuth = false
+        // Chunks still to send, the next at the end.
+        var pending: [ArraySlice<Item>] = []
+        var start = 0
+        while start < batch.count {
+            pending.append(batch[start..<min(batch.count, start + state.maxPositions)])
+            start += state.maxPositions
+        }
+        pending.reverse()
+        var first = first
+        while let chunk = pending.popLast() {
+            // Once sent, a batch's answer is taken in even when the task is being cancelled.
+            if Task.isCancelled, first == nil { break }
+            var update = DeliveryUpdate(destination: settings.name)
+            // A full batch is a backlog draining: its progress is committed within a second.
+            update.drain = prepared.full
+            defer {
+                update.billWire(meter)
+                budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
+                spool.record(update)
+                gate?.spend(update.wireBytes, destination: settings.name)
+            }
+            let response: Result<HTTPResponse, CurlError>
+            let sentEncoding: PushSettings.Compression
+            if let answer = first {
+                first = nil
+                response = answer
+                sentEncoding = prepared.encoding
+                if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+            } else {
+                let body: [UInt8]
+                do {
+                    // The prepared body serves when the chunk is the whole batch in the same encoding.
+                    if chunk.count == batch.count, prepared.encoding == state.encoding, !prepared.body.isEmpty {
+                        body = prepared.body
+                        if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+                    } else {
+                        let encoded = try await encode(chunk, encoding: state.encoding, planner: state.planner)
+                        body = encoded.body
+                        if let measured = encoded.measurement { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+                    }
+                } catch {
+                    result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
+                    break
+                }
+                let sentAt = WallClock.monotonicNs()
+                sentEncoding = state.encoding
+                // Finishing, the batch on the wire still gets its answer; only an abandon drops it.
+                await transport.submit(wire.request(body: body, encoding: state.encoding, token: token))
+                response = await transport.next(unlessAbandoned: shutdown.abandoned)
+                if case .success(let http) = response {
+                    state.planner.recordUpload(bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
+                }
+            }
+            if shutdown.abandoned.isSet, case .failure = response {
+                logger.warning("abandoned a batch of \(chunk.count) positions in flight, unanswered; it goes again, so the gateway may get it twice")
+                spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(chunk.count)])
+                break
+            }
+            if case .success(let http) = response { update.wireBytes += http.wireBytes }
+            switch wire.outcome(of: response) {
+            case .delivered:
+                for item in chunk { ledger.delivered(item.delivery, into: &update) }
+                handled += chunk.count
+                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+            case .tooLarge where chunk.count > 1:
+                state.maxPositions = max(1, chunk.count / 2)
+                logger.warning("HTTP 413 for \(chunk.count) positions: batches now hold at most \(state.maxPositions)")
+                pending.append(contentsOf: halves(chunk).reversed())
+            case .badBatch where chunk.count > 1:
+                pending.append(contentsOf: halves(chunk).reversed())
+            case .tooLarge, .badBatch:
+                let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
+                ledger.refused(chunk[chunk.startIndex].delivery, reason: reason, logger: logger, into: &update)
+                handled += 1
+            case .unsupportedEncoding where sentEncoding != state.encoding:
+                // Sent before an earlier batch's 415 moved to a weaker encoding: again, in that one.
+                pending.append(chunk)
+            case .unsupportedEncoding:
+                guard let weaker = state.encoding.weaker else {
+                    result.stop = .unavailable("HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
+                    pending.removeAll()
+                    break
+                }
+                logger.warning("HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
+                state.encoding = weaker
+                update.encoding = weaker.rawValue
+                pending.append(chunk)
+            case .unauthorized:
+                await auth.invalidate(token)
+                guard !retriedAuth else {
+                    result.stop = .auth(.rejected("push refused the token twice (HTTP 401)"))
+                    pending.removeAll()
+                    break
+                }
+                retriedAuth = true
+                do {
+                    token = try await auth.token()
+                    pending.append(chunk)
+                } catch {
+                    result.stop = .auth(error)
+                    pending.removeAll()
+                }
+            case .unavailable(let reason, let retryAfter, let transport):
+                result.stop = .unavailable(reason, retryAfter: retryAfter, transport: transport)
+                pending.removeAll()
+            }
+        }
+        result.advancedAll = handled == batch.count
+        return (result, state)
+    }
+
+    private func halves(_ chunk: ArraySlice<Item>) -> [ArraySlice<Item>] {
+        let middle = chunk.startIndex + chunk.count / 2
+        return [chunk[chunk.startIndex..<middle], chunk[middle..<chunk.endIndex]]
+    }
+
+    /// JSON, then the chosen compression, off the cooperative pool.
+    func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws -> (body: [UInt8], measurement: CompressionMeasurement?) {
+        let (wire, points) = (self.wire, chunk.map(\.point))
+        return try await encoder.run { zstd in
+            let json = wire.encodeBatch(points)
+            switch encoding {
+            case .none: return (json, nil)
+            case .gzip: return (try Gzip.compress(json), nil)
+            case .zstd:
+                let level = planner.level(forJSONBytes: json.count)
+                let started = WallClock.monotonicNs()
+                let body = try zstd.compress(json, level: level)
+                let seconds = Double(WallClock.monotonicNs() - started) / 1e9
+                return (body, CompressionMeasurement(level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds))
+            }
+        }
+    }
+
+}
