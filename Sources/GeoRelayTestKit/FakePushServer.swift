@@ -48,7 +48,8 @@ package final class FakePushServer: Sendable {
         var batches: [Batch] = []
         var events: [String] = []
         var problems: [String] = []
-        var pushStatuses: [Int] = []
+        /// nil: handled as usual.
+        var pushStatuses: [Int?] = []
         var tokenStatuses: [Int] = []
         var encodings: Set<String> = ["zstd", "gzip", "identity"]
         var maxPoints = Int.max
@@ -65,10 +66,11 @@ package final class FakePushServer: Sendable {
     private let changed = WakeSignal()
     package let http: HTTPTestServer
 
-    package init(expected: Expected = Expected()) throws {
+    /// - Parameter readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
+    package init(expected: Expected = Expected(), readsAhead: Duration? = nil) throws {
         self.expected = expected
         let server = WeakReference<FakePushServer>()
-        http = try HTTPTestServer { request in server.value?.handle(request) }
+        http = try HTTPTestServer(readsAhead: readsAhead) { request in server.value?.handle(request) }
         server.value = self
     }
 
@@ -93,8 +95,8 @@ package final class FakePushServer: Sendable {
     }
     package var logins: Int { state.withLock { $0.logins } }
 
-    /// The next push requests get these statuses, one each, before normal service resumes.
-    package func queuePushStatuses(_ statuses: [Int]) { state.withLock { $0.pushStatuses += statuses } }
+    /// The next pushes' answers in the order they arrive; nil takes that one as usual, 0 drops its connection.
+    package func queuePushStatuses(_ statuses: [Int?]) { state.withLock { $0.pushStatuses += statuses } }
     /// Answers probes as the server behind `style` would (nginx, Python, a portal…).
     package func setProbeStyle(_ style: ServerStyle?) { state.withLock { $0.probeStyle = style } }
     package func queueTokenStatuses(_ statuses: [Int]) { state.withLock { $0.tokenStatuses += statuses } }
@@ -218,7 +220,8 @@ package final class FakePushServer: Sendable {
     }
 
     private func push(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        if let status = state.withLock({ $0.pushStatuses.isEmpty ? nil : $0.pushStatuses.removeFirst() }) {
+        if let queued = state.withLock({ state -> Int?? in state.pushStatuses.isEmpty ? .none : .some(state.pushStatuses.removeFirst()) }),
+           let status = queued {
             if status == 0 { return nil } // drop the connection
             return HTTPTestResponse(status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
         }

@@ -47,6 +47,8 @@ package final class HTTPTestServer: Sendable {
     /// After how many responses a connection closes (`Connection: close` on the last); nil: never.
     private let responsesPerConnection: Int?
     private let listener: TestTCPListener
+    /// How long a request's answer waits for the next request to arrive behind it; nil: none.
+    private let readsAhead: Duration?
 
     package var port: Int { listener.port }
     package var url: String { "http://127.0.0.1:\(port)" }
@@ -63,8 +65,13 @@ package final class HTTPTestServer: Sendable {
     ///   - responsesPerConnection: the same after this many responses, as nginx does after
     ///     `keepalive_requests` (1,000 by default).
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1", handler: @escaping Handler) throws {
+    ///   - readsAhead: a server that reads before it answers: each answer waits up to this long for
+    ///     another request behind it on the connection, so `deepestPipeline` shows a client that
+    ///     pipelines whatever the timing (a client that does not gets every answer this late).
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1",
+                 readsAhead: Duration? = nil, handler: @escaping Handler) throws {
         self.handler = handler
+        self.readsAhead = readsAhead
         self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
         let server = WeakReference<HTTPTestServer>()
         listener = try TestTCPListener(name: "http-test", host: host) { fd, number in server.value?.serve(fd, number: number) }
@@ -106,6 +113,13 @@ package final class HTTPTestServer: Sendable {
                 method: head.method, target: head.target, headers: head.headers,
                 body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
             buffer.removeFirst(bodyStart + length)
+            if let readsAhead, Self.count([13, 10, 13, 10], in: buffer) == 0 {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&descriptor, 1, Int32(readsAhead / .milliseconds(1))) > 0 {
+                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    if n > 0 { buffer.append(contentsOf: chunk[0..<n]) }
+                }
+            }
             let waiting = Self.count([13, 10, 13, 10], in: buffer)
             deepest.withLock { $0 = max($0, 1 + waiting) }
             guard let response = handler(request) else { return }

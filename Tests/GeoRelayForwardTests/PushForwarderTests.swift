@@ -19,8 +19,8 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
     let server: FakePushServer
     let clock = TestClock()
 
-    init(mode: PushSettings.AuthMode = .login, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
-        server = try FakePushServer()
+    init(mode: PushSettings.AuthMode = .login, readsAhead: Duration? = nil, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+        server = try FakePushServer(readsAhead: readsAhead)
         var push = PushSettings()
         push.authBaseURL = server.authBaseURL
         push.registrationBaseURL = server.registrationBaseURL
@@ -219,6 +219,40 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
             #expect(DeliveryOrder.problem(stamps, expected: movingTrack(device, count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
                                           onlyNewestAhead: true) == nil)
         }
+    }
+
+    /// A backlog's batches go several at a time on one connection, and the gateway still takes each
+    /// device's history oldest first, each position once.
+    @Test func aBacklogsBatchesArePipelinedInOrder() async throws {
+        let f = try await PushFixture(readsAhead: .milliseconds(500))
+        let devices = (0..<4).map { "unit\($0)" }
+        _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 1_500) })
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= devices.count * 1_500 }, "the backlog delivered")
+        }
+        #expect(f.server.http.deepestPipeline >= 2, "batches on the wire at once: \(f.server.http.deepestPipeline)")
+        #expect(f.server.points.count == devices.count * 1_500, "each position once")
+        for device in devices {
+            let stamps = f.server.points.filter { $0.trackerId == "\(device)@alice" }.map(\.timestamp)
+            #expect(DeliveryOrder.problem(stamps, expected: movingTrack(device, count: 1_500).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
+                                          onlyNewestAhead: true) == nil)
+        }
+    }
+
+    /// A 503 for one batch of a window while those behind it are taken: nothing is lost, the
+    /// batches behind it go again after the backoff (the gateway gets them twice).
+    @Test func aBatchRefusedInTheMiddleOfAWindowLosesNothing() async throws {
+        let f = try await PushFixture(readsAhead: .milliseconds(200))
+        let track = movingTrack("a", count: 3_000)
+        // The current position, the first batch of history, then a 503 for the second.
+        f.server.queuePushStatuses([nil, nil, 503])
+        _ = await f.spool.append(track)
+        try await f.withForwarder {
+            #expect(await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)), "every position delivered")
+            let status = try await f.waitForStatus { $0.pending == 0 }
+            #expect(status.pending == 0)
+        }
+        #expect(f.server.problems.isEmpty)
     }
 
     @Test func backlogBatchesAreFull() async throws {
