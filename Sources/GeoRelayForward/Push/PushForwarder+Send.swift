@@ -12,6 +12,8 @@ extension PushForwarder {
         var stop: Stop?
         /// Every position of the batch was delivered or quarantined.
         var advancedAll = false
+        /// Positions the gateway refused for good.
+        var refused = 0
     }
 
     /// A batch on the wire, and its answer once taken off the connection.
@@ -26,8 +28,8 @@ extension PushForwarder {
         var answer: Result<HTTPResponse, CurlError>?
     }
 
-    /// Sends `first` and, when `refill` holds the route it was planned on, the backlog's next full
-    /// batches behind it on the same connection, as many at once as keep the link busy
+    /// Sends `first` and, when `refill` holds the route it was planned on, the next full batches
+    /// behind it on the same connection (alarms and current positions among them, in their turn), as many at once as keep the link busy
     /// (`PipelineDepth`, at most `batch.inFlight`). Each is planned as if those before it were
     /// delivered, and their answers are settled in order, so a device's cursor never passes a
     /// batch not yet answered. A batch not taken whole first waits for every answer behind it, so
@@ -54,8 +56,8 @@ extension PushForwarder {
                       gate?.bytesLeft(for: settings.name) == nil, (gate?.routeGeneration(for: settings.name) ?? 0) == route,
                       let next = try? await prepare(ledger: assumed, state: state),
                       next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
-                      // Alarms and current positions are sent alone, ahead: the window ends for them.
-                      next.items.allSatisfy({ $0.delivery.kind == .backlog })
+                      // A replay goes when nothing live waits, alone.
+                      !next.items.contains(where: { $0.delivery.kind == .replay })
                 else {
                     refilling = false
                     break
@@ -85,7 +87,10 @@ extension PushForwarder {
             }
             let (result, newState) = await send(sent.prepared, token: &token, state: state, ledger: &ledger, first: answer)
             state = newState
-            if result.stop != nil || !result.advancedAll {
+            // A position refused when sent ahead is to be quarantined in its backlog turn, which
+            // the batches behind it, planned as if it were delivered, skip: they are planned again.
+            let refusedAhead = result.refused > 0 && sent.prepared.items.contains { $0.delivery.kind == .ahead }
+            if result.stop != nil || !result.advancedAll || refusedAhead {
                 let dropped = window.reduce(0) { $0 + $1.prepared.items.count }
                 if dropped > 0 {
                     await transport.reset()
@@ -198,6 +203,7 @@ extension PushForwarder {
                 let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
                 ledger.refused(chunk[chunk.startIndex].delivery, reason: reason, logger: logger, into: &update)
                 handled += 1
+                result.refused += 1
             case .unsupportedEncoding where sentEncoding != state.encoding:
                 // Sent before an earlier batch's 415 moved to a weaker encoding: again, in that one.
                 pending.append(chunk)

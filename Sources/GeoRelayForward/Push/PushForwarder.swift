@@ -135,10 +135,10 @@ package final class PushForwarder: DestinationForwarder {
                 trial = await handleAuth(error, backoff: &backoff) == .trial
                 continue
             }
-            // A backlog's full batches go several at a time on one connection; anything else
-            // (alarms, current positions, a trial, a budget's remainder) alone.
+            // Full batches go several at a time on one connection; a trial, a budget's remainder or
+            // a replay alone.
             let backlog = prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
-                && prepared.items.allSatisfy { $0.delivery.kind == .backlog }
+                && !prepared.items.contains { $0.delivery.kind == .replay }
             let (result, newState) = await sendWindow(prepared, token: token, state: state, ledger: &ledger, depth: &depth,
                                                       refill: backlog ? route : nil)
             state = newState
