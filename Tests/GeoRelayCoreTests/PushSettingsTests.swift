@@ -17,6 +17,7 @@ import Testing
         #expect(push.batchMaxPositions == 500)
         #expect(push.batchMaxBytes == 262_144)
         #expect(push.batchMaxDelaySeconds == 5)
+        #expect(push.batchInFlight == 8)
         #expect(push.compression == .zstd)
         #expect(push.tokenRefreshSeconds == 86_400)
     }
@@ -44,6 +45,22 @@ import Testing
          "destinations[0].apiKey: CONFIGURATION_ERROR"),
     ])
     func validationUsesTheSDKCodes(text: String, prefix: String) {
+        check(text, prefix: prefix)
+    }
+
+    /// Batches on the wire at once: 1 (one a round trip) to 64.
+    @Test(arguments: [0, 65, -1])
+    func batchesInFlightAreBounded(value: Int) {
+        check(#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: \#(value)}}]}"#,
+              prefix: "destinations[0].batch.inFlight: ")
+    }
+
+    @Test func oneBatchInFlightIsAllowed() throws {
+        let config = try Configuration.parse(#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: 1}}]}"#)
+        #expect(config.destinations[0].push?.batchInFlight == 1)
+    }
+
+    private func check(_ text: String, prefix: String) {
         do {
             _ = try Configuration.parse(text)
             Issue.record("accepted \(text)")
