@@ -13,14 +13,20 @@ package final class DestinationLink: Sendable {
     private let meter: WireMeter?
     /// Bare connection attempts between probes (`probe.connectSeconds`); nil: probes only.
     private let connectCheck: ConnectCheck?
+    /// The kernel's route, address and link announcements: each brings the next attempt forward.
+    private let linkChanges: WakeBroadcast?
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.
     typealias Probe = @Sendable () async -> (answer: ServerCheck.Answer, wireBytes: Int)
 
-    /// - Parameter probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
-    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil, meter: WireMeter? = nil) throws {
+    /// - Parameters:
+    ///   - probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
+    ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
+    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil, meter: WireMeter? = nil,
+         linkChanges: WakeBroadcast? = nil) throws {
         self.settings = settings
+        self.linkChanges = linkChanges
         self.spool = spool
         self.logger = logger
         self.meter = meter
@@ -75,10 +81,12 @@ package final class DestinationLink: Sendable {
         var probeSpacing = Backoff(minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds), maxSeconds: settings.probeIntervalSeconds)
         /// Whether a connection that opens may bring the next probe forward.
         var connectionsMayProbe = true
+        var firstLook = true
         while !Task.isCancelled {
             let probeAt = min(clock.now + .milliseconds(Int(probeSpacing.nextDelay() * 1000)), ceilingAt)
             recordState(.probing, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: probeAt))
-            let early = connectionsMayProbe ? await connectionOpens(before: probeAt, clock: clock) : false
+            let early = connectionsMayProbe ? await connectionOpens(before: probeAt, clock: clock, announce: firstLook) : false
+            firstLook = false
             if !early { try? await Task.sleep(until: probeAt, clock: clock) }
             if Task.isCancelled { break }
             if clock.now >= ceilingAt { return .trial }
@@ -100,22 +108,46 @@ package final class DestinationLink: Sendable {
         return .cancelled
     }
 
-    /// Tries a bare connection every `probe.connectSeconds` until one opens (true) or `deadline`
-    /// comes (false); false at once without a `ConnectCheck`.
-    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock) async -> Bool {
+    /// Tries a bare connection every `probe.connectSeconds`, and at once when the kernel announces
+    /// a route, address or link change (an interface up, a modem's route back), until one opens
+    /// (true) or `deadline` comes (false); false at once without a `ConnectCheck`.
+    /// - Parameter announce: say, after the first attempt fails, how the link's return will be seen.
+    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock, announce: Bool) async -> Bool {
         guard let connectCheck else { return false }
         let every = Duration.milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000))
+        let changes = linkChanges?.subscribe()
+        defer { if let changes { linkChanges?.unsubscribe(changes) } }
+        var failed = 0
         while !Task.isCancelled {
-            let next = clock.now + every
-            if clock.now >= deadline { return false }
+            let attempted = clock.now
+            if attempted >= deadline { return false }
             if await connectCheck.opens() {
                 logger.info("a connection to the destination opened: probing now")
                 return true
             }
-            if next >= deadline { return false }
-            try? await Task.sleep(until: next, clock: clock)
+            failed += 1
+            if failed == 1, announce {
+                logger.info("no connection to the destination: trying every \(Self.phrase(every))\(changes == nil ? "" : " and when the network changes")")
+            }
+            if let changes {
+                // Until the next attempt or the probe, whichever comes first; a wake that came while
+                // the attempt ran is taken now (the change may be what let it fail).
+                await changes.wait(timeout: clock.now.duration(to: min(attempted + every, deadline)))
+                // Half a second between attempts however the kernel chatters (a flapping modem).
+                try? await Task.sleep(until: min(attempted + Self.quickestAttempts, deadline), clock: clock)
+            } else {
+                if attempted + every >= deadline { return false }
+                try? await Task.sleep(until: attempted + every, clock: clock)
+            }
         }
         return false
+    }
+
+    static let quickestAttempts = Duration.milliseconds(500)
+
+    private static func phrase(_ interval: Duration) -> String {
+        let milliseconds = interval / .milliseconds(1)
+        return milliseconds.truncatingRemainder(dividingBy: 1000) == 0 ? "\(Int(milliseconds / 1000)) s" : "\(Int(milliseconds)) ms"
     }
 
     /// From now until `instant`, for the wall-clock time status shows as the next attempt.

@@ -93,14 +93,13 @@ package struct Relay: Sendable {
         }
         let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
         let sampling = page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
-        // Route changes wake the monitor only where uplinks are named; a socket that cannot be
-        // opened leaves the periodic looks, said once.
+        // Route, address and link changes wake the uplink monitor and the forwarders waiting for a
+        // destination to come back; a socket that cannot be opened leaves the periodic looks and
+        // connection attempts, said once.
         var routeWatch: RouteWatch?
-        if !configuration.uplinks.isEmpty {
-            do { routeWatch = try RouteWatch() } catch { logger.warning("uplinks: route changes are seen at the next look only: \(error)") }
-        }
+        do { routeWatch = try RouteWatch() } catch { logger.warning("route changes are seen at the next look only: \(error)") }
         // One gate for every generation of forwarders: a reload does not forget a spent budget.
-        let gate = UplinkGate()
+        let gate = UplinkGate(linkChanges: routeWatch?.changed, awaitsFirstLook: !configuration.uplinks.isEmpty)
         let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch, gate: gate) { liveConfiguration.configuration }
         let monitoring = Task { await uplinks.run() }
 

@@ -84,6 +84,11 @@ package final class NetworkLab: @unchecked Sendable {
         try Self.ip(["-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.20\(index).0.2", "dev", Self.uplinks[index]])
     }
 
+    /// Takes the relay side's route to the server away: its connections fail at once (unreachable).
+    package func removeRoute() throws {
+        try Self.ip(["-n", relaySide, "route", "del", "\(serverAddress)/32"])
+    }
+
     /// Caps uplink `index` at `bitsPerSecond` each way (a token bucket on both ends of its veth
     /// pair), as a narrowband satellite modem caps it. Only the rate: this kernel may have no
     /// `netem` to add delay, and what a budget counts is bytes, not time.

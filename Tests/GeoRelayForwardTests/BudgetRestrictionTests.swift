@@ -33,6 +33,20 @@ import GeoRelayTestKit
         #expect(gate.restriction(for: "traccar") == Self.restriction)
     }
 
+    /// With uplinks configured, nothing goes before the monitor's first look says what budgets
+    /// are left (a forwarder starting with a backlog sent a whole round the budget did not have);
+    /// without them, nothing waits.
+    @Test func forwardersWaitForTheMonitorsFirstLook() async {
+        let none = UplinkGate()
+        await none.firstLook(timeout: .seconds(30))
+        let gate = UplinkGate(awaitsFirstLook: true)
+        let waited = Task { await gate.firstLook(timeout: .seconds(30)); return true }
+        gate.set([:], allowances: ["traccar": UplinkGate.Allowance(uplink: "iridium", bytesLeft: 1, whenSpent: Self.restriction)])
+        #expect(await waited.value)
+        #expect(gate.bytesLeft(for: "traccar") == 1, "the allowance is known when the wait ends")
+        await gate.firstLook(timeout: .seconds(30))
+    }
+
     /// Under a budget's remainder (not spent), a backfill with live fixes arriving faster than
     /// its rounds: each round sends the devices' newest ahead, and the history still gets what is
     /// left of the round, so it drains (a round of current positions alone at every turn starved it).

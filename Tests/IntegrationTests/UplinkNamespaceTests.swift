@@ -88,16 +88,46 @@ import GeoRelayTestKit
         #expect(relay.signal(SIGTERM))
     }
 
+    /// The link's return heard from the kernel: with connection attempts two minutes apart and
+    /// probes as far, the route coming back brings an attempt at once, and delivery resumes long
+    /// before either was due.
+    @Test func aRouteComingBackIsTriedAtOnce() async throws {
+        guard let lab = try NetworkLab.orSkip("the link's return heard from the kernel") else { return }
+        // A new connection per request: one to an unreachable server fails at once.
+        let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
+        defer { server.http.stop() }
+        let world = try RelayWorld()
+        try world.writeConfig(traccarURL: "http://\(lab.serverAddress):\(server.http.port)",
+                              link: "backoff: { minSeconds: 120, maxSeconds: 600 }, probe: { intervalSeconds: 300, connectSeconds: 120 }")
+        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
+        world.relay = relay
+        let client = try world.client()
+        try client.write(line("boat", 0))
+        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await server.waitUntil { $0.count >= 1 }, "the first position, before the route goes")
+        try lab.removeRoute()
+        try client.write(line("boat", 1))
+        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
+        // The first attempt has failed: the next is two minutes away, unless the kernel's word brings it.
+        try await Self.waitForLog("no connection to the destination: trying every 120 s and when the network changes", relay)
+        try lab.route(via: 0)
+        #expect(await server.waitUntil(timeout: .seconds(30)) { $0.count >= 2 },
+                "delivered within 30 s of the route's return (attempts and probes were two minutes apart): \(relay.stderrText().suffix(800))")
+        #expect(relay.stderrText().contains("a connection to the destination opened"))
+        #expect(relay.signal(SIGTERM))
+    }
+
     /// The kernel's announcement of a route change wakes the monitor's watch; a burst is one wake.
     @Test func aRouteChangeWakesTheWatch() async throws {
         guard let lab = try NetworkLab.orSkip("route watch in network namespaces") else { return }
         let watch = try lab.onRelaySide { try RouteWatch() }
         defer { watch.stop() }
+        let changes = watch.changed.subscribe()
         let before = watch.wakes
         try lab.route(via: 1)
         let deadline = ContinuousClock.now + .seconds(10)
         while watch.wakes == before, ContinuousClock.now < deadline {
-            await watch.changed.wait(timeout: .seconds(1))
+            await changes.wait(timeout: .seconds(1))
         }
         #expect(watch.wakes > before, "no wake within 10 s of moving the route")
     }

@@ -44,6 +44,12 @@ extension PushForwarder {
         var assumed = ledger.assuming(first.items.map(\.delivery))
         var refilling = route != nil
         var lastAnswerAt: ContinuousClock.Instant?
+        /// When current positions last went ahead in this window.
+        var currentAheadAt: ContinuousClock.Instant?
+        func carriesCurrent(_ prepared: Prepared) -> Bool {
+            prepared.items.contains { $0.delivery.kind == .ahead && $0.delivery.stored.position.alarm == nil }
+        }
+        if carriesCurrent(first) { currentAheadAt = clock.now }
         func submit(_ prepared: Prepared, speculative: Bool) async {
             await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
             window.append(InFlight(prepared: prepared, bytes: prepared.body.count, sentAt: clock.now,
@@ -51,10 +57,17 @@ extension PushForwarder {
         }
         await submit(first, speculative: false)
         while !window.isEmpty {
-            while refilling, window.count < depth.depth(batchBytes: first.body.count) {
+            // Sized by the largest batch on the wire: a window opened by a few current positions
+            // is not to fill with eight full batches.
+            while refilling, window.count < depth.depth(batchBytes: window.map(\.bytes).max() ?? first.body.count) {
+                // Live fixes go ahead again only every so often while the backlog drains: with many
+                // units one arrives every few hundred milliseconds, and each batch of them costs a
+                // read of every device's backlog and a request (as Traccar's live edge gives way).
+                let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
+                let currentDue = currentAheadAt.map { clock.now - $0 >= giveWay } ?? true
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                       gate?.bytesLeft(for: settings.name) == nil, (gate?.routeGeneration(for: settings.name) ?? 0) == route,
-                      let next = try? await prepare(ledger: assumed, state: state),
+                      let next = try? await prepare(ledger: assumed, state: state, currentAhead: currentDue),
                       next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
                       // A replay goes when nothing live waits, alone.
                       !next.items.contains(where: { $0.delivery.kind == .replay })
@@ -64,6 +77,7 @@ extension PushForwarder {
                 }
                 assumed.apply(next.settled)
                 assumed = assumed.assuming(next.items.map(\.delivery))
+                if carriesCurrent(next) { currentAheadAt = clock.now }
                 await submit(next, speculative: true)
             }
             var sent = window.removeFirst()
@@ -132,6 +146,11 @@ extension PushForwarder {
         // Chunks still to send, the next at the end.
         var pending: [ArraySlice<Item>] = []
         var start = 0
+        // Sent already, the batch is one chunk whatever a 413 since has made of the size.
+        if first != nil {
+            pending.append(batch[...])
+            start = batch.count
+        }
         while start < batch.count {
             pending.append(batch[start..<min(batch.count, start + state.maxPositions)])
             start += state.maxPositions

@@ -40,7 +40,7 @@ package final class PushForwarder: DestinationForwarder {
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, meter: meter)
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges)
         self.wire = PushProtocol(settings: settings)
         self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -72,6 +72,7 @@ package final class PushForwarder: DestinationForwarder {
             gate?.unwatch(wake)
             spool.commits.unsubscribe(wake)
         }
+        await gate?.firstLook()
         var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions, planner: CompressionPlanner(fixedLevel: push.zstdLevel))
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
@@ -188,10 +189,14 @@ package final class PushForwarder: DestinationForwarder {
         var seconds: Double
     }
 
-    /// - Parameter maxPositions: a smaller batch than the state's (a trial after backing off).
+    /// - Parameters:
+    ///   - maxPositions: a smaller batch than the state's (a trial after backing off).
+    ///   - currentAhead: whether devices behind send their newest position ahead of the backlog
+    ///     (false while a window gives way to the backlog: see `sendWindow`).
     func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
-                         restriction: UplinkGate.Restriction? = nil) async throws -> Prepared {
-        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max), restriction: restriction)
+                 restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true) async throws -> Prepared {
+        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
+                                                         restriction: restriction, currentAhead: currentAhead)
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
         let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
@@ -210,8 +215,8 @@ package final class PushForwarder: DestinationForwarder {
     /// each device's part a prefix of its own backlog. Under a `restriction` (a spent uplink
     /// budget): the alarms, else each device's newest position when its still-alive minimum is
     /// due, sent at once; never the backlog or a replay.
-    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int,
-                           restriction: UplinkGate.Restriction?) async throws -> ([Item], Bool, DeliveryUpdate) {
+    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
+                           currentAhead: Bool) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
         let (wire, maxBytes, filter, allowance) = (self.wire, push.batchMaxBytes, self.filter, alarmAllowance)
         return try await reader.run { reader in
@@ -247,7 +252,7 @@ package final class PushForwarder: DestinationForwarder {
             // Devices behind (a backlog after an outage, or history already): each one's newest
             // first, as a batch of its own, ahead of every device's history. (Judged before the
             // plan below moves the filter's memory past what it skips.)
-            let backfilling = Set(ledger.behind(chunks, filter: filter, alreadySent: alarms.sent))
+            let backfilling = currentAhead ? Set(ledger.behind(chunks, filter: filter, alreadySent: alarms.sent)) : []
             if !backfilling.isEmpty {
                 let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
                 if !live.isEmpty { return ahead(live) }

@@ -52,7 +52,8 @@ package final class TraccarForwarder: DestinationForwarder {
         let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter), meter: meter)
+        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter), meter: meter,
+                                        linkChanges: gate?.linkChanges)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
@@ -87,6 +88,7 @@ package final class TraccarForwarder: DestinationForwarder {
             spool.commits.unsubscribe(wake)
         }
         await shutdown.run {
+            await self.gate?.firstLook()
             if self.settings.buffer {
                 await self.runBuffered(wake: wake)
             } else {

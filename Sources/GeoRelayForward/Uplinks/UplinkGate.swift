@@ -57,10 +57,34 @@ package final class UplinkGate: Sendable {
         var routes: [String: String] = [:]
         var routeGenerations: [String: Int] = [:]
         var watchers: [WakeSignal] = []
+        /// Whether the monitor has looked once, and who waits for that.
+        var looked = false
+        var firstLookWaiters: [WakeSignal] = []
     }
     private let state = Mutex(State())
 
-    package init() {}
+    /// The kernel's announcements of route, address and link changes (nil where they cannot be
+    /// heard): a forwarder waiting for its destination to come back tries to connect at each.
+    package let linkChanges: WakeBroadcast?
+
+    /// - Parameter awaitsFirstLook: uplinks are configured, so budgets may apply: forwarders wait
+    ///   for the monitor's first look (`firstLook`) before they send anything.
+    package init(linkChanges: WakeBroadcast? = nil, awaitsFirstLook: Bool = false) {
+        self.linkChanges = linkChanges
+        state.withLock { $0.looked = !awaitsFirstLook }
+    }
+
+    /// Returns once the monitor has looked at the uplinks (at most `timeout`): before it, a
+    /// destination on a spent budget would look unrestricted, and a forwarder starting with a
+    /// backlog would send a round the budget does not have.
+    package func firstLook(timeout: Duration = .seconds(10)) async {
+        let signal = WakeSignal()
+        let looked = state.withLock { state -> Bool in
+            if !state.looked { state.firstLookWaiters.append(signal) }
+            return state.looked
+        }
+        if !looked { await signal.wait(timeout: timeout) }
+    }
 
     /// The destination's restriction now; nil: it sends as its own filter says.
     package func restriction(for destination: String) -> Restriction? {
@@ -75,6 +99,11 @@ package final class UplinkGate: Sendable {
     ///   forwarder is woken to move its connections (``routeGeneration(for:)``).
     package func set(_ restrictions: [String: Restriction], allowances: [String: Allowance] = [:], routes: [String: String]? = nil) {
         let woken: [WakeSignal] = state.withLock { state in
+            if !state.looked {
+                state.looked = true
+                for waiter in state.firstLookWaiters { waiter.signal() }
+                state.firstLookWaiters = []
+            }
             state.allowances = allowances
             state.left = [:]
             for allowance in allowances.values { state.left[allowance.uplink] = allowance.bytesLeft }

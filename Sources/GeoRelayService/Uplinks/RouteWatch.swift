@@ -13,7 +13,9 @@ import Synchronization
 /// their content is never parsed; a burst of them is one wake. Reads on a thread of its own,
 /// which polls so that `stop()` ends it within half a second.
 package final class RouteWatch: Sendable {
-    package let changed = WakeSignal()
+    /// Every change the kernel announces (a route, an address, a link): the uplink monitor and the
+    /// forwarders waiting for a link to come back each subscribe.
+    package let changed = WakeBroadcast()
     /// Wakes so far (a burst of announcements is one).
     package var wakes: Int { wakeCount.load(ordering: .relaxed) }
     private let wakeCount = Atomic<Int>(0)

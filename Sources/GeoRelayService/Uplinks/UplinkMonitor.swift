@@ -67,6 +67,8 @@ package final class UplinkMonitor: Sendable {
     /// since the start, nothing from before a restart. Routes are asked for on a thread of
     /// their own: resolving a destination's host can wait on DNS.
     package func run() async {
+        let changes = routeWatch?.changed.subscribe()
+        defer { if let changes { routeWatch?.changed.unsubscribe(changes) } }
         while !Task.isCancelled {
             let configuration = configuration()
             // Without uplinks (today, or after a reload took them out) nothing is asked or counted.
@@ -93,8 +95,8 @@ package final class UplinkMonitor: Sendable {
                 logger.notice("\(destination) now \(answer.phrase)")
             }
             // The next look: at the interval, or at once when the kernel announces a change.
-            if let routeWatch {
-                await routeWatch.changed.wait(timeout: Self.interval)
+            if let changes {
+                await changes.wait(timeout: Self.interval)
                 if Task.isCancelled { return }
             } else {
                 do { try await Task.sleep(for: Self.interval) } catch { return }
