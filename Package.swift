@@ -28,7 +28,7 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
 
         // Positions, their codecs, configuration and small runtime helpers.
-        .target(name: "GeoRelayCore", swiftSettings: swiftSettings),
+        .target(name: "GeoRelayCore", dependencies: ["CLinux"], swiftSettings: swiftSettings),
         // The durable SQLite spool and every destination's delivery state.
         .target(name: "GeoRelaySpool", dependencies: ["GeoRelayCore", "CSQLite"], swiftSettings: swiftSettings),
         // The relay's own HTTP/1.1 server (and the epoll loop it shares with ingest): the phone

@@ -12,6 +12,12 @@
 extern int setns(int fd, int nstype);
 static inline int georelay_join_network_namespace(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
 
+/// pthread_setname_np is declared only under _GNU_SOURCE: a thread's name, for `top -H` and
+/// crash reports (Foundation's Thread did this; the relay does without Foundation).
+#include <pthread.h>
+extern int pthread_setname_np(pthread_t thread, const char *name);
+static inline void georelay_name_this_thread(const char *name) { (void)pthread_setname_np(pthread_self(), name); }
+
 // Uplinks: the kernel's announcements of links, addresses and routes coming and going.
 #include <errno.h>
 #include <string.h>

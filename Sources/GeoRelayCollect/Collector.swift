@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 
 /// `georelay collect`: one GPS unit's lines into the relay's socket, acks on.
@@ -58,7 +58,7 @@ package struct Collector {
             guard source.reopens else { break }
             logger.warning("\(source.name) went away; opening it again")
             while true {
-                Thread.sleep(forTimeInterval: delay)
+                sleepBlocking(seconds: delay)
                 delay = min(delay * 2, 30)
                 do {
                     try source.open()

@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import Glibc
 import GeoRelayCore
 import Synchronization
@@ -68,9 +68,7 @@ package final class RelayLink: @unchecked Sendable {
         self.settings = settings
         self.logger = logger
         wakeup = FileDescriptor(adopting: try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
-        let thread = Thread { [self] in run() }
-        thread.name = "georelay-collect-link"
-        thread.start()
+        startThread(named: "georelay-collect-link") { [self] in run() }
     }
 
     /// Queues a line (without its newline). When the buffer is full, a file or stdin waits for
@@ -94,7 +92,7 @@ package final class RelayLink: @unchecked Sendable {
 
     /// Waits until the relay has answered every line (or `timeout` passes).
     @discardableResult
-    package func finish(timeout: TimeInterval = .infinity) -> Bool {
+    package func finish(timeout: Double = .infinity) -> Bool {
         let deadline = WallClock.monotonicMs() + Int64(min(timeout, 1e9) * 1000)
         room.lock()
         defer { room.unlock() }
@@ -127,7 +125,7 @@ package final class RelayLink: @unchecked Sendable {
         var delay = 0.2
         while !queue.withLock({ $0.closed }) {
             guard let socket = connect() else {
-                Thread.sleep(forTimeInterval: delay)
+                sleepBlocking(seconds: delay)
                 delay = min(delay * 2, 5)
                 continue
             }

@@ -35,7 +35,7 @@ final class ConnectCheck: Sendable {
     static func target(for url: String) -> String? {
         let lowered = url.lowercased()
         if lowered.hasPrefix("tcp://") || lowered.hasPrefix("tls://") {
-            guard let endpoint = try? TeltonikaSession.Endpoint.curlURL(url), let scheme = endpoint.range(of: "://") else { return nil }
+            guard let endpoint = try? TeltonikaSession.Endpoint.curlURL(url), let scheme = endpoint.firstRange(of: "://") else { return nil }
             return "telnet" + endpoint[scheme.lowerBound...]
         }
         guard let parsed = try? HTTP1Target(url: url) else { return nil }

@@ -1,4 +1,6 @@
-import Foundation
+import GeoRelayCore
+import Dispatch
+import Glibc
 import Synchronization
 
 /// The threads that run an HTTP listener's handler, so a handler that blocks (a phone's
@@ -27,13 +29,11 @@ final class HTTPHandlerPool: Sendable {
         precondition(threads > 0, "an HTTP listener needs at least one handler thread")
         self.threads = threads
         for index in 0..<threads {
-            let thread = Thread { [self] in
+            startThread(named: "\(name)-\(index)") { [self] in
                 while let job = next() {
                     complete(job.connection, handler(job.request))
                 }
             }
-            thread.name = "\(name)-\(index)"
-            thread.start()
         }
     }
 

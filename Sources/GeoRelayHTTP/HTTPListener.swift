@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import Glibc
 import GeoRelayCore
 import Synchronization
@@ -96,9 +96,7 @@ package final class HTTPListener: Sendable {
         self.port = socket.port
         self.listener = socket.descriptor
         self.loop = loop
-        let thread = Thread { loop.run() }
-        thread.name = "georelay-http"
-        thread.start()
+        startThread(named: "georelay-http") { loop.run() }
     }
 
     /// Stops accepting at once (a connect is refused from here on); what handlers hold is

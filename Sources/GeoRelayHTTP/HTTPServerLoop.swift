@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import Glibc
 import GeoRelayCore
 import Synchronization

@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
@@ -65,7 +65,7 @@ final class IngestLoop: @unchecked Sendable {
         let turnMs = Int32(clamping: max(1, settings.turnInterval.wholeMilliseconds))
         while true {
             let stallMs = pendingStallMs.exchange(0, ordering: .relaxed)
-            if stallMs > 0 { Thread.sleep(forTimeInterval: Double(stallMs) / 1000) }
+            if stallMs > 0 { sleepBlocking(seconds: Double(stallMs) / 1000) }
             let deadline = stopDeadline.withLock { $0 }
             if let deadline {
                 if listening { stopListening() }

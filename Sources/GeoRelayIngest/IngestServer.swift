@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
@@ -96,7 +96,7 @@ package final class IngestServer: Sendable {
         self.loop = loop
         self.wakeup = loop.epoll.wakeup
         let stopped = self.stopped
-        let thread = Thread {
+        startThread(named: "georelay-ingest") {
             loop.run()
             let waiters = stopped.list.withLock { waiters in
                 defer { waiters = nil }
@@ -104,8 +104,6 @@ package final class IngestServer: Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        thread.name = "georelay-ingest"
-        thread.start()
     }
 
     /// Stops intake: closes the socket, answers what is in flight (within

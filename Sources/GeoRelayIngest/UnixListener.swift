@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 import GeoRelayCore
 
@@ -15,7 +15,7 @@ package struct IngestStartError: Error, Sendable, CustomStringConvertible {
 /// spool would both think they own it.
 enum UnixListener {
     static func listen(path: String, backlog: Int32 = 1024) throws(IngestStartError) -> FileDescriptor {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: path)
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }

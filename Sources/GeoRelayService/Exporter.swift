@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 import GeoRelaySpool
 
@@ -23,10 +23,10 @@ package struct Exporter {
 
     /// Buffers output and hands it on in large writes.
     package final class Output {
-        private let handle: FileHandle
+        private let handle: FileOutput
         private var buffer: [UInt8] = []
 
-        package init(handle: FileHandle) {
+        package init(handle: FileOutput) {
             self.handle = handle
             buffer.reserveCapacity(1 << 16)
         }
@@ -37,7 +37,7 @@ package struct Exporter {
         }
 
         package func flush() {
-            handle.write(Data(buffer))
+            handle.write(buffer)
             buffer.removeAll(keepingCapacity: true)
         }
     }
@@ -147,8 +147,8 @@ package struct Exporter {
             scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" || scalar.value == 0xFFFE || scalar.value == 0xFFFF
                 ? "\u{FFFD}" : scalar
         }))
-        return allowed.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        return allowed.replacing("&", with: "&amp;").replacing("<", with: "&lt;")
+            .replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
     }
 
     /// A text cell: quoted when it holds a separator, and never read as a formula. A cell that
@@ -158,6 +158,6 @@ package struct Exporter {
         let formula = text.first.map { "=+-@\t\r".contains($0) } ?? false
         let cell = formula ? "'" + text : text
         return formula || cell.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline })
-            ? "\"" + cell.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : cell
+            ? "\"" + cell.replacing("\"", with: "\"\"") + "\"" : cell
     }
 }

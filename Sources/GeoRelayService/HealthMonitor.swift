@@ -1,5 +1,6 @@
 import CLinux
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 
 /// Judges the relay's loops by their heartbeats: what the watchdog, `/healthz` and
@@ -147,13 +148,13 @@ package struct HealthFile: Sendable {
 
     package init(socketPath: String) {
         let beside = socketPath + ".health"
-        let directory = (socketPath as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: socketPath)
         guard !Self.isInMemory(directory.isEmpty ? "." : directory), Self.isInMemory(Self.memoryDirectory) else {
             path = beside
             return
         }
         let absolute = socketPath.hasPrefix("/") ? socketPath : FileManager.default.currentDirectoryPath + "/" + socketPath
-        path = Self.memoryDirectory + "/georelay-" + Self.fnv1a((absolute as NSString).standardizingPath) + ".health"
+        path = Self.memoryDirectory + "/georelay-" + Self.fnv1a(Paths.standardized(absolute)) + ".health"
     }
 
     static let memoryDirectory = "/dev/shm"

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelaySpool
@@ -101,7 +101,7 @@ package enum Metrics {
     /// `key="value"`, the value escaped as the format wants (names come from the configuration,
     /// whose parser allows any text).
     static func label(_ key: String, _ value: String) -> String {
-        "\(key)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+        "\(key)=\"" + value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+            .replacing("\n", with: "\\n") + "\""
     }
 }

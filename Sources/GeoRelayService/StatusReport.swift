@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayIngest
@@ -233,7 +233,7 @@ package struct StatusReport: Sendable {
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs.saturatingMinus(oldest))) old" }
             line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire (\(bytes(status.counters["forward.payloadBytes.\(d.name)"] ?? 0)) of it HTTP)"
-            if let rate = d.sendRate { line += String(format: ", sending %.1f/s", rate) }
+            if let rate = d.sendRate { line += ", sending \(oneDecimal(rate))/s" }
             if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))" }
             line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"
             if d.replayPending > 0 { line += ", replay pending \(d.replayPending)" }

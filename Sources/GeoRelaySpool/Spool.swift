@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
+import Glibc
 import GeoRelayCore
 import Synchronization
 
@@ -175,7 +177,7 @@ package final class Spool: Sendable {
                 upsert.bind(3, destination.buffered)
                 try upsert.run()
             }
-            let names = destinations.map { "'\($0.name.replacingOccurrences(of: "'", with: "''"))'" }.joined(separator: ",")
+            let names = destinations.map { "'\($0.name.replacing("'", with: "''"))'" }.joined(separator: ",")
             let keep = names.isEmpty ? "" : "WHERE name NOT IN (\(names))"
             let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
             try db.execute("""

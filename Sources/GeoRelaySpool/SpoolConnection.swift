@@ -1,5 +1,6 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 
 /// Opens spool connections with the settings the durability promise rests on.
@@ -12,12 +13,12 @@ enum SpoolConnection {
     /// - Parameter maxBytes: the quota; the WAL beside the database is kept to an eighth of
     ///   it (between 256 KiB and 16 MiB), so the quota bounds what the spool takes on disk.
     static func openWriter(path: String, maxBytes: Int64 = 1 << 30) throws(SpoolError) -> SQLiteDatabase {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: path)
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             } catch {
-                throw .incompatible("cannot create spool directory \(directory): \(error.localizedDescription)")
+                throw .incompatible("cannot create spool directory \(directory): \(error)")
             }
         }
         // Create the file with 0600 before SQLite does, so positions are never world-readable.

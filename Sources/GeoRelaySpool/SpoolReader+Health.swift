@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 
 /// What the device-health checks read from the spool: each receiver's last fixes and the
@@ -125,7 +126,7 @@ extension SpoolReader {
 
     /// The WAL's size in bytes beside the database (0 when there is none).
     package var walBytes: Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: db.path + "-wal"))?[.size] as? NSNumber)?.int64Value ?? 0
+        FileStatus.size(atPath: db.path + "-wal") ?? 0
     }
 }
 

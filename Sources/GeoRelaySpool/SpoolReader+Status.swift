@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 
 /// What `georelay status` shows, read from the spool alone, so it works with the daemon down.
@@ -136,9 +136,7 @@ extension SpoolReader {
             let used = ((Int64(try db.pragma("page_count") ?? "0") ?? 0) - (Int64(try db.pragma("freelist_count") ?? "0") ?? 0)) * pageSize
             var fileBytes: Int64 = 0
             for suffix in ["", "-wal"] {
-                if let size = (try? FileManager.default.attributesOfItem(atPath: db.path + suffix))?[.size] as? NSNumber {
-                    fileBytes += size.int64Value
-                }
+                fileBytes += FileStatus.size(atPath: db.path + suffix) ?? 0
             }
             return SpoolStatus(destinations: destinations, devices: devices, rows: rows.int(0), fileBytes: fileBytes, usedBytes: used, counters: counters)
         }

@@ -103,9 +103,9 @@ package final class SpoolReader {
     /// SQLite runs it as a merge of the two ordered searches, so a LIMIT stops both early.
     static func bothTables(_ select: String, then: String) -> String {
         """
-        \(select.replacingOccurrences(of: "%TABLE", with: "positions"))
+        \(select.replacing("%TABLE", with: "positions"))
         UNION ALL
-        \(select.replacingOccurrences(of: "%TABLE", with: "recent"))
+        \(select.replacing("%TABLE", with: "recent"))
         \(then)
         """
     }

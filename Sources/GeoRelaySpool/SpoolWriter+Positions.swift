@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 
 /// Storing positions: one row per device and fix time, resends answered with the stored seq.

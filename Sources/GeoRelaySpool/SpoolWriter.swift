@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import Glibc
 import GeoRelayCore
 import Synchronization
 
@@ -233,7 +233,7 @@ final class SpoolWriter: @unchecked Sendable {
     /// Blocks the queue for `duration`, as a write stuck in the kernel would: test hook only.
     func stall(for duration: Duration) {
         queue.async {
-            Thread.sleep(forTimeInterval: Double(duration.wholeMilliseconds) / 1000)
+            sleepBlocking(seconds: Double(duration.wholeMilliseconds) / 1000)
         }
     }
 

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import GeoRelayCore
 import GeoRelayService
 
 // The thin executable: argv and the terminal in, an exit status out. Every command,

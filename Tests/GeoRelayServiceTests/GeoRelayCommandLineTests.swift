@@ -12,9 +12,8 @@ final class ConsoleFiles {
     init() throws {
         var template = Array("/tmp/grcli.XXXXXX".utf8CString)
         directory = String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
-        for name in ["out", "err"] { _ = FileManager.default.createFile(atPath: "\(directory)/\(name)", contents: nil) }
-        console = Console(standardOutput: try #require(FileHandle(forWritingAtPath: "\(directory)/out")),
-                          standardError: try #require(FileHandle(forWritingAtPath: "\(directory)/err")))
+        console = Console(standardOutput: try FileOutput(creatingAt: "\(directory)/out"),
+                          standardError: try FileOutput(creatingAt: "\(directory)/err"))
     }
 
     var stdout: String { (try? String(contentsOfFile: "\(directory)/out", encoding: .utf8)) ?? "" }
@@ -26,8 +25,8 @@ final class ConsoleFiles {
     }
 
     deinit {
-        try? console.standardOutput.close()
-        try? console.standardError.close()
+        console.standardOutput.close()
+        console.standardError.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -114,6 +114,17 @@ if readelf -S "$bin" | grep -q '\.symtab'; then
 fi
 ok "ldd: $(grep -c '=>' "$work/ldd") libraries, none of Swift's; no RPATH; stripped"
 
+# Small enough to update over a satellite link: no ICU data (34 MB that Foundation brings and the
+# relay never uses: it links FoundationEssentials only), at most 8 MB to download, 25 MB installed.
+if grep -q -a 'icudt[0-9]*l' "$bin"; then
+	fail "the binary holds ICU data: a module of the relay imports Foundation instead of FoundationEssentials"
+fi
+download=$(stat -c %s "$deb")
+installed=$(dpkg-deb -f "$deb" Installed-Size)
+[ "$download" -le 8000000 ] || fail "the package is $download bytes to download, more than 8 MB"
+[ "$installed" -le 25000 ] || fail "the package is $installed KiB installed, more than 25 MB"
+ok "no ICU data; $((download / 1024)) KiB to download, $installed KiB installed"
+
 env -i LD_LIBRARY_PATH= "$bin" --help >"$work/help" 2>&1 || fail "georelay --help exited $?: $(cat "$work/help")"
 grep -q '^usage: georelay' "$work/help" || fail "georelay --help printed no usage: $(cat "$work/help")"
 env -i LD_LIBRARY_PATH= "$bin" check --config "$work/x/etc/georelay/georelay.json5" >"$work/check" 2>&1 ||

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Secrets written into the configuration file itself, and whether other users can read them.
 extension Configuration {
@@ -22,8 +23,7 @@ extension Configuration {
     /// owner and group can read it; nil when it is fine (or cannot be examined).
     package func exposureWarning(path: String) -> String? {
         let keys = plainSecretKeys
-        guard !keys.isEmpty, let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o004 != 0 else { return nil }
+        guard !keys.isEmpty, let mode = FileStatus.permissions(atPath: path), mode & 0o004 != 0 else { return nil }
         return "\(path) holds secrets in plain text (\(keys.joined(separator: ", "))) and every user of this machine can read it "
             + "(mode \(String(mode & 0o777, radix: 8))): chmod o-r \(path), or move them to { env: ... } or { file: ... }"
     }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// The box's uplinks, named by the interface each one is (Starlink on `eth1`, an Iridium
 /// modem on `ppp0`): which of them carries a destination's traffic is learnt from the

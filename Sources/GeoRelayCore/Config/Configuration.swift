@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Everything the relay reads from `config/georelay.json5`.
 ///
@@ -323,7 +324,7 @@ extension Configuration.DestinationSettings {
             throw ConfigError(path: node.child("name"), "expected 1 to 64 characters without spaces")
         }
         if kind == .push {
-            guard let pushURL = try node.optionalString("url"), !pushURL.trimmingCharacters(in: .whitespaces).isEmpty else {
+            guard let pushURL = try node.optionalString("url"), !pushURL.trimmingWhitespace.isEmpty else {
                 throw ConfigError(path: node.child("url"), "CONFIGURATION_ERROR: url is required and may not be blank")
             }
             url = pushURL

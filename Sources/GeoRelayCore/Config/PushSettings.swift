@@ -67,7 +67,7 @@ extension PushSettings {
     static func read(_ node: inout ConfigNode) throws(ConfigError) -> PushSettings {
         var push = PushSettings()
         func required(_ key: String, _ value: String?, at path: String? = nil) throws(ConfigError) -> String {
-            guard let value, !value.trimmingCharacters(in: .whitespaces).isEmpty else {
+            guard let value, !value.trimmingWhitespace.isEmpty else {
                 throw ConfigError(path: path ?? node.child(key), "CONFIGURATION_ERROR: \(key) is required and may not be blank")
             }
             return value
@@ -78,7 +78,7 @@ extension PushSettings {
         push.clientID = try node.optionalString("clientId")
         push.tenant = try node.optionalString("tenant") ?? ""
         let username = try node.optionalString("username")
-        guard let username, !username.trimmingCharacters(in: .whitespaces).isEmpty else {
+        guard let username, !username.trimmingWhitespace.isEmpty else {
             throw ConfigError(path: node.child("username"), "USERNAME_REQUIRED: the driver's username is required")
         }
         push.username = username
@@ -127,7 +127,7 @@ extension PushSettings {
             guard let token = push.token else {
                 throw ConfigError(path: auth.child("token"), "CALLER_ACCESS_TOKEN_REQUIRED: token mode needs auth.token (a string, {\"env\": ...} or {\"file\": ...})")
             }
-            if case .literal(let value) = token.source, value.trimmingCharacters(in: .whitespaces).isEmpty {
+            if case .literal(let value) = token.source, value.trimmingWhitespace.isEmpty {
                 throw ConfigError(path: auth.child("token"), "CALLER_ACCESS_TOKEN_REQUIRED: auth.token is blank")
             }
         }

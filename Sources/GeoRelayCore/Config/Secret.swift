@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A credential that may live in the config, an environment variable or a file.
 ///
@@ -38,7 +39,7 @@ package struct Secret: Sendable, Equatable, CustomStringConvertible {
             }
             raw = String(decoding: data, as: UTF8.self)
         }
-        let value = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = raw.trimmingWhitespace
         if value.isEmpty { throw ConfigError(path: path, "is empty") }
         return value
     }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Great-circle geometry on a spherical Earth: ample for deciding whether a
 /// device moved 50 m, and identical to what the Traccar client computes.

@@ -82,7 +82,7 @@ package enum OsmAndQuery {
             return integer < Int64(Int32.max) ? integer * 1000 : integer
         }
         if value.contains("T") { return Timestamp.milliseconds(fromISO8601: value) }
-        return Timestamp.milliseconds(fromISO8601: value.replacingOccurrences(of: " ", with: "T") + "Z")
+        return Timestamp.milliseconds(fromISO8601: value.replacing(" ", with: "T") + "Z")
     }
 
     /// How Traccar types an unknown parameter: a number if it parses, exact `true`/`false`, else text.

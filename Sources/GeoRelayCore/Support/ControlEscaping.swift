@@ -41,7 +41,7 @@ package enum ControlEscaping {
     /// or an attribute an older spool holds (`\u{1b}[2J`) shows as text instead of clearing the
     /// crew's screen.
     package static func escapeLines(_ text: String) -> String {
-        if isClean(text.replacingOccurrences(of: "\n", with: "")) { return text }
+        if isClean(text.replacing("\n", with: "")) { return text }
         return text.split(separator: "\n", omittingEmptySubsequences: false).map { escape(String($0)) }.joined(separator: "\n")
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Severity of a log event, numbered as syslog and journald number them.
 package enum LogLevel: Int, Sendable, Comparable, CaseIterable {
@@ -88,6 +89,6 @@ package struct StandardErrorLogSink: LogSink {
         let line = journal
             ? "<\(entry.level.rawValue)>\(entry.message)\n"
             : "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(entry.message)\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        FileOutput.standardError.write(line)
     }
 }

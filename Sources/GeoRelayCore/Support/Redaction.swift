@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Keeps credentials out of log lines, status output and error messages.
 package enum Redaction {

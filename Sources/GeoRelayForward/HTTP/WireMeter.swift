@@ -174,7 +174,7 @@ final class LookupBill {
     /// The host part of `scheme://[user@]host[:port][/…]`, brackets kept on an IPv6 address.
     static func host(of url: String) -> Substring {
         var rest = Substring(url)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
         rest = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
         if rest.first == "[" { return rest.prefix { $0 != "]" } + "]" }

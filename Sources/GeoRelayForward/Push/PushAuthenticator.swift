@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 
 /// Why the destination has no usable token.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 
 /// A bearer token with what the relay knows about it.
@@ -19,7 +20,7 @@ package struct TokenStore: Sendable {
 
     /// `<spool directory>/<destination>.token`.
     package init(spoolPath: String, destination: String) {
-        let directory = (spoolPath as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: spoolPath)
         path = (directory.isEmpty ? "." : directory) + "/\(destination).token"
     }
 
@@ -69,7 +70,7 @@ package struct TokenStore: Sendable {
         try file.close()
         fchmodat(AT_FDCWD, temporary, 0o600, 0)
         try syscall("rename", path) { rename(temporary, path) }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: path)
         let folder = try FileDescriptor.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
         try syscall("fsync", directory) { fsync(folder.number) }
     }

@@ -72,7 +72,7 @@ package struct TraccarProtocol: Sendable {
 
     /// `Retry-After` in seconds (the HTTP-date form is rare from these servers and read as absent).
     static func retryAfter(_ response: HTTPResponse) -> Double? {
-        guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingWhitespace), seconds >= 0 else { return nil }
         return min(seconds, 3600)
     }
 }

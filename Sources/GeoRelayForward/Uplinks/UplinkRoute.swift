@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import GeoRelayCore
 import Synchronization
@@ -27,7 +27,7 @@ package enum UplinkRoute {
             return .unknown("no host in the destination's URL")
         }
         let port = components.port ?? (components.scheme == "https" ? 443 : 80)
-        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let bare = String(host.drop { $0 == "[" }.reversed().drop { $0 == "]" }.reversed())
         let address: Result<Address, Failure>
         if let addresses {
             address = addresses.address(host: bare, port: port)

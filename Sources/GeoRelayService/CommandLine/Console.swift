@@ -1,4 +1,4 @@
-import Foundation
+import GeoRelayCore
 
 /// Where a command writes: its output and its messages.
 ///
@@ -7,17 +7,17 @@ import Foundation
 /// descriptor (no stdio buffer), so output and messages keep their order, and a
 /// `status --watch` screen appears whole without a flush.
 package struct Console: Sendable {
-    package let standardOutput: FileHandle
-    package let standardError: FileHandle
+    package let standardOutput: FileOutput
+    package let standardError: FileOutput
 
-    package init(standardOutput: FileHandle, standardError: FileHandle) {
+    package init(standardOutput: FileOutput, standardError: FileOutput) {
         self.standardOutput = standardOutput
         self.standardError = standardError
     }
 
     /// Writes `text` as it is (add the newline yourself).
     package func write(_ text: String) {
-        standardOutput.write(Data(text.utf8))
+        standardOutput.write(text)
     }
 
     /// Writes one line of output.
@@ -27,6 +27,6 @@ package struct Console: Sendable {
 
     /// Writes `georelay: <message>` to standard error.
     package func error(_ message: String) {
-        standardError.write(Data("georelay: \(message)\n".utf8))
+        standardError.write("georelay: \(message)\n")
     }
 }

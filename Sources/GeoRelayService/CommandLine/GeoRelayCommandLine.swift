@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 
 /// `georelay <command> [options]`: finds the command, parses its arguments, loads the

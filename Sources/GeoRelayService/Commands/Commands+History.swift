@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 import GeoRelaySpool
 
@@ -29,12 +29,13 @@ extension Commands {
         var handle = invocation.console.standardOutput
         let path = arguments.text("-o")
         if let path {
-            guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
-                throw RelayError("cannot write \(path)")
+            do {
+                handle = try FileOutput(creatingAt: path)
+            } catch {
+                throw RelayError("cannot write \(path): \(error)")
             }
-            handle = file
         }
-        defer { if path != nil { try? handle.close() } }
+        defer { if path != nil { handle.close() } }
         let count = try Exporter(format: format, device: arguments.text("--device"), sinceMs: arguments.time("--since"), untilMs: arguments.time("--until"))
             .run(reader: reader, to: Exporter.Output(handle: handle))
         if path != nil { invocation.console.line("exported \(count) positions") }

@@ -82,8 +82,8 @@ package struct DeviceHealth: Sendable {
     package var text: String {
         let width = max(8, (checks.map(\.key.count).max() ?? 0) + 2)
         return checks.map { check in
-            let key = check.key.padding(toLength: width, withPad: " ", startingAt: 0)
-            let state = (check.state == .ok ? "ok" : check.state.name.uppercased()).padding(toLength: 10, withPad: " ", startingAt: 0)
+            let key = check.key.padded(to: width)
+            let state = (check.state == .ok ? "ok" : check.state.name.uppercased()).padded(to: 10)
             return "  \(key)\(state)\(check.summary)\n"
         }.joined()
     }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import GeoRelayCore
 
 /// Where each check turns from ok to degraded to failing; the README's health section lists
@@ -164,7 +164,7 @@ package enum HealthChecks {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(n) B" : "\(oneDecimal(value)) \(units[unit])"
     }
 
     /// "850 ms", "2 s", "12 min", "3 h", "140 d".

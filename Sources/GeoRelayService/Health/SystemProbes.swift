@@ -1,5 +1,6 @@
 import CLinux
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 import Synchronization
 
@@ -15,7 +16,7 @@ package struct DiskSpace: Sendable, Equatable {
 
     /// statvfs(3) of the directory holding `path` (the spool's filesystem).
     package static func of(directoryOf path: String) -> Result<DiskSpace, DiskSpaceError> {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Paths.directory(of: path)
         let target = directory.isEmpty ? "." : directory
         var available: UInt64 = 0
         var total: UInt64 = 0

@@ -1,4 +1,5 @@
-import Foundation
+import GeoRelayCore
+import Glibc
 import GeoRelayHTTP
 
 /// Which `Host` the status page answers: the page and `/status.json` carry the vessel's position,
@@ -26,7 +27,7 @@ enum HostCheck {
 
     /// The host without its port (`[::1]:8080` keeps the brackets' content).
     static func hostName(_ host: String) -> String {
-        let text = host.trimmingCharacters(in: .whitespaces)
+        let text = host.trimmingWhitespace
         if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[text.index(after: text.startIndex)..<close]) }
         if let colon = text.lastIndex(of: ":") { return String(text[..<colon]) }
         return text

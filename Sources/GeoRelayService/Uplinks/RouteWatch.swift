@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+
 import GeoRelayCore
 import Glibc
 import Synchronization
@@ -26,9 +26,7 @@ package final class RouteWatch: Sendable {
         let fd = georelay_route_watch_socket()
         guard fd >= 0 else { throw SystemError(call: "socket(AF_NETLINK, NETLINK_ROUTE)", errno: errno) }
         socket = FileDescriptor(adopting: fd)
-        let thread = Thread { [self] in readUntilStopped() }
-        thread.name = "georelay.routes"
-        thread.start()
+        startThread(named: "georelay.routes") { [self] in readUntilStopped() }
     }
 
     package func stop() {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
@@ -111,7 +112,7 @@ package final class UplinkMonitor: Sendable {
         for uplink in uplinks {
             func read(_ name: String) -> Int64? {
                 (try? String(contentsOfFile: "/sys/class/net/\(uplink.interface)/statistics/\(name)", encoding: .utf8))
-                    .flatMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                    .flatMap { Int64($0.trimmingWhitespace) }
             }
             if let received = read("rx_bytes"), let sent = read("tx_bytes") { bytes[uplink.name] = received.saturatingPlus(sent) }
         }
