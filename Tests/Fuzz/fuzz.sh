@@ -31,11 +31,11 @@ build() {
     entry="$root/Tests/Fuzz/FuzzEntry.swift"
     binary="$out/fuzz"
     # Rebuilt only when a source is newer than the binary.
-    if [ ! -x "$binary" ] || [ -n "$(find "$root/Sources/GeoRelayCore" "$entry" -newer "$binary" -name '*.swift' | head -1)" ]; then
+    if [ ! -x "$binary" ] || [ -n "$(find "$root/Sources/GeoRelayCore" "$root/Sources/CLinux" "$entry" -newer "$binary" \( -name '*.swift' -o -name '*.h' \) | head -1)" ]; then
         echo "fuzz.sh: building the fuzzer"
         rm -f "$binary"
         swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
-            -package-name georelay -module-name GeoRelayCore -swift-version 6 \
+            -package-name georelay -module-name GeoRelayCore -swift-version 6 -I "$root/Sources/CLinux" \
             $(find "$root/Sources/GeoRelayCore" -name '*.swift' | sort) "$entry" \
             -o "$binary" 2>&1 | grep -v "Cannot export local symbol" >&2 || true
         [ -x "$binary" ] || { echo "fuzz.sh: build of the fuzzer failed" >&2; exit 1; }

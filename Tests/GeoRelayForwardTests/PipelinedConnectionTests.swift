@@ -75,6 +75,28 @@ import GeoRelayTestKit
         #expect(server.connectionsAccepted == 3)
     }
 
+    /// A kept-alive connection the server closed while idle (its restart here): the next burst
+    /// goes again on a new connection, still pipelined (an idle close says nothing of pipelines).
+    @Test func anIdleConnectionTheServerClosedIsReplacedAndStillPipelines() throws {
+        let seen = SeenRequests()
+        let server = try HTTPTestServer(handler: Self.echo(seen))
+        defer { server.stop() }
+        let connection = PipelinedConnection(url: server.url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: 10, meter: nil)
+        connection.submit(try Self.request(0, url: server.url))
+        #expect((try? connection.next().get())?.status == 200)
+        let port = server.port
+        server.stop()
+        try server.start(port: port)
+        for n in 1...3 { connection.submit(try Self.request(n, url: server.url)) }
+        var answers: [String] = []
+        while connection.outstanding > 0 {
+            if case .success(let response) = connection.next() { answers.append(String(decoding: response.body, as: UTF8.self)) } else { answers.append("failed") }
+        }
+        #expect(answers == ["batch 1", "batch 2", "batch 3"])
+        #expect(connection.pipelines)
+        #expect(seen.bodies == (0...3).map { "batch \($0)" }, "each once")
+    }
+
     /// A request whose connection the server drops, every time: it fails after going twice, and
     /// the requests behind it go with the connection (nothing left outstanding).
     @Test func aRequestTheServerDropsTwiceFailsAndTakesTheRestWithIt() throws {

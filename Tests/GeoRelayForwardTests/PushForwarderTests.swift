@@ -239,6 +239,20 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         }
     }
 
+    /// The token refused in the middle of a window: every batch on the wire gets a 401, the first
+    /// of them a new token, and the others go again with it, without a login each.
+    @Test func aTokenRefusedInAWindowIsRenewedOnce() async throws {
+        let f = try await PushFixture(readsAhead: .milliseconds(200))
+        let track = movingTrack("a", count: 6_000)
+        _ = await f.spool.append(track)
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 501 }, "the window under way")
+            f.server.expireAllTokens()
+            #expect(await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)), "every position delivered")
+        }
+        #expect(f.server.tokensIssued == 2, "tokens issued: \(f.server.tokensIssued) (one at the start, one after the 401; not one per batch on the wire)")
+    }
+
     /// A 503 for one batch of a window while those behind it are taken: nothing is lost, the
     /// batches behind it go again after the backoff (the gateway gets them twice).
     @Test func aBatchRefusedInTheMiddleOfAWindowLosesNothing() async throws {

@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Synchronization
 
 /// The few things the relay took from Foundation that FoundationEssentials does not have: a named
 /// thread, a blocking sleep, whitespace trimming, a path's directory and normal form. Foundation
@@ -16,12 +17,18 @@ package func startThread(named name: String, _ body: @escaping @Sendable () -> V
             self.name = name
             self.body = body
         }
+        /// The longest prefix of whole characters that fits the kernel's 15 bytes.
+        var kernelName: String {
+            var kept = ""
+            for character in name where kept.utf8.count + String(character).utf8.count <= 15 { kept.append(character) }
+            return kept
+        }
     }
     let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
     var thread = pthread_t()
     let created = pthread_create(&thread, nil, { argument in
         let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
-        georelay_name_this_thread(String(decoding: start.name.utf8.prefix(15), as: UTF8.self))
+        georelay_name_this_thread(start.kernelName)
         start.body()
         return nil
     }, start)
@@ -104,6 +111,8 @@ package enum FileStatus {
 /// write goes whole to the descriptor, so output and messages keep their order.
 package final class FileOutput: Sendable {
     private let descriptor: FileDescriptor
+    /// The first write that failed: a terminal's is dropped; a file's is reported by `finish`.
+    private let failure = Mutex<SystemError?>(nil)
 
     package static let standardOutput = FileOutput(FileDescriptor(adopting: STDOUT_FILENO))
     package static let standardError = FileOutput(FileDescriptor(adopting: STDERR_FILENO))
@@ -117,9 +126,13 @@ package final class FileOutput: Sendable {
         descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o644)
     }
 
-    /// Writes all of `bytes`; a failure (a closed pipe, a full disk) is dropped, as a terminal's is.
+    /// Writes all of `bytes`; a failure (a closed pipe, a full disk) is kept for `finish`.
     package func write(_ bytes: [UInt8]) {
-        try? descriptor.writeAll(bytes)
+        do throws(SystemError) {
+            try descriptor.writeAll(bytes)
+        } catch {
+            failure.withLock { $0 = $0 ?? error }
+        }
     }
 
     package func write(_ text: String) {
@@ -129,6 +142,16 @@ package final class FileOutput: Sendable {
     /// Closes a file this output created.
     package func close() {
         try? descriptor.close()
+    }
+
+    /// Closes a file this output created, throwing the first write or the close that failed (an
+    /// export onto a full card must not say it was written).
+    package func finish() throws(SystemError) {
+        if let failed = failure.withLock({ $0 }) {
+            try? descriptor.close()
+            throw failed
+        }
+        try descriptor.close()
     }
 }
 

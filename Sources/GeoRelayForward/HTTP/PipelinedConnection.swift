@@ -36,6 +36,10 @@ package final class PipelinedConnection {
     private var written = 0
     private var receivedAtLastAnswer = 0
     private var answeredOnConnection = 0
+    /// The connection was opened for the requests now outstanding (not an idle one reused): only
+    /// such a connection's end says how the server treats a pipeline; a reused one may simply
+    /// have been closed while idle.
+    private var openedForBurst = false
     /// False once a server ended a connection with requests in flight: one at a time from then on.
     package private(set) var pipelines = true
 
@@ -54,6 +58,7 @@ package final class PipelinedConnection {
 
     /// Queues a request (its head and body, framed by `HTTP1Request`) and writes what the socket takes.
     package func submit(_ request: [UInt8]) {
+        if unanswered.isEmpty { openedForBurst = false }
         unanswered.append(Queued(bytes: request))
         guard let connection else { return }
         fillOutput()
@@ -99,6 +104,7 @@ package final class PipelinedConnection {
         let fresh = try CurlConnection(url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
         try fresh.connect()
         connection = fresh
+        openedForBurst = true
         receivedAtLastAnswer = 0
         return fresh
     }
@@ -106,6 +112,17 @@ package final class PipelinedConnection {
     /// Reads until the oldest request's answer is complete; nil when the connection ended before
     /// any of it arrived (the request may go again).
     private func answer(on connection: CurlConnection, abort: AbortFlag?) throws(CurlError) -> HTTPResponse? {
+        do {
+            return try read(on: connection, abort: abort)
+        } catch where !openedForBurst && !error.isTimeout && error.code != .easy(CURLE_ABORTED_BY_CALLBACK)
+            && parser.bufferedBytes == 0 && connection.bytesReceived == receivedAtLastAnswer {
+            // A reused connection the server had closed while idle answers the first write with a
+            // reset: the request goes again on a new one, as libcurl retries it.
+            return nil
+        }
+    }
+
+    private func read(on connection: CurlConnection, abort: AbortFlag?) throws(CurlError) -> HTTPResponse? {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
         defer { buffer.deallocate() }
         let clock = ContinuousClock()
@@ -141,7 +158,7 @@ package final class PipelinedConnection {
                 if parser.bufferedBytes > 0 || connection.bytesReceived > receivedAtLastAnswer {
                     throw CurlError(CURLE_PARTIAL_FILE, message: "the connection closed inside an answer")
                 }
-                if answeredOnConnection <= 1, onWire > 1 { pipelines = false }
+                if openedForBurst, answeredOnConnection <= 1, onWire > 1 { pipelines = false }
                 return nil
             }
             if let abort, abort.isSet { throw CurlError(CURLE_ABORTED_BY_CALLBACK, message: "abandoned") }
@@ -165,7 +182,7 @@ package final class PipelinedConnection {
             // Requests written behind an answer that ends the connection were not taken: they go
             // again on the next connection. A server that ends every connection after its first
             // answer gets one request at a time; a keep-alive limit (nginx's 1,000) only a new connection.
-            if onWire > 0, answeredOnConnection <= 1 { pipelines = false }
+            if onWire > 0, openedForBurst, answeredOnConnection <= 1 { pipelines = false }
             close()
         }
         return response

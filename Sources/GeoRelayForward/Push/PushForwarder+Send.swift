@@ -19,6 +19,8 @@ extension PushForwarder {
     /// A batch on the wire, and its answer once taken off the connection.
     private struct InFlight {
         var prepared: Prepared
+        /// The token it went with (a 401 to it is not a 401 to a newer one).
+        var token: String
         var bytes: Int
         var sentAt: ContinuousClock.Instant
         /// Went while another was still unanswered: its answer's spacing measures the link.
@@ -52,7 +54,7 @@ extension PushForwarder {
         if carriesCurrent(first) { currentAheadAt = clock.now }
         func submit(_ prepared: Prepared, speculative: Bool) async {
             await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
-            window.append(InFlight(prepared: prepared, bytes: prepared.body.count, sentAt: clock.now,
+            window.append(InFlight(prepared: prepared, token: token, bytes: prepared.body.count, sentAt: clock.now,
                                    behindAnother: window.contains { $0.answer == nil }, speculative: speculative))
         }
         await submit(first, speculative: false)
@@ -83,33 +85,37 @@ extension PushForwarder {
             var sent = window.removeFirst()
             if sent.answer == nil {
                 sent.answer = await transport.next(unlessAbandoned: shutdown.abandoned)
-                let now = clock.now
-                depth.answered(bytes: sent.bytes, elapsed: now - sent.sentAt, spacing: sent.behindAnother ? lastAnswerAt.map { now - $0 } : nil)
-                lastAnswerAt = now
+                // Only answers measure the link: a connection refused at once is no round trip.
+                if case .success = sent.answer {
+                    let now = clock.now
+                    depth.answered(bytes: sent.bytes, elapsed: now - sent.sentAt, spacing: sent.behindAnother ? lastAnswerAt.map { now - $0 } : nil)
+                    lastAnswerAt = now
+                }
             }
             let answer = sent.answer!
             if case .success(let http) = answer {
                 state.planner.recordUpload(bytes: http.wireBytes, seconds: (clock.now - sent.sentAt) / .seconds(1))
             }
             if wire.outcome(of: answer) != .delivered {
-                // Its halves or retry need the connection to themselves: take in what is behind it.
+                // Its halves or retry need the connection to themselves: take in what is behind it,
+                // and send nothing more behind them this round.
                 await takeAnswers(&window, after: answer)
+                refilling = false
             }
             if sent.speculative, !sent.prepared.settled.isEmpty {
                 spool.record(sent.prepared.settled)
                 ledger.apply(sent.prepared.settled)
             }
-            let (result, newState) = await send(sent.prepared, token: &token, state: state, ledger: &ledger, first: answer)
+            let (result, newState) = await send(sent.prepared, token: &token, state: state, ledger: &ledger, first: answer, firstToken: sent.token)
             state = newState
             // A position refused when sent ahead is to be quarantined in its backlog turn, which
             // the batches behind it, planned as if it were delivered, skip: they are planned again.
             let refusedAhead = result.refused > 0 && sent.prepared.items.contains { $0.delivery.kind == .ahead }
             if result.stop != nil || !result.advancedAll || refusedAhead {
                 let dropped = window.reduce(0) { $0 + $1.prepared.items.count }
-                if dropped > 0 {
-                    await transport.reset()
-                    logger.info("\(dropped) positions in batches behind one not delivered go again")
-                }
+                if dropped > 0 { logger.info("\(dropped) positions in batches behind one not delivered go again") }
+                // Answers not taken in are dropped with the connection; a drained one is kept.
+                if window.contains(where: { $0.answer == nil }) { await transport.reset() }
                 return (result, state)
             }
         }
@@ -135,9 +141,10 @@ extension PushForwarder {
     /// Sends a batch, splitting it as the answers require, until all of it is
     /// delivered or quarantined, or the destination stops taking anything.
     /// What the answers settle goes into `ledger` and, through it, to the spool.
-    /// - Parameter first: the answer to the whole batch, sent already (in a window).
+    /// - Parameters:
+    ///   - first: the answer to the whole batch, sent already (in a window) with `firstToken`.
     func send(_ prepared: Prepared, token: inout String, state initial: DeliveryState,
-              ledger: inout DeliveryLedger, first: Result<HTTPResponse, CurlError>?) async -> (SendResult, DeliveryState) {
+              ledger: inout DeliveryLedger, first: Result<HTTPResponse, CurlError>?, firstToken: String? = nil) async -> (SendResult, DeliveryState) {
         let batch = prepared.items
         var state = initial
         var result = SendResult()
@@ -171,10 +178,12 @@ extension PushForwarder {
             }
             let response: Result<HTTPResponse, CurlError>
             let sentEncoding: PushSettings.Compression
+            let sentToken: String
             if let answer = first {
                 first = nil
                 response = answer
                 sentEncoding = prepared.encoding
+                sentToken = firstToken ?? token
                 if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
             } else {
                 let body: [UInt8]
@@ -194,6 +203,7 @@ extension PushForwarder {
                 }
                 let sentAt = WallClock.monotonicNs()
                 sentEncoding = state.encoding
+                sentToken = token
                 // Finishing, the batch on the wire still gets its answer; only an abandon drops it.
                 await transport.submit(wire.request(body: body, encoding: state.encoding, token: token))
                 response = await transport.next(unlessAbandoned: shutdown.abandoned)
@@ -235,6 +245,9 @@ extension PushForwarder {
                 logger.warning("HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
                 state.encoding = weaker
                 update.encoding = weaker.rawValue
+                pending.append(chunk)
+            case .unauthorized where sentToken != token:
+                // Sent with a token an earlier batch's 401 has replaced already: again, with the new one.
                 pending.append(chunk)
             case .unauthorized:
                 await auth.invalidate(token)

@@ -152,6 +152,8 @@ package final class PushForwarder: DestinationForwarder {
             case .auth(let error):
                 trial = await handleAuth(error, backoff: &backoff) == .trial
             case .unavailable(let reason, let retryAfter, let transport):
+                // The path may not be the one that comes back: its round trip is measured anew.
+                depth.reset()
                 trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
             }
         }

@@ -38,7 +38,14 @@ extension Commands {
         defer { if path != nil { handle.close() } }
         let count = try Exporter(format: format, device: arguments.text("--device"), sinceMs: arguments.time("--since"), untilMs: arguments.time("--until"))
             .run(reader: reader, to: Exporter.Output(handle: handle))
-        if path != nil { invocation.console.line("exported \(count) positions") }
+        if let path {
+            do {
+                try handle.finish()
+            } catch {
+                throw RelayError("cannot write \(path): \(error)")
+            }
+            invocation.console.line("exported \(count) positions")
+        }
         return .success
     }
 }
