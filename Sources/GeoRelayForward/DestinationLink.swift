@@ -145,9 +145,10 @@ package final class DestinationLink: Sendable {
 
     static let quickestAttempts = Duration.milliseconds(500)
 
+    /// "2 s", or "500 ms" for a part of a second: from the Duration's own integers, no Double.
     private static func phrase(_ interval: Duration) -> String {
-        let milliseconds = interval / .milliseconds(1)
-        return milliseconds.truncatingRemainder(dividingBy: 1000) == 0 ? "\(Int(milliseconds / 1000)) s" : "\(Int(milliseconds)) ms"
+        let (seconds, attoseconds) = interval.components
+        return attoseconds == 0 ? "\(seconds) s" : "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000) ms"
     }
 
     /// From now until `instant`, for the wall-clock time status shows as the next attempt.

@@ -115,7 +115,8 @@ package final class HTTPTestServer: Sendable {
             buffer.removeFirst(bodyStart + length)
             if let readsAhead, Self.count([13, 10, 13, 10], in: buffer) == 0 {
                 var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                if poll(&descriptor, 1, Int32(readsAhead / .milliseconds(1))) > 0 {
+                let (seconds, attoseconds) = readsAhead.components
+                if poll(&descriptor, 1, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)) > 0 {
                     let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                     if n > 0 { buffer.append(contentsOf: chunk[0..<n]) }
                 }

@@ -49,7 +49,8 @@ package final class PipelinedConnection {
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
-        self.timeout = .milliseconds(Int(max(1, min(timeoutSeconds, 86_400)) * 1000))
+        // A timeout outside 1 s…1 day (or not a number) is held to it; 30 s where it cannot be read.
+        self.timeout = .milliseconds(CheckedNumbers.milliseconds(seconds: timeoutSeconds.isFinite ? max(1, min(timeoutSeconds, 86_400)) : 30) ?? 30_000)
         self.meter = meter
     }
 
@@ -164,7 +165,7 @@ package final class PipelinedConnection {
             if let abort, abort.isSet { throw CurlError(CURLE_ABORTED_BY_CALLBACK, message: "abandoned") }
             let waited = clock.now - lastProgress
             if waited >= timeout {
-                throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "no answer in \(Int(timeout / .seconds(1))) s")
+                throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "no answer in \(timeout.components.seconds) s")
             }
             _ = try connection.wait(readable: true, writable: written < output.count, timeout: min(.milliseconds(500), timeout - waited))
         }

@@ -163,7 +163,7 @@ package final class PushForwarder: DestinationForwarder {
     /// position arrived; nil when it goes now.
     func waitMs(before prepared: Prepared) -> Int64? {
         guard !prepared.full, let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else { return nil }
-        let maxDelayMs = Int64(push.batchMaxDelaySeconds * 1000)
+        let maxDelayMs = CheckedNumbers.milliseconds(seconds: push.batchMaxDelaySeconds) ?? 0
         let due = oldest + maxDelayMs
         let nowMs = WallClock.nowMs()
         // Further away than the delay itself: the wall clock was set back since the position
