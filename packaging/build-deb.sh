@@ -12,7 +12,9 @@
 # against ldd.
 #
 # Environment: DEB_ARCH (default: dpkg --print-architecture), STRIP (default: strip; a
-# cross-compiled binary wants its target's strip, e.g. aarch64-linux-gnu-strip),
+# cross-compiled binary wants its target's strip, e.g. aarch64-linux-gnu-strip), BINARY_RUNNER
+# (how this machine runs the binary, which the build asks its spool schema: nothing for a native
+# one, e.g. `qemu-aarch64-static -L ROOT` for arm64),
 # DEB_COMPRESSION (dpkg-deb -Z: xz, the default, or gzip, zstd, none).
 set -euo pipefail
 
@@ -93,6 +95,15 @@ chmod 0644 "$doc/changelog.gz" "$root/usr/share/man/man1/georelay.1.gz"
 for script in postinst prerm postrm; do
 	install -m 0755 "$debian/$script" "$root/DEBIAN/$script"
 done
+# The preinst refuses a downgrade across a schema change: it needs the newest spool schema this
+# binary reads, which the binary itself says (`check --schema` on a spool that does not exist).
+printf '{ spool: { path: "%s/none.db" } }\n' "$work" >"$work/schema.json5"
+schema=$(${BINARY_RUNNER:-} "$binary" check --schema --config "$work/schema.json5") ||
+	die "$binary check --schema failed (a binary for another architecture needs BINARY_RUNNER, e.g. qemu-aarch64-static -L ROOT)"
+schema=$(echo "$schema" | cut -d' ' -f2)
+[[ $schema =~ ^[0-9]+$ ]] || die "$binary check --schema printed no schema version"
+sed -e "s/@VERSION@/$version/" -e "s/@SCHEMA@/$schema/" "$debian/preinst" >"$root/DEBIAN/preinst"
+chmod 0755 "$root/DEBIAN/preinst"
 
 native=$(dpkg --print-architecture)
 if [ "$arch" = "$native" ]; then

@@ -184,12 +184,12 @@ enum Schema {
 
     static var currentVersion: Int { migrations.count }
 
-    /// Brings the database to the current version.
-    static func migrate(_ db: SQLiteDatabase) throws(SpoolError) {
+    /// Brings the database at `path` to the current version.
+    static func migrate(_ db: SQLiteDatabase, path: String) throws(SpoolError) {
         try SpoolError.wrapping {
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             if version > currentVersion {
-                throw SpoolError.incompatible("spool schema version \(version) is newer than this relay's \(currentVersion); use a newer georelay")
+                throw SpoolError.incompatible(newerSpool(path: path, version: version))
             }
             guard version < currentVersion else { return }
             try db.transaction {
@@ -199,5 +199,18 @@ enum Schema {
                 try db.execute("PRAGMA user_version = \(currentVersion)")
             }
         }
+    }
+
+    /// What a relay that meets a spool from a newer one says: usually a box downgraded after a bad
+    /// upgrade (the package's preinst refuses that, but a binary copied by hand or a spool moved
+    /// between boxes gets here). It names the two ways on and that nothing is lost by either: the
+    /// newer relay reads the file as it is, and a spool moved aside keeps its positions for it.
+    static func newerSpool(path: String, version: Int) -> String {
+        """
+        spool \(path) has schema \(version), written by a newer georelay; this one reads schema \(currentVersion) and older. \
+        Nothing in it is lost: install the newer georelay again and it delivers what is pending; or, to run this one now \
+        on an empty spool, stop the relay and move the spool aside, keeping it for the newer relay: \
+        mv \(path) \(path).schema\(version) (and if \(path)-wal is there: mv \(path)-wal \(path).schema\(version)-wal)
+        """
     }
 }

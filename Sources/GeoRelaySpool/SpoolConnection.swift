@@ -51,7 +51,7 @@ enum SpoolConnection {
             let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
             try db.execute("PRAGMA wal_autocheckpoint = \(max(64, min(4 << 20, walBytes / 2) / pageSize))")
             try db.execute("PRAGMA foreign_keys = OFF")
-            try Schema.migrate(db)
+            try Schema.migrate(db, path: path)
             for suffix in ["-wal", "-shm"] { chmod(path + suffix, 0o600) }
             return db
         }
@@ -67,8 +67,9 @@ enum SpoolConnection {
             // Readers scan in order: a small page cache does as well and keeps exports and status small.
             try db.execute("PRAGMA cache_size = -512")
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
+            guard version <= Schema.currentVersion else { throw SpoolError.incompatible(Schema.newerSpool(path: path, version: version)) }
             guard version == Schema.currentVersion else {
-                throw SpoolError.incompatible("spool \(path) has schema version \(version), this relay reads \(Schema.currentVersion)")
+                throw SpoolError.incompatible("spool \(path) has schema \(version), from an older georelay: `georelay run` brings it to \(Schema.currentVersion)")
             }
             return db
         }

@@ -157,4 +157,18 @@ extension SpoolReader {
             return ["\(error)"]
         }
     }
+
+    /// The newest spool schema this relay reads and writes.
+    package static var newestReadableSchema: Int { Schema.currentVersion }
+
+    /// The schema version of the spool at `path` (0: no spool yet), read without migrating or
+    /// writing anything, for the package's scripts to tell whether a version can read it. Run as
+    /// root, SQLite gives any `-wal` or `-shm` file it creates the database's owner.
+    package static func schemaVersion(path: String) throws(SpoolError) -> Int {
+        guard FileManager.default.fileExists(atPath: path) else { return 0 }
+        return try SpoolError.wrapping {
+            let db = try SQLiteDatabase(path: path, readOnly: true)
+            return Int(try db.pragma("user_version") ?? "0") ?? 0
+        }
+    }
 }

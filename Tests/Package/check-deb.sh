@@ -6,7 +6,8 @@
 #      no Swift library, no RPATH; it validates the packaged conffile;
 #   4. lintian: no error or warning (overrides, each with its reason, are in packaging/debian/);
 #   5. the maintainer scripts, for real, in a throwaway root (Tests/Package/throwaway-root.sh):
-#      install, run the relay as its user, upgrade, remove, purge.
+#      install, run the relay as its user, deliver a backlog across an upgrade (none lost, none
+#      twice), refuse a downgrade across a schema change, remove, purge.
 #
 #   Tests/Package/check-deb.sh georelay_<version>_<arch>.deb
 set -euo pipefail
@@ -93,11 +94,15 @@ fi
 if dpkg-deb --contents "$deb" | awk '{ print $2 }' | grep -vx root/root; then
 	fail "the package ships files not owned by root (above)"
 fi
-for script in postinst prerm postrm; do
+for script in preinst postinst prerm postrm; do
 	dpkg-deb --ctrl-tarfile "$deb" | tar -xO "./$script" >"$work/$script"
 	sh -n "$work/$script" || fail "$script: not valid sh"
 	head -1 "$work/$script" | grep -qx '#!/bin/sh' || fail "$script does not start with #!/bin/sh"
 done
+# The preinst compares the installed relay's spool with the schema this package's relay reads.
+grep -q '@' "$work/preinst" && fail "preinst has a placeholder build-deb.sh did not fill in: $(grep -n '@' "$work/preinst")"
+grep -qx "VERSION=$version" "$work/preinst" || fail "preinst does not name version $version"
+grep -qx "SCHEMA=[0-9][0-9]*" "$work/preinst" || fail "preinst has no SCHEMA=N line"
 [ "$(zcat "$work/x/usr/share/doc/georelay/changelog.gz" | dpkg-parsechangelog -l- -S Version)" = "$version" ] ||
 	fail "changelog.gz's top entry is not $version"
 ok "contents: 9 files, modes and owners as expected, maintainer scripts parse"
@@ -131,7 +136,11 @@ env -i LD_LIBRARY_PATH= "$bin" check --config "$work/x/etc/georelay/georelay.jso
 	fail "georelay check on the packaged conffile exited $?: $(cat "$work/check")"
 grep -q '"/var/lib/georelay/georelay.db"' "$work/check" || fail "the packaged conffile's spool is not in /var/lib/georelay"
 grep -q '"/run/georelay/georelay.sock"' "$work/check" || fail "the packaged conffile's socket is not in /run/georelay"
-ok "georelay --help and check --config <conffile> run with env -i LD_LIBRARY_PATH="
+env -i LD_LIBRARY_PATH= "$bin" check --schema --config "$work/x/etc/georelay/georelay.json5" >"$work/schema" 2>&1 ||
+	fail "georelay check --schema exited $?: $(cat "$work/schema")"
+[ "$(cut -d' ' -f2 "$work/schema")" = "$(sed -n 's/^SCHEMA=//p' "$work/preinst")" ] ||
+	fail "the binary reads schema $(cut -d' ' -f2 "$work/schema") but the preinst says $(sed -n 's/^SCHEMA=//p' "$work/preinst")"
+ok "georelay --help, check --config <conffile> and check --schema run with env -i LD_LIBRARY_PATH="
 
 unit=$work/x/usr/lib/systemd/system/georelay.service
 for line in 'ExecStart=/usr/bin/georelay run --config /etc/georelay/georelay.json5' 'Type=notify' \
@@ -158,7 +167,7 @@ if ! unshare --mount --net true 2>/dev/null || ! grep -qw overlay /proc/filesyst
 else
 	unshare --mount --net --propagation private "$repo/Tests/Package/throwaway-root.sh" "$deb" "$work/root" ||
 		fail "the throwaway-root scenario failed (above)"
-	ok "install, run as georelay, upgrade with the conffile kept, remove, purge (throwaway root)"
+	ok "install, run as georelay, a backlog delivered across an upgrade (conffile kept), a downgrade across a schema change refused, remove, purge (throwaway root)"
 fi
 
 echo "$checks passed, $failed failed"

@@ -11,6 +11,7 @@ set -euo pipefail
 
 deb=$1
 base=$2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "throwaway-root: FAIL: $*" >&2; exit 1; }
 say() { echo "throwaway-root: $*"; }
 
@@ -72,40 +73,97 @@ esac
 say "installed: user georelay (uid $uid), /var/lib/georelay georelay 0700, conffile root:georelay 0640, unit enabled"
 
 # The relay as the unit runs it (user georelay, the conffile, the runtime directory systemd would
-# make), with no Swift toolchain in the root: a position in, status shows it, SIGTERM stops it.
+# make), with no Swift toolchain in the root.
 install -d -m 0750 "$root/run/georelay"
 in_root chown georelay:georelay /run/georelay
-# A simple command, not a function, so that $! is the relay itself (chroot and env exec it).
-chroot --userspec=georelay:georelay "$root" env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH= \
-	/usr/bin/georelay run --config /etc/georelay/georelay.json5 >"$base/relay.log" 2>&1 &
-relay=$!
-# Whatever fails below, the relay does not outlive the test.
-trap 'kill -KILL "$relay" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do # the socket within 10 s
-	[ -S "$root/run/georelay/georelay.sock" ] && break
-	kill -0 "$relay" 2>/dev/null || fail "the relay exited before listening:"$'\n'"$(cat "$base/relay.log")"
-	sleep 0.1
-done
-[ -S "$root/run/georelay/georelay.sock" ] || fail "no socket in /run/georelay after 10 s:"$'\n'"$(cat "$base/relay.log")"
-reply=$(printf '%s\n' '{"hello":{"device":"gps-bow","ack":true}}' '{"time":"2026-07-25T04:30:00Z","lat":59.91,"lon":10.75}' |
-	as_georelay timeout 10 socat -t 5 - UNIX-CONNECT:/run/georelay/georelay.sock) ||
-	fail "socat to the relay's socket failed:"$'\n'"$(cat "$base/relay.log")"
-grep -qx 'ok 1' <<<"$reply" || fail "the relay answered '$reply', not 'ok 1'"
+relay=
+# Whatever fails below, neither the relay nor the fake server outlives the test.
+server=
+trap 'kill -KILL $relay $server 2>/dev/null || true' EXIT
+start_relay() {
+	rm -f "$root/run/georelay/georelay.sock"
+	# chroot and env exec, so $! is the relay itself.
+	chroot --userspec=georelay:georelay "$root" env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH= \
+		/usr/bin/georelay run --config /etc/georelay/georelay.json5 >>"$base/relay.log" 2>&1 &
+	relay=$!
+	for _ in $(seq 1 100); do # the socket within 10 s
+		[ -S "$root/run/georelay/georelay.sock" ] && return 0
+		kill -0 "$relay" 2>/dev/null || fail "the relay exited before listening:"$'\n'"$(cat "$base/relay.log")"
+		sleep 0.1
+	done
+	fail "no socket in /run/georelay after 10 s:"$'\n'"$(cat "$base/relay.log")"
+}
+stop_relay() { # SIGTERM, as systemd stops it: within 10 s (the unit allows 15), exit status 0
+	kill -TERM "$relay"
+	for _ in $(seq 1 100); do
+		kill -0 "$relay" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$relay" 2>/dev/null; then
+		kill -KILL "$relay"
+		fail "the relay did not stop within 10 s of SIGTERM"
+	fi
+	wait "$relay" || fail "the relay exited $? on SIGTERM:"$'\n'"$(cat "$base/relay.log")"
+	relay=
+}
+# Positions FIRST..LAST of device gps-bow, 400 s and 1.1 km apart (past the default filter's 300 s
+# and 75 m), written the way a collector does; each must be answered ok.
+send_positions() {
+	local first=$1 last=$2 k lines="" reply
+	for k in $(seq "$first" "$last"); do
+		lines="$lines$(printf '{"time":"%s","lat":%s,"lon":10.75}' \
+			"$(date -u -d @$((1784953800 + k * 400)) +%Y-%m-%dT%H:%M:%SZ)" "$(awk -v k="$k" 'BEGIN { printf "%.2f", 59.91 + k / 100 }')")"$'\n'
+	done
+	reply=$(printf '%s\n%s' '{"hello":{"device":"gps-bow","ack":true}}' "$lines" |
+		as_georelay timeout 10 socat -t 5 - UNIX-CONNECT:/run/georelay/georelay.sock) ||
+		fail "socat to the relay's socket failed:"$'\n'"$(cat "$base/relay.log")"
+	[ "$(grep -c '^ok ' <<<"$reply")" = $((last - first + 1)) ] ||
+		fail "the relay answered '$reply' to positions $first-$last"
+}
+start_server() { # Traccar's OsmAnd port where the packaged conffile sends (127.0.0.1:5055)
+	python3 "$repo/Tests/Package/fake-traccar.py" 5055 "$base/traccar.log" &
+	server=$!
+	for _ in $(seq 1 50); do # listening within 5 s
+		python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5055), 1)' 2>/dev/null && return 0
+		sleep 0.1
+	done
+	fail "the fake Traccar did not listen on 127.0.0.1:5055 within 5 s"
+}
+stop_server() { kill "$server"; wait "$server" 2>/dev/null || true; server=; }
+delivered() { [ -f "$base/traccar.log" ] && wc -l <"$base/traccar.log" || echo 0; }
+await_delivered() { # N positions at the fake Traccar within 30 s
+	for _ in $(seq 1 300); do
+		[ "$(delivered)" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	fail "the fake Traccar has $(delivered) positions after 30 s, not $1:"$'\n'"$(cat "$base/relay.log")"
+}
+
+# A position in with no network at all (the root's loopback is down): answered ok, spooled; status
+# shows it; SIGTERM stops the relay.
+start_relay
+send_positions 0 0
 as_georelay /usr/bin/georelay status --json --config /etc/georelay/georelay.json5 >"$base/status.json" ||
 	fail "georelay status failed: $(cat "$base/status.json")"
 grep -q '"rows" *: *1\b' "$base/status.json" || fail "status does not show the one spooled position: $(cat "$base/status.json")"
-kill -TERM "$relay"
-for _ in $(seq 1 100); do # stops within 10 s (the unit allows 15)
-	kill -0 "$relay" 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 "$relay" 2>/dev/null; then
-	kill -KILL "$relay"
-	fail "the relay did not stop within 10 s of SIGTERM"
-fi
-wait "$relay" || fail "the relay exited $? on SIGTERM:"$'\n'"$(cat "$base/relay.log")"
+stop_relay
 [ -s "$root/var/lib/georelay/georelay.db" ] || fail "no spool in /var/lib/georelay"
 say "ran as georelay without the Swift toolchain: 'ok 1' on the socket, 1 row in the spool, clean stop on SIGTERM"
+
+# A backlog for the upgrade to keep: the first position and two more delivered to a Traccar on
+# loopback, then three more spooled while it is down.
+ip link set lo up
+start_server
+start_relay
+send_positions 1 2
+await_delivered 3
+stop_relay
+stop_server
+start_relay
+send_positions 3 5
+stop_relay
+[ "$(delivered)" = 3 ] || fail "the fake Traccar has $(delivered) positions, not 3, before the upgrade"
+say "3 positions delivered, 3 spooled while the server was down"
 
 # Upgrade to a later version with the admin's edit in the conffile: dpkg keeps it.
 echo '// edited by the admin' >>"$root/etc/georelay/georelay.json5"
@@ -119,6 +177,39 @@ grep -qx '// edited by the admin' "$root/etc/georelay/georelay.json5" || fail "t
 [ "$(in_root getent passwd georelay | cut -d: -f3)" = "$uid" ] || fail "the upgrade changed georelay's uid"
 [ -s "$root/var/lib/georelay/georelay.db" ] || fail "the upgrade lost the spool"
 say "upgraded to $version+next: edited conffile kept, same uid, spool kept"
+
+# The new version delivers the backlog the old one left, and nothing twice.
+start_server
+start_relay
+await_delivered 6
+stop_relay
+stop_server
+[ "$(delivered)" = 6 ] && [ "$(sort -u "$base/traccar.log" | wc -l)" = 6 ] ||
+	fail "the fake Traccar got these, not 6 positions once each:"$'\n'"$(cat "$base/traccar.log")"
+say "after the upgrade the 3 pending positions were delivered, none of the 6 twice"
+
+# A downgrade across a schema change (the box going back after a bad upgrade) is refused by the
+# older package's preinst, which asks the installed relay what its spool holds: the installed
+# version stays, with its spool. A package whose relay reads the spool's schema may go in.
+schema=$(in_root /usr/bin/georelay check --schema --config /etc/georelay/georelay.json5 | cut -d' ' -f1)
+[ "$schema" -gt 0 ] || fail "check --schema says the spool's schema is '$schema'"
+dpkg-deb -R "$deb" "$base/older"
+sed -i "s/^Version: .*/Version: $version~older/" "$base/older/DEBIAN/control"
+sed -i -e "s/^SCHEMA=.*/SCHEMA=$((schema - 1))/" -e "s/^VERSION=.*/VERSION=$version~older/" "$base/older/DEBIAN/preinst"
+dpkg-deb --build --root-owner-group -Znone "$base/older" "$base/older.deb" >/dev/null
+if dpkg --root="$root" -i "$base/older.deb" </dev/null >"$base/downgrade.log" 2>&1; then
+	fail "dpkg installed $version~older, whose relay reads schema $((schema - 1)), over a spool of schema $schema"
+fi
+grep -q "not installing georelay $version~older over georelay $version+next" "$base/downgrade.log" &&
+	grep -q "holds schema $schema" "$base/downgrade.log" && grep -q "mv /var/lib/georelay/georelay.db " "$base/downgrade.log" ||
+	fail "the refused downgrade did not say why and what to do:"$'\n'"$(cat "$base/downgrade.log")"
+[ "$(version_of)" = "install ok installed $version+next" ] || fail "after the refused downgrade dpkg says '$(version_of)'"
+[ -x "$root/usr/bin/georelay" ] || fail "the refused downgrade left no /usr/bin/georelay"
+in_root /usr/bin/georelay check --spool --config /etc/georelay/georelay.json5 >/dev/null ||
+	fail "after the refused downgrade the spool does not pass check --spool"
+dpkg_root -i "$deb"
+[ "$(version_of)" = "install ok installed $version" ] || fail "after the downgrade to $version dpkg says '$(version_of)'"
+say "downgrade to a relay reading schema $((schema - 1)) refused with what to do, $version+next kept; back to $version (schema $schema) allowed"
 
 # Remove: the binary goes, the configuration and the spool stay.
 dpkg_root -r georelay

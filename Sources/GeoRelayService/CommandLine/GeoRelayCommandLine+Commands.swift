@@ -81,8 +81,13 @@ extension GeoRelayCommandLine {
                 masked, without starting anything. Exit status 0, or 78 (EX_CONFIG) naming the key at fault.
                 With --spool, checks the spool file instead: SQLite's quick_check on a read-only connection
                 (safe while the relay runs); exit status 0 when sound, 1 with the problems found.
+                With --schema, prints the spool file's schema version (0 when there is none yet), the
+                newest this relay reads, and the spool's path, on one line: what the package's
+                preinst asks the installed relay before it replaces it with another version.
                 """,
-            options: [OptionSpec("--spool", .flag, help: "check the spool file's integrity (quick_check) instead")],
+            options: [OptionSpec("--spool", .flag, help: "check the spool file's integrity (quick_check) instead"),
+                      OptionSpec("--schema", .flag, help: "print the spool's schema, the newest this relay reads, and the spool's path")],
+            constraints: [.atMostOne(["--spool", "--schema"])],
             work: .blocking(Commands.check(_:))),
         CommandSpec(
             name: "collect", summary: "feed one GPS unit (serial, UDP, TCP, gpsd, a file) into the relay",

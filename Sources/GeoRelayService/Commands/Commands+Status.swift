@@ -33,6 +33,15 @@ extension Commands {
         return .success
     }
 
+    /// `georelay check --schema`: "SPOOL READS PATH", for a shell to `read`. The path goes last
+    /// because it may hold spaces.
+    static func checkSchema(_ invocation: Invocation) throws -> ExitCode {
+        let path = invocation.configuration.spool.path
+        let version = try SpoolReader.schemaVersion(path: path)
+        invocation.console.line("\(version) \(SpoolReader.newestReadableSchema) \(path)")
+        return .success
+    }
+
     /// Redraws the status screen every `interval` until the task is cancelled (then throws
     /// `CancellationError`) or the process is interrupted.
     ///

@@ -41,6 +41,7 @@ package enum Commands {
     /// loader have already refused what is wrong, with 64 or 78).
     static func check(_ invocation: Invocation) throws -> ExitCode {
         if invocation.arguments.flag("--spool") { return try checkSpool(invocation) }
+        if invocation.arguments.flag("--schema") { return try checkSchema(invocation) }
         // `run` logs the warning (where `georelay logs` shows it too); `check` says it here.
         if let path = invocation.configurationPath, let warning = invocation.configuration.exposureWarning(path: path) {
             invocation.console.error("warning: \(warning)")
