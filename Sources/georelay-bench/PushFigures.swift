@@ -6,7 +6,9 @@ import GeoRelaySpool
 import GeoRelayTestKit
 import Synchronization
 
-/// The `compression` figure.
+/// The `compression` figure: bytes per position and CPU per batch at each zstd level, for one
+/// vessel's track at 1 Hz and for a fleet of 40 whose fixes interleave in a batch (what a fleet's
+/// backlog sends), so the planner's levels can be chosen from both.
 func compressionFigure() throws {
     var settings = Configuration.DestinationSettings()
     var push = PushSettings()
@@ -14,32 +16,36 @@ func compressionFigure() throws {
     settings.push = push
     let wire = PushProtocol(settings: settings)
     let track = movingBoatTrack(device: "gps-bow", count: 3600)
-    let points = track.map { wire.encodePoint($0) }
+    let fleet = (0..<40).map { movingBoatTrack(device: String(format: "unit%02d", $0), count: 90, seed: 42 + UInt64($0)) }
+    let interleaved = (0..<90).flatMap { i in fleet.map { $0[i] } }
     let compressor = try ZstdCompressor()
-    for size in [100, 500] {
-        var json = 0, gzip = 0
-        var zstd: [Int: Int] = [:]
-        var start = 0
-        while start < points.count {
-            let body = wire.encodeBatch(Array(points[start..<min(points.count, start + size)]))
-            json += body.count
-            gzip += try Gzip.compress(body).count
-            for level in [3, 5, 6, 7, 8, 9, 12, 19] { zstd[level, default: 0] += try compressor.compress(body, level: level).count }
-            start += size
-        }
-        note("batch \(size): json \(json / points.count) B/pos, gzip \(gzip / points.count), " + zstd.keys.sorted().map { "zstd\($0) \(String(format: "%.1f", Double(zstd[$0]!) / Double(points.count)))" }.joined(separator: ", "))
-        if size == 500 {
-            let body = wire.encodeBatch(Array(points[0..<500]))
-            for level in [3, 5, 6, 7, 8, 9] {
-                let t0 = WallClock.monotonicNs()
-                for _ in 0..<20 { _ = try compressor.compress(body, level: level) }
-                note("zstd\(level): \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / 20e6)) ms per 500-position batch")
+    let levels = [3, 6, 7, 9, 12, 15, 16, 17, 19]
+    for (name, positions) in [("vessel", track), ("fleet40", interleaved)] {
+        let points = positions.map { wire.encodePoint($0) }
+        for size in [100, 500] {
+            var json = 0, gzip = 0
+            var zstd: [Int: Int] = [:]
+            var start = 0
+            while start < points.count {
+                let body = wire.encodeBatch(Array(points[start..<min(points.count, start + size)]))
+                json += body.count
+                gzip += try Gzip.compress(body).count
+                for level in levels { zstd[level, default: 0] += try compressor.compress(body, level: level).count }
+                start += size
             }
-            let t0 = WallClock.monotonicNs()
-            for _ in 0..<20 { _ = track[0..<500].map { wire.encodePoint($0) } }
-            note("json encoding: \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / 20e6)) ms per 500 positions")
+            note("\(name), batch \(size): json \(json / points.count) B/pos, gzip \(gzip / points.count), " + levels.map { "zstd\($0) \(String(format: "%.1f", Double(zstd[$0]!) / Double(points.count)))" }.joined(separator: ", "))
         }
+        let body = wire.encodeBatch(Array(points[0..<500]))
+        note("\(name): ms per 500-position batch (\(body.count) B of JSON): " + (try levels.map { level in
+            let rounds = level >= 16 ? 5 : 20
+            let t0 = WallClock.monotonicNs()
+            for _ in 0..<rounds { _ = try compressor.compress(body, level: level) }
+            return "zstd\(level) \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / Double(rounds) / 1e6))"
+        }).joined(separator: ", "))
     }
+    let t0 = WallClock.monotonicNs()
+    for _ in 0..<20 { _ = track[0..<500].map { wire.encodePoint($0) } }
+    note("json encoding: \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / 20e6)) ms per 500 positions")
 }
 
 /// The `wire` figure.

@@ -326,9 +326,9 @@ func idleCPU(seconds: Int) throws -> Double {
 // MARK: - Push: bytes per position and drain rate
 
 /// A 1 Hz moving track of one boat: ~5 m/s, slowly turning, GPS-like precision and noise.
-func movingBoatTrack(device: String, count: Int) -> [Position] {
-    var generator = SeededRandom(seed: 42)
-    var lat = 59.9, lon = 10.7, course = 45.0
+func movingBoatTrack(device: String, count: Int, seed: UInt64 = 42) -> [Position] {
+    var generator = SeededRandom(seed: seed)
+    var lat = 59.9 + Double(seed - 42) * 0.01, lon = 10.7, course = 45.0 + Double(seed - 42) * 7
     return (0..<count).map { i in
         course += Double.random(in: -2...2, using: &generator)
         let speed = 5.0 + Double.random(in: -0.3...0.3, using: &generator)

@@ -128,6 +128,9 @@ package final class PipelinedConnection {
         defer { buffer.deallocate() }
         let clock = ContinuousClock()
         var lastProgress = clock.now
+        /// When bytes last came in after this call waited for them (not bytes already there).
+        var arrived: ContinuousClock.Instant?
+        var hasWaited = false
         while true {
             fillOutput()
             let sentBefore = connection.bytesSent
@@ -143,6 +146,7 @@ package final class PipelinedConnection {
                     break
                 }
                 lastProgress = clock.now
+                if hasWaited { arrived = lastProgress }
                 parser.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             }
             let parsed: HTTP1Response?
@@ -152,7 +156,9 @@ package final class PipelinedConnection {
                 throw CurlError(CURLE_WEIRD_SERVER_REPLY, message: "\(error)")
             }
             if let parsed {
-                return answered(parsed, on: connection)
+                var response = answered(parsed, on: connection)
+                response.arrivedAt = arrived
+                return response
             }
             if closed {
                 // Part of an answer, then the end: the request did arrive; do not send it again.
@@ -168,6 +174,7 @@ package final class PipelinedConnection {
                 throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "no answer in \(timeout.components.seconds) s")
             }
             _ = try connection.wait(readable: true, writable: written < output.count, timeout: min(.milliseconds(500), timeout - waited))
+            hasWaited = true
         }
     }
 

@@ -86,14 +86,20 @@ extension PushForwarder {
             if sent.answer == nil {
                 sent.answer = await transport.next(unlessAbandoned: shutdown.abandoned)
                 // Only answers measure the link: a connection refused at once is no round trip.
-                if case .success = sent.answer {
-                    let now = clock.now
-                    depth.answered(bytes: sent.bytes, elapsed: now - sent.sentAt, spacing: sent.behindAnother ? lastAnswerAt.map { now - $0 } : nil)
-                    lastAnswerAt = now
+                if case .success(let http) = sent.answer {
+                    // An answer already there when it was read (while the next batch was being
+                    // prepared) came in some time before: spaced from the one before by when it was
+                    // read, it made the link look five times faster than it is. Only answers the
+                    // reader waited for time the link.
+                    let spacing = sent.behindAnother ? http.arrivedAt.flatMap { at in lastAnswerAt.map { at - $0 } } : nil
+                    depth.answered(bytes: sent.bytes, elapsed: (http.arrivedAt ?? clock.now) - sent.sentAt, spacing: spacing)
+                    lastAnswerAt = http.arrivedAt
                 }
             }
             let answer = sent.answer!
-            if case .success(let http) = answer {
+            if let secondsPerByte = depth.secondsPerByte {
+                state.planner.recordLinkRate(secondsPerByte: secondsPerByte)
+            } else if case .success(let http) = answer {
                 state.planner.recordUpload(bytes: http.wireBytes, seconds: (clock.now - sent.sentAt) / .seconds(1))
             }
             if wire.outcome(of: answer) != .delivered {
@@ -184,18 +190,18 @@ extension PushForwarder {
                 response = answer
                 sentEncoding = prepared.encoding
                 sentToken = firstToken ?? token
-                if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+                state.planner.record(prepared.compression)
             } else {
                 let body: [UInt8]
                 do {
                     // The prepared body serves when the chunk is the whole batch in the same encoding.
                     if chunk.count == batch.count, prepared.encoding == state.encoding, !prepared.body.isEmpty {
                         body = prepared.body
-                        if let measured = prepared.compression { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+                        state.planner.record(prepared.compression)
                     } else {
                         let encoded = try await encode(chunk, encoding: state.encoding, planner: state.planner)
                         body = encoded.body
-                        if let measured = encoded.measurement { state.planner.recordCompression(level: measured.level, jsonBytes: measured.jsonBytes, compressedBytes: measured.compressedBytes, seconds: measured.seconds) }
+                        state.planner.record(encoded.measurement)
                     }
                 } catch {
                     result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
@@ -296,4 +302,14 @@ extension PushForwarder {
         }
     }
 
+}
+
+extension CompressionPlanner {
+    /// Takes note of what preparing a batch cost: its compression and, when it was read from the
+    /// spool for this send, the reading and planning before it.
+    mutating func record(_ measurement: PushForwarder.CompressionMeasurement?) {
+        guard let measurement else { return }
+        recordCompression(level: measurement.level, jsonBytes: measurement.jsonBytes, compressedBytes: measurement.compressedBytes, seconds: measurement.seconds)
+        if let planning = measurement.planningSeconds { recordPlanning(seconds: planning) }
+    }
 }

@@ -189,6 +189,8 @@ package final class PushForwarder: DestinationForwarder {
         var jsonBytes: Int
         var compressedBytes: Int
         var seconds: Double
+        /// Reading and planning the batch from the spool, before it was compressed.
+        var planningSeconds: Double?
     }
 
     /// - Parameters:
@@ -197,10 +199,13 @@ package final class PushForwarder: DestinationForwarder {
     ///     (false while a window gives way to the backlog: see `sendWindow`).
     func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
                  restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true) async throws -> Prepared {
+        let started = WallClock.monotonicNs()
         let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
                                                          restriction: restriction, currentAhead: currentAhead)
         guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
-        let encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
+        let planning = Double(WallClock.monotonicNs() - started) / 1e9
+        var encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
+        encoded.measurement?.planningSeconds = planning
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
     }
 
@@ -243,26 +248,21 @@ package final class PushForwarder: DestinationForwarder {
             if let restriction {
                 return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }
-            // Enough of each backlog that the filter's keep fills a batch: at 5 m/s and 1 Hz the
-            // default 50 m keeps one fix in ten, and reading only a batch's worth sent batches of
-            // 50 (a round trip each: 22 s for a two-hour backlog on the geo link).
-            let readLimit = max(maxPositions, TraccarForwarder.positionsPerRound / max(1, cursors.count))
-            let chunks = try cursors.map { cursor in
-                let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: readLimit)
-                return (positions: positions, full: positions.count >= readLimit)
-            }
+            // Each backlog as far as the batch needs (a few dozen positions of each of forty, or
+            // thousands of a lone device's behind the filter), at most a round's worth in all.
+            let backlogs = try BacklogRead(reader: reader, cursors: cursors, ledger: ledger, settled: settled, filter: filter,
+                                           alreadySent: alarms.sent, batch: maxPositions, bound: TraccarForwarder.positionsPerRound)
             // Devices behind (a backlog after an outage, or history already): each one's newest
-            // first, as a batch of its own, ahead of every device's history. (Judged before the
-            // plan below moves the filter's memory past what it skips.)
-            let backfilling = currentAhead ? Set(ledger.behind(chunks, filter: filter, alreadySent: alarms.sent)) : []
+            // first, as a batch of its own, ahead of every device's history. (Judged against the
+            // ledger before the plan moved the filter's memory past what it skips.)
+            let backfilling = currentAhead ? Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent)) : []
             if !backfilling.isEmpty {
                 let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
                 if !live.isEmpty { return ahead(live) }
             }
-            var candidates: [Delivery] = []
-            for chunk in chunks {
-                candidates += ledger.plan(chunk.positions, filter: filter, alreadySent: alarms.sent, traccarAttributes: false, into: &settled)
-            }
+            ledger = backlogs.ledger
+            settled = backlogs.settled
+            var candidates = backlogs.candidates
             if candidates.isEmpty, settled.isEmpty {
                 // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.
                 let replays = try reader.replayQueue(destination: name, limit: maxPositions).map { stored in
@@ -282,7 +282,7 @@ package final class PushForwarder: DestinationForwarder {
                 items.append(item)
                 bytes += item.point.count + 1
             }
-            return (items, items.count >= maxPositions, settled)
+            return (items, items.count >= maxPositions || backlogs.more, settled)
         }
     }
 
