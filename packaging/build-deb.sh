@@ -15,7 +15,9 @@
 # cross-compiled binary wants its target's strip, e.g. aarch64-linux-gnu-strip), BINARY_RUNNER
 # (how this machine runs the binary, which the build asks its spool schema: nothing for a native
 # one, e.g. `qemu-aarch64-static -L ROOT` for arm64),
-# DEB_COMPRESSION (dpkg-deb -Z: xz, the default, or gzip, zstd, none).
+# DEB_DEPENDS (the libraries' part of Depends, as dpkg-shlibdeps prints it: required for a
+# binary of another architecture, whose libraries this machine's dpkg does not know; see
+# packaging/arm64/build.sh), DEB_COMPRESSION (dpkg-deb -Z: xz, the default, or gzip, zstd, none).
 set -euo pipefail
 
 die() { echo "build-deb: $*" >&2; exit 1; }
@@ -106,15 +108,15 @@ sed -e "s/@VERSION@/$version/" -e "s/@SCHEMA@/$schema/" "$debian/preinst" >"$roo
 chmod 0755 "$root/DEBIAN/preinst"
 
 native=$(dpkg --print-architecture)
-if [ "$arch" = "$native" ]; then
+if [ -n "${DEB_DEPENDS:-}" ]; then
+	depends=$DEB_DEPENDS
+elif [ "$arch" = "$native" ]; then
 	depends=$(cd "$work" && dpkg-shlibdeps -O -e"$root/usr/bin/georelay" | sed -n 's/^shlibs:Depends=//p')
 	[ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies in $binary"
 else
-	# dpkg-shlibdeps needs the target's libraries installed (dpkg --add-architecture $arch and
-	# the -dev packages for it); without them, the packages that provide the sonames the binary
-	# needs on every Debian release since 12, unversioned.
-	echo "build-deb: $arch is not this machine's $native: Depends is the fixed list, unversioned" >&2
-	depends="libc6, libcurl4, libgcc-s1, libsqlite3-0, libstdc++6, libzstd1, zlib1g"
+	# A guessed list would be wrong somewhere: trixie renamed libcurl4 to libcurl4t64, and the
+	# minimum glibc is whatever the build's headers asked for.
+	die "$arch is not this machine's $native: give DEB_DEPENDS from dpkg-shlibdeps against $arch's libraries (packaging/arm64/build.sh does)"
 fi
 
 installed_size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)

@@ -42,8 +42,11 @@ package final class Epoll {
 
     /// Waits for events; `timeoutMs` -1 waits for ever (no polling when idle).
     package func wait(into events: inout [epoll_event], timeoutMs: Int32) -> Int {
+        precondition(!events.isEmpty, "epoll_wait needs room for at least one event")
         let n = events.withUnsafeMutableBufferPointer { buffer in
-            epoll_wait(fd, buffer.baseAddress, Int32(buffer.count), timeoutMs)
+            // Unwrapped because glibc 2.41 (Debian 13) declares the array __nonnull and 2.36 does
+            // not: a non-optional pointer is accepted by both declarations.
+            epoll_wait(fd, buffer.baseAddress!, Int32(buffer.count), timeoutMs)
         }
         return max(Int(n), 0)
     }

@@ -82,7 +82,8 @@ package struct StatusReport: Sendable {
         let rejected = JSONObject(IngestError.allCodes.map { ($0, num(c["ingest.rejected.\($0)"] ?? 0)) })
         let destinations: [JSONValue] = destinationRows.map { row in
             let d = row.status
-            return .object(JSONObject([
+            // Typed and appended in steps: Swift 6.0 gives up type-checking it as one expression.
+            var members: [(key: String, value: JSONValue)] = [
                 ("name", .string(d.name)),
                 ("type", .string(row.settings?.kind.rawValue ?? "traccar")),
                 ("url", .string(Redaction.url(row.settings?.url ?? ""))),
@@ -105,9 +106,10 @@ package struct StatusReport: Sendable {
                 ("drainEstimateSeconds", drainEstimate(d).map { .number($0) } ?? .null),
                 ("wireBytesToday", num(d.wireBytesToday)),
                 ("wireBytesThisMonth", num(d.wireBytesThisMonth)),
-            ] + uplinkJSON(destination: d.name) + [
-                ("history", sketches.historyJSON(destination: d.name)),
-            ]))
+            ]
+            members += uplinkJSON(destination: d.name).map { (key: $0.0, value: $0.1) }
+            members.append(("history", sketches.historyJSON(destination: d.name)))
+            return .object(JSONObject(members))
         }
         let devices: [JSONValue] = status.devices.filter { !configuration.sourceIDs.contains($0.name) }.map { d in
             var members: [(key: String, value: JSONValue)] = [("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs)),

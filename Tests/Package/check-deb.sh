@@ -10,6 +10,13 @@
 #      twice), refuse a downgrade across a schema change, remove, purge.
 #
 #   Tests/Package/check-deb.sh georelay_<version>_<arch>.deb
+#
+# A package for another architecture (DEB_ARCH=arm64) is checked the same way as far as this
+# machine can: its binary runs under qemu user-mode against TARGET_ROOT (the arm64 root
+# packaging/arm64/build.sh leaves in .build/arm64-root), the libraries' owners come from
+# TARGET_ADMINDIR (a dpkg database with the target's libraries installed: the toolchain root's),
+# and instead of the maintainer scripts (dpkg here cannot install a foreign package without its
+# dependencies) a relay under qemu takes a position and forwards it (Tests/Package/emulated-relay.sh).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,13 +33,36 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/georelay-check-deb.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 version=$(tr -d '[:space:]' <"$repo/VERSION")
-arch=$(dpkg --print-architecture)
+native=$(dpkg --print-architecture)
+arch=${DEB_ARCH:-$native}
+# How this machine runs the package's binary and its loader; ldd for it; who owns a library.
+runner=()
+admindir=()
+if [ "$arch" != "$native" ]; then
+	case $arch in
+		arm64) qemu=qemu-aarch64-static loader=/lib/ld-linux-aarch64.so.1 machine="AArch64" ;;
+		*) fail "DEB_ARCH=$arch: only arm64 is checked on a foreign machine" ;;
+	esac
+	target_root=${TARGET_ROOT:-$repo/.build/$arch-root}
+	target_admindir=${TARGET_ADMINDIR:-$repo/.build/trixie-amd64-root/var/lib/dpkg}
+	[ -x "$target_root$loader" ] || fail "TARGET_ROOT=$target_root has no $loader (packaging/arm64/build.sh makes it)"
+	[ -f "$target_admindir/status" ] || fail "TARGET_ADMINDIR=$target_admindir is no dpkg database"
+	runner=("$(command -v "$qemu")" -L "$target_root")
+	[ -n "${runner[0]}" ] || fail "$qemu not found (apt-get install qemu-user-static)"
+	admindir=(--admindir="$target_admindir")
+	list_libraries() { env -i LD_LIBRARY_PATH= "${runner[@]}" "$target_root$loader" --list "$1"; }
+else
+	machine="Advanced Micro Devices X86-64"
+	[ "$arch" = amd64 ] || machine=$(readelf -h /proc/self/exe | sed -n 's/^ *Machine: *//p')
+	list_libraries() { env -i LD_LIBRARY_PATH= ldd "$1"; }
+fi
+run_bin() { env -i LD_LIBRARY_PATH= "${runner[@]}" "$bin" "$@"; }
 
 # 1. Control data.
 field() { dpkg-deb --field "$deb" "$1"; }
 [ "$(field Package)" = georelay ] || fail "Package is '$(field Package)', not georelay"
 [ "$(field Version)" = "$version" ] || fail "Version is '$(field Version)', VERSION says $version"
-[ "$(field Architecture)" = "$arch" ] || fail "Architecture is '$(field Architecture)', this machine is $arch"
+[ "$(field Architecture)" = "$arch" ] || fail "Architecture is '$(field Architecture)', not $arch (DEB_ARCH names another)"
 ok "control: georelay $version $arch"
 
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles >"$work/conffiles"
@@ -51,13 +81,16 @@ owner_of() {
 	real=$(realpath "$path")
 	# On merged-/usr systems the loader's path and the package's may differ by the /usr prefix.
 	for candidate in "$path" "$real" "/usr$path" "/usr$real" "${path#/usr}" "${real#/usr}"; do
-		dpkg -S "$candidate" 2>/dev/null | sed -n '1s/:.*//p' | grep . && return 0
+		# Merged-/usr trixie lists libc6's diversion of the loader ahead of the owner.
+		dpkg "${admindir[@]}" -S "$candidate" 2>/dev/null | grep -v '^diversion ' | sed -n '1s/:.*//p' | grep . && return 0
 	done
 	return 1
 }
+[ "$(readelf -h "$bin" | sed -n 's/^ *Machine: *//p')" = "$machine" ] ||
+	fail "the binary is for $(readelf -h "$bin" | sed -n 's/^ *Machine: *//p'), not $arch ($machine)"
 needed=$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 [ -n "$needed" ] || fail "readelf finds no NEEDED library in $bin"
-env -i LD_LIBRARY_PATH= ldd "$bin" >"$work/ldd"
+list_libraries "$bin" >"$work/ldd"
 expected="adduser"
 for soname in $needed; do
 	path=$(awk -v s="$soname" '$1 == s && $2 == "=>" { print $3 } $1 ~ "/"s"$" { print $1 }' "$work/ldd" | head -1)
@@ -68,8 +101,9 @@ done
 expected=$(echo "$expected" | sort -u)
 [ "$depends" = "$expected" ] ||
 	fail "Depends names [$(echo $depends)] but the binary links libraries of [$(echo $expected)] (plus adduser)"
-for package in libcurl4 libsqlite3-0 libzstd1 zlib1g; do
-	grep -qx "$package" <<<"$depends" || fail "Depends lacks $package"
+# libcurl4t64 from Debian 13 on (the 64-bit time_t transition).
+for package in 'libcurl4(t64)?' libsqlite3-0 libzstd1 zlib1g; do
+	grep -qxE "$package" <<<"$depends" || fail "Depends lacks $package"
 done
 ok "Depends: $(field Depends)"
 
@@ -130,17 +164,17 @@ installed=$(dpkg-deb -f "$deb" Installed-Size)
 [ "$installed" -le 25000 ] || fail "the package is $installed KiB installed, more than 25 MB"
 ok "no ICU data; $((download / 1024)) KiB to download, $installed KiB installed"
 
-env -i LD_LIBRARY_PATH= "$bin" --help >"$work/help" 2>&1 || fail "georelay --help exited $?: $(cat "$work/help")"
+run_bin --help >"$work/help" 2>&1 || fail "georelay --help exited $?: $(cat "$work/help")"
 grep -q '^usage: georelay' "$work/help" || fail "georelay --help printed no usage: $(cat "$work/help")"
-env -i LD_LIBRARY_PATH= "$bin" check --config "$work/x/etc/georelay/georelay.json5" >"$work/check" 2>&1 ||
+run_bin check --config "$work/x/etc/georelay/georelay.json5" >"$work/check" 2>&1 ||
 	fail "georelay check on the packaged conffile exited $?: $(cat "$work/check")"
 grep -q '"/var/lib/georelay/georelay.db"' "$work/check" || fail "the packaged conffile's spool is not in /var/lib/georelay"
 grep -q '"/run/georelay/georelay.sock"' "$work/check" || fail "the packaged conffile's socket is not in /run/georelay"
-env -i LD_LIBRARY_PATH= "$bin" check --schema --config "$work/x/etc/georelay/georelay.json5" >"$work/schema" 2>&1 ||
+run_bin check --schema --config "$work/x/etc/georelay/georelay.json5" >"$work/schema" 2>&1 ||
 	fail "georelay check --schema exited $?: $(cat "$work/schema")"
 [ "$(cut -d' ' -f2 "$work/schema")" = "$(sed -n 's/^SCHEMA=//p' "$work/preinst")" ] ||
 	fail "the binary reads schema $(cut -d' ' -f2 "$work/schema") but the preinst says $(sed -n 's/^SCHEMA=//p' "$work/preinst")"
-ok "georelay --help, check --config <conffile> and check --schema run with env -i LD_LIBRARY_PATH="
+ok "georelay --help, check --config <conffile> and check --schema run with env -i LD_LIBRARY_PATH= ${runner[*]}"
 
 unit=$work/x/usr/lib/systemd/system/georelay.service
 for line in 'ExecStart=/usr/bin/georelay run --config /etc/georelay/georelay.json5' 'Type=notify' \
@@ -162,7 +196,13 @@ ok "lintian --pedantic: no tag beyond the overrides"
 
 # 5. The maintainer scripts, in a root of their own: a private mount and network namespace with
 # copy-on-write overlays of this machine's /usr, /etc and dpkg database, gone when it exits.
-if ! unshare --mount --net true 2>/dev/null || ! grep -qw overlay /proc/filesystems; then
+if [ "$arch" != "$native" ]; then
+	# A relay as the unit would run it, but under qemu: one position in, delivered to a fake
+	# Traccar on the loopback of a network namespace of its own.
+	unshare --net "$repo/Tests/Package/emulated-relay.sh" "$work/x" "$work/relay" "${runner[@]}" ||
+		fail "the emulated relay failed (above)"
+	ok "under ${runner[*]}: a relay on the packaged conffile's settings answered 'ok 1' and delivered the position to a fake Traccar"
+elif ! unshare --mount --net true 2>/dev/null || ! grep -qw overlay /proc/filesystems; then
 	echo "check-deb: SKIPPED: install/upgrade/remove/purge in a throwaway root (needs unshare --mount --net and overlayfs as root)"
 else
 	unshare --mount --net --propagation private "$repo/Tests/Package/throwaway-root.sh" "$deb" "$work/root" ||

@@ -217,7 +217,9 @@ package struct JSONParser {
                 throw error("invalid escape '\\\(printable(e))'")
             }
         }
-        return try out.withUnsafeBufferPointer { buffer throws(JSONParseError) in try utf8String(buffer, ascii: false, at: start) }
+        // Through Result: Swift 6.0's withUnsafeBufferPointer only rethrows (`any Error`).
+        let result = out.withUnsafeBufferPointer { buffer in Result { () throws(JSONParseError) in try utf8String(buffer, ascii: false, at: start) } }
+        return try result.get()
     }
 
     /// RFC 8259 requires UTF-8; a line with broken bytes is refused rather than silently repaired

@@ -70,7 +70,9 @@ package enum FuzzTargets {
         _ = Timestamp.iso8601(milliseconds: position.timeMs)
         var out: [UInt8] = []
         JSONBytes.appendISO8601(milliseconds: position.timeMs, to: &out)
-        for value in [position.lat, position.lon, position.speed ?? 0, position.course ?? 0] {
+        // The element type is spelled out: Swift 6.0 infers [Any] from the mixed `??` operands.
+        let values: [Double] = [position.lat, position.lon, position.speed ?? 0, position.course ?? 0]
+        for value in values {
             JSONBytes.appendFixed(value, decimals: 7, to: &out)
             JSONBytes.appendNumber(value, to: &out)
             _ = JSONValue.format(number: value)

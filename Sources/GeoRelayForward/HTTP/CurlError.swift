@@ -6,7 +6,8 @@ package struct CurlError: Error, Sendable, CustomStringConvertible {
     /// curl's two code spaces: `CURLcode` from an easy handle (a transfer, an option) and
     /// `CURLMcode` from a multi handle. Their numbers overlap (3 is a malformed URL for one and
     /// a bad easy handle for the other), so each code says which space it is from.
-    package enum Code: Sendable, Hashable, CustomStringConvertible {
+    /// Equatable, not Hashable: Swift 6.0 imports C enums such as `CURLcode` without Hashable.
+    package enum Code: Sendable, Equatable, CustomStringConvertible {
         case easy(CURLcode)
         case multi(CURLMcode)
 
