@@ -56,10 +56,14 @@ package final class DestinationLink: Sendable {
     /// - After no answer at all, probes (a few hundred bytes each, at most every
     ///   `probe.intervalSeconds`) notice the link's return early instead of
     ///   payloads that cannot arrive. Between probes a bare TCP connection is tried every
-    ///   `probe.connectSeconds` (free on a dead link); one that opens brings the probe forward.
-    ///   If that probe gets no answer (something accepts connections but does not answer), the
-    ///   attempts stop until the next backoff: on such a path each one costs its handshake, and
-    ///   the probes' own spacing holds. A probe answered by the server resumes
+    ///   `probe.connectSeconds` (free on a dead link). One that opens after attempts failed is
+    ///   the link's return: a trial payload goes at once instead of a probe (about a probe's
+    ///   bytes, and its answer proves the server as well), saving the probe's own connection
+    ///   and round trip before the current positions go. One that opens at the first attempt
+    ///   shows the failure is above TCP (a server or middlebox that takes connections and
+    ///   resets or ignores them), so it brings the probe forward instead, and if that probe gets
+    ///   no answer the attempts stop until the next backoff: on such a path each one costs its
+    ///   handshake, and the probes' own spacing holds. A probe answered by the server resumes
     ///   delivery at once; any other HTTP answer (an HTML error page, a
     ///   redirect) shows a path, so a payload goes at the backoff time; and if
     ///   no probe is answered, a payload still goes once per backoff ceiling,
@@ -81,12 +85,25 @@ package final class DestinationLink: Sendable {
         var probeSpacing = Backoff(minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds), maxSeconds: settings.probeIntervalSeconds)
         /// Whether a connection that opens may bring the next probe forward.
         var connectionsMayProbe = true
+        /// Whether a connection attempt has failed in this wait: the link itself was down.
+        var attemptsFailed = false
         var firstLook = true
         while !Task.isCancelled {
             let probeAt = min(clock.now + .milliseconds(Int(probeSpacing.nextDelay() * 1000)), ceilingAt)
             recordState(.probing, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: probeAt))
-            let early = connectionsMayProbe ? await connectionOpens(before: probeAt, clock: clock, announce: firstLook) : false
+            let early: Bool
+            if connectionsMayProbe {
+                let attempts = await connectionOpens(before: probeAt, clock: clock, announce: firstLook)
+                attemptsFailed = attemptsFailed || attempts.failed > 0
+                early = attempts.opened
+            } else {
+                early = false
+            }
             firstLook = false
+            if early, attemptsFailed, !Task.isCancelled {
+                logger.info("a connection to the destination opened after the link was down: sending one position to try it")
+                return .trial
+            }
             if !early { try? await Task.sleep(until: probeAt, clock: clock) }
             if Task.isCancelled { break }
             if clock.now >= ceilingAt { return .trial }
@@ -110,20 +127,22 @@ package final class DestinationLink: Sendable {
 
     /// Tries a bare connection every `probe.connectSeconds`, and at once when the kernel announces
     /// a route, address or link change (an interface up, a modem's route back), until one opens
-    /// (true) or `deadline` comes (false); false at once without a `ConnectCheck`.
+    /// or `deadline` comes; not opened at once without a `ConnectCheck`. `failed`: the attempts
+    /// that did not open before the one that did (or before the deadline).
     /// - Parameter announce: say, after the first attempt fails, how the link's return will be seen.
-    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock, announce: Bool) async -> Bool {
-        guard let connectCheck else { return false }
+    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock,
+                                 announce: Bool) async -> (opened: Bool, failed: Int) {
+        guard let connectCheck else { return (false, 0) }
         let every = Duration.milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000))
         let changes = linkChanges?.subscribe()
         defer { if let changes { linkChanges?.unsubscribe(changes) } }
         var failed = 0
         while !Task.isCancelled {
             let attempted = clock.now
-            if attempted >= deadline { return false }
+            if attempted >= deadline { return (false, failed) }
             if await connectCheck.opens() {
-                logger.info("a connection to the destination opened: probing now")
-                return true
+                if failed == 0 { logger.info("a connection to the destination opened: probing now") }
+                return (true, failed)
             }
             failed += 1
             if failed == 1, announce {
@@ -136,11 +155,11 @@ package final class DestinationLink: Sendable {
                 // Half a second between attempts however the kernel chatters (a flapping modem).
                 try? await Task.sleep(until: min(attempted + Self.quickestAttempts, deadline), clock: clock)
             } else {
-                if attempted + every >= deadline { return false }
+                if attempted + every >= deadline { return (false, failed) }
                 try? await Task.sleep(until: attempted + every, clock: clock)
             }
         }
-        return false
+        return (false, failed)
     }
 
     static let quickestAttempts = Duration.milliseconds(500)

@@ -47,15 +47,18 @@ import GeoRelayTestKit
     }
 
     /// Probes every minute, connection attempts every half second: after the link comes back,
-    /// delivery resumes before the probe that was due.
+    /// delivery resumes before the probe that was due, and the connection that saw the link's
+    /// return brought a trial position, not a probe of its own (a connection and a round trip less).
     @Test func theLinksReturnIsNoticedBeforeTheNextProbe() async throws {
         try await withBrokenLink(.refuse, connectSeconds: 0.5, connectTimeoutSeconds: 1) { f, proxy, server in
             let down = try await f.waitForStatus { $0.state == "probing" && $0.nextAttemptMs != nil }
             let probeDueMs = try #require(down.nextAttemptMs, "probing, with the next probe's time")
+            let probes = server.probeCount
             proxy.setMode(.pass)
             #expect(await server.waitUntil(timeout: .seconds(50)) { $0.count >= 4 }, "delivered after the link came back")
             let deliveredMs = WallClock.nowMs()
             #expect(deliveredMs < probeDueMs, "delivered \(probeDueMs - deliveredMs) ms before the probe was due")
+            #expect(server.probeCount == probes, "\(server.probeCount - probes) probes at the link's return: a trial position proves the server")
             // Only the payload that found the link down went while it was (curl resends it once on a
             // fresh connection when the kept-alive one died): the connection attempts carry nothing.
             #expect(proxy.counters.payloadsWhileDown <= 2, "\(proxy.counters.payloadsWhileDown) payloads while down")
