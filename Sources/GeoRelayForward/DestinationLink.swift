@@ -39,10 +39,22 @@ package final class DestinationLink: Sendable {
     package enum Resumption: Sendable, Equatable {
         /// A probe got an answer only the destination's server gives: deliver at full speed.
         case proven
-        /// Send the smallest real payload (one position, one small batch); its answer decides.
+        /// Send a small real payload; its answer decides.
         case trial
         /// The task was cancelled while waiting.
         case cancelled
+    }
+
+    /// The most positions a trial carries. After the link's return a trial is the devices'
+    /// current positions (one each; push: one compressed batch of about a kilobyte), so a fleet's
+    /// all go in it rather than one of them ahead of the others' round; against a path that
+    /// swallows it, a trial goes once per backoff ceiling or once per return of the link.
+    static let trialPositions = 64
+
+    /// A trial's positions for `devices` devices with something to send, within what a budget
+    /// leaves (`fitting`): one each, at least one, at most `trialPositions`.
+    static func trialPositions(devices: Int, fitting: Int) -> Int {
+        max(1, min(devices, trialPositions, fitting))
     }
 
     /// Waits out a failure, and says how to go on.

@@ -108,7 +108,8 @@ package final class PushForwarder: DestinationForwarder {
             do {
                 // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
                 let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
-                let limit = trial ? min(Self.trialPositions, fitting) : fitting
+                // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
+                let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
                 prepared = try await prepare(ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction)
             } catch {
                 logger.error("cannot read the spool: \(error)")
@@ -208,12 +209,6 @@ package final class PushForwarder: DestinationForwarder {
         encoded.measurement?.planningSeconds = planning
         return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
     }
-
-    /// A trial's batch after backing off: at most this many positions, about a kilobyte
-    /// compressed, near a probe's cost. After the link's return the batch is the devices'
-    /// current positions, so a fleet's all go in the trial rather than one of them ahead of
-    /// the others' round.
-    static let trialPositions = 64
 
     /// What the forwarder keeps between batches.
     struct DeliveryState: Sendable {

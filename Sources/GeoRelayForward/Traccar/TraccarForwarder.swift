@@ -17,7 +17,7 @@ import GeoRelaySpool
 /// (`+AlarmsFirst`), history queued by `georelay replay` (`+Replay`), and
 /// real-time only with the buffer off (`+RealTime`). When the destination is
 /// unavailable the forwarder backs off (`DestinationLink`: probes while nothing
-/// answers, one position as a trial when no probe proves the server) and
+/// answers, a small trial when no probe proves the server) and
 /// resumes at full speed once the server answers. Each destination has its own
 /// forwarder, so one outage never slows another.
 package final class TraccarForwarder: DestinationForwarder {
@@ -117,7 +117,7 @@ package final class TraccarForwarder: DestinationForwarder {
         var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
-        /// After backing off without proof that the server is back: the next round sends one position.
+        /// After backing off without proof that the server is back: the next round is a trial.
         var trial = false
         /// The last device of the previous round: the next round starts after it, so with more
         /// devices than fit in a round every device is served in turn, not the first 64 until done.
@@ -160,7 +160,10 @@ package final class TraccarForwarder: DestinationForwarder {
                 ready.append(cursor)
             }
             // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
-            let maxPositions = trial ? 1 : budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
+            // A trial is one position for each device ready: their current positions, ahead of
+            // any history.
+            let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
+            let maxPositions = trial ? DestinationLink.trialPositions(devices: ready.count, fitting: fitting) : fitting
             let results: [DeviceResult]
             let alarmsAhead = ledger.alarms(alarms)
             let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
