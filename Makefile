@@ -4,6 +4,7 @@
 #   make deb   the Debian package, georelay_<version>_<arch>.deb (packaging/build-deb.sh);
 #              make deb ARCH=arm64 cross-compiles it for arm64 (packaging/arm64/build.sh)
 #   make test-arm64  that package, checked under qemu user-mode (Tests/Package/check-deb.sh)
+#   make format / make lint  the code's layout (.swift-format); make test runs the lint first
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
@@ -27,7 +28,7 @@ ARCH ?= $(NATIVE_ARCH)
 DEB := georelay_$(VERSION)_$(ARCH).deb
 DEB_ARM64 := georelay_$(VERSION)_arm64.deb
 
-.PHONY: run test test-arm64 build deps bench clean install fuzz deb screenshots
+.PHONY: run test test-arm64 build deps bench clean install fuzz deb screenshots lint format
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -71,13 +72,22 @@ test-arm64:
 # the package is made from it (about 20 s, most of it xz) and checked (check-deb.sh, about 15 s).
 # The status page is checked in headless Chromium (Tests/Helpers/status_page_browser.py, about
 # 5 s); here a browser that cannot start fails the test instead of skipping it.
-test: deps
+test: deps lint
 	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
 	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
 	Tests/Package/check-deb.sh $(DEB)
 	$(SWIFT) build --build-tests
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_REQUIRE_BROWSER=1 $(SWIFT) test --skip-build
 	Tests/Fuzz/fuzz.sh ci
+
+# The code's layout, as .swift-format says (swift format ships with the toolchain; about 4 s):
+# `make format` rewrites the tree, `make lint` fails on anything it would change or warn about.
+SWIFT_FORMAT_PATHS := Sources Tests Package.swift
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_FORMAT_PATHS)
+
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_FORMAT_PATHS)
 
 # The status page at phone (390x844) and laptop (1280 wide) sizes, from the browser test's
 # fixture, into docs/ for the README.

@@ -8,7 +8,7 @@ import PackageDescription
 /// guards the direction: ingest cannot reach the forwarder, and the spool
 /// cannot know its readers.
 let swiftSettings: [SwiftSetting] = [
-    .swiftLanguageMode(.v6),
+    .swiftLanguageMode(.v6)
 ]
 
 let package = Package(
@@ -35,28 +35,59 @@ let package = Package(
         // port's and the metrics port's listener, knowing neither of them.
         .target(name: "GeoRelayHTTP", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The Unix-socket line protocol and the phone port, feeding the spool.
-        .target(name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayHTTP", "CLinux"], swiftSettings: swiftSettings),
+        .target(
+            name: "GeoRelayIngest", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayHTTP", "CLinux"],
+            swiftSettings: swiftSettings),
         // Destinations: HTTP through libcurl, the Traccar (OsmAnd) codec, backoff and probing.
-        .target(name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"], swiftSettings: swiftSettings),
+        .target(
+            name: "GeoRelayForward", dependencies: ["GeoRelayCore", "GeoRelaySpool", "CCurl", "CZstd", "CZlib"],
+            swiftSettings: swiftSettings),
         // Collectors: a GPS unit's serial, network, gpsd or file source into the socket.
         .target(name: "GeoRelayCollect", dependencies: ["GeoRelayCore", "CLinux"], swiftSettings: swiftSettings),
         // The daemon's lifecycle and the commands: wires the parts together.
-        .target(name: "GeoRelayService", dependencies: ["GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayHTTP", "GeoRelayForward", "GeoRelayCollect", "CLinux"], swiftSettings: swiftSettings),
+        .target(
+            name: "GeoRelayService",
+            dependencies: [
+                "GeoRelayCore", "GeoRelaySpool", "GeoRelayIngest", "GeoRelayHTTP", "GeoRelayForward", "GeoRelayCollect",
+                "CLinux",
+            ], swiftSettings: swiftSettings),
         // The thin executable: argument parsing only.
         .executableTarget(name: "georelay", dependencies: ["GeoRelayService"], swiftSettings: swiftSettings),
 
         // Fakes of the remote servers, shared by tests and benchmarks.
-        .target(name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"], swiftSettings: swiftSettings),
+        .target(
+            name: "GeoRelayTestKit", dependencies: ["GeoRelayCore", "GeoRelayForward", "CLinux", "CZstd", "CZlib"],
+            swiftSettings: swiftSettings),
         // The suite trait that keeps every test's body off the shared pool (imports Testing).
         .target(name: "GeoRelayTestTraits", dependencies: ["GeoRelayTestKit"], swiftSettings: swiftSettings),
-        .executableTarget(name: "georelay-bench", dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "georelay-bench",
+            dependencies: ["GeoRelayService", "GeoRelayForward", "GeoRelayTestKit", "GeoRelaySpool"],
+            swiftSettings: swiftSettings),
 
-        .testTarget(name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "GeoRelayServiceTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelayCoreTests", dependencies: ["GeoRelayCore", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelaySpoolTests", dependencies: ["GeoRelaySpool", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelayHTTPTests", dependencies: ["GeoRelayHTTP", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelayIngestTests", dependencies: ["GeoRelayIngest", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelayForwardTests", dependencies: ["GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GeoRelayServiceTests",
+            dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits",
+            ], swiftSettings: swiftSettings),
     ]
 )

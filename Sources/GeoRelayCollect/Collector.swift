@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// `georelay collect`: one GPS unit's lines into the relay's socket, acks on.
 package struct Collector {
@@ -27,7 +27,8 @@ package struct Collector {
     /// is no position either).
     package static func isProtocolMessage(_ line: String) -> Bool {
         guard line.utf8.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "{"),
-              case .object(let object)? = try? JSONParser.parse(line) else { return false }
+            case .object(let object)? = try? JSONParser.parse(line)
+        else { return false }
         return object["hello"] != nil
     }
 
@@ -47,7 +48,8 @@ package struct Collector {
                     // rename the device or turn acknowledgements off for every line after it.
                     refusedHellos += 1
                     if refusedHellos == 1 || refusedHellos.isMultiple(of: 1000) {
-                        logger.warning("\(source.name) sent a hello line; not passed to the relay (\(refusedHellos) so far)")
+                        logger.warning(
+                            "\(source.name) sent a hello line; not passed to the relay (\(refusedHellos) so far)")
                     }
                     continue
                 }
@@ -71,7 +73,9 @@ package struct Collector {
         }
         relay.finish()
         let stats = relay.stats
-        logger.info("done: \(stats.answered) lines answered, \(stats.errors) refused, \(stats.dropped) dropped, \(refusedHellos) hello lines not passed on")
+        logger.info(
+            "done: \(stats.answered) lines answered, \(stats.errors) refused, \(stats.dropped) dropped, \(refusedHellos) hello lines not passed on"
+        )
         relay.close()
     }
 }

@@ -1,7 +1,6 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Why a collector's source could not be opened.
 package struct CollectError: Error, CustomStringConvertible {
@@ -92,9 +91,10 @@ package final class FileSource: DescriptorSource, LineSource {
     package func open() throws(CollectError) {
         do throws(SystemError) {
             // stdin through a copy of its own: closing the source must not close the process's stdin.
-            adopt(path == "-"
-                ? FileDescriptor(adopting: try syscall("dup", "stdin") { fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) })
-                : try FileDescriptor.open(path, O_RDONLY))
+            adopt(
+                path == "-"
+                    ? FileDescriptor(adopting: try syscall("dup", "stdin") { fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) })
+                    : try FileDescriptor.open(path, O_RDONLY))
         } catch {
             throw CollectError("cannot open \(path): \(String(cString: strerror(error.errno)))")
         }
@@ -136,7 +136,8 @@ package final class TCPSource: DescriptorSource, LineSource {
         defer { freeaddrinfo(result) }
         // connect is not retried after EINTR (it goes on in the background; a second call says EALREADY).
         guard let socket = try? FileDescriptor.socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue)),
-              Glibc.connect(socket.number, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            Glibc.connect(socket.number, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0
+        else {
             throw CollectError("cannot connect to \(host):\(port): \(String(cString: strerror(errno)))")
         }
         adopt(socket)
@@ -261,7 +262,8 @@ package final class GpsdSource: LineSource {
         while let line = tcp.nextLine() {
             guard line.hasPrefix("{\"class\":\"TPV\"") else { continue }
             guard !mapping.isEmpty, case .object(var report)? = try? JSONParser.parse(line),
-                  case .string(let path)? = report["device"], let id = mapping[path] else { return line }
+                case .string(let path)? = report["device"], let id = mapping[path]
+            else { return line }
             report.members = report.members.map { $0.key == "device" ? ($0.key, .string(id)) : $0 }
             return JSONValue.object(report).jsonText
         }
@@ -274,7 +276,9 @@ package final class GpsdSource: LineSource {
 extension NMEASentence {
     /// The time of day of an RMC or GGA line, for pacing a replay.
     static func timeOfDay(_ line: String) -> Int64? {
-        guard line.contains("RMC,") || line.contains("GGA,"), let sentence = try? NMEASentence.parse(line) else { return nil }
+        guard line.contains("RMC,") || line.contains("GGA,"), let sentence = try? NMEASentence.parse(line) else {
+            return nil
+        }
         return sentence.timeOfDayMs(0)
     }
 }

@@ -1,7 +1,6 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// A collector's connection to the relay's socket, with acks on.
@@ -39,7 +38,9 @@ package final class RelayLink: @unchecked Sendable {
         /// answer (it may yet be stored; only its resend is given up), else the oldest unsent.
         /// False when nothing can give way.
         mutating func giveWay() -> Bool {
-            if let oldest = unanswered.firstIndex(where: { $0 != RelayLink.helloMarker && $0 != RelayLink.givenUpMarker }) {
+            if let oldest = unanswered.firstIndex(where: {
+                $0 != RelayLink.helloMarker && $0 != RelayLink.givenUpMarker
+            }) {
                 unanswered[oldest] = RelayLink.givenUpMarker
                 givenUp += 1
             } else if !unsent.isEmpty {
@@ -141,9 +142,16 @@ package final class RelayLink: @unchecked Sendable {
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(settings.socketPath.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes); $0[bytes.count] = 0 }
+        withUnsafeMutableBytes(of: &address.sun_path) {
+            $0.copyBytes(from: bytes)
+            $0[bytes.count] = 0
+        }
         // Not retried after EINTR (the connect goes on in the background): the next attempt comes after the backoff.
-        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         guard result == 0 else { return nil }
         // Resend what the last connection left unanswered, before anything newer.
         let resent = queue.withLock { q -> Int in
@@ -186,8 +194,11 @@ package final class RelayLink: @unchecked Sendable {
                 }
             }
             if queue.withLock({ $0.closed && $0.count == 0 }) { return }
-            var fds = [pollfd(fd: socket.number, events: Int16(POLLIN) | (offset < output.count ? Int16(POLLOUT) : 0), revents: 0),
-                       pollfd(fd: wakeup.number, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(
+                    fd: socket.number, events: Int16(POLLIN) | (offset < output.count ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: wakeup.number, events: Int16(POLLIN), revents: 0),
+            ]
             guard (try? syscall("poll") { poll(&fds, 2, 1000) }) != nil else { return }
             if fds[1].revents != 0 {
                 var value: UInt64 = 0

@@ -22,7 +22,9 @@ final class ConnectCheck: Sendable {
     /// nil when the URL is not one a bare connection can stand for (credentials in it, a scheme
     /// other than http(s), tcp or tls): the probes alone watch the link then.
     init?(settings: Configuration.DestinationSettings, meter: WireMeter?) {
-        guard settings.probeConnectSeconds > 0, let target = Self.target(for: settings.probeURL ?? settings.url) else { return nil }
+        guard settings.probeConnectSeconds > 0, let target = Self.target(for: settings.probeURL ?? settings.url) else {
+            return nil
+        }
         self.target = target
         // A connection that has not opened by the next attempt is as good as refused.
         // (At least 0.1 s: curl reads a 0 ms timeout as its default of 300 s.)
@@ -35,7 +37,9 @@ final class ConnectCheck: Sendable {
     static func target(for url: String) -> String? {
         let lowered = url.lowercased()
         if lowered.hasPrefix("tcp://") || lowered.hasPrefix("tls://") {
-            guard let endpoint = try? TeltonikaSession.Endpoint.curlURL(url), let scheme = endpoint.firstRange(of: "://") else { return nil }
+            guard let endpoint = try? TeltonikaSession.Endpoint.curlURL(url),
+                let scheme = endpoint.firstRange(of: "://")
+            else { return nil }
             return "telnet" + endpoint[scheme.lowerBound...]
         }
         guard let parsed = try? HTTP1Target(url: url) else { return nil }
@@ -47,7 +51,8 @@ final class ConnectCheck: Sendable {
         let (target, timeout, meter) = (self.target, timeoutSeconds, self.meter)
         return await withCheckedContinuation { continuation in
             queue.async {
-                guard let connection = try? CurlConnection(url: target, connectTimeoutSeconds: timeout, meter: meter) else {
+                guard let connection = try? CurlConnection(url: target, connectTimeoutSeconds: timeout, meter: meter)
+                else {
                     continuation.resume(returning: false)
                     return
                 }

@@ -23,8 +23,11 @@ package final class DestinationLink: Sendable {
     /// - Parameters:
     ///   - probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
-    init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil, meter: WireMeter? = nil,
-         linkChanges: WakeBroadcast? = nil) throws {
+    init(
+        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil,
+        meter: WireMeter? = nil,
+        linkChanges: WakeBroadcast? = nil
+    ) throws {
         self.settings = settings
         self.linkChanges = linkChanges
         self.spool = spool
@@ -80,7 +83,9 @@ package final class DestinationLink: Sendable {
     ///   redirect) shows a path, so a payload goes at the backoff time; and if
     ///   no probe is answered, a payload still goes once per backoff ceiling,
     ///   in case only the probe cannot get through.
-    package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async -> Resumption {
+    package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async
+        -> Resumption
+    {
         let delay = max(backoff.nextDelay(), retryAfter ?? 0)
         logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
         let clock = ContinuousClock()
@@ -94,7 +99,9 @@ package final class DestinationLink: Sendable {
         // Probes start at the backoff floor and slow to the probe interval; the insurance
         // payload goes one ceiling (or the server's Retry-After, if longer) after the failure.
         let ceilingAt = started + .milliseconds(Int(max(delay, backoff.maxSeconds) * 1000))
-        var probeSpacing = Backoff(minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds), maxSeconds: settings.probeIntervalSeconds)
+        var probeSpacing = Backoff(
+            minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds),
+            maxSeconds: settings.probeIntervalSeconds)
         /// Whether a connection that opens may bring the next probe forward.
         var connectionsMayProbe = true
         /// Whether a connection attempt has failed in this wait: the link itself was down.
@@ -113,7 +120,8 @@ package final class DestinationLink: Sendable {
             }
             firstLook = false
             if early, attemptsFailed, !Task.isCancelled {
-                logger.info("a connection to the destination opened after the link was down: sending one position to try it")
+                logger.info(
+                    "a connection to the destination opened after the link was down: sending one position to try it")
                 return .trial
             }
             if !early { try? await Task.sleep(until: probeAt, clock: clock) }
@@ -127,7 +135,8 @@ package final class DestinationLink: Sendable {
             case .path:
                 // Something answers HTTP: no more probes, a payload at the backoff time tells.
                 logger.info("a probe got an answer that does not prove the server; a payload goes at the backoff time")
-                recordState(.backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: payloadAt))
+                recordState(
+                    .backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: payloadAt))
                 try? await Task.sleep(until: payloadAt, clock: clock)
                 return Task.isCancelled ? .cancelled : .trial
             case .nothing:
@@ -142,8 +151,10 @@ package final class DestinationLink: Sendable {
     /// or `deadline` comes; not opened at once without a `ConnectCheck`. `failed`: the attempts
     /// that did not open before the one that did (or before the deadline).
     /// - Parameter announce: say, after the first attempt fails, how the link's return will be seen.
-    private func connectionOpens(before deadline: ContinuousClock.Instant, clock: ContinuousClock,
-                                 announce: Bool) async -> (opened: Bool, failed: Int) {
+    private func connectionOpens(
+        before deadline: ContinuousClock.Instant, clock: ContinuousClock,
+        announce: Bool
+    ) async -> (opened: Bool, failed: Int) {
         guard let connectCheck else { return (false, 0) }
         let every = Duration.milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000))
         let changes = linkChanges?.subscribe()
@@ -158,7 +169,9 @@ package final class DestinationLink: Sendable {
             }
             failed += 1
             if failed == 1, announce {
-                logger.info("no connection to the destination: trying every \(Self.phrase(every))\(changes == nil ? "" : " and when the network changes")")
+                logger.info(
+                    "no connection to the destination: trying every \(Self.phrase(every))\(changes == nil ? "" : " and when the network changes")"
+                )
             }
             if let changes {
                 // Until the next attempt or the probe, whichever comes first; a wake that came while
@@ -196,7 +209,8 @@ package final class DestinationLink: Sendable {
             record(payloadBytes: wireBytes)
             return answer
         }
-        let request = ServerCheck.request(url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
+        let request = ServerCheck.request(
+            url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
         let result = await prober.perform(request)
         // A probe that got no answer still cost its connection attempts (SYNs on a dead link).
         record(payloadBytes: (try? result.get())?.wireBytes ?? 0)

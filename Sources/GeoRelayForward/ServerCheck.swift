@@ -30,7 +30,9 @@ enum ServerCheck {
     }
 
     static func request(url: String, connectTimeoutSeconds: Double) -> HTTPRequest {
-        HTTPRequest(method: "GET", url: url, timeoutSeconds: connectTimeoutSeconds * 2, connectTimeoutSeconds: connectTimeoutSeconds)
+        HTTPRequest(
+            method: "GET", url: url, timeoutSeconds: connectTimeoutSeconds * 2,
+            connectTimeoutSeconds: connectTimeoutSeconds)
     }
 
     /// Reads a probe of the destination's own URL, or of `probe.url` when `ownURL` is false
@@ -48,6 +50,7 @@ enum ServerCheck {
     static func provesServer(_ result: Result<HTTPResponse, CurlError>) -> Bool {
         guard case .success(let response) = result else { return false }
         let status = response.status
-        return ((200..<300).contains(status) || (400..<500).contains(status)) && !TraccarProtocol.looksLikeHTML(response)
+        return ((200..<300).contains(status) || (400..<500).contains(status))
+            && !TraccarProtocol.looksLikeHTML(response)
     }
 }

@@ -1,6 +1,6 @@
 import CLinux
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Owns an epoll instance (level-triggered) and an eventfd to wake it from other threads.
 ///

@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// One client connection of an HTTP listener: its socket, what has been read of the
 /// request in progress, the answer being written, and where in a request's life it is.

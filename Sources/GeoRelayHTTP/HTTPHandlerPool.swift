@@ -1,5 +1,5 @@
-import GeoRelayCore
 import Dispatch
+import GeoRelayCore
 import Glibc
 import Synchronization
 
@@ -24,8 +24,10 @@ final class HTTPHandlerPool: Sendable {
     private let threads: Int
 
     /// Starts `threads` threads, each running `handler` and passing its answer to `complete`.
-    init(threads: Int, name: String, handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse,
-         complete: @escaping @Sendable (UInt64, HTTPServerResponse) -> Void) {
+    init(
+        threads: Int, name: String, handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse,
+        complete: @escaping @Sendable (UInt64, HTTPServerResponse) -> Void
+    ) {
         precondition(threads > 0, "an HTTP listener needs at least one handler thread")
         self.threads = threads
         for index in 0..<threads {

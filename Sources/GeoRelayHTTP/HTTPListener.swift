@@ -1,7 +1,6 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// The relay's own HTTP/1.1 server, for the ports the boat's LAN reaches: phones
@@ -74,22 +73,28 @@ package final class HTTPListener: Sendable {
 
     /// Listens on `HOST:PORT` and starts serving; `what` names the setting in errors and logs
     /// (`ingest.http.listen`).
-    package init(listen: String, what: String, limits: Limits = Limits(), logger: Logger? = nil,
-                 handler: @escaping @Sendable (Request) -> Response) throws(HTTPListenError) {
+    package init(
+        listen: String, what: String, limits: Limits = Limits(), logger: Logger? = nil,
+        handler: @escaping @Sendable (Request) -> Response
+    ) throws(HTTPListenError) {
         guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
             throw HTTPListenError(description: "\(what) \(listen): expected HOST:PORT")
         }
         let host = String(listen[..<colon])
         let socket: (descriptor: FileDescriptor, port: Int)
         do {
-            socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
+            socket = try IPv4Socket.bind(
+                type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
+                host: host.isEmpty ? "0.0.0.0" : host, port: port, backlog: 128)
         } catch {
-            throw HTTPListenError(description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
+            throw HTTPListenError(
+                description: "cannot listen on \(listen) (\(what)): \(String(cString: strerror(error.errno)))")
         }
         let loop: HTTPServerLoop
         do {
             // On failure the socket closes with its owner, here.
-            loop = try HTTPServerLoop(listener: socket.descriptor, what: what, limits: limits, logger: logger, handler: handler)
+            loop = try HTTPServerLoop(
+                listener: socket.descriptor, what: what, limits: limits, logger: logger, handler: handler)
         } catch {
             throw HTTPListenError(description: "cannot start the HTTP listener on \(listen) (\(what)): \(error)")
         }

@@ -9,7 +9,10 @@ package struct HTTPServerRequest: Sendable {
     /// The box's address the client connected to: a `Host` naming it names this box.
     package var localAddress: String
 
-    package init(method: String, target: String, headers: [(String, String)], body: [UInt8], clientAddress: String = "", localAddress: String = "") {
+    package init(
+        method: String, target: String, headers: [(String, String)], body: [UInt8], clientAddress: String = "",
+        localAddress: String = ""
+    ) {
         self.method = method
         self.target = target
         self.headers = headers

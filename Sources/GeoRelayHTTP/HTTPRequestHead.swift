@@ -17,13 +17,17 @@ struct HTTPRequestHead: Sendable {
     var expectsContinue: Bool
 
     /// Parses `bytes`, the head without its final empty line.
-    static func parse(_ bytes: ArraySlice<UInt8>, limits: HTTPListener.Limits) throws(HTTPRequestError) -> HTTPRequestHead {
+    static func parse(_ bytes: ArraySlice<UInt8>, limits: HTTPListener.Limits) throws(HTTPRequestError)
+        -> HTTPRequestHead
+    {
         var lines: [ArraySlice<UInt8>] = []
         var start = bytes.startIndex
         var index = bytes.startIndex
         while index < bytes.endIndex {
             if bytes[index] == 13 {
-                guard index + 1 < bytes.endIndex, bytes[index + 1] == 10 else { throw .badRequest("a CR not followed by LF") }
+                guard index + 1 < bytes.endIndex, bytes[index + 1] == 10 else {
+                    throw .badRequest("a CR not followed by LF")
+                }
                 lines.append(bytes[start..<index])
                 index += 2
                 start = index
@@ -43,7 +47,8 @@ struct HTTPRequestHead: Sendable {
         }
         let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, parts[0].allSatisfy(Self.isTokenByte),
-              parts[1].allSatisfy({ $0 > 32 && $0 < 127 }) else {
+            parts[1].allSatisfy({ $0 > 32 && $0 < 127 })
+        else {
             throw .badRequest("request line is not METHOD TARGET HTTP/1.x")
         }
         let version = String(decoding: parts[2], as: UTF8.self)
@@ -56,17 +61,21 @@ struct HTTPRequestHead: Sendable {
             throw .versionNotSupported("only HTTP/1.0 and HTTP/1.1")
         }
 
-        var head = HTTPRequestHead(method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self),
-                                   minorVersion: minor, headers: [], contentLength: 0, keepAlive: minor == 1, expectsContinue: false)
+        var head = HTTPRequestHead(
+            method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self),
+            minorVersion: minor, headers: [], contentLength: 0, keepAlive: minor == 1, expectsContinue: false)
         var length: Int?
-        var connectionClose = false, connectionKeepAlive = false
+        var connectionClose = false
+        var connectionKeepAlive = false
         head.headers.reserveCapacity(lines.count)
         for line in lines {
             guard let first = line.first else { throw .badRequest("an empty header line") }
             if first == 32 || first == 9 { throw .badRequest("a folded header line (obsolete line folding)") }
             guard let colon = line.firstIndex(of: 58) else { throw .badRequest("a header line without a colon") }
             let name = line[line.startIndex..<colon]
-            guard !name.isEmpty, name.allSatisfy(Self.isTokenByte) else { throw .badRequest("a header name that is not a token") }
+            guard !name.isEmpty, name.allSatisfy(Self.isTokenByte) else {
+                throw .badRequest("a header name that is not a token")
+            }
             var value = line[(colon + 1)...]
             while let byte = value.first, byte == 32 || byte == 9 { value = value.dropFirst() }
             while let byte = value.last, byte == 32 || byte == 9 { value = value.dropLast() }
@@ -75,7 +84,9 @@ struct HTTPRequestHead: Sendable {
             head.headers.append((nameText, valueText))
             switch nameText.lowercased() {
             case "content-length":
-                guard !value.isEmpty, value.count <= 18, value.allSatisfy({ $0 >= 48 && $0 <= 57 }), let parsed = Int(valueText) else {
+                guard !value.isEmpty, value.count <= 18, value.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+                    let parsed = Int(valueText)
+                else {
                     throw .badRequest("a Content-Length that is not a number")
                 }
                 if let length, length != parsed { throw .badRequest("two different Content-Length headers") }
@@ -89,7 +100,9 @@ struct HTTPRequestHead: Sendable {
                     if option == "keep-alive" { connectionKeepAlive = true }
                 }
             case "expect":
-                guard valueText.lowercased() == "100-continue" else { throw .expectationFailed("an Expect other than 100-continue") }
+                guard valueText.lowercased() == "100-continue" else {
+                    throw .expectationFailed("an Expect other than 100-continue")
+                }
                 head.expectsContinue = true
             default:
                 break
@@ -107,9 +120,11 @@ struct HTTPRequestHead: Sendable {
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
         case 48...57, 65...90, 97...122: return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"),
+            UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
             return true
         default: return false
         }

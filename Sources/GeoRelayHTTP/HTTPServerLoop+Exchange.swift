@@ -1,6 +1,6 @@
 import CLinux
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// The exchange on one connection: reading and parsing a request, handing it on, writing
 /// the answer, and the listener's own answers to what it will not hand on.
@@ -28,7 +28,9 @@ extension HTTPServerLoop {
             let room = min(capacity - connection.input.count, scratch.count)
             guard room > 0 else { break }
             let received = scratch.withUnsafeMutableBytes { raw in
-                Result { () throws(SystemError) in try connection.socket.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[..<room])) }
+                Result { () throws(SystemError) in
+                    try connection.socket.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[..<room]))
+                }
             }
             guard case .success(let result) = received else {
                 closeConnection(connection)
@@ -69,7 +71,9 @@ extension HTTPServerLoop {
             case .head(let since):
                 guard let (end, terminator) = connection.headEnd() else {
                     if connection.requestLineExceeds(limits.maxRequestLineBytes) {
-                        fail(connection, .uriTooLong("request line over \(limits.maxRequestLineBytes) bytes"), nowMs: now)
+                        fail(
+                            connection, .uriTooLong("request line over \(limits.maxRequestLineBytes) bytes"), nowMs: now
+                        )
                     } else if connection.input.count > limits.maxHeadBytes {
                         fail(connection, .headersTooLarge("request head over \(limits.maxHeadBytes) bytes"), nowMs: now)
                     } else {
@@ -78,7 +82,10 @@ extension HTTPServerLoop {
                     return
                 }
                 guard end + terminator <= limits.maxHeadBytes else {
-                    fail(connection, .headersTooLarge("request head of \(end + terminator) bytes (limit \(limits.maxHeadBytes))"), nowMs: now)
+                    fail(
+                        connection,
+                        .headersTooLarge("request head of \(end + terminator) bytes (limit \(limits.maxHeadBytes))"),
+                        nowMs: now)
                     return
                 }
                 var head: HTTPRequestHead
@@ -106,9 +113,12 @@ extension HTTPServerLoop {
                 if connection.input.isEmpty, connection.input.capacity > 16 * 1024 { connection.input = [] }
                 connection.phase = .handling(keepAlive: head.keepAlive, http10: head.minorVersion == 0)
                 statistics.withLock { $0.handled += 1 }
-                pool.submit(HTTPHandlerPool.Job(connection: connection.id, request: HTTPServerRequest(
-                    method: head.method, target: head.target, headers: head.headers, body: body,
-                    clientAddress: connection.peer, localAddress: connection.local)))
+                pool.submit(
+                    HTTPHandlerPool.Job(
+                        connection: connection.id,
+                        request: HTTPServerRequest(
+                            method: head.method, target: head.target, headers: head.headers, body: body,
+                            clientAddress: connection.peer, localAddress: connection.local)))
                 updateInterest(connection)
                 return
             case .handling, .writing, .lingering:
@@ -135,7 +145,9 @@ extension HTTPServerLoop {
     func drain(_ connection: HTTPConnection) {
         guard case .lingering(let until, var discarded) = connection.phase else { return }
         while true {
-            let received = scratch.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try connection.socket.read(into: raw) } }
+            let received = scratch.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) in try connection.socket.read(into: raw) }
+            }
             guard case .success(let result) = received else { break }
             guard case .processed(let n) = result else {
                 connection.phase = .lingering(untilMs: until, discarded: discarded)
@@ -162,7 +174,9 @@ extension HTTPServerLoop {
         let now = WallClock.monotonicMs()
         for (id, response) in answers {
             // A connection reset while its handler ran is gone, and its answer with it.
-            guard let connection = connections[id], case .handling(let keepAlive, let http10) = connection.phase else { continue }
+            guard let connection = connections[id], case .handling(let keepAlive, let http10) = connection.phase else {
+                continue
+            }
             let close = !keepAlive || stopping
             connection.output += response.serialized(close: close, http10KeepAlive: http10 && !close)
             connection.phase = .writing(close: close, sinceMs: now)
@@ -174,7 +188,9 @@ extension HTTPServerLoop {
         while connection.outputOffset < connection.output.count {
             let offset = connection.outputOffset
             let sent = connection.output.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try connection.socket.send(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                Result { () throws(SystemError) in
+                    try connection.socket.send(UnsafeRawBufferPointer(rebasing: raw[offset...]))
+                }
             }
             guard case .success(let result) = sent else {
                 closeConnection(connection)

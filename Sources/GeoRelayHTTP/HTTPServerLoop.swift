@@ -1,7 +1,6 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// An HTTP listener's event loop: accepts, reads and parses requests, hands them to the
@@ -51,8 +50,10 @@ final class HTTPServerLoop: @unchecked Sendable {
     static let acceptPauseMs: Int64 = 100
     static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    init(listener: FileDescriptor, what: String, limits: HTTPListener.Limits, logger: Logger?,
-         handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse) throws(SystemError) {
+    init(
+        listener: FileDescriptor, what: String, limits: HTTPListener.Limits, logger: Logger?,
+        handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse
+    ) throws(SystemError) {
         self.listener = listener
         self.what = what
         self.limits = limits
@@ -62,7 +63,8 @@ final class HTTPServerLoop: @unchecked Sendable {
         epoll = try Epoll()
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
         // Weak: the pool's threads must not keep the loop (and its descriptors) alive once stopped.
-        pool = HTTPHandlerPool(threads: limits.handlerThreads, name: "georelay-http-handler", handler: handler) { [weak self] id, response in
+        pool = HTTPHandlerPool(threads: limits.handlerThreads, name: "georelay-http-handler", handler: handler) {
+            [weak self] id, response in
             self?.complete(id, response)
         }
     }
@@ -122,7 +124,9 @@ final class HTTPServerLoop: @unchecked Sendable {
             let accepted: IOResult<Int32>
             let failure: SystemError?
             do throws(SystemError) {
-                accepted = try syscall(blocking: true, "accept") { georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+                accepted = try syscall(blocking: true, "accept") {
+                    georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                }
                 failure = nil
             } catch {
                 accepted = .wouldBlock
@@ -136,12 +140,17 @@ final class HTTPServerLoop: @unchecked Sendable {
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: make room from the idle, or stop the level-triggered listener spinning.
                     if evictOne(nowMs: now) { continue }
-                    warn("accept", "cannot accept: \(String(cString: strerror(code))); pausing for \(Self.acceptPauseMs) ms", nowMs: now)
+                    warn(
+                        "accept",
+                        "cannot accept: \(String(cString: strerror(code))); pausing for \(Self.acceptPauseMs) ms",
+                        nowMs: now)
                     pauseAccepting(nowMs: now)
                     return
                 default:
                     // Shut down by stop(): quiet until the loop sees the stop and closes the descriptor.
-                    if !stopAnnounced.load(ordering: .acquiring) { warn("accept", "accept failed: \(String(cString: strerror(code)))", nowMs: now) }
+                    if !stopAnnounced.load(ordering: .acquiring) {
+                        warn("accept", "accept failed: \(String(cString: strerror(code)))", nowMs: now)
+                    }
                     pauseAccepting(nowMs: now)
                     return
                 }
@@ -153,8 +162,12 @@ final class HTTPServerLoop: @unchecked Sendable {
                     statistics.refused += 1
                     return statistics.refused
                 }
-                warn("refused", "answered 503 to a new connection: all \(limits.maxConnections) open connections have a request with the handler (\(refused) refused so far)", nowMs: now)
-                let answer = HTTPRequestError.serviceUnavailable("every connection is busy").response.serialized(close: true)
+                warn(
+                    "refused",
+                    "answered 503 to a new connection: all \(limits.maxConnections) open connections have a request with the handler (\(refused) refused so far)",
+                    nowMs: now)
+                let answer = HTTPRequestError.serviceUnavailable("every connection is busy").response.serialized(
+                    close: true)
                 _ = answer.withUnsafeBytes { try? socket.send($0, flags: Int32(MSG_DONTWAIT)) }
                 try? socket.close()
                 continue
@@ -189,9 +202,13 @@ final class HTTPServerLoop: @unchecked Sendable {
             switch connection.phase {
             // Ties (the same millisecond) go to the older connection: ids grow with each accept.
             case .awaiting:
-                if idle == nil || (connection.lastActivityMs, connection.id) < (idle!.lastActivityMs, idle!.id) { idle = connection }
+                if idle == nil || (connection.lastActivityMs, connection.id) < (idle!.lastActivityMs, idle!.id) {
+                    idle = connection
+                }
             case .head(let since), .body(_, let since):
-                if partial == nil || (since, connection.id) < (partial!.1, partial!.0.id) { partial = (connection, since) }
+                if partial == nil || (since, connection.id) < (partial!.1, partial!.0.id) {
+                    partial = (connection, since)
+                }
             case .lingering:
                 // Already answered and closing: the cheapest of all to let go.
                 idle = connection
@@ -207,7 +224,10 @@ final class HTTPServerLoop: @unchecked Sendable {
             return statistics.evicted
         }
         closeConnection(victim)
-        warn("evicted", "\(limits.maxConnections) connections open: closed the longest idle one to let a new one in (\(evicted) so far)", nowMs: nowMs)
+        warn(
+            "evicted",
+            "\(limits.maxConnections) connections open: closed the longest idle one to let a new one in (\(evicted) so far)",
+            nowMs: nowMs)
         return true
     }
 
@@ -258,7 +278,9 @@ final class HTTPServerLoop: @unchecked Sendable {
                 }
             case .head(let since), .body(_, let since):
                 if now - since >= requestTimeoutMs {
-                    fail(connection, .requestTimeout("the request was not whole within \(limits.requestTimeout)"), nowMs: now)
+                    fail(
+                        connection, .requestTimeout("the request was not whole within \(limits.requestTimeout)"),
+                        nowMs: now)
                 }
             case .writing(_, let since):
                 // A client that does not read its answer holds nothing for longer than this.
@@ -282,7 +304,8 @@ final class HTTPServerLoop: @unchecked Sendable {
     }
 
     func warn(_ kind: String, _ message: String, nowMs: Int64) {
-        guard let logger, warnings[kind, default: RateLimiter(perWindow: 1, windowMs: 10_000)].allow(nowMs: nowMs) else { return }
+        guard let logger, warnings[kind, default: RateLimiter(perWindow: 1, windowMs: 10_000)].allow(nowMs: nowMs)
+        else { return }
         logger.warning("\(what): \(message)")
     }
 }

@@ -1,6 +1,6 @@
 import CLinux
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// One collector's connection: its partial input line and its unsent output; what its
 /// lines mean, and the replies in line order, are its `IngestSession`'s.
@@ -42,7 +42,9 @@ final class IngestConnection {
     func flush() -> Bool {
         while outputOffset < output.count {
             let sent = output.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try socket.send(UnsafeRawBufferPointer(rebasing: raw[outputOffset...])) }
+                Result { () throws(SystemError) in
+                    try socket.send(UnsafeRawBufferPointer(rebasing: raw[outputOffset...]))
+                }
             }
             guard case .success(let result) = sent else { return false }
             guard case .processed(let n) = result else { break }

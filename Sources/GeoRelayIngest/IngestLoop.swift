@@ -1,9 +1,8 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// The event loop's state; lives on the ingest thread except for the inbox and stop flag.
@@ -40,7 +39,10 @@ final class IngestLoop: @unchecked Sendable {
     static let maxOutput = 1 << 20
     private static let listenToken: UInt64 = 0
 
-    init(settings: IngestServer.Settings, listener: FileDescriptor, spool: Spool, rules: IngestSession.Rules, logger: Logger) throws(SystemError) {
+    init(
+        settings: IngestServer.Settings, listener: FileDescriptor, spool: Spool, rules: IngestSession.Rules,
+        logger: Logger
+    ) throws(SystemError) {
         self.settings = settings
         self.listener = listener
         self.spool = spool
@@ -112,7 +114,9 @@ final class IngestLoop: @unchecked Sendable {
         while listening {
             let accepted: IOResult<Int32>
             do throws(SystemError) {
-                accepted = try syscall(blocking: true, "accept") { georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+                accepted = try syscall(blocking: true, "accept") {
+                    georelay_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                }
             } catch {
                 logger.warning("\(error)")
                 return
@@ -120,7 +124,8 @@ final class IngestLoop: @unchecked Sendable {
             guard case .processed(let fd) = accepted else { return }
             let socket = FileDescriptor(adopting: fd)
             if connections.count >= settings.maxConnections {
-                logger.warning("refused a collector: \(settings.maxConnections) connections already open (ingest.maxConnections)")
+                logger.warning(
+                    "refused a collector: \(settings.maxConnections) connections already open (ingest.maxConnections)")
                 try? socket.close()
                 continue
             }
@@ -169,7 +174,9 @@ final class IngestLoop: @unchecked Sendable {
 
     private func read(_ connection: IngestConnection) {
         active[connection.id] = connection
-        let received = readBuffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try connection.socket.read(into: raw) } }
+        let received = readBuffer.withUnsafeMutableBytes { raw in
+            Result { () throws(SystemError) in try connection.socket.read(into: raw) }
+        }
         guard case .success(let result) = received else {
             closeConnection(connection)
             return
@@ -301,7 +308,8 @@ final class IngestLoop: @unchecked Sendable {
                     failures["ingest.rejected.\(error.code)", default: 0] += 1
                     outcome = .failure(error)
                 }
-                guard let ticket = token.ticket, !ticket.lines.isEmpty, let connection = connections[token.connection] else { continue }
+                guard let ticket = token.ticket, !ticket.lines.isEmpty, let connection = connections[token.connection]
+                else { continue }
                 connection.session.stored(ticket, outcome)
                 touched[connection.id] = connection
             }

@@ -1,9 +1,8 @@
 import CLinux
-
-import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// The Unix-socket line protocol: collectors write lines, the relay stores the
@@ -80,9 +79,10 @@ package final class IngestServer: Sendable {
     /// Binds the socket and starts the event-loop thread.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
         let listener = try UnixListener.listen(path: settings.socketPath)
-        var rules = IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
-                                        router: SourceRouter(devices: settings.devices, logger: logger), maxLineBytes: settings.maxLineBytes,
-                                        nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
+        var rules = IngestSession.Rules(
+            decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
+            router: SourceRouter(devices: settings.devices, logger: logger), maxLineBytes: settings.maxLineBytes,
+            nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
         rules.phones = settings.phones
         self.rules = rules
         let loop: IngestLoop

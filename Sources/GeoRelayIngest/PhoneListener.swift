@@ -1,8 +1,8 @@
 import Dispatch
-import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// The OsmAnd HTTP port for phones: the requests a Traccar server takes on its
@@ -22,7 +22,9 @@ package final class PhoneListener: Sendable {
     ///   multi-source routing, so a phone listed as one of a device's sources feeds that device
     ///   as a collector would.
     /// - Parameter requestsPerSecond: what one client address may send on average (ten times that at once).
-    package init(listen: String, spool: Spool, rules: IngestSession.Rules, requestsPerSecond: Int = 20, logger: Logger) throws(IngestStartError) {
+    package init(listen: String, spool: Spool, rules: IngestSession.Rules, requestsPerSecond: Int = 20, logger: Logger)
+        throws(IngestStartError)
+    {
         let session = IngestSession(rules: rules)
         let refusals = RefusalLog(requestsPerSecond: requestsPerSecond)
         do {
@@ -35,9 +37,13 @@ package final class PhoneListener: Sendable {
         logger.info("phones: OsmAnd HTTP on \(listen)")
         switch rules.phones?.allowed {
         case .listed(let ids)? where ids.isEmpty:
-            logger.warning("phones: no device id may post here: list them in ingest.http.devices (or the phones as sources of a devices entry)")
+            logger.warning(
+                "phones: no device id may post here: list them in ingest.http.devices (or the phones as sources of a devices entry)"
+            )
         case .any?:
-            logger.warning("phones: ingest.http.devices is \"*\": any host that reaches \(listen) can post positions for any device id")
+            logger.warning(
+                "phones: ingest.http.devices is \"*\": any host that reaches \(listen) can post positions for any device id"
+            )
         default: break
         }
     }
@@ -46,8 +52,10 @@ package final class PhoneListener: Sendable {
 
     /// Stores the request's position; the status to answer. A phone request needs nothing of
     /// a connection's state, so every request goes through the one session.
-    private static func answer(_ request: HTTPListener.Request, session: IngestSession, spool: Spool, refusals: RefusalLog,
-                               logger: Logger) -> HTTPListener.Response {
+    private static func answer(
+        _ request: HTTPListener.Request, session: IngestSession, spool: Spool, refusals: RefusalLog,
+        logger: Logger
+    ) -> HTTPListener.Response {
         if request.header("user-agent")?.hasPrefix("georelay") == true {
             logger.warning("refused a request from a georelay: a destination points back at this listener")
             return HTTPListener.Response(status: 508, reason: "Loop Detected")
@@ -56,8 +64,9 @@ package final class PhoneListener: Sendable {
             spool.add(counters: ["ingest.http.throttled": 1])
             return HTTPListener.Response(status: 429, reason: "Too Many Requests")
         }
-        let phone = IngestSession.PhoneRequest(isJSON: request.header("content-type")?.hasPrefix("application/json") == true,
-                                               target: request.target, body: request.body)
+        let phone = IngestSession.PhoneRequest(
+            isJSON: request.header("content-type")?.hasPrefix("application/json") == true,
+            target: request.target, body: request.body)
         switch session.receive(phone: phone) {
         case .reject(let error, _):
             spool.add(counters: ["ingest.rejected.\(error.code)": 1])
@@ -88,7 +97,9 @@ package final class PhoneListener: Sendable {
     private final class RefusalLog: Sendable {
         private let limiter = Mutex(RateLimiter(perWindow: 10, windowMs: 60_000))
         private let clients: Mutex<ClientBuckets>
-        init(requestsPerSecond: Int) { clients = Mutex(ClientBuckets(perSecond: requestsPerSecond, burst: requestsPerSecond * 10)) }
+        init(requestsPerSecond: Int) {
+            clients = Mutex(ClientBuckets(perSecond: requestsPerSecond, burst: requestsPerSecond * 10))
+        }
         func allow() -> Bool { limiter.withLock { $0.allow(nowMs: WallClock.monotonicMs()) } }
         func admit(_ client: String) -> Bool { clients.withLock { $0.allow(client, nowMs: WallClock.monotonicMs()) } }
     }

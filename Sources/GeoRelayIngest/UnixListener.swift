@@ -1,7 +1,7 @@
 import CLinux
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Why ingest could not start.
 package struct IngestStartError: Error, Sendable, CustomStringConvertible {
@@ -30,7 +30,8 @@ enum UnixListener {
             unlink(path)
         }
         do throws(SystemError) {
-            let socket = try FileDescriptor.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), context: path)
+            let socket = try FileDescriptor.socket(
+                AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), context: path)
             _ = try withAddress(path) { (address, length) throws(SystemError) in
                 try syscall("bind", path) { bind(socket.number, address, length) }
             }
@@ -52,7 +53,9 @@ enum UnixListener {
         return result != nil
     }
 
-    static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(SystemError) -> T) throws(SystemError) -> T {
+    static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(SystemError) -> T)
+        throws(SystemError) -> T
+    {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)

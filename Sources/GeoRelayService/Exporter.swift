@@ -1,6 +1,6 @@
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// `georelay export`: the spool's history in formats GIS tools read, streamed
 /// (constant memory for millions of positions).
@@ -49,7 +49,8 @@ package struct Exporter {
         var count = 0
         switch format {
         case .gpx:
-            output.write("""
+            output.write(
+                """
                 <?xml version="1.0" encoding="UTF-8"?>
                 <gpx version="1.1" creator="georelay" xmlns="http://www.topografix.com/GPX/1/1" \
                 xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:georelay="urn:georelay:gpx:1" \
@@ -66,8 +67,12 @@ package struct Exporter {
                     // GPX 1.1 has no speed or course: they go in extensions, in a namespace of ours.
                     var extensions = ""
                     if let speed = Self.finite(p.speed) { extensions += "<georelay:speed>\(speed)</georelay:speed>" }
-                    if let course = Self.finite(p.course) { extensions += "<georelay:course>\(course)</georelay:course>" }
-                    if let accuracy = Self.finite(p.accuracy) { extensions += "<georelay:accuracy>\(accuracy)</georelay:accuracy>" }
+                    if let course = Self.finite(p.course) {
+                        extensions += "<georelay:course>\(course)</georelay:course>"
+                    }
+                    if let accuracy = Self.finite(p.accuracy) {
+                        extensions += "<georelay:accuracy>\(accuracy)</georelay:accuracy>"
+                    }
                     if let alarm = p.alarm { extensions += "<georelay:alarm>\(xml(alarm))</georelay:alarm>" }
                     if !extensions.isEmpty { point += "<extensions>\(extensions)</extensions>" }
                     output.write(point + "</trkpt>\n")
@@ -88,7 +93,9 @@ package struct Exporter {
                     return points < 2
                 }
                 guard points > 0 else { continue }
-                output.write((firstFeature ? "" : ",") + #"{"type":"Feature","geometry":{"type":"# + (points > 1 ? #""LineString","coordinates":["# : #""Point","coordinates":"#))
+                output.write(
+                    (firstFeature ? "" : ",") + #"{"type":"Feature","geometry":{"type":"#
+                        + (points > 1 ? #""LineString","coordinates":["# : #""Point","coordinates":"#))
                 firstFeature = false
                 var first = true
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
@@ -118,8 +125,12 @@ package struct Exporter {
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
                     guard Self.onGlobe(p) else { return true }
                     func v(_ x: Double?) -> String { Self.finite(x).map { "\($0)" } ?? "" }
-                    output.write([csv(name), Timestamp.iso8601(milliseconds: p.timeMs), "\(p.lat)", "\(p.lon)", v(p.altitude), v(p.speed),
-                                  v(p.course), v(p.accuracy), v(p.battery), csv(p.alarm ?? "")].joined(separator: ",") + "\n")
+                    output.write(
+                        [
+                            csv(name), Timestamp.iso8601(milliseconds: p.timeMs), "\(p.lat)", "\(p.lon)", v(p.altitude),
+                            v(p.speed),
+                            v(p.course), v(p.accuracy), v(p.battery), csv(p.alarm ?? ""),
+                        ].joined(separator: ",") + "\n")
                     count += 1
                     return true
                 }
@@ -143,10 +154,13 @@ package struct Exporter {
     /// Text as XML 1.0 allows it: the five escapes, and the characters it forbids outright (every
     /// C0 control but tab, LF and CR) replaced with U+FFFD, so the file still parses.
     private func xml(_ text: String) -> String {
-        let allowed = String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
-            scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" || scalar.value == 0xFFFE || scalar.value == 0xFFFF
-                ? "\u{FFFD}" : scalar
-        }))
+        let allowed = String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { scalar in
+                    scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" || scalar.value == 0xFFFE
+                        || scalar.value == 0xFFFF
+                        ? "\u{FFFD}" : scalar
+                }))
         return allowed.replacing("&", with: "&amp;").replacing("<", with: "&lt;")
             .replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
     }

@@ -1,7 +1,7 @@
 import CLinux
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Judges the relay's loops by their heartbeats: what the watchdog, `/healthz` and
 /// `georelay status` report.
@@ -62,9 +62,12 @@ package struct HealthMonitor: Sendable {
 
     /// The parts as of `nowMs` (monotonic), with the wall clock's last step.
     package func report(nowMs: Int64 = WallClock.monotonicMs()) -> HealthReport {
-        HealthReport(parts: parts.map { HealthReport.Part(key: $0.key, name: $0.heartbeat.name, lastTurnMs: $0.heartbeat.lastBeatMs) },
-                     stallAfterMs: configuration.stallAfter.wholeMilliseconds, atMs: nowMs,
-                     clockJump: clock.observe(wallMs: WallClock.nowMs(), monotonicMs: nowMs))
+        HealthReport(
+            parts: parts.map {
+                HealthReport.Part(key: $0.key, name: $0.heartbeat.name, lastTurnMs: $0.heartbeat.lastBeatMs)
+            },
+            stallAfterMs: configuration.stallAfter.wholeMilliseconds, atMs: nowMs,
+            clockJump: clock.observe(wallMs: WallClock.nowMs(), monotonicMs: nowMs))
     }
 }
 
@@ -117,8 +120,10 @@ package struct HealthReport: Sendable, Equatable {
     package var problem: String? {
         let stalled = self.stalled
         guard !stalled.isEmpty else { return nil }
-        return stalled.map { "\($0.name) stalled: no turn for \(HealthReport.seconds(ageMs($0))) (limit \(HealthReport.seconds(stallAfterMs)))" }
-            .joined(separator: "; ")
+        return stalled.map {
+            "\($0.name) stalled: no turn for \(HealthReport.seconds(ageMs($0))) (limit \(HealthReport.seconds(stallAfterMs)))"
+        }
+        .joined(separator: "; ")
     }
 
     /// Milliseconds as seconds, rounded up to a tenth ("0.3 s", "2 s", "2.1 s"; whole seconds
@@ -153,7 +158,8 @@ package struct HealthFile: Sendable {
             path = beside
             return
         }
-        let absolute = socketPath.hasPrefix("/") ? socketPath : FileManager.default.currentDirectoryPath + "/" + socketPath
+        let absolute =
+            socketPath.hasPrefix("/") ? socketPath : FileManager.default.currentDirectoryPath + "/" + socketPath
         path = Self.memoryDirectory + "/georelay-" + Self.fnv1a(Paths.standardized(absolute)) + ".health"
     }
 
@@ -184,16 +190,24 @@ package struct HealthFile: Sendable {
     /// Replaces the file (written beside it, then renamed: a reader never sees half of it).
     package func write(_ report: HealthReport, pid: Int32 = getpid()) throws {
         let parts: [JSONValue] = report.parts.map { part in
-            .object(JSONObject([("key", .string(part.key)), ("name", .string(part.name)), ("lastTurnMs", .number(Double(part.lastTurnMs)))]))
+            .object(
+                JSONObject([
+                    ("key", .string(part.key)), ("name", .string(part.name)),
+                    ("lastTurnMs", .number(Double(part.lastTurnMs))),
+                ]))
         }
-        let jump: JSONValue = report.clockJump.map { .object(JSONObject([("byMs", .number(Double($0.byMs))), ("atMs", .number(Double($0.atMs)))])) } ?? .null
-        let object = JSONValue.object(JSONObject([
-            ("pid", .number(Double(pid))),
-            ("atMs", .number(Double(report.atMs))),
-            ("stallAfterMs", .number(Double(report.stallAfterMs))),
-            ("parts", .array(parts)),
-            ("clockJump", jump),
-        ]))
+        let jump: JSONValue =
+            report.clockJump.map {
+                .object(JSONObject([("byMs", .number(Double($0.byMs))), ("atMs", .number(Double($0.atMs)))]))
+            } ?? .null
+        let object = JSONValue.object(
+            JSONObject([
+                ("pid", .number(Double(pid))),
+                ("atMs", .number(Double(report.atMs))),
+                ("stallAfterMs", .number(Double(report.stallAfterMs))),
+                ("parts", .array(parts)),
+                ("clockJump", jump),
+            ]))
         try Data((object.jsonText + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
@@ -209,20 +223,25 @@ package struct HealthFile: Sendable {
             return CheckedNumbers.int64(n)
         }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              case .object(let object)? = try? JSONParser.parse(text),
-              case .number(let pidNumber)? = object["pid"], let pid = CheckedNumbers.int32(pidNumber), let at = ms(object["atMs"]),
-              let stallAfter = ms(object["stallAfterMs"]), case .array(let list)? = object["parts"] else { return nil }
+            case .object(let object)? = try? JSONParser.parse(text),
+            case .number(let pidNumber)? = object["pid"], let pid = CheckedNumbers.int32(pidNumber),
+            let at = ms(object["atMs"]),
+            let stallAfter = ms(object["stallAfterMs"]), case .array(let list)? = object["parts"]
+        else { return nil }
         var parts: [HealthReport.Part] = []
         for item in list {
-            guard case .object(let part) = item, case .string(let key)? = part["key"], case .string(let name)? = part["name"],
-                  let last = ms(part["lastTurnMs"]) else { return nil }
+            guard case .object(let part) = item, case .string(let key)? = part["key"],
+                case .string(let name)? = part["name"],
+                let last = ms(part["lastTurnMs"])
+            else { return nil }
             parts.append(HealthReport.Part(key: key, name: name, lastTurnMs: last))
         }
         var jump: ClockJump?
         if case .object(let step)? = object["clockJump"], let by = ms(step["byMs"]), let when = ms(step["atMs"]) {
             jump = ClockJump(byMs: by, atMs: when)
         }
-        return Contents(pid: pid, report: HealthReport(parts: parts, stallAfterMs: stallAfter, atMs: at, clockJump: jump))
+        return Contents(
+            pid: pid, report: HealthReport(parts: parts, stallAfterMs: stallAfter, atMs: at, clockJump: jump))
     }
 
     package func remove() {

@@ -1,10 +1,10 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
-import GeoRelayHTTP
 import GeoRelayForward
+import GeoRelayHTTP
 import GeoRelayIngest
 import GeoRelaySpool
+import Glibc
 
 /// The daemon: ingest, spool and one forwarder per destination, with a graceful lifecycle.
 ///
@@ -45,11 +45,14 @@ package struct Relay: Sendable {
         do {
             var settings = Spool.Settings(configuration.spool)
             settings.turnInterval = timing.turnInterval
-            spool = try Spool(settings: settings, logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel))
+            spool = try Spool(
+                settings: settings, logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel)
+            )
         } catch {
             throw RelayError("cannot open the spool \(configuration.spool.path): \(error)")
         }
-        let logger = Logger(label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel)
+        let logger = Logger(
+            label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel)
 
         let ingest: IngestServer
         let health: HealthMonitor
@@ -58,50 +61,69 @@ package struct Relay: Sendable {
         var page: HTTPListener?
         let liveConfiguration = StatusPage.LiveConfiguration(configuration)
         do {
-            try await spool.register(destinations: configuration.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
+            try await spool.register(
+                destinations: configuration.destinations.map {
+                    DestinationRegistration(name: $0.name, buffered: $0.buffer)
+                })
             try spool.setSourceDevices(configuration.sourceIDs)
             var settings = IngestServer.Settings(configuration)
             settings.turnInterval = timing.turnInterval
             ingest = try IngestServer(settings: settings, spool: spool, logger: logger.with(label: "ingest"))
-            health = HealthMonitor(parts: [HealthMonitor.Part(key: "ingest", heartbeat: ingest.heartbeat),
-                                           HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat)],
-                                   configuration: timing)
+            health = HealthMonitor(
+                parts: [
+                    HealthMonitor.Part(key: "ingest", heartbeat: ingest.heartbeat),
+                    HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat),
+                ],
+                configuration: timing)
             if let listen = configuration.metricsListen, listen != configuration.uiListen {
                 metrics = try Metrics.serve(listen: listen, configuration: liveConfiguration, health: health)
             }
             if let listen = configuration.uiListen {
-                page = try StatusPage.serve(listen: listen, configuration: liveConfiguration, health: health, metrics: listen == configuration.metricsListen)
+                page = try StatusPage.serve(
+                    listen: listen, configuration: liveConfiguration, health: health,
+                    metrics: listen == configuration.metricsListen)
             }
             if let listen = configuration.ingest.httpListen {
-                phones = try PhoneListener(listen: listen, spool: spool, rules: ingest.rules, requestsPerSecond: configuration.ingest.httpRequestsPerSecond,
-                                           logger: logger.with(label: "phones"))
+                phones = try PhoneListener(
+                    listen: listen, spool: spool, rules: ingest.rules,
+                    requestsPerSecond: configuration.ingest.httpRequestsPerSecond,
+                    logger: logger.with(label: "phones"))
             }
         } catch {
             spool.close()
             throw RelayError("\(error)")
         }
         if let configPath, let warning = configuration.exposureWarning(path: configPath) { logger.warning(warning) }
-        logger.notice("started: spool \(configuration.spool.path), socket \(configuration.ingest.socket), destinations \(configuration.destinations.map { "\($0.name) → \(Redaction.url($0.url))" }.joined(separator: ", "))")
+        logger.notice(
+            "started: spool \(configuration.spool.path), socket \(configuration.ingest.socket), destinations \(configuration.destinations.map { "\($0.name) → \(Redaction.url($0.url))" }.joined(separator: ", "))"
+        )
 
         // Up: the socket listens and the spool is open.
         let readyStatus = "relaying to \(configuration.destinations.map(\.name).joined(separator: ", "))"
         systemd.notify("READY=1\nSTATUS=\(readyStatus)")
-        let watchdog = Watchdog(monitor: health, systemd: systemd, file: HealthFile(socketPath: configuration.ingest.socket),
-                                logger: logger.with(label: "watchdog"), readyStatus: readyStatus)
+        let watchdog = Watchdog(
+            monitor: health, systemd: systemd, file: HealthFile(socketPath: configuration.ingest.socket),
+            logger: logger.with(label: "watchdog"), readyStatus: readyStatus)
         let watching = Task { await watchdog.run() }
         if wedgeIgnored {
             logger.warning("GEORELAY_TEST_WEDGE ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
         }
-        let wedging = wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
-        let sampling = page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
+        let wedging =
+            wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
+        let sampling =
+            page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
         // Route, address and link changes wake the uplink monitor and the forwarders waiting for a
         // destination to come back; a socket that cannot be opened leaves the periodic looks and
         // connection attempts, said once.
         var routeWatch: RouteWatch?
-        do { routeWatch = try RouteWatch() } catch { logger.warning("route changes are seen at the next look only: \(error)") }
+        do { routeWatch = try RouteWatch() } catch {
+            logger.warning("route changes are seen at the next look only: \(error)")
+        }
         // One gate for every generation of forwarders: a reload does not forget a spent budget.
         let gate = UplinkGate(linkChanges: routeWatch?.changed, awaitsFirstLook: !configuration.uplinks.isEmpty)
-        let uplinks = UplinkMonitor(spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch, gate: gate) { liveConfiguration.configuration }
+        let uplinks = UplinkMonitor(
+            spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch, gate: gate
+        ) { liveConfiguration.configuration }
         let monitoring = Task { await uplinks.run() }
 
         var current = configuration
@@ -130,14 +152,17 @@ package struct Relay: Sendable {
             await spool.flush()
             guard case .reload(let next) = request else { break }
             do {
-                try await spool.register(destinations: next.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
+                try await spool.register(
+                    destinations: next.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
                 var applied = next
                 applied.spool = current.spool
                 applied.ingest = current.ingest
                 current = applied
                 liveConfiguration.update(applied)
                 watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
-                logger.notice("reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))")
+                logger.notice(
+                    "reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))"
+                )
             } catch {
                 logger.error("reload of \(configPath ?? "") failed, keeping the running configuration: \(error)")
             }
@@ -152,7 +177,9 @@ package struct Relay: Sendable {
         let start = ContinuousClock.now
         for wedge in wedges.sorted(by: { $0.after < $1.after }) {
             do { try await Task.sleep(until: start + wedge.after) } catch { return }
-            logger.warning("test hook GEORELAY_TEST_WEDGE: stalling the \(wedge.part == .ingest ? "ingest loop" : "spool writer") for \(wedge.duration)")
+            logger.warning(
+                "test hook GEORELAY_TEST_WEDGE: stalling the \(wedge.part == .ingest ? "ingest loop" : "spool writer") for \(wedge.duration)"
+            )
             switch wedge.part {
             case .ingest: ingest.stallForTesting(wedge.duration)
             case .writer: spool.stallWriterForTesting(wedge.duration)
@@ -170,8 +197,10 @@ package struct Relay: Sendable {
 
     /// Waits for a signal that ends the running generation; a reload whose configuration does
     /// not load leaves it running.
-    private func nextRequest(from signals: inout AsyncStream<Int32>.Iterator, current: Configuration,
-                             logger: Logger, systemd: SystemdNotifier) async -> Request {
+    private func nextRequest(
+        from signals: inout AsyncStream<Int32>.Iterator, current: Configuration,
+        logger: Logger, systemd: SystemdNotifier
+    ) async -> Request {
         while let number = await signals.next() {
             if number == SIGHUP {
                 guard let configPath else { continue }
@@ -196,17 +225,33 @@ package struct Relay: Sendable {
     }
 
     /// The forwarders of one configuration generation, built but not started.
-    private func makeForwarders(_ configuration: Configuration, spool: Spool, gate: UplinkGate, logger: Logger) -> [(name: String, forwarder: any DestinationForwarder)] {
+    private func makeForwarders(_ configuration: Configuration, spool: Spool, gate: UplinkGate, logger: Logger) -> [(
+        name: String, forwarder: any DestinationForwarder
+    )] {
         var forwarders: [(name: String, forwarder: any DestinationForwarder)] = []
         for destination in configuration.destinations {
             if destination.tls.insecure {
                 // Loud, at every start and reload: this is for a test bench, never for a voyage.
-                logger.warning("destination \(destination.name): TLS certificate verification is OFF (insecure: true); anyone on the path can read and alter what is sent")
+                logger.warning(
+                    "destination \(destination.name): TLS certificate verification is OFF (insecure: true); anyone on the path can read and alter what is sent"
+                )
             }
             do {
                 switch destination.kind {
-                case .traccar: forwarders.append((destination.name, try TraccarForwarder(settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)))
-                case .push: forwarders.append((destination.name, try PushForwarder(settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)))
+                case .traccar:
+                    forwarders.append(
+                        (
+                            destination.name,
+                            try TraccarForwarder(
+                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)
+                        ))
+                case .push:
+                    forwarders.append(
+                        (
+                            destination.name,
+                            try PushForwarder(
+                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)
+                        ))
                 }
             } catch {
                 logger.error("destination \(destination.name) cannot start: \(error)")
@@ -224,8 +269,10 @@ package struct Relay: Sendable {
     /// - Important: after the grace, an abandoned forwarder still takes a moment to return: up to
     ///   a second for a transfer curl is running, up to the connect timeout for a connection it is
     ///   opening. The reload waits for it rather than leave it sending beside the next generation.
-    private func run(_ generation: [(name: String, forwarder: any DestinationForwarder)], logger: Logger,
-                     until request: () async -> Request) async -> Request {
+    private func run(
+        _ generation: [(name: String, forwarder: any DestinationForwarder)], logger: Logger,
+        until request: () async -> Request
+    ) async -> Request {
         enum Event: Sendable {
             case returned(Int)
             case graceOver
@@ -250,7 +297,9 @@ package struct Relay: Sendable {
                 case .returned(let index):
                     running.remove(index)
                 case .graceOver:
-                    logger.warning("still finishing \(grace) after being asked: \(running.sorted().map { generation[$0].name }.joined(separator: ", ")); abandoning what they have in flight")
+                    logger.warning(
+                        "still finishing \(grace) after being asked: \(running.sorted().map { generation[$0].name }.joined(separator: ", ")); abandoning what they have in flight"
+                    )
                     for index in running { generation[index].forwarder.abandon() }
                 }
             }

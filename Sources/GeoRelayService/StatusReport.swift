@@ -1,8 +1,8 @@
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayIngest
 import GeoRelaySpool
+import Glibc
 
 /// `georelay status`: what the spool says, joined with the configuration.
 ///
@@ -37,25 +37,34 @@ package struct StatusReport: Sendable {
     ///   the loops judged by it, not by the health file another process reads.
     /// - Parameter sketches: the page's charts, tracks and log, in the JSON only: `.fresh` for
     ///   `status --json`, the page's cache for `/status.json`, none for the screen.
-    package static func load(configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil,
-                             sketches: SketchSource = .none) throws -> StatusReport {
+    package static func load(
+        configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil,
+        sketches: SketchSource = .none
+    ) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = monitor != nil || IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let status = try reader.status(nowMs: nowMs)
-        let loops: Health = monitor.map { .known($0.report()) }
-            ?? (running ? health(from: HealthFile(socketPath: configuration.ingest.socket)) : .unknown("the relay is not running"))
+        let loops: Health =
+            monitor.map { .known($0.report()) }
+            ?? (running
+                ? health(from: HealthFile(socketPath: configuration.ingest.socket))
+                : .unknown("the relay is not running"))
         let devices = status.devices.map(\.name).filter { !configuration.sourceIDs.contains($0) }
-        return StatusReport(status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
-                            device: DeviceHealth.assess(configuration: configuration, reader: reader, readError: nil, status: status, running: running,
-                                                        loops: loops, nowMs: nowMs),
-                            sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs),
-                            uplinks: uplinkAnswers(configuration),
-                            uplinkUsage: configuration.uplinks.isEmpty ? [:] : try reader.uplinkUsage(day: UplinkMonitor.day(nowMs)))
+        return StatusReport(
+            status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
+            device: DeviceHealth.assess(
+                configuration: configuration, reader: reader, readError: nil, status: status, running: running,
+                loops: loops, nowMs: nowMs),
+            sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs),
+            uplinks: uplinkAnswers(configuration),
+            uplinkUsage: configuration.uplinks.isEmpty ? [:] : try reader.uplinkUsage(day: UplinkMonitor.day(nowMs)))
     }
 
     /// The running relay's health as its file tells it, judged now.
     static func health(from file: HealthFile, nowMs: Int64 = WallClock.monotonicMs()) -> Health {
-        guard let contents = file.read() else { return .unknown("the relay publishes no health (no readable \(file.path))") }
+        guard let contents = file.read() else {
+            return .unknown("the relay publishes no health (no readable \(file.path))")
+        }
         let report = contents.report
         // The monitor rewrites the file every check; one older than the stall limit (or from
         // before a reboot, when the monotonic clock restarted) says nothing about now.
@@ -73,7 +82,11 @@ package struct StatusReport: Sendable {
 
     private var destinationRows: [(settings: Configuration.DestinationSettings?, status: SpoolStatus.Destination)] {
         configuration.destinations.map { settings in
-            (settings, status.destinations.first { $0.name == settings.name } ?? .notStarted(name: settings.name, buffered: settings.buffer))
+            (
+                settings,
+                status.destinations.first { $0.name == settings.name }
+                    ?? .notStarted(name: settings.name, buffered: settings.buffer)
+            )
         }
     }
 
@@ -90,7 +103,10 @@ package struct StatusReport: Sendable {
                 ("buffered", .bool(d.buffered)),
                 ("state", .string(running || d.state == "not started" ? d.state : "stopped")),
                 ("pending", num(d.pending)),
-                ("oldestPendingAgeSeconds", d.oldestPendingFixMs.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 1000)) } ?? .null),
+                (
+                    "oldestPendingAgeSeconds",
+                    d.oldestPendingFixMs.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 1000)) } ?? .null
+                ),
                 ("lastSuccess", iso(d.lastSuccessMs)),
                 ("lastError", d.lastError.map { .string($0) } ?? .null),
                 ("nextAttempt", iso(d.nextAttemptMs)),
@@ -112,44 +128,73 @@ package struct StatusReport: Sendable {
             return .object(JSONObject(members))
         }
         let devices: [JSONValue] = status.devices.filter { !configuration.sourceIDs.contains($0.name) }.map { d in
-            var members: [(key: String, value: JSONValue)] = [("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs)),
-                                                              ("lastPosition", sketches.lastPositionJSON(device: d.name)), ("track", sketches.trackJSON(device: d.name))]
+            var members: [(key: String, value: JSONValue)] = [
+                ("name", .string(d.name)), ("lastFix", iso(d.lastFixMs)), ("lastReceived", iso(d.lastReceivedMs)),
+                ("lastPosition", sketches.lastPositionJSON(device: d.name)),
+                ("track", sketches.trackJSON(device: d.name)),
+            ]
             if let sources = sources(of: d.name) {
-                members.append(("sources", .array(sources.map { source in
-                    .object(JSONObject([("name", .string(source.name)), ("lastFix", iso(source.lastFixMs)), ("active", .bool(source.active))]))
-                })))
+                members.append(
+                    (
+                        "sources",
+                        .array(
+                            sources.map { source in
+                                .object(
+                                    JSONObject([
+                                        ("name", .string(source.name)), ("lastFix", iso(source.lastFixMs)),
+                                        ("active", .bool(source.active)),
+                                    ]))
+                            })
+                    ))
             }
             return .object(JSONObject(members))
         }
-        return .object(JSONObject([
-            ("time", iso(nowMs)),
-            ("running", .bool(running)),
-            ("spool", .object(JSONObject([
-                ("path", .string(configuration.spool.path)),
-                ("rows", num(status.rows)),
-                ("fileBytes", num(status.fileBytes)),
-                ("usedBytes", num(status.usedBytes)),
-                ("maxBytes", num(configuration.spool.maxBytes)),
-                ("whenFull", .string(configuration.spool.whenFull.rawValue)),
-                ("dropped", num(c["spool.dropped"] ?? 0)),
-            ]))),
-            ("ingest", .object(JSONObject([
-                ("accepted", num(c["ingest.accepted"] ?? 0)),
-                ("duplicates", num(c["ingest.duplicates"] ?? 0)),
-                ("conflicts", num(c["ingest.conflicts"] ?? 0)),
-                ("rejected", .object(rejected)),
-            ]))),
-            ("uplink", .object(JSONObject([
-                ("wireBytesToday", num(status.destinations.reduce(0) { $0 + $1.wireBytesToday })),
-                ("wireBytesThisMonth", num(status.destinations.reduce(0) { $0 + $1.wireBytesThisMonth })),
-            ]))),
-            ("health", healthJSON),
-            ("deviceHealth", device.json),
-        ] + uplinksJSON + [
-            ("destinations", .array(destinations)),
-            ("devices", .array(devices)),
-            ("log", sketches.logJSON),
-        ]))
+        return .object(
+            JSONObject(
+                [
+                    ("time", iso(nowMs)),
+                    ("running", .bool(running)),
+                    (
+                        "spool",
+                        .object(
+                            JSONObject([
+                                ("path", .string(configuration.spool.path)),
+                                ("rows", num(status.rows)),
+                                ("fileBytes", num(status.fileBytes)),
+                                ("usedBytes", num(status.usedBytes)),
+                                ("maxBytes", num(configuration.spool.maxBytes)),
+                                ("whenFull", .string(configuration.spool.whenFull.rawValue)),
+                                ("dropped", num(c["spool.dropped"] ?? 0)),
+                            ]))
+                    ),
+                    (
+                        "ingest",
+                        .object(
+                            JSONObject([
+                                ("accepted", num(c["ingest.accepted"] ?? 0)),
+                                ("duplicates", num(c["ingest.duplicates"] ?? 0)),
+                                ("conflicts", num(c["ingest.conflicts"] ?? 0)),
+                                ("rejected", .object(rejected)),
+                            ]))
+                    ),
+                    (
+                        "uplink",
+                        .object(
+                            JSONObject([
+                                ("wireBytesToday", num(status.destinations.reduce(0) { $0 + $1.wireBytesToday })),
+                                (
+                                    "wireBytesThisMonth",
+                                    num(status.destinations.reduce(0) { $0 + $1.wireBytesThisMonth })
+                                ),
+                            ]))
+                    ),
+                    ("health", healthJSON),
+                    ("deviceHealth", device.json),
+                ] + uplinksJSON + [
+                    ("destinations", .array(destinations)),
+                    ("devices", .array(devices)),
+                    ("log", sketches.logJSON),
+                ]))
     }
 
     /// The same shape whether known or not: each part's state and age, `null` when unknown.
@@ -162,16 +207,24 @@ package struct StatusReport: Sendable {
                 ("stallAfterSeconds", .number(Double(report.stallAfterMs) / 1000)),
             ]
             for part in report.parts {
-                members.append((part.key, .object(JSONObject([
-                    ("state", .string(report.isAlive(part) ? "alive" : "stalled")),
-                    ("lastTurnAgeSeconds", .number(Double(report.ageMs(part)) / 1000)),
-                ]))))
+                members.append(
+                    (
+                        part.key,
+                        .object(
+                            JSONObject([
+                                ("state", .string(report.isAlive(part) ? "alive" : "stalled")),
+                                ("lastTurnAgeSeconds", .number(Double(report.ageMs(part)) / 1000)),
+                            ]))
+                    ))
             }
             return .object(JSONObject(members))
         case .unknown(let reason):
             let unknown = JSONValue.object(JSONObject([("state", .string("unknown")), ("lastTurnAgeSeconds", .null)]))
-            return .object(JSONObject([("state", .string("unknown")), ("reason", .string(reason)), ("stallAfterSeconds", .null),
-                                       ("ingest", unknown), ("writer", unknown)]))
+            return .object(
+                JSONObject([
+                    ("state", .string("unknown")), ("reason", .string(reason)), ("stallAfterSeconds", .null),
+                    ("ingest", unknown), ("writer", unknown),
+                ]))
         }
     }
 
@@ -190,7 +243,8 @@ package struct StatusReport: Sendable {
     }
 
     /// The body encoding a push destination uses: the configured one, or what a 415 made it fall back to.
-    private func encoding(_ settings: Configuration.DestinationSettings?, _ status: SpoolStatus.Destination) -> String? {
+    private func encoding(_ settings: Configuration.DestinationSettings?, _ status: SpoolStatus.Destination) -> String?
+    {
         guard let push = settings?.push else { return nil }
         return status.encoding ?? push.compression.rawValue
     }
@@ -211,19 +265,25 @@ package struct StatusReport: Sendable {
         let rows = configured.sources.map { name in (name, status.devices.first { $0.name == name }) }
         let window = Int64(configured.failoverSeconds * 1000)
         let reference = status.devices.first { $0.name == device }?.lastReceivedMs ?? nowMs
-        let active = rows.first { row in row.1?.lastReceivedMs.map { reference.saturatingMinus($0).magnitude <= window.magnitude } ?? false }?.0
+        let active = rows.first { row in
+            row.1?.lastReceivedMs.map { reference.saturatingMinus($0).magnitude <= window.magnitude } ?? false
+        }?.0
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
     }
 
     /// One screen for a person on a terminal.
     package var text: String {
         var out = "georelay \(running ? "running" : "not running") at \(Timestamp.iso8601(milliseconds: nowMs))\n"
-        out += "spool   \(configuration.spool.path): \(status.rows) positions, \(bytes(status.usedBytes)) used of \(bytes(configuration.spool.maxBytes)) (file \(bytes(status.fileBytes))), when full: \(configuration.spool.whenFull.rawValue)"
+        out +=
+            "spool   \(configuration.spool.path): \(status.rows) positions, \(bytes(status.usedBytes)) used of \(bytes(configuration.spool.maxBytes)) (file \(bytes(status.fileBytes))), when full: \(configuration.spool.whenFull.rawValue)"
         if let dropped = status.counters["spool.dropped"], dropped > 0 { out += ", dropped \(dropped)" }
         out += "\n"
         let c = status.counters
-        let rejected = IngestError.allCodes.compactMap { code in c["ingest.rejected.\(code)"].flatMap { $0 > 0 ? "\(code) \($0)" : nil } }
-        out += "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
+        let rejected = IngestError.allCodes.compactMap { code in
+            c["ingest.rejected.\(code)"].flatMap { $0 > 0 ? "\(code) \($0)" : nil }
+        }
+        out +=
+            "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
         out += "health  \(healthText)\n"
         out += "\nchecks: \(device.state.name)\n" + device.text
         out += "\ndestinations\n"
@@ -231,30 +291,44 @@ package struct StatusReport: Sendable {
             let d = row.status
             let state = running || d.state == "not started" ? d.state : "stopped"
             let encoding = self.encoding(row.settings, d).map { ", \($0)" } ?? ""
-            out += "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\(uplinkText(destination: d.name))\n"
+            out +=
+                "  \(d.name) (\(row.settings?.kind.rawValue ?? "traccar") \(Redaction.url(row.settings?.url ?? ""))\(encoding)): \(state)\(d.buffered ? "" : ", real-time only")\(uplinkText(destination: d.name))\n"
             var line = "    pending \(d.pending)"
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs.saturatingMinus(oldest))) old" }
-            line += ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire (\(bytes(status.counters["forward.payloadBytes.\(d.name)"] ?? 0)) of it HTTP)"
+            line +=
+                ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire (\(bytes(status.counters["forward.payloadBytes.\(d.name)"] ?? 0)) of it HTTP)"
             if let rate = d.sendRate { line += ", sending \(oneDecimal(rate))/s" }
-            if d.pending > 0, let eta = drainEstimate(d) { line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))" }
+            if d.pending > 0, let eta = drainEstimate(d) {
+                line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))"
+            }
             line += ", today \(bytes(d.wireBytesToday)), this month \(bytes(d.wireBytesThisMonth))"
             if d.replayPending > 0 { line += ", replay pending \(d.replayPending)" }
             if d.quarantined > 0 { line += ", quarantined \(d.quarantined)" }
             if d.parked > 0 { line += ", parked \(d.parked) (\(d.parkedDevices.joined(separator: ", ")))" }
             out += line + "\n"
-            var times = "    last success \(d.lastSuccessMs.map { "\(duration(nowMs.saturatingMinus($0))) ago" } ?? "never")"
-            if let next = d.nextAttemptMs, d.state != "online" { times += ", next attempt in \(duration(max(0, next.saturatingMinus(nowMs))))" }
-            if let error = d.lastError, d.state != "online" { times += d.state == "deferred" ? ", deferred: \(error)" : ", last error: \(error)" }
+            var times =
+                "    last success \(d.lastSuccessMs.map { "\(duration(nowMs.saturatingMinus($0))) ago" } ?? "never")"
+            if let next = d.nextAttemptMs, d.state != "online" {
+                times += ", next attempt in \(duration(max(0, next.saturatingMinus(nowMs))))"
+            }
+            if let error = d.lastError, d.state != "online" {
+                times += d.state == "deferred" ? ", deferred: \(error)" : ", last error: \(error)"
+            }
             out += times + "\n"
         }
         out += uplinksText
         if !status.devices.isEmpty {
             out += "\ndevices\n"
             for device in status.devices where !configuration.sourceIDs.contains(device.name) {
-                out += "  \(device.name): last fix \(device.lastFixMs.map { Timestamp.iso8601(milliseconds: $0) } ?? "none")"
-                if let received = device.lastReceivedMs { out += ", received \(duration(nowMs.saturatingMinus(received))) ago" }
+                out +=
+                    "  \(device.name): last fix \(device.lastFixMs.map { Timestamp.iso8601(milliseconds: $0) } ?? "none")"
+                if let received = device.lastReceivedMs {
+                    out += ", received \(duration(nowMs.saturatingMinus(received))) ago"
+                }
                 if let sources = sources(of: device.name) {
-                    out += "; sources " + sources.map { "\($0.name)\($0.active ? " (active)" : "")" }.joined(separator: ", ")
+                    out +=
+                        "; sources "
+                        + sources.map { "\($0.name)\($0.active ? " (active)" : "")" }.joined(separator: ", ")
                 }
                 out += "\n"
             }

@@ -16,7 +16,8 @@ package struct SystemdNotifier: Sendable {
         // As sd_watchdog_enabled: WATCHDOG_PID, when set, must name this process (a child that
         // inherited the environment is not the one systemd watches).
         let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
-        watchdogTimeout = forUs ? environment["WATCHDOG_USEC"].flatMap(Int64.init).flatMap { $0 > 0 ? .microseconds($0) : nil } : nil
+        watchdogTimeout =
+            forUs ? environment["WATCHDOG_USEC"].flatMap(Int64.init).flatMap { $0 > 0 ? .microseconds($0) : nil } : nil
     }
 
     package var isActive: Bool { path != nil }
@@ -43,7 +44,9 @@ package struct SystemdNotifier: Sendable {
         let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
         let message = Array(state.utf8)
         _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, message, message.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, message, message.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length)
+            }
         }
     }
 }

@@ -26,7 +26,9 @@ package struct TestWedge: Sendable, Equatable {
     }
 
     /// The wedges the environment asks for; `ignored` when the spec is there but hooks are off.
-    package static func schedule(environment: [String: String]) throws(RelayError) -> (wedges: [TestWedge], ignored: Bool) {
+    package static func schedule(environment: [String: String]) throws(RelayError) -> (
+        wedges: [TestWedge], ignored: Bool
+    ) {
         guard let spec = environment["GEORELAY_TEST_WEDGE"], !spec.isEmpty else { return ([], false) }
         guard environment["GEORELAY_TEST_HOOKS"] == "1" else { return ([], true) }
         return (try parse(spec), false)
@@ -38,13 +40,20 @@ package struct TestWedge: Sendable, Equatable {
         var wedges: [TestWedge] = []
         for item in spec.split(separator: ",") {
             let fields = item.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            let timing = fields.count == 2 ? fields[1].split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false) : []
+            let timing =
+                fields.count == 2 ? fields[1].split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false) : []
             guard fields.count == 2, let part = Part(rawValue: String(fields[0])),
-                  let seconds = timing.first.flatMap({ Double($0) }), seconds > 0, seconds <= 3600,
-                  let after = timing.count == 2 ? Double(timing[1]) : 0, after >= 0, after <= 3600 else {
-                throw RelayError("GEORELAY_TEST_WEDGE '\(item)': expected PART:SECONDS[@AFTER] with PART one of \(Part.allCases.map(\.rawValue).joined(separator: ", "))")
+                let seconds = timing.first.flatMap({ Double($0) }), seconds > 0, seconds <= 3600,
+                let after = timing.count == 2 ? Double(timing[1]) : 0, after >= 0, after <= 3600
+            else {
+                throw RelayError(
+                    "GEORELAY_TEST_WEDGE '\(item)': expected PART:SECONDS[@AFTER] with PART one of \(Part.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
-            wedges.append(TestWedge(part: part, duration: .milliseconds(Int64(seconds * 1000)), after: .milliseconds(Int64(after * 1000))))
+            wedges.append(
+                TestWedge(
+                    part: part, duration: .milliseconds(Int64(seconds * 1000)),
+                    after: .milliseconds(Int64(after * 1000))))
         }
         return wedges
     }

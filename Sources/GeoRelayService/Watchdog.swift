@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// Keeps systemd's watchdog fed only while the relay's loops turn over.
@@ -17,7 +17,9 @@ package final class Watchdog: Sendable {
     /// What `STATUS=` says while all is well (the destinations); a reload changes it.
     private let readyStatus: Mutex<String>
 
-    package init(monitor: HealthMonitor, systemd: SystemdNotifier, file: HealthFile?, logger: Logger, readyStatus: String) {
+    package init(
+        monitor: HealthMonitor, systemd: SystemdNotifier, file: HealthFile?, logger: Logger, readyStatus: String
+    ) {
         self.monitor = monitor
         self.systemd = systemd
         self.file = file
@@ -31,8 +33,9 @@ package final class Watchdog: Sendable {
 
     /// Checks every `checkInterval` until cancelled, then removes the health file.
     package func run() async {
-        var state = WatchdogState(keepAliveInterval: monitor.configuration.keepAliveInterval,
-                                  checkInterval: monitor.configuration.checkInterval)
+        var state = WatchdogState(
+            keepAliveInterval: monitor.configuration.keepAliveInterval,
+            checkInterval: monitor.configuration.checkInterval)
         var fileFailed = false
         while !Task.isCancelled {
             let report = monitor.report()
@@ -41,7 +44,10 @@ package final class Watchdog: Sendable {
                     try file.write(report)
                     fileFailed = false
                 } catch {
-                    if !fileFailed { logger.warning("cannot write the health file \(file.path) (status shows health as unknown): \(error)") }
+                    if !fileFailed {
+                        logger.warning(
+                            "cannot write the health file \(file.path) (status shows health as unknown): \(error)")
+                    }
                     fileFailed = true
                 }
             }
@@ -89,23 +95,39 @@ package struct WatchdogState: Sendable {
                 // Once per episode: the log says which part and what follows from it.
                 stalledSince[part.key] = part.lastTurnMs
                 changed = true
-                let consequence = keepAliveMs == nil
+                let consequence =
+                    keepAliveMs == nil
                     ? "/healthz answers 503 until it turns over again"
                     : "withholding the watchdog keep-alive, so systemd restarts the relay unless it turns over again"
-                actions.append(.log(.error, "\(part.name) stalled: no turn for \(HealthReport.seconds(report.ageMs(part))) (limit \(HealthReport.seconds(report.stallAfterMs))); \(consequence)"))
+                actions.append(
+                    .log(
+                        .error,
+                        "\(part.name) stalled: no turn for \(HealthReport.seconds(report.ageMs(part))) (limit \(HealthReport.seconds(report.stallAfterMs))); \(consequence)"
+                    ))
             } else if alive, let since = stalledSince[part.key] {
                 stalledSince[part.key] = nil
                 changed = true
-                actions.append(.log(.notice, "\(part.name) turning over again after \(HealthReport.seconds(max(0, part.lastTurnMs - since))) without a turn"))
+                actions.append(
+                    .log(
+                        .notice,
+                        "\(part.name) turning over again after \(HealthReport.seconds(max(0, part.lastTurnMs - since))) without a turn"
+                    ))
             }
         }
         if changed {
             let stalled = report.stalled
-            actions.append(.notify("STATUS=" + (stalled.isEmpty ? readyStatus
-                : stalled.map { "\($0.name) stalled (no turn for \(HealthReport.seconds(report.ageMs($0))))" }.joined(separator: ", ")
-                  + (keepAliveMs == nil ? "" : "; watchdog keep-alive withheld"))))
+            actions.append(
+                .notify(
+                    "STATUS="
+                        + (stalled.isEmpty
+                            ? readyStatus
+                            : stalled.map {
+                                "\($0.name) stalled (no turn for \(HealthReport.seconds(report.ageMs($0))))"
+                            }.joined(separator: ", ")
+                                + (keepAliveMs == nil ? "" : "; watchdog keep-alive withheld"))))
         }
-        if let keepAliveMs, report.isHealthy, lastKeepAliveMs.map({ report.atMs - $0 >= keepAliveMs - slackMs }) ?? true {
+        if let keepAliveMs, report.isHealthy, lastKeepAliveMs.map({ report.atMs - $0 >= keepAliveMs - slackMs }) ?? true
+        {
             lastKeepAliveMs = report.atMs
             actions.append(.notify("WATCHDOG=1"))
         }

@@ -33,7 +33,10 @@ struct CommitWindow: Sendable {
     /// should commit now; otherwise it commits at `deadlineNs` at the latest.
     mutating func append(devices: Set<String>, count: Int, alarm: Bool, nowNs: UInt64) -> Bool {
         defer { for device in devices { lastAppendNs[device] = nowNs } }
-        guard lengthNs > 0 else { complete = true; return true }
+        guard lengthNs > 0 else {
+            complete = true
+            return true
+        }
         if openedNs == nil {
             openedNs = nowNs
             // The company: every device heard from within the last window, this one included.

@@ -16,7 +16,8 @@ struct Eviction {
 
     /// Per device, the highest seq every buffered destination has acknowledged.
     func deliveredThrough() throws -> [(deviceID: Int64, seq: Int64)] {
-        let select = try db.statement("""
+        let select = try db.statement(
+            """
             SELECT d.id, CASE WHEN d.hidden = 1 THEN d.last_seq ELSE coalesce((
                 SELECT min(coalesce(c.acked_seq, dst.start_seq)) FROM destinations dst
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = d.id
@@ -40,12 +41,15 @@ struct Eviction {
         if merge { try mergeRecent() }
         let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max)
         // Replays of positions that are gone can never be sent.
-        try db.execute("DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions) AND seq NOT IN (SELECT seq FROM recent)")
+        try db.execute(
+            "DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions) AND seq NOT IN (SELECT seq FROM recent)"
+        )
         // What went ahead of a backlog the cursor has since passed (or that is gone) is never
         // looked at again: without this, a still-alive position every 15 min and a backfill's
         // live edge every round would grow the table, and every round's read of it, for months.
         // Rows in `recent` stay (few, and mostly still pending); the next pass takes them.
-        try db.execute("""
+        try db.execute(
+            """
             DELETE FROM alarm_sent WHERE seq NOT IN (SELECT seq FROM recent) AND NOT EXISTS (
                 SELECT 1 FROM positions p JOIN destinations dst ON dst.name = alarm_sent.destination
                 LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = p.device_id
@@ -56,7 +60,8 @@ struct Eviction {
 
     private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int) throws -> Int {
         var deleted = 0
-        let delete = try db.statement("""
+        let delete = try db.statement(
+            """
             DELETE FROM positions WHERE seq IN (
                 SELECT seq FROM positions WHERE device_id = ? AND seq <= ? AND received_ms < ?
                 AND seq NOT IN (SELECT seq FROM quarantine) ORDER BY seq LIMIT ?)
@@ -80,7 +85,8 @@ struct Eviction {
 
     /// The highest seq among the oldest `chunk` positions (nil: none left).
     private func oldestChunkEnd() throws -> Int64? {
-        let select = try db.statement("SELECT max(seq) FROM (SELECT seq FROM positions ORDER BY seq LIMIT \(Self.chunk))")
+        let select = try db.statement(
+            "SELECT max(seq) FROM (SELECT seq FROM positions ORDER BY seq LIMIT \(Self.chunk))")
         defer { select.reset() }
         return try select.step() ? select.optionalInt64(0) : nil
     }
@@ -88,7 +94,8 @@ struct Eviction {
     /// Undelivered positions the quota drops are settled for every destination that had not
     /// passed them, and its cursor moves past them, so pending (stored minus settled) stays true.
     private func settleCursors(through seq: Int64) throws {
-        let settle = try db.statement("""
+        let settle = try db.statement(
+            """
             INSERT INTO cursors(destination, device_id, acked_seq, settled)
             SELECT dst.name, p.device_id, ?1, count(*) FROM destinations dst JOIN positions p ON p.seq <= ?1
             LEFT JOIN cursors c ON c.destination = dst.name AND c.device_id = p.device_id
@@ -102,7 +109,9 @@ struct Eviction {
 
     /// Rows deleted, in the same transaction: status counts rows as stored minus deleted.
     private func countDeleted(_ n: Int) throws {
-        try db.execute("INSERT INTO counters(name, value) VALUES('spool.deleted', \(n)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
+        try db.execute(
+            "INSERT INTO counters(name, value) VALUES('spool.deleted', \(n)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
+        )
     }
 
     /// A generous estimate of what one stored position takes: its row and index entries.

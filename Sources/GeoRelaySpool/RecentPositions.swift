@@ -71,7 +71,8 @@ package struct RecentPositions {
     /// Reads the ring back (at open, and after a failed transaction undid what memory holds).
     init(db: SQLiteDatabase, nowNs: UInt64) throws {
         lastMergeNs = nowNs
-        let ring = try db.statement("""
+        let ring = try db.statement(
+            """
             SELECT (SELECT seq FROM recent_merged), max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
                        (SELECT max(seq) FROM recent_slots), (SELECT seq FROM recent_merged)),
                    (SELECT page_size FROM pragma_page_size)
@@ -84,7 +85,9 @@ package struct RecentPositions {
         let slots = try db.statement("SELECT slot, seq FROM recent_slots ORDER BY slot")
         var seqs: [Int64] = []
         while try slots.step() {
-            guard slots.int64(0) == Int64(seqs.count) else { throw SpoolError.incompatible("the spool's ring of recent positions lacks slot \(seqs.count)") }
+            guard slots.int64(0) == Int64(seqs.count) else {
+                throw SpoolError.incompatible("the spool's ring of recent positions lacks slot \(seqs.count)")
+            }
             seqs.append(slots.int64(1))
         }
         slots.reset()
@@ -96,7 +99,8 @@ package struct RecentPositions {
         nextSlot = seqs[newest] > 0 ? (Int64(newest) + 1) % slotCount : 0
         let rows = try db.statement("SELECT seq, device_id, fix_ms, lat, lon FROM recent")
         while try rows.step() {
-            entries[rows.int64(1), default: [:]][rows.int64(2)] = Entry(seq: rows.int64(0), lat: rows.double(3), lon: rows.double(4))
+            entries[rows.int64(1), default: [:]][rows.int64(2)] = Entry(
+                seq: rows.int64(0), lat: rows.double(3), lon: rows.double(4))
             count += 1
         }
         rows.reset()

@@ -140,33 +140,33 @@ enum Schema {
         // ring starts empty above it; `recent` is now a view of the ring's live slots, with the
         // table's columns, so every reader reads it as before.
         RecentPositions.mergeSQL(from: "recent") + """
-        -- The highest seq merged into `positions` (one row): a slot whose seq is at or below it is free.
-        CREATE TABLE recent_merged(seq INTEGER NOT NULL);
-        INSERT INTO recent_merged VALUES(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
-                                             coalesce((SELECT max(seq) FROM recent), 0)));
-        DROP VIEW device_totals;
-        DROP TABLE recent;
-        CREATE TABLE recent_slots(
-            slot INTEGER PRIMARY KEY,
-            seq INTEGER NOT NULL,
-            device_id INTEGER NOT NULL,
-            fix_ms INTEGER NOT NULL,
-            received_ms INTEGER NOT NULL,
-            lat REAL NOT NULL,
-            lon REAL NOT NULL,
-            speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
-            charging INTEGER, alarm TEXT, attributes TEXT
-        );
-        -- Free slots hold seq 0 and a placeholder as large as a position, so that writing a position
-        -- into one rewrites its leaf in place (`RecentPositions.placeholderBytes`).
-        WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot < \(RecentPositions.newSpoolSlots - 1))
-        INSERT INTO recent_slots(slot, seq, device_id, fix_ms, received_ms, lat, lon, attributes)
-        SELECT slot, 0, 0, 0, 0, 0, 0, zeroblob(\(RecentPositions.placeholderBytes)) FROM n;
-        CREATE VIEW recent AS
-        SELECT seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
-        FROM recent_slots WHERE seq > (SELECT seq FROM recent_merged);
-        \(deviceTotalsView)
-        """,
+            -- The highest seq merged into `positions` (one row): a slot whose seq is at or below it is free.
+            CREATE TABLE recent_merged(seq INTEGER NOT NULL);
+            INSERT INTO recent_merged VALUES(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
+                                                 coalesce((SELECT max(seq) FROM recent), 0)));
+            DROP VIEW device_totals;
+            DROP TABLE recent;
+            CREATE TABLE recent_slots(
+                slot INTEGER PRIMARY KEY,
+                seq INTEGER NOT NULL,
+                device_id INTEGER NOT NULL,
+                fix_ms INTEGER NOT NULL,
+                received_ms INTEGER NOT NULL,
+                lat REAL NOT NULL,
+                lon REAL NOT NULL,
+                speed REAL, course REAL, altitude REAL, accuracy REAL, battery REAL,
+                charging INTEGER, alarm TEXT, attributes TEXT
+            );
+            -- Free slots hold seq 0 and a placeholder as large as a position, so that writing a position
+            -- into one rewrites its leaf in place (`RecentPositions.placeholderBytes`).
+            WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot < \(RecentPositions.newSpoolSlots - 1))
+            INSERT INTO recent_slots(slot, seq, device_id, fix_ms, received_ms, lat, lon, attributes)
+            SELECT slot, 0, 0, 0, 0, 0, 0, zeroblob(\(RecentPositions.placeholderBytes)) FROM n;
+            CREATE VIEW recent AS
+            SELECT seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
+            FROM recent_slots WHERE seq > (SELECT seq FROM recent_merged);
+            \(deviceTotalsView)
+            """,
     ]
 
     /// Each device's totals over `positions` (what `devices` holds) and `recent` (what waits to be merged).

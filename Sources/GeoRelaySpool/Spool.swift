@@ -1,7 +1,7 @@
-import FoundationEssentials
 import Dispatch
-import Glibc
+import FoundationEssentials
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// The durable spool: every position answered `ok` is in here, committed and synced.
@@ -72,7 +72,10 @@ package final class Spool: Sendable {
 
     /// Stores positions; `completion` runs once they are committed and synced
     /// (or failed), on the writer's queue: keep it short.
-    package func append(_ positions: [Position], receivedMs: Int64 = WallClock.nowMs(), completion: @escaping @Sendable ([AppendResult]) -> Void) {
+    package func append(
+        _ positions: [Position], receivedMs: Int64 = WallClock.nowMs(),
+        completion: @escaping @Sendable ([AppendResult]) -> Void
+    ) {
         writer.submit(.append(positions, receivedMs: receivedMs, completion: completion))
     }
 
@@ -88,7 +91,9 @@ package final class Spool: Sendable {
 
     package func record(_ update: DeliveryUpdate) {
         guard !update.isEmpty else { return }
-        if update.payloadBytes > 0 { add(counters: ["forward.payloadBytes.\(update.destination)": Int64(update.payloadBytes)]) }
+        if update.payloadBytes > 0 {
+            add(counters: ["forward.payloadBytes.\(update.destination)": Int64(update.payloadBytes)])
+        }
         if update.wireBytes > 0 { wireTally.withLock { $0[update.destination, default: 0] += Int64(update.wireBytes) } }
         writer.submit(.delivery(update))
     }
@@ -135,9 +140,10 @@ package final class Spool: Sendable {
     /// Runs a write in the writer's next group and waits for its commit.
     func perform(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            writer.submit(.operation(body) { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-            })
+            writer.submit(
+                .operation(body) { error in
+                    if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+                })
         }
     }
 
@@ -147,13 +153,15 @@ package final class Spool: Sendable {
     /// one loses its delivery state; the others are untouched.
     package func register(destinations: [DestinationRegistration]) async throws {
         try await perform { db in
-            let next = try db.statement("SELECT max(coalesce((SELECT max(seq) FROM positions), 0), coalesce((SELECT max(seq) FROM recent), 0))")
+            let next = try db.statement(
+                "SELECT max(coalesce((SELECT max(seq) FROM positions), 0), coalesce((SELECT max(seq) FROM recent), 0))")
             _ = try next.step()
             let newest = next.int64(0)
             // A destination new to the spool has passed every device's positions so far: a cursor
             // each, settled at what the device has stored (see `cursors.settled`).
             let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
-            let settle = try db.statement("""
+            let settle = try db.statement(
+                """
                 INSERT OR IGNORE INTO cursors(destination, device_id, acked_seq, settled)
                 SELECT ?1, id, ?2, received FROM device_totals
                 """)
@@ -166,7 +174,8 @@ package final class Spool: Sendable {
                 settle.bind(2, newest)
                 try settle.run()
             }
-            let upsert = try db.statement("""
+            let upsert = try db.statement(
+                """
                 INSERT INTO destinations(name, start_seq, buffered) VALUES(?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET buffered = excluded.buffered
                 """)
@@ -180,7 +189,8 @@ package final class Spool: Sendable {
             let names = destinations.map { "'\($0.name.replacing("'", with: "''"))'" }.joined(separator: ",")
             let keep = names.isEmpty ? "" : "WHERE name NOT IN (\(names))"
             let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
-            try db.execute("""
+            try db.execute(
+                """
                 DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);
                 DELETE FROM filter_state \(keepOther); DELETE FROM alarm_sent \(keepOther); DELETE FROM replay_queue \(keepOther);
                 """)
@@ -267,7 +277,9 @@ extension Spool {
     ///   It does none of the spool's upkeep (`Settings.upkeep`): that is the daemon's writer's.
     ///   Close it as soon as the command is done.
     package static func openExisting(settings: Settings, logger: Logger = .disabled) throws(SpoolError) -> Spool {
-        guard FileManager.default.fileExists(atPath: settings.path) else { throw SpoolError.notFound("no spool at \(settings.path)") }
+        guard FileManager.default.fileExists(atPath: settings.path) else {
+            throw SpoolError.notFound("no spool at \(settings.path)")
+        }
         var settings = settings
         settings.upkeep = false
         return try Spool(settings: settings, logger: logger)
@@ -282,7 +294,9 @@ extension Spool {
         try await perform { db in
             let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
             known.bind(1, destination)
-            guard try known.step() else { throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)") }
+            guard try known.step() else {
+                throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)")
+            }
             known.reset()
             let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
             var count = 0

@@ -1,7 +1,7 @@
 import CSQLite
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Opens spool connections with the settings the durability promise rests on.
 enum SpoolConnection {
@@ -67,9 +67,13 @@ enum SpoolConnection {
             // Readers scan in order: a small page cache does as well and keeps exports and status small.
             try db.execute("PRAGMA cache_size = -512")
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
-            guard version <= Schema.currentVersion else { throw SpoolError.incompatible(Schema.newerSpool(path: path, version: version)) }
+            guard version <= Schema.currentVersion else {
+                throw SpoolError.incompatible(Schema.newerSpool(path: path, version: version))
+            }
             guard version == Schema.currentVersion else {
-                throw SpoolError.incompatible("spool \(path) has schema \(version), from an older georelay: `georelay run` brings it to \(Schema.currentVersion)")
+                throw SpoolError.incompatible(
+                    "spool \(path) has schema \(version), from an older georelay: `georelay run` brings it to \(Schema.currentVersion)"
+                )
             }
             return db
         }

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// What the device-health checks read from the spool: each receiver's last fixes and the
 /// fixes a week-number rollover dated 1024 weeks back, and the file's integrity.
@@ -21,8 +21,11 @@ package struct ReceiverRecord: Sendable, Equatable {
     /// Lines refused as `time` for a missing time (`ingest.untimed.<device>`).
     package var untimedFixes: Int64
 
-    package init(name: String, hidden: Bool = false, lastFixMs: Int64? = nil, lastReceivedMs: Int64? = nil, newestFixMs: Int64? = nil,
-                 newestReceivedMs: Int64? = nil, rolloverFixes: Int64 = 0, untimedFixes: Int64 = 0) {
+    package init(
+        name: String, hidden: Bool = false, lastFixMs: Int64? = nil, lastReceivedMs: Int64? = nil,
+        newestFixMs: Int64? = nil,
+        newestReceivedMs: Int64? = nil, rolloverFixes: Int64 = 0, untimedFixes: Int64 = 0
+    ) {
         self.name = name
         self.hidden = hidden
         self.lastFixMs = lastFixMs
@@ -65,21 +68,27 @@ extension SpoolReader {
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters WHERE name LIKE 'ingest.untimed.%'")
             while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }
-            let newest = try db.statement(SpoolReader.bothTables("""
-                SELECT fix_ms, received_ms, seq FROM %TABLE WHERE device_id = ?1
-                """, then: "ORDER BY seq DESC LIMIT 1"))
-            let rollover = try db.statement("""
+            let newest = try db.statement(
+                SpoolReader.bothTables(
+                    """
+                    SELECT fix_ms, received_ms, seq FROM %TABLE WHERE device_id = ?1
+                    """, then: "ORDER BY seq DESC LIMIT 1"))
+            let rollover = try db.statement(
+                """
                 SELECT count(*) FROM (\(SpoolReader.bothTables("""
                 SELECT seq FROM %TABLE WHERE device_id = ?1 AND fix_ms < ?2 AND abs(received_ms - fix_ms - ?3) <= ?4
                 """, then: "")))
                 """)
             var records: [ReceiverRecord] = []
-            let devices = try db.statement("SELECT id, name, hidden, last_fix_ms, last_received_ms FROM device_totals ORDER BY name")
+            let devices = try db.statement(
+                "SELECT id, name, hidden, last_fix_ms, last_received_ms FROM device_totals ORDER BY name")
             while try devices.step() {
                 let id = devices.int64(0)
                 let name = devices.text(1) ?? ""
-                var record = ReceiverRecord(name: name, hidden: devices.int64(2) != 0, lastFixMs: devices.optionalInt64(3),
-                                            lastReceivedMs: devices.optionalInt64(4), untimedFixes: counters.removeValue(forKey: "ingest.untimed.\(name)") ?? 0)
+                var record = ReceiverRecord(
+                    name: name, hidden: devices.int64(2) != 0, lastFixMs: devices.optionalInt64(3),
+                    lastReceivedMs: devices.optionalInt64(4),
+                    untimedFixes: counters.removeValue(forKey: "ingest.untimed.\(name)") ?? 0)
                 newest.reset()
                 newest.bind(1, id)
                 if try newest.step() {
@@ -96,7 +105,8 @@ extension SpoolReader {
             }
             // A receiver whose every line lacked a time has no devices row: it is named all the same.
             for (key, value) in counters.sorted(by: { $0.key < $1.key }) {
-                records.append(ReceiverRecord(name: String(key.dropFirst("ingest.untimed.".count)), untimedFixes: value))
+                records.append(
+                    ReceiverRecord(name: String(key.dropFirst("ingest.untimed.".count)), untimedFixes: value))
             }
             return records
         }
@@ -110,9 +120,11 @@ extension SpoolReader {
     package func oldestWaitingReceivedMs(destination: String) throws(SpoolError) -> Int64? {
         let cursors = try pendingDevices(destination: destination)
         return try wrap {
-            let first = try db.statement(SpoolReader.bothTables("""
-                SELECT received_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2
-                """, then: "ORDER BY seq LIMIT 1"))
+            let first = try db.statement(
+                SpoolReader.bothTables(
+                    """
+                    SELECT received_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2
+                    """, then: "ORDER BY seq LIMIT 1"))
             var oldest: Int64?
             for cursor in cursors {
                 first.reset()
@@ -148,7 +160,8 @@ extension SpoolReader {
             var problems: [String] = []
             while try check.step() {
                 // One answer can hold several lines under a "*** in database main ***" heading: one problem each.
-                for line in (check.text(0) ?? "").split(separator: "\n") where line != "ok" && !line.hasPrefix("*** in database") {
+                for line in (check.text(0) ?? "").split(separator: "\n")
+                where line != "ok" && !line.hasPrefix("*** in database") {
                     problems.append(String(line))
                 }
             }

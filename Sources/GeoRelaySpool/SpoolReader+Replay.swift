@@ -7,18 +7,23 @@ extension SpoolReader {
     /// the seqs it chose. `body` returns false to stop.
     ///
     /// `forEachPosition` (the export's stream) in the same order, with the seq a replay queue needs.
-    package func forEachStoredPosition(deviceID: Int64, device: String, sinceMs: Int64, untilMs: Int64,
-                                       _ body: (StoredPosition) throws -> Bool) throws {
+    package func forEachStoredPosition(
+        deviceID: Int64, device: String, sinceMs: Int64, untilMs: Int64,
+        _ body: (StoredPosition) throws -> Bool
+    ) throws {
         defer { db.resetStatements() }
-        let select = try db.statement(Self.bothTables("""
-            SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
-            """, then: "ORDER BY fix_ms"))
+        let select = try db.statement(
+            Self.bothTables(
+                """
+                SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
+                """, then: "ORDER BY fix_ms"))
         select.bind(1, deviceID)
         select.bind(2, sinceMs)
         select.bind(3, untilMs)
         while try select.step() {
-            let stored = StoredPosition(seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1),
-                                        position: Self.readPosition(select, device: device))
+            let stored = StoredPosition(
+                seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1),
+                position: Self.readPosition(select, device: device))
             if try !body(stored) { break }
         }
     }

@@ -20,12 +20,15 @@ extension SpoolReader {
     /// Every destination's chart samples, oldest first, by destination.
     package func chartSamples() throws(SpoolError) -> [String: [ChartSample]] {
         try wrap {
-            let select = try db.statement("SELECT destination, time_ms, pending, wire_bytes FROM chart_samples ORDER BY destination, time_ms")
+            let select = try db.statement(
+                "SELECT destination, time_ms, pending, wire_bytes FROM chart_samples ORDER BY destination, time_ms")
             var samples: [String: [ChartSample]] = [:]
             while try select.step() {
                 let destination = select.text(0) ?? ""
-                samples[destination, default: []].append(ChartSample(destination: destination, timeMs: select.int64(1),
-                                                                     pending: select.int(2), wireBytes: select.int64(3)))
+                samples[destination, default: []].append(
+                    ChartSample(
+                        destination: destination, timeMs: select.int64(1),
+                        pending: select.int(2), wireBytes: select.int64(3)))
             }
             return samples
         }
@@ -34,9 +37,11 @@ extension SpoolReader {
     /// The newest fix of the device named `device` (by fix time), nil when it has none.
     package func newestFix(device: String) throws(SpoolError) -> Fix? {
         try wrap {
-            let select = try db.statement(Self.bothTables("""
-                SELECT fix_ms, lat, lon, speed, course FROM %TABLE WHERE device_id = (SELECT id FROM devices WHERE name = ?1)
-                """, then: "ORDER BY fix_ms DESC LIMIT 1"))
+            let select = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT fix_ms, lat, lon, speed, course FROM %TABLE WHERE device_id = (SELECT id FROM devices WHERE name = ?1)
+                    """, then: "ORDER BY fix_ms DESC LIMIT 1"))
             select.bind(1, device)
             guard try select.step() else { return nil }
             return Self.fix(select)
@@ -49,7 +54,8 @@ extension SpoolReader {
     /// `positions` is searched with one index seek per step; `recent` (at most a few thousand
     /// rows, no index) is read once and merged in, both in one read transaction so that a move
     /// from one table to the other between two statements hides nothing.
-    package func track(device: String, sinceMs: Int64, untilMs: Int64, maxPoints: Int = 500) throws(SpoolError) -> [Fix] {
+    package func track(device: String, sinceMs: Int64, untilMs: Int64, maxPoints: Int = 500) throws(SpoolError) -> [Fix]
+    {
         try wrap {
             guard maxPoints > 0, untilMs >= sinceMs else { return [] }
             try db.execute("BEGIN")
@@ -63,7 +69,8 @@ extension SpoolReader {
             let deviceID = id.int64(0)
             let step = max(1, (untilMs - sinceMs) / Int64(maxPoints))
             func bucket(_ timeMs: Int64) -> Int64 { (timeMs - sinceMs) / step }
-            let seek = try db.statement("""
+            let seek = try db.statement(
+                """
                 SELECT fix_ms, lat, lon, speed, course FROM positions
                 WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms LIMIT 1
                 """)
@@ -84,7 +91,8 @@ extension SpoolReader {
                 guard !overflow, case let next = sinceMs.saturatingPlus(offset), next != .max else { break }
                 from = next
             }
-            let recent = try db.statement("""
+            let recent = try db.statement(
+                """
                 SELECT fix_ms, lat, lon, speed, course FROM recent WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
                 """)
             recent.bind(1, deviceID)
@@ -92,7 +100,8 @@ extension SpoolReader {
             recent.bind(3, untilMs)
             while try recent.step() { candidates.append(Self.fix(recent)) }
             var points: [Fix] = []
-            for fix in candidates.sorted(by: { $0.timeMs < $1.timeMs }) where points.last.map({ bucket($0.timeMs) < bucket(fix.timeMs) }) ?? true {
+            for fix in candidates.sorted(by: { $0.timeMs < $1.timeMs })
+            where points.last.map({ bucket($0.timeMs) < bucket(fix.timeMs) }) ?? true {
                 points.append(fix)
             }
             return Array(points.prefix(maxPoints))
@@ -100,6 +109,8 @@ extension SpoolReader {
     }
 
     private static func fix(_ s: SQLiteStatement) -> Fix {
-        Fix(timeMs: s.int64(0), lat: s.double(1), lon: s.double(2), speed: s.optionalDouble(3), course: s.optionalDouble(4))
+        Fix(
+            timeMs: s.int64(0), lat: s.double(1), lon: s.double(2), speed: s.optionalDouble(3),
+            course: s.optionalDouble(4))
     }
 }

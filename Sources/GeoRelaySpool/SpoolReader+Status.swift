@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// What `georelay status` shows, read from the spool alone, so it works with the daemon down.
 package struct SpoolStatus: Sendable, Equatable {
@@ -32,8 +32,11 @@ package struct SpoolStatus: Sendable, Equatable {
 
         /// A destination the spool has no record of yet.
         package static func notStarted(name: String, buffered: Bool) -> Destination {
-            Destination(name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil, lastSuccessMs: nil,
-                        lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [], updatedMs: nil, encoding: nil, sendRate: nil)
+            Destination(
+                name: name, buffered: buffered, state: "not started", pending: 0, oldestPendingFixMs: nil,
+                lastSuccessMs: nil,
+                lastError: nil, nextAttemptMs: nil, sent: 0, wireBytes: 0, quarantined: 0, parked: 0, parkedDevices: [],
+                updatedMs: nil, encoding: nil, sendRate: nil)
         }
     }
 
@@ -63,23 +66,30 @@ extension SpoolReader {
                 try? db.execute("COMMIT")
             }
             var destinations: [SpoolStatus.Destination] = []
-            let select = try db.statement("""
+            let select = try db.statement(
+                """
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
                        (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding, send_rate, rate_updated_ms
                 FROM destinations ORDER BY name
                 """)
             while try select.step() {
-                destinations.append(SpoolStatus.Destination(
-                    name: select.text(0) ?? "", buffered: select.int64(1) != 0, state: select.text(2) ?? "online",
-                    pending: 0, oldestPendingFixMs: nil,
-                    lastSuccessMs: select.optionalInt64(3), lastError: select.text(4), nextAttemptMs: select.optionalInt64(5),
-                    sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0, parkedDevices: [],
-                    updatedMs: select.optionalInt64(9), encoding: select.text(10),
-                    sendRate: select.optionalInt64(12).flatMap { nowMs - $0 < 60_000 ? select.optionalDouble(11) : nil }))
+                destinations.append(
+                    SpoolStatus.Destination(
+                        name: select.text(0) ?? "", buffered: select.int64(1) != 0, state: select.text(2) ?? "online",
+                        pending: 0, oldestPendingFixMs: nil,
+                        lastSuccessMs: select.optionalInt64(3), lastError: select.text(4),
+                        nextAttemptMs: select.optionalInt64(5),
+                        sent: select.int64(6), wireBytes: select.int64(7), quarantined: select.int(8), parked: 0,
+                        parkedDevices: [],
+                        updatedMs: select.optionalInt64(9), encoding: select.text(10),
+                        sendRate: select.optionalInt64(12).flatMap {
+                            nowMs - $0 < 60_000 ? select.optionalDouble(11) : nil
+                        }))
             }
             // Pending from the cursors' running counts (stored minus settled), and the oldest by
             // the first row after each cursor: the same cost with ten million waiting as with ten.
-            let firstWaiting = SpoolReader.bothTables("SELECT fix_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2", then: "ORDER BY seq LIMIT 1")
+            let firstWaiting = SpoolReader.bothTables(
+                "SELECT fix_ms, seq FROM %TABLE WHERE device_id = ?1 AND seq > ?2", then: "ORDER BY seq LIMIT 1")
             for index in destinations.indices where destinations[index].buffered {
                 // pendingDevices resets every statement when it returns: the one below is fetched after.
                 for cursor in try pendingDevices(destination: destinations[index].name) where cursor.pending > 0 {
@@ -88,7 +98,8 @@ extension SpoolReader {
                     first.bind(1, cursor.deviceID)
                     first.bind(2, cursor.ackedSeq)
                     if try first.step() {
-                        destinations[index].oldestPendingFixMs = min(destinations[index].oldestPendingFixMs ?? .max, first.int64(0))
+                        destinations[index].oldestPendingFixMs = min(
+                            destinations[index].oldestPendingFixMs ?? .max, first.int64(0))
                     }
                     first.reset()
                     if cursor.parkedUntilMs != nil {
@@ -104,7 +115,8 @@ extension SpoolReader {
                 if try replays.step() { destinations[index].replayPending = replays.int(0) }
             }
             let today = String(Timestamp.iso8601(milliseconds: nowMs).prefix(10))
-            let wire = try db.statement("""
+            let wire = try db.statement(
+                """
                 SELECT coalesce(sum(CASE WHEN day = ?2 THEN bytes ELSE 0 END), 0), coalesce(sum(bytes), 0)
                 FROM wire_daily WHERE destination = ?1 AND day >= ?3
                 """)
@@ -119,26 +131,34 @@ extension SpoolReader {
                 }
             }
             var devices: [SpoolStatus.Device] = []
-            let deviceRows = try db.statement("SELECT name, last_fix_ms, last_received_ms, received FROM device_totals ORDER BY name")
+            let deviceRows = try db.statement(
+                "SELECT name, last_fix_ms, last_received_ms, received FROM device_totals ORDER BY name")
             while try deviceRows.step() {
-                devices.append(SpoolStatus.Device(name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1),
-                                                  lastReceivedMs: deviceRows.optionalInt64(2), received: deviceRows.int64(3)))
+                devices.append(
+                    SpoolStatus.Device(
+                        name: deviceRows.text(0) ?? "", lastFixMs: deviceRows.optionalInt64(1),
+                        lastReceivedMs: deviceRows.optionalInt64(2), received: deviceRows.int64(3)))
             }
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters")
             while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }
             // Stored minus deleted: counting ten million rows would take seconds.
-            let rows = try db.statement("""
+            let rows = try db.statement(
+                """
                 SELECT coalesce((SELECT sum(received) FROM device_totals), 0) - coalesce((SELECT value FROM counters WHERE name = 'spool.deleted'), 0)
                 """)
             _ = try rows.step()
             let pageSize = Int64(try db.pragma("page_size") ?? "4096") ?? 4096
-            let used = ((Int64(try db.pragma("page_count") ?? "0") ?? 0) - (Int64(try db.pragma("freelist_count") ?? "0") ?? 0)) * pageSize
+            let used =
+                ((Int64(try db.pragma("page_count") ?? "0") ?? 0) - (Int64(try db.pragma("freelist_count") ?? "0") ?? 0))
+                * pageSize
             var fileBytes: Int64 = 0
             for suffix in ["", "-wal"] {
                 fileBytes += FileStatus.size(atPath: db.path + suffix) ?? 0
             }
-            return SpoolStatus(destinations: destinations, devices: devices, rows: rows.int(0), fileBytes: fileBytes, usedBytes: used, counters: counters)
+            return SpoolStatus(
+                destinations: destinations, devices: devices, rows: rows.int(0), fileBytes: fileBytes, usedBytes: used,
+                counters: counters)
         }
     }
 

@@ -24,7 +24,8 @@ package final class SpoolReader {
     /// The highest seq ever stored (0 for an empty spool).
     package func newestSeq() throws(SpoolError) -> Int64 {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(
+                """
                 SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
                            coalesce((SELECT max(seq) FROM recent), 0))
                 """)
@@ -36,7 +37,8 @@ package final class SpoolReader {
     /// Every device with positions this destination has not acknowledged.
     package func pendingDevices(destination: String) throws(SpoolError) -> [DeviceCursor] {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(
+                """
                 SELECT d.id, d.name, coalesce(c.acked_seq, dst.start_seq), d.last_seq, c.parked_until_ms,
                        max(0, d.received - coalesce(c.settled, 0))
                 FROM destinations dst CROSS JOIN device_totals d
@@ -47,26 +49,34 @@ package final class SpoolReader {
             select.bind(1, destination)
             var cursors: [DeviceCursor] = []
             while try select.step() {
-                cursors.append(DeviceCursor(
-                    deviceID: select.int64(0), device: select.text(1) ?? "", ackedSeq: select.int64(2),
-                    lastSeq: select.int64(3), parkedUntilMs: select.optionalInt64(4), pending: select.int(5)))
+                cursors.append(
+                    DeviceCursor(
+                        deviceID: select.int64(0), device: select.text(1) ?? "", ackedSeq: select.int64(2),
+                        lastSeq: select.int64(3), parkedUntilMs: select.optionalInt64(4), pending: select.int(5)))
             }
             return cursors
         }
     }
 
     /// A device's positions after `seq`, oldest first.
-    package func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
+    package func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError)
+        -> [StoredPosition]
+    {
         try wrap {
-            let select = try db.statement(Self.bothTables("""
-                SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND seq > ?2
-                """, then: "ORDER BY seq LIMIT ?3"))
+            let select = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND seq > ?2
+                    """, then: "ORDER BY seq LIMIT ?3"))
             select.bind(1, deviceID)
             select.bind(2, seq)
             select.bind(3, limit)
             var rows: [StoredPosition] = []
             while try select.step() {
-                rows.append(StoredPosition(seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1), position: Self.readPosition(select, device: device)))
+                rows.append(
+                    StoredPosition(
+                        seq: select.int64(0), deviceID: deviceID, receivedMs: select.int64(1),
+                        position: Self.readPosition(select, device: device)))
             }
             return rows
         }
@@ -77,7 +87,9 @@ package final class SpoolReader {
     package func newest(of cursors: [DeviceCursor]) throws(SpoolError) -> [StoredPosition] {
         var newest: [StoredPosition] = []
         for cursor in cursors {
-            if let last = try positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.lastSeq - 1, limit: 1).first {
+            if let last = try positions(
+                deviceID: cursor.deviceID, device: cursor.device, after: cursor.lastSeq - 1, limit: 1
+            ).first {
                 newest.append(last)
             }
         }
@@ -87,10 +99,12 @@ package final class SpoolReader {
     /// Positions stored after `seq` across all devices, oldest first (real-time-only destinations).
     package func positions(after seq: Int64, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
-            let select = try db.statement(Self.bothTables("""
-                SELECT \(Self.columns(of: "p")), p.device_id, d.name
-                FROM %TABLE p JOIN devices d ON d.id = p.device_id WHERE p.seq > ?1 AND d.hidden = 0
-                """, then: "ORDER BY seq LIMIT ?2"))
+            let select = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT \(Self.columns(of: "p")), p.device_id, d.name
+                    FROM %TABLE p JOIN devices d ON d.id = p.device_id WHERE p.seq > ?1 AND d.hidden = 0
+                    """, then: "ORDER BY seq LIMIT ?2"))
             select.bind(1, seq)
             select.bind(2, limit)
             return try storedRowsWithDevice(select)
@@ -113,7 +127,10 @@ package final class SpoolReader {
     /// The columns every reader selects, in the order `readPosition` and `StoredPosition` read them.
     static let columns = columnNames.joined(separator: ", ")
     static func columns(of table: String) -> String { columnNames.map { "\(table).\($0)" }.joined(separator: ", ") }
-    private static let columnNames = ["seq", "received_ms", "fix_ms", "lat", "lon", "speed", "course", "altitude", "accuracy", "battery", "charging", "alarm", "attributes"]
+    private static let columnNames = [
+        "seq", "received_ms", "fix_ms", "lat", "lon", "speed", "course", "altitude", "accuracy", "battery", "charging",
+        "alarm", "attributes",
+    ]
 
     /// A position from a row whose columns 2… are fix_ms, lat, lon, speed, course,
     /// altitude, accuracy, battery, charging, alarm, attributes (every reader's SELECT).
@@ -121,8 +138,10 @@ package final class SpoolReader {
     private func storedRowsWithDevice(_ select: SQLiteStatement) throws(SQLiteError) -> [StoredPosition] {
         var rows: [StoredPosition] = []
         while try select.step() {
-            rows.append(StoredPosition(seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
-                                       position: Self.readPosition(select, device: select.text(14) ?? "")))
+            rows.append(
+                StoredPosition(
+                    seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
+                    position: Self.readPosition(select, device: select.text(14) ?? "")))
         }
         return rows
     }
@@ -139,7 +158,8 @@ package final class SpoolReader {
     /// The location filter's memory for every device of a destination.
     package func filterStates(destination: String) throws(SpoolError) -> [Int64: FilterState] {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(
+                """
                 SELECT device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course, newest_sent_ms,
                        anchor_lat, anchor_lon, anchor_since_ms, stopped FROM filter_state WHERE destination = ?
                 """)
@@ -167,23 +187,27 @@ package final class SpoolReader {
     /// an uplink with a spent budget carried (`alarm_sent` keeps its name from before those).
     package func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>) {
         try wrap {
-            let select = try db.statement(Self.bothTables("""
-                SELECT \(Self.columns(of: "p")), p.device_id, d.name
-                FROM %TABLE p JOIN devices d ON d.id = p.device_id
-                JOIN destinations dst ON dst.name = ?1
-                LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
-                WHERE p.alarm IS NOT NULL AND d.hidden = 0 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
-                """, then: "ORDER BY seq"))
+            let select = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT \(Self.columns(of: "p")), p.device_id, d.name
+                    FROM %TABLE p JOIN devices d ON d.id = p.device_id
+                    JOIN destinations dst ON dst.name = ?1
+                    LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
+                    WHERE p.alarm IS NOT NULL AND d.hidden = 0 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+                    """, then: "ORDER BY seq"))
             select.bind(1, destination)
             let alarms = try storedRowsWithDevice(select)
             // Few rows: a destination's alarms, and at most one position per device per
             // `send.minIntervalSeconds` while a budget is spent.
-            let ahead = try db.statement(Self.bothTables("""
-                SELECT a.seq FROM alarm_sent a JOIN %TABLE p ON p.seq = a.seq
-                JOIN destinations dst ON dst.name = ?1
-                LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
-                WHERE a.destination = ?1 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
-                """, then: ""))
+            let ahead = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT a.seq FROM alarm_sent a JOIN %TABLE p ON p.seq = a.seq
+                    JOIN destinations dst ON dst.name = ?1
+                    LEFT JOIN cursors c ON c.destination = ?1 AND c.device_id = p.device_id
+                    WHERE a.destination = ?1 AND p.seq > coalesce(c.acked_seq, dst.start_seq)
+                    """, then: ""))
             ahead.bind(1, destination)
             var sent = Set<Int64>()
             while try ahead.step() { sent.insert(ahead.int64(0)) }
@@ -194,11 +218,13 @@ package final class SpoolReader {
     /// The oldest positions queued again for a destination (`georelay replay`).
     package func replayQueue(destination: String, limit: Int) throws(SpoolError) -> [StoredPosition] {
         try wrap {
-            let select = try db.statement(Self.bothTables("""
-                SELECT \(Self.columns(of: "p")), p.device_id, d.name
-                FROM replay_queue r JOIN %TABLE p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
-                WHERE r.destination = ?1
-                """, then: "ORDER BY device_id, fix_ms LIMIT ?2"))
+            let select = try db.statement(
+                Self.bothTables(
+                    """
+                    SELECT \(Self.columns(of: "p")), p.device_id, d.name
+                    FROM replay_queue r JOIN %TABLE p ON p.seq = r.seq JOIN devices d ON d.id = p.device_id
+                    WHERE r.destination = ?1
+                    """, then: "ORDER BY device_id, fix_ms LIMIT ?2"))
             select.bind(1, destination)
             select.bind(2, limit)
             return try storedRowsWithDevice(select)
@@ -217,11 +243,15 @@ package final class SpoolReader {
     /// The diagnostic log, oldest first.
     package func logEntries(limit: Int = 10_000) throws(SpoolError) -> [LogEntry] {
         try wrap {
-            let select = try db.statement("SELECT time_ms, level, message FROM (SELECT * FROM log ORDER BY id DESC LIMIT ?) ORDER BY id")
+            let select = try db.statement(
+                "SELECT time_ms, level, message FROM (SELECT * FROM log ORDER BY id DESC LIMIT ?) ORDER BY id")
             select.bind(1, limit)
             var entries: [LogEntry] = []
             while try select.step() {
-                entries.append(LogEntry(timeMs: select.int64(0), level: LogLevel(rawValue: select.int(1)) ?? .info, message: select.text(2) ?? ""))
+                entries.append(
+                    LogEntry(
+                        timeMs: select.int64(0), level: LogLevel(rawValue: select.int(1)) ?? .info,
+                        message: select.text(2) ?? ""))
             }
             return entries
         }
@@ -244,11 +274,15 @@ extension SpoolReader {
 
     /// Streams a device's positions in fix-time order, one at a time, so an export
     /// of millions of positions holds one in memory. `body` returns false to stop.
-    package func forEachPosition(deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool) throws {
+    package func forEachPosition(
+        deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool
+    ) throws {
         defer { db.resetStatements() }
-        let select = try db.statement(Self.bothTables("""
-            SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
-            """, then: "ORDER BY fix_ms"))
+        let select = try db.statement(
+            Self.bothTables(
+                """
+                SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
+                """, then: "ORDER BY fix_ms"))
         select.bind(1, deviceID)
         select.bind(2, sinceMs ?? .min)
         select.bind(3, untilMs ?? .max)

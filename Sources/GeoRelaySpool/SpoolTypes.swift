@@ -45,7 +45,9 @@ package struct DeviceCursor: Sendable, Equatable {
     /// Positions waiting: the device's stored minus what the cursor has settled (`cursors.settled`).
     package var pending: Int
 
-    package init(deviceID: Int64, device: String, ackedSeq: Int64, lastSeq: Int64, parkedUntilMs: Int64?, pending: Int = 0) {
+    package init(
+        deviceID: Int64, device: String, ackedSeq: Int64, lastSeq: Int64, parkedUntilMs: Int64?, pending: Int = 0
+    ) {
         self.deviceID = deviceID
         self.device = device
         self.ackedSeq = ackedSeq
@@ -113,7 +115,9 @@ package struct DeliveryUpdate: Sendable {
         package var nextAttemptMs: Int64?
         package var lastSuccessMs: Int64?
 
-        package init(state: DestinationState, lastError: String? = nil, nextAttemptMs: Int64? = nil, lastSuccessMs: Int64? = nil) {
+        package init(
+            state: DestinationState, lastError: String? = nil, nextAttemptMs: Int64? = nil, lastSuccessMs: Int64? = nil
+        ) {
             self.state = state
             self.lastError = lastError
             self.nextAttemptMs = nextAttemptMs
@@ -122,7 +126,9 @@ package struct DeliveryUpdate: Sendable {
     }
 
     package var isEmpty: Bool {
-        acknowledged.isEmpty && quarantined.isEmpty && quarantinedUnreached.isEmpty && parked.isEmpty && sent == 0 && wireBytes == 0 && payloadBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty && sentAhead.isEmpty && replayed.isEmpty
+        acknowledged.isEmpty && quarantined.isEmpty && quarantinedUnreached.isEmpty && parked.isEmpty && sent == 0
+            && wireBytes == 0 && payloadBytes == 0 && state == nil && encoding == nil && filterStates.isEmpty
+            && sentAhead.isEmpty && replayed.isEmpty
     }
 }
 

@@ -28,14 +28,16 @@ package struct ChartSample: Sendable, Equatable {
 extension SpoolWriter {
     func insert(_ samples: [ChartSample], db: SQLiteDatabase) throws {
         guard let newest = samples.map(\.timeMs).max() else { return }
-        let insert = try db.statement("INSERT OR REPLACE INTO chart_samples(destination, time_ms, pending, wire_bytes) VALUES(?, ?, ?, ?)")
+        let insert = try db.statement(
+            "INSERT OR REPLACE INTO chart_samples(destination, time_ms, pending, wire_bytes) VALUES(?, ?, ?, ?)")
         for sample in samples {
             try insert.run(with: sample.destination, sample.timeMs, Int64(sample.pending), sample.wireBytes)
         }
         let expired = try db.statement("DELETE FROM chart_samples WHERE time_ms < ? OR time_ms > ?")
         // Samples "from the future" are a clock that was set back: they would hide the new ones.
         try expired.run(with: newest - ChartSample.keptMs, newest)
-        let excess = try db.statement("""
+        let excess = try db.statement(
+            """
             DELETE FROM chart_samples WHERE destination = ?1 AND time_ms <
                 (SELECT time_ms FROM chart_samples WHERE destination = ?1 ORDER BY time_ms DESC LIMIT 1 OFFSET ?2)
             """)

@@ -5,7 +5,8 @@ extension SpoolWriter {
     func apply(_ update: DeliveryUpdate, db: SQLiteDatabase) throws {
         // The positions a cursor passes are counted as it passes them (`settled`), so status
         // knows what is pending without counting the backlog: one index range per advance.
-        let ack = try db.statement("""
+        let ack = try db.statement(
+            """
             INSERT INTO cursors(destination, device_id, acked_seq, settled)
             VALUES(?1, ?2, ?3, (SELECT count(*) FROM (\(SpoolReader.bothTables("""
                 SELECT seq FROM %TABLE WHERE device_id = ?2 AND seq <= ?3 AND seq > coalesce(
@@ -22,14 +23,16 @@ extension SpoolWriter {
             try ack.run(with: update.destination, deviceID, seq)
         }
         if !update.quarantined.isEmpty || !update.quarantinedUnreached.isEmpty {
-            let quarantine = try db.statement("INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
+            let quarantine = try db.statement(
+                "INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
             let now = WallClock.nowMs()
             for (seq, reason) in update.quarantined.map({ ($0.seq, $0.reason) }) + update.quarantinedUnreached {
                 try quarantine.run(with: update.destination, seq, now, reason)
             }
         }
         if !update.parked.isEmpty {
-            let park = try db.statement("""
+            let park = try db.statement(
+                """
                 INSERT INTO cursors(destination, device_id, acked_seq, parked_until_ms, parked_reason)
                 VALUES(?1, ?2, coalesce((SELECT start_seq FROM destinations WHERE name = ?1), 0), ?3, ?4)
                 ON CONFLICT(destination, device_id) DO UPDATE SET parked_until_ms = excluded.parked_until_ms, parked_reason = excluded.parked_reason
@@ -39,7 +42,8 @@ extension SpoolWriter {
             }
         }
         if !update.filterStates.isEmpty {
-            let upsert = try db.statement("""
+            let upsert = try db.statement(
+                """
                 INSERT OR REPLACE INTO filter_state(destination, device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course,
                     newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
@@ -47,8 +51,10 @@ extension SpoolWriter {
             var latest: [Int64: FilterState] = [:]
             for (deviceID, state) in update.filterStates { latest[deviceID] = state }
             for (deviceID, state) in latest {
-                try upsert.run(with: update.destination, deviceID, state.lastSentMs, state.lastSentLat, state.lastSentLon, state.lastSentCourse,
-                               state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
+                try upsert.run(
+                    with: update.destination, deviceID, state.lastSentMs, state.lastSentLat, state.lastSentLon,
+                    state.lastSentCourse,
+                    state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
             }
         }
         if !update.sentAhead.isEmpty {
@@ -70,7 +76,8 @@ extension SpoolWriter {
             try statement.run()
         }
         if update.wireBytes > 0 {
-            let daily = try db.statement("""
+            let daily = try db.statement(
+                """
                 INSERT INTO wire_daily(destination, day, bytes) VALUES(?, ?, ?)
                 ON CONFLICT(destination, day) DO UPDATE SET bytes = bytes + excluded.bytes
                 """)
@@ -81,7 +88,8 @@ extension SpoolWriter {
         }
         if update.sent > 0 { try recordRate(update.destination, sent: update.sent, db: db) }
         if update.sent != 0 || update.wireBytes != 0 || update.state != nil {
-            let state = try db.statement("""
+            let state = try db.statement(
+                """
                 UPDATE destinations SET sent = sent + ?2, wire_bytes = wire_bytes + ?3, updated_ms = ?4,
                     state = coalesce(?5, state),
                     last_error = CASE WHEN ?5 IS NULL THEN last_error ELSE ?6 END,
@@ -101,7 +109,6 @@ extension SpoolWriter {
         }
     }
 
-
     /// Positions per second over windows of about ten seconds, kept in the spool for status.
     private func recordRate(_ destination: String, sent: Int, db: SQLiteDatabase) throws {
         let now = WallClock.nowMs()
@@ -109,7 +116,8 @@ extension SpoolWriter {
         window.count += sent
         if now - window.startMs >= 10_000 {
             let rate = Double(window.count) / (Double(now - window.startMs) / 1000)
-            let statement = try db.statement("UPDATE destinations SET send_rate = ?, rate_updated_ms = ? WHERE name = ?")
+            let statement = try db.statement(
+                "UPDATE destinations SET send_rate = ?, rate_updated_ms = ? WHERE name = ?")
             statement.bind(1, rate)
             statement.bind(2, now)
             statement.bind(3, destination)

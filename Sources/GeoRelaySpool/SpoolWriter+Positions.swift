@@ -1,11 +1,13 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Storing positions: one row per device and fix time, resends answered with the stored seq.
 /// Rows land in `recent`; `RecentPositions` moves them into `positions`.
 extension SpoolWriter {
-    func insert(_ positions: [Position], receivedMs: Int64, db: SQLiteDatabase, recent: inout RecentPositions,
-                counters: inout GroupCounters) throws -> [AppendResult] {
+    func insert(
+        _ positions: [Position], receivedMs: Int64, db: SQLiteDatabase, recent: inout RecentPositions,
+        counters: inout GroupCounters
+    ) throws -> [AppendResult] {
         let insert = try db.statement(PositionRow.insertSQL)
         var results: [AppendResult] = []
         results.reserveCapacity(positions.count)
@@ -20,7 +22,9 @@ extension SpoolWriter {
             }
             if rejectingNew {
                 // Counted by the door that asked (the socket's loop, the phone port), as every refusal is.
-                results.append(.failed(.spoolFull("the spool is at its quota of \(settings.maxBytes) bytes and whenFull is reject")))
+                results.append(
+                    .failed(
+                        .spoolFull("the spool is at its quota of \(settings.maxBytes) bytes and whenFull is reject")))
                 continue
             }
             // A full ring is merged in this transaction before its oldest slot is taken again.
@@ -31,7 +35,9 @@ extension SpoolWriter {
             PositionRow.bind(insert, seq: seq, slot: slot, deviceID: deviceID, position: p, receivedMs: receivedMs)
             try insert.run()
             // A slot that is not there, or not free, would drop a position without an error: fail the group.
-            guard db.changes == 1 else { throw SpoolError.incompatible("slot \(slot) of the ring of recent positions is not free for seq \(seq)") }
+            guard db.changes == 1 else {
+                throw SpoolError.incompatible("slot \(slot) of the ring of recent positions is not free for seq \(seq)")
+            }
             results.append(.stored(seq: seq))
             counters.stored += 1
             if p.alarm != nil { counters.alarms += 1 }
@@ -72,7 +78,9 @@ package enum PositionRow {
         WHERE slot = ?15 AND seq <= (SELECT seq FROM recent_merged)
         """
 
-    package static func bind(_ insert: SQLiteStatement, seq: Int64, slot: Int64, deviceID: Int64, position p: Position, receivedMs: Int64) {
+    package static func bind(
+        _ insert: SQLiteStatement, seq: Int64, slot: Int64, deviceID: Int64, position p: Position, receivedMs: Int64
+    ) {
         insert.reset()
         insert.bind(15, slot)
         insert.bind(1, seq)

@@ -22,7 +22,8 @@ package struct UplinkUsage: Sendable, Equatable {
 /// its table stays bounded in the transaction that grows it.
 extension SpoolWriter {
     func insert(_ usage: [UplinkUsage], db: SQLiteDatabase) throws {
-        let upsert = try db.statement("""
+        let upsert = try db.statement(
+            """
             INSERT INTO uplink_daily(uplink, day, bytes) VALUES(?, ?, ?)
             ON CONFLICT(uplink, day) DO UPDATE SET bytes = bytes + excluded.bytes
             """)
@@ -30,7 +31,8 @@ extension SpoolWriter {
             try upsert.run(with: entry.uplink, entry.day, entry.bytes)
         }
         guard let newest = usage.map(\.day).max() else { return }
-        let expired = try db.statement("""
+        let expired = try db.statement(
+            """
             DELETE FROM uplink_daily WHERE day NOT IN (SELECT day FROM uplink_daily GROUP BY day ORDER BY day DESC LIMIT ?)
                 OR day > ?
             """)
@@ -43,7 +45,8 @@ extension SpoolReader {
     /// Per uplink, the bytes of `day` and of the month `day` falls in (both UTC).
     package func uplinkUsage(day: String) throws(SpoolError) -> [String: (today: Int64, month: Int64)] {
         try wrap {
-            let select = try db.statement("""
+            let select = try db.statement(
+                """
                 SELECT uplink, coalesce(sum(CASE WHEN day = ?1 THEN bytes END), 0), sum(bytes)
                 FROM uplink_daily WHERE substr(day, 1, 7) = substr(?1, 1, 7) GROUP BY uplink
                 """)

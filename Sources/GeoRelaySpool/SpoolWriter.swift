@@ -1,6 +1,6 @@
 import Dispatch
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// The spool's single writer: one SQLite connection on one serial queue.
@@ -106,7 +106,8 @@ final class SpoolWriter: @unchecked Sendable {
     init(settings: Spool.Settings, signal: CommitSignal) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
-        inbox = Mutex(Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
+        inbox = Mutex(
+            Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
         let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         self.db = db
         recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
@@ -146,8 +147,9 @@ final class SpoolWriter: @unchecked Sendable {
             switch job {
             case .append(let positions, _, _):
                 let opening = inbox.window.openedNs == nil
-                let now = inbox.window.append(devices: Set(positions.map(\.device)), count: positions.count,
-                                              alarm: positions.contains { $0.alarm != nil }, nowNs: nowNs)
+                let now = inbox.window.append(
+                    devices: Set(positions.map(\.device)), count: positions.count,
+                    alarm: positions.contains { $0.alarm != nil }, nowNs: nowNs)
                 if !now, opening { deadline = inbox.window.deadlineNs }
             case .barrier, .operation:
                 inbox.urgent = true
@@ -155,8 +157,14 @@ final class SpoolWriter: @unchecked Sendable {
                 var dueNs = nowNs + stateNs
                 if case .delivery(let update) = job {
                     let prompt = update.drain || inbox.draining.contains(update.destination)
-                    if update.drain { inbox.draining.insert(update.destination) } else { inbox.draining.remove(update.destination) }
-                    if prompt { dueNs = nowNs + min(stateNs, UInt64(Spool.drainCommitInterval.wholeMilliseconds) * 1_000_000) }
+                    if update.drain {
+                        inbox.draining.insert(update.destination)
+                    } else {
+                        inbox.draining.remove(update.destination)
+                    }
+                    if prompt {
+                        dueNs = nowNs + min(stateNs, UInt64(Spool.drainCommitInterval.wholeMilliseconds) * 1_000_000)
+                    }
                 }
                 if inbox.stateDueNs.map({ dueNs < $0 }) ?? true {
                     inbox.stateDueNs = dueNs
@@ -332,7 +340,8 @@ final class SpoolWriter: @unchecked Sendable {
             for job in jobs {
                 switch job {
                 case .append(let positions, let receivedMs, _):
-                    results.append(try insert(positions, receivedMs: receivedMs, db: db, recent: &recent, counters: &counters))
+                    results.append(
+                        try insert(positions, receivedMs: receivedMs, db: db, recent: &recent, counters: &counters))
                 case .delivery(let update):
                     try apply(update, db: db)
                 case .counters(let values):
@@ -363,7 +372,9 @@ final class SpoolWriter: @unchecked Sendable {
             }
             let nowNs = WallClock.monotonicNs()
             // A command's writer (upkeep off) leaves `recent` to the daemon's, which holds it in memory.
-            if settings.upkeep, recent.isDue(nowNs: nowNs) { try merge(&recent, db: db, nowNs: nowNs, counters: &counters) }
+            if settings.upkeep, recent.isDue(nowNs: nowNs) {
+                try merge(&recent, db: db, nowNs: nowNs, counters: &counters)
+            }
             if writingState {
                 for (name, value) in heldCounters { counters.add(name, value) }
                 try counters.write(db)
@@ -378,7 +389,8 @@ final class SpoolWriter: @unchecked Sendable {
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             deviceIDs.removeAll()
             reloadRecent(db)
-            let ingestError: IngestError = sqlError?.isFull == true
+            let ingestError: IngestError =
+                sqlError?.isFull == true
                 ? .spoolFull("the disk is full: \(sqlError?.message ?? "")")
                 : .internal("spool write failed: \(sqlError?.message ?? "\(error)")")
             logger.error("write of \(jobs.count) jobs failed: \(error)")
@@ -415,7 +427,8 @@ final class SpoolWriter: @unchecked Sendable {
     // MARK: - Recent positions
 
     /// Merges `recent` inside the caller's transaction and counts it in the group's counters.
-    func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws {
+    func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws
+    {
         let already = try recent.merge(db: db, nowNs: nowNs)
         counters.add("spool.merges", 1)
         if already > 0 {
@@ -486,17 +499,25 @@ final class SpoolWriter: @unchecked Sendable {
 
     private func enforceQuota(_ db: SQLiteDatabase, incoming: Int) {
         do {
-            let outcome = try Eviction(db: db, settings: settings).enforceQuota(incomingBytes: Int64(incoming) * Eviction.bytesPerPosition) {
+            let outcome = try Eviction(db: db, settings: settings).enforceQuota(
+                incomingBytes: Int64(incoming) * Eviction.bytesPerPosition
+            ) {
                 try self.mergeRecent(db)
             }
             if outcome.dropped > 0 {
-                logger.warning("spool at its quota of \(settings.maxBytes) bytes: dropped the \(outcome.dropped) oldest undelivered positions")
-                try? db.execute("INSERT INTO counters VALUES('spool.dropped', \(outcome.dropped)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
+                logger.warning(
+                    "spool at its quota of \(settings.maxBytes) bytes: dropped the \(outcome.dropped) oldest undelivered positions"
+                )
+                try? db.execute(
+                    "INSERT INTO counters VALUES('spool.dropped', \(outcome.dropped)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
+                )
             }
             if outcome.full != rejectingNew {
                 rejectingNew = outcome.full
                 if outcome.full {
-                    logger.error("spool at its quota of \(settings.maxBytes) bytes with nothing delivered to drop: rejecting new positions")
+                    logger.error(
+                        "spool at its quota of \(settings.maxBytes) bytes with nothing delivered to drop: rejecting new positions"
+                    )
                 } else {
                     logger.notice("spool below its quota again: accepting new positions")
                 }
@@ -544,7 +565,9 @@ struct GroupCounters {
     func write(_ db: SQLiteDatabase) throws {
         let all = totals
         guard !all.isEmpty else { return }
-        let upsert = try db.statement("INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
+        let upsert = try db.statement(
+            "INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
+        )
         for (name, value) in all {
             upsert.reset()
             upsert.bind(1, name)

@@ -36,7 +36,9 @@ package enum DeliveryOrder {
     /// that may go ahead is the newest), each arrival is also either the oldest not yet arrived or
     /// the newest of all: the general rule alone would let two neighbours swap.
     /// nil when so, else what is wrong.
-    package static func problem<Fix: Comparable & Hashable>(_ arrivals: [Fix], expected: [Fix], onlyNewestAhead: Bool = false) -> String? {
+    package static func problem<Fix: Comparable & Hashable>(
+        _ arrivals: [Fix], expected: [Fix], onlyNewestAhead: Bool = false
+    ) -> String? {
         if onlyNewestAhead, arrivals.sorted() == expected, let newest = expected.last {
             var next = expected.startIndex
             var arrived = Set<Fix>()
@@ -50,7 +52,8 @@ package enum DeliveryOrder {
         }
         if arrivals.sorted() != expected {
             let (got, want) = (Set(arrivals), Set(expected))
-            return "\(arrivals.count) arrived, \(expected.count) expected; missing \(Array(want.subtracting(got).sorted().prefix(5))), "
+            return
+                "\(arrivals.count) arrived, \(expected.count) expected; missing \(Array(want.subtracting(got).sorted().prefix(5))), "
                 + "not expected \(Array(got.subtracting(want).sorted().prefix(5))), \(arrivals.count - got.count) repeated"
         }
         return problem(arrivals)

@@ -17,7 +17,9 @@ package final class FakeNotifySocket: @unchecked Sendable {
     package init(path: String) throws {
         self.path = path
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw RelayProcessError(message: "socket(AF_UNIX, SOCK_DGRAM): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw RelayProcessError(message: "socket(AF_UNIX, SOCK_DGRAM): \(String(cString: strerror(errno)))")
+        }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -27,7 +29,9 @@ package final class FakeNotifySocket: @unchecked Sendable {
         }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard bound == 0 else {
             let reason = String(cString: strerror(errno))

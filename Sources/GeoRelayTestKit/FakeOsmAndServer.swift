@@ -64,9 +64,13 @@ package final class FakeOsmAndServer: Sendable {
     ///   - closesAfterEachResponse: behind a proxy that does not keep connections alive.
     ///   - responsesPerConnection: behind nginx, which closes a connection after `keepalive_requests`.
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace; `url` still names loopback).
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1") throws {
+    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1")
+        throws
+    {
         let server = WeakReference<FakeOsmAndServer>()
-        http = try HTTPTestServer(closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection, host: host) { request in
+        http = try HTTPTestServer(
+            closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection, host: host
+        ) { request in
             server.value?.handle(request)
         }
         server.value = self
@@ -99,7 +103,9 @@ package final class FakeOsmAndServer: Sendable {
     /// oldest first) exactly once, in an order `DeliveryOrder` allows, `archive` where it is history.
     /// nil when so, else what is wrong.
     package func deliveryProblem(_ device: String, expected: [Int64]) -> String? {
-        if let problem = DeliveryOrder.problem(positions.filter { $0.uniqueId == device }.map(\.fixTimeMs), expected: expected) {
+        if let problem = DeliveryOrder.problem(
+            positions.filter { $0.uniqueId == device }.map(\.fixTimeMs), expected: expected)
+        {
             return "\(device): \(problem)"
         }
         return orderProblem(device)
@@ -117,8 +123,10 @@ package final class FakeOsmAndServer: Sendable {
         if let problem = DeliveryOrder.problem(times) { return "\(device): \(problem)" }
         guard archive else { return nil }
         let history = Set(DeliveryOrder.history(times))
-        for position in first where (position.attributes["archive"] == .bool(true)) != history.contains(position.fixTimeMs) {
-            return "\(device): fix \(position.fixTimeMs) \(history.contains(position.fixTimeMs) ? "is history without" : "is current with") archive=true"
+        for position in first
+        where (position.attributes["archive"] == .bool(true)) != history.contains(position.fixTimeMs) {
+            return
+                "\(device): fix \(position.fixTimeMs) \(history.contains(position.fixTimeMs) ? "is history without" : "is current with") archive=true"
         }
         return nil
     }
@@ -146,7 +154,8 @@ package final class FakeOsmAndServer: Sendable {
     /// Returns whether it held.
     @discardableResult
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
-        await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
+        await awaitCondition(
+            timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
     }
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
@@ -181,7 +190,9 @@ package final class FakeOsmAndServer: Sendable {
             }
             return nil
         case .htmlPage:
-            return HTTPTestResponse(status: 200, headers: [("Content-Type", "text/html")], body: Array("<html><body>Welcome to the hotspot</body></html>".utf8))
+            return HTTPTestResponse(
+                status: 200, headers: [("Content-Type", "text/html")],
+                body: Array("<html><body>Welcome to the hotspot</body></html>".utf8))
         }
         if request.header("Content-Type")?.hasPrefix("application/json") == true {
             return nil // the relay never uses the JSON path; treat it as a decode failure
@@ -207,7 +218,9 @@ package final class FakeOsmAndServer: Sendable {
 
     /// Traccar's decodeQuery: returns nil for "400 Bad Request", throws for "close the channel".
     private func decode(_ parameters: [(String, String)], connection: Int) throws -> Stored? {
-        var stored = Stored(uniqueId: "", fixTimeMs: 0, valid: true, lat: 0, lon: 0, speedKnots: 0, course: 0, altitude: 0, accuracy: 0, attributes: [:], connection: connection)
+        var stored = Stored(
+            uniqueId: "", fixTimeMs: 0, valid: true, lat: 0, lon: 0, speedKnots: 0, course: 0, altitude: 0, accuracy: 0,
+            attributes: [:], connection: connection)
         var latitude: Double?
         var longitude: Double?
         var haveTime = false
@@ -227,7 +240,9 @@ package final class FakeOsmAndServer: Sendable {
                     stored.fixTimeMs = integer < Int64(Int32.max) ? integer * 1000 : integer
                 } else if value.contains("T"), let ms = Timestamp.milliseconds(fromISO8601: value) {
                     stored.fixTimeMs = ms
-                } else if let ms = Timestamp.milliseconds(fromISO8601: value.replacingOccurrences(of: " ", with: "T") + "Z") {
+                } else if let ms = Timestamp.milliseconds(
+                    fromISO8601: value.replacingOccurrences(of: " ", with: "T") + "Z")
+                {
                     stored.fixTimeMs = ms
                 } else {
                     throw DecodeFailure()
@@ -333,7 +348,9 @@ package final class FakeOsmAndServer: Sendable {
 ///
 /// The condition runs on a copy, outside the server's lock, so a costly one never
 /// holds the server up; `changed` wakes it when something arrives.
-func awaitCondition<T: Sendable>(timeout: Duration, changed: WakeSignal, snapshot: () -> [T], _ condition: ([T]) -> Bool) async -> Bool {
+func awaitCondition<T: Sendable>(
+    timeout: Duration, changed: WakeSignal, snapshot: () -> [T], _ condition: ([T]) -> Bool
+) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while true {
         let records = snapshot()

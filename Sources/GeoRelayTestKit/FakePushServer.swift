@@ -89,7 +89,9 @@ package final class FakePushServer: Sendable {
     /// Revokes every token but the newest issued.
     package func revokeAllButNewest() {
         state.withLock { state in
-            let newest = state.tokens.keys.max { (Int($0.split(separator: "-")[1]) ?? 0) < (Int($1.split(separator: "-")[1]) ?? 0) }
+            let newest = state.tokens.keys.max {
+                (Int($0.split(separator: "-")[1]) ?? 0) < (Int($1.split(separator: "-")[1]) ?? 0)
+            }
             for key in state.tokens.keys where key != newest { state.tokens[key]?.revoked = true }
         }
     }
@@ -105,7 +107,9 @@ package final class FakePushServer: Sendable {
     /// Batches with more points get 413.
     package func setMaxPoints(_ n: Int) { state.withLock { $0.maxPoints = n } }
     /// A batch holding a point with this trackerId and timestamp gets 422.
-    package func refuse(trackerId: String, timestamp: String) { state.withLock { _ = $0.refusedTrackerTimes.insert(trackerId + " " + timestamp) } }
+    package func refuse(trackerId: String, timestamp: String) {
+        state.withLock { _ = $0.refusedTrackerTimes.insert(trackerId + " " + timestamp) }
+    }
     /// Every token issued so far stops working (as if it expired).
     package func expireAllTokens() { state.withLock { for key in $0.tokens.keys { $0.tokens[key]?.revoked = true } } }
     /// Answer the token in snake_case (`access_token`, `expires_in`).
@@ -124,11 +128,14 @@ package final class FakePushServer: Sendable {
     /// Waits until every fix time in `expected` (per device) has arrived at least once,
     /// as the relay names trackers: `device@username`.
     package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
-        let byTracker = Dictionary(uniqueKeysWithValues: expected.map { ("\($0.key)@\(self.expected.username)", $0.value) })
+        let byTracker = Dictionary(
+            uniqueKeysWithValues: expected.map { ("\($0.key)@\(self.expected.username)", $0.value) })
         return await waitUntil(timeout: timeout) { points in
             var missing = byTracker
             for point in points {
-                if let ms = Timestamp.milliseconds(fromISO8601: point.timestamp) { missing[point.trackerId]?.remove(ms) }
+                if let ms = Timestamp.milliseconds(fromISO8601: point.timestamp) {
+                    missing[point.trackerId]?.remove(ms)
+                }
             }
             return missing.values.allSatisfy(\.isEmpty)
         }
@@ -143,12 +150,15 @@ package final class FakePushServer: Sendable {
 
     private func problem(_ text: String, status: Int) -> HTTPTestResponse {
         state.withLock { $0.problems.append(text) }
-        return HTTPTestResponse(status: status, headers: [("Content-Type", "application/json")], body: Array("{\"error\":\"\(text)\"}".utf8))
+        return HTTPTestResponse(
+            status: status, headers: [("Content-Type", "application/json")], body: Array("{\"error\":\"\(text)\"}".utf8)
+        )
     }
 
     private func json(_ request: HTTPTestRequest) -> JSONObject? {
         guard request.header("Content-Type")?.hasPrefix("application/json") == true,
-              case .object(let object)? = try? JSONParser.parse(String(decoding: request.body, as: UTF8.self)) else { return nil }
+            case .object(let object)? = try? JSONParser.parse(String(decoding: request.body, as: UTF8.self))
+        else { return nil }
         return object
     }
 
@@ -181,8 +191,12 @@ package final class FakePushServer: Sendable {
         if let status = state.withLock({ $0.tokenStatuses.isEmpty ? nil : $0.tokenStatuses.removeFirst() }) {
             return HTTPTestResponse(status: status)
         }
-        guard request.header("x-api-key") == expected.apiKey else { return problem("token: wrong or missing x-api-key", status: 401) }
-        guard let body = json(request), body["clientId"] == .string(expected.clientID), body["tenant"] == .string(expected.tenant) else {
+        guard request.header("x-api-key") == expected.apiKey else {
+            return problem("token: wrong or missing x-api-key", status: 401)
+        }
+        guard let body = json(request), body["clientId"] == .string(expected.clientID),
+            body["tenant"] == .string(expected.tenant)
+        else {
             return problem("token: body must be JSON {clientId, tenant}", status: 400)
         }
         let (token, snake, expiresIn) = state.withLock { state -> (String, Bool, Double?) in
@@ -193,12 +207,18 @@ package final class FakePushServer: Sendable {
         }
         var members: [(key: String, value: JSONValue)] = [(snake ? "access_token" : "accessToken", .string(token))]
         if let expiresIn { members.append((snake ? "expires_in" : "expiresIn", .number(expiresIn))) }
-        return HTTPTestResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(JSONValue.object(JSONObject(members)).jsonText.utf8))
+        return HTTPTestResponse(
+            status: 200, headers: [("Content-Type", "application/json")],
+            body: Array(JSONValue.object(JSONObject(members)).jsonText.utf8))
     }
 
     private func login(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        guard let token = bearer(request, needLogin: false) else { return problem("login: no valid bearer token", status: 401) }
-        guard let body = json(request), body["username"] == .string(expected.username), body["tenant"] == .string(expected.tenant) else {
+        guard let token = bearer(request, needLogin: false) else {
+            return problem("login: no valid bearer token", status: 401)
+        }
+        guard let body = json(request), body["username"] == .string(expected.username),
+            body["tenant"] == .string(expected.tenant)
+        else {
             return problem("login: body must be JSON {username, tenant}", status: 400)
         }
         state.withLock { state in
@@ -209,10 +229,15 @@ package final class FakePushServer: Sendable {
     }
 
     private func event(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        guard bearer(request, needLogin: false) != nil else { return problem("event: no valid bearer token", status: 401) }
-        guard request.target.hasSuffix("?api-key=\(expected.apiKey)") else { return problem("event: api-key query missing or wrong", status: 401) }
+        guard bearer(request, needLogin: false) != nil else {
+            return problem("event: no valid bearer token", status: 401)
+        }
+        guard request.target.hasSuffix("?api-key=\(expected.apiKey)") else {
+            return problem("event: api-key query missing or wrong", status: 401)
+        }
         guard let body = json(request), body["typeCode"] == .string("DUTY"),
-              case .string(let action)? = body["actionCode"], action == "on_duty" || action == "off_duty" else {
+            case .string(let action)? = body["actionCode"], action == "on_duty" || action == "off_duty"
+        else {
             return problem("event: body must be {typeCode: DUTY, actionCode: on_duty|off_duty}", status: 400)
         }
         state.withLock { $0.events.append(action) }
@@ -220,14 +245,22 @@ package final class FakePushServer: Sendable {
     }
 
     private func push(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        if let queued = state.withLock({ state -> Int?? in state.pushStatuses.isEmpty ? .none : .some(state.pushStatuses.removeFirst()) }),
-           let status = queued {
+        if let queued = state.withLock({ state -> Int?? in
+            state.pushStatuses.isEmpty ? .none : .some(state.pushStatuses.removeFirst())
+        }),
+            let status = queued
+        {
             if status == 0 { return nil } // drop the connection
-            return HTTPTestResponse(status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
+            return HTTPTestResponse(
+                status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
         }
         guard bearer(request, needLogin: true) != nil else { return HTTPTestResponse(status: 401) }
-        guard request.header("X-Tenant") == expected.tenant else { return problem("push: X-Tenant must be \(expected.tenant)", status: 400) }
-        guard request.header("Content-Type") == "application/json" else { return problem("push: Content-Type must be application/json", status: 415) }
+        guard request.header("X-Tenant") == expected.tenant else {
+            return problem("push: X-Tenant must be \(expected.tenant)", status: 400)
+        }
+        guard request.header("Content-Type") == "application/json" else {
+            return problem("push: Content-Type must be application/json", status: 415)
+        }
         let encoding = request.header("Content-Encoding") ?? "identity"
         guard state.withLock({ $0.encodings.contains(encoding) }) else { return HTTPTestResponse(status: 415) }
         let body: [UInt8]
@@ -252,39 +285,56 @@ package final class FakePushServer: Sendable {
             case .failure(let reason): return problem("push: point \(index): \(reason)", status: 422)
             }
         }
-        let refused = state.withLock { state in points.contains { state.refusedTrackerTimes.contains($0.trackerId + " " + $0.timestamp) } }
+        let refused = state.withLock { state in
+            points.contains { state.refusedTrackerTimes.contains($0.trackerId + " " + $0.timestamp) }
+        }
         if refused { return HTTPTestResponse(status: 422, body: Array("{\"error\":\"invalid point\"}".utf8)) }
         state.withLock { state in
             state.points += points
             state.batches.append(Batch(encoding: encoding, wireBodyBytes: request.body.count, points: points.count))
         }
         changed.signal()
-        return HTTPTestResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array("{\"accepted\":\(points.count)}".utf8))
+        return HTTPTestResponse(
+            status: 200, headers: [("Content-Type", "application/json")],
+            body: Array("{\"accepted\":\(points.count)}".utf8))
     }
 
     struct Invalid: Error { let reason: String }
 
-    private static let allowedFields: Set<String> = ["driver", "trackerId", "timestamp", "lat", "lng", "speed", "heading", "altitude", "accuracy", "battery", "alarm"]
+    private static let allowedFields: Set<String> = [
+        "driver", "trackerId", "timestamp", "lat", "lng", "speed", "heading", "altitude", "accuracy", "battery",
+        "alarm",
+    ]
 
     private func validate(_ item: JSONValue) -> Result<Point, Invalid> {
         guard case .object(let object) = item else { return .failure(Invalid(reason: "not an object")) }
-        if let extra = object.members.first(where: { !Self.allowedFields.contains($0.key) }) { return .failure(Invalid(reason: "unknown field \(extra.key)")) }
-        guard object["driver"] == .string(expected.username) else { return .failure(Invalid(reason: "driver must be \(expected.username)")) }
-        guard case .string(let tracker)? = object["trackerId"], tracker.hasSuffix("@\(expected.username)"), tracker.count > expected.username.count + 1 else {
+        if let extra = object.members.first(where: { !Self.allowedFields.contains($0.key) }) {
+            return .failure(Invalid(reason: "unknown field \(extra.key)"))
+        }
+        guard object["driver"] == .string(expected.username) else {
+            return .failure(Invalid(reason: "driver must be \(expected.username)"))
+        }
+        guard case .string(let tracker)? = object["trackerId"], tracker.hasSuffix("@\(expected.username)"),
+            tracker.count > expected.username.count + 1
+        else {
             return .failure(Invalid(reason: "trackerId must be <device>@\(expected.username)"))
         }
         guard case .string(let timestamp)? = object["timestamp"], Self.isISOMillisUTC(timestamp) else {
             return .failure(Invalid(reason: "timestamp must be ISO 8601 UTC with milliseconds"))
         }
-        guard case .number(let lat)? = object["lat"], (-90...90).contains(lat), case .number(let lng)? = object["lng"], (-180...180).contains(lng) else {
+        guard case .number(let lat)? = object["lat"], (-90...90).contains(lat), case .number(let lng)? = object["lng"],
+            (-180...180).contains(lng)
+        else {
             return .failure(Invalid(reason: "lat and lng must be numbers on the globe"))
         }
         for key in ["speed", "heading", "altitude", "accuracy", "battery"] {
-            if let value = object[key], case .number = value {} else if object[key] != nil {
+            if let value = object[key], case .number = value {
+            } else if object[key] != nil {
                 return .failure(Invalid(reason: "\(key) must be a number"))
             }
         }
-        if let alarm = object["alarm"], case .string = alarm {} else if object["alarm"] != nil {
+        if let alarm = object["alarm"], case .string = alarm {
+        } else if object["alarm"] != nil {
             return .failure(Invalid(reason: "alarm must be a string"))
         }
         return .success(Point(trackerId: tracker, timestamp: timestamp, lat: lat, lng: lng, fields: object))

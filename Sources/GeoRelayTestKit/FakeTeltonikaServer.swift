@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// A Traccar Teltonika port (TCP) that frames and decodes bytes exactly as Traccar's
@@ -105,7 +105,9 @@ package final class FakeTeltonikaServer: Sendable {
     /// Starts on an ephemeral loopback port.
     package init() throws {
         let server = WeakReference<FakeTeltonikaServer>()
-        listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in server.value?.serve(fd, number: number) }
+        listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in
+            server.value?.serve(fd, number: number)
+        }
         server.value = self
     }
 
@@ -131,7 +133,8 @@ package final class FakeTeltonikaServer: Sendable {
     /// Returns whether it held.
     @discardableResult
     package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
-        await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
+        await awaitCondition(
+            timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
     }
 
     /// Waits until every fix time in `expected` (per device) has arrived at least once.
@@ -145,8 +148,12 @@ package final class FakeTeltonikaServer: Sendable {
 
     /// Waits until `condition` holds over the counters, or `timeout` passes. Returns whether it held.
     @discardableResult
-    package func waitForStatistics(timeout: Duration = .seconds(30), _ condition: @Sendable (Statistics) -> Bool) async -> Bool {
-        await awaitCondition(timeout: timeout, changed: changed, snapshot: { [state.withLock { $0.statistics }] }) { condition($0[0]) }
+    package func waitForStatistics(timeout: Duration = .seconds(30), _ condition: @Sendable (Statistics) -> Bool) async
+        -> Bool
+    {
+        await awaitCondition(
+            timeout: timeout, changed: changed, snapshot: { [state.withLock { $0.statistics }] },
+            { condition($0[0]) })
     }
 
     // MARK: Connections
@@ -235,7 +242,10 @@ package final class FakeTeltonikaServer: Sendable {
                 let id = try reader.ascii(Int(try reader.u16()))
                 let known = !state.withLock { $0.unknownDevices.contains(id) }
                 if known, !connection.sessions.contains(id) { connection.sessions.append(id) }
-                state.withLock { $0.statistics.identifications.append(Identification(uniqueId: id, known: known, connection: connection.number)) }
+                state.withLock {
+                    $0.statistics.identifications.append(
+                        Identification(uniqueId: id, known: known, connection: connection.number))
+                }
                 return send(fd, [known ? 1 : 0])
             }
             try reader.skip(4)
@@ -283,7 +293,9 @@ package final class FakeTeltonikaServer: Sendable {
     private func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if n < 0, errno == EINTR { continue }
             if n <= 0 { return false }
             offset += n
@@ -348,7 +360,9 @@ extension FakeTeltonikaServer {
 
     /// `decodeParameter`: a handler registered for every model reads its own width, then the
     /// reader moves to where the section's width ends the element; any other id is `io<id>`.
-    private static func parameter(id: Int, width: Int, _ r: inout WireReader, _ a: inout [String: AttributeValue]) throws {
+    private static func parameter(id: Int, width: Int, _ r: inout WireReader, _ a: inout [String: AttributeValue])
+        throws
+    {
         let start = r.index
         func number(_ key: String, _ value: Double) { a[key] = .number(value) }
         func flag(_ key: String) throws { a[key] = .bool(try r.u8() > 0) }
@@ -387,12 +401,13 @@ extension FakeTeltonikaServer {
             }
         default:
             // readValue: unsigned for 1, 2 and 4 bytes, a signed long for 8.
-            let value: Double = switch width {
-            case 1: Double(try r.u8())
-            case 2: Double(try r.u16())
-            case 4: Double(try r.u32())
-            default: Double(Int64(bitPattern: try r.u64()))
-            }
+            let value: Double =
+                switch width {
+                case 1: Double(try r.u8())
+                case 2: Double(try r.u16())
+                case 4: Double(try r.u32())
+                default: Double(Int64(bitPattern: try r.u64()))
+                }
             number("io\(id)", value)
             return
         }
@@ -442,7 +457,9 @@ extension FakeTeltonikaServer {
                         var flagged = try beacon.slice(length)
                         let flag = try flagged.u8()
                         if flag & 0x40 != 0 { a[prefix + "LowBattery"] = .bool(true) }
-                        if flag & 0x80 != 0 { a[prefix + "Voltage"] = .number(Double(Int(try flagged.u8()) * 10 + 2000)) }
+                        if flag & 0x80 != 0 {
+                            a[prefix + "Voltage"] = .number(Double(Int(try flagged.u8()) * 10 + 2000))
+                        }
                     case 5: a[prefix + "Name"] = .string(String(decoding: try beacon.bytes(length), as: UTF8.self))
                     case 6: a[prefix + "Temp"] = .number(Double(Int16(bitPattern: try beacon.u16())))
                     case 7: a[prefix + "Humidity"] = .number(Double(try beacon.u8()))
@@ -506,7 +523,9 @@ struct WireReader {
     mutating func u16() throws -> UInt16 { UInt16(try bigEndian(2)) }
     mutating func u32() throws -> UInt32 { UInt32(try bigEndian(4)) }
     mutating func u64() throws -> UInt64 { try bigEndian(8) }
-    mutating func u64LittleEndian() throws -> UInt64 { try take(8).reversed().reduce(0) { $0 << 8 | UInt64(storage[$1]) } }
+    mutating func u64LittleEndian() throws -> UInt64 {
+        try take(8).reversed().reduce(0) { $0 << 8 | UInt64(storage[$1]) }
+    }
     mutating func skip(_ count: Int) throws { _ = try take(count) }
     mutating func bytes(_ count: Int) throws -> ArraySlice<UInt8> { storage[try take(count)] }
 

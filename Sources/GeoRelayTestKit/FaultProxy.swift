@@ -1,8 +1,8 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
+import Glibc
 import Synchronization
 
 /// A TCP proxy on loopback between the relay and a fake server that breaks
@@ -111,8 +111,10 @@ package final class FaultProxy: Sendable {
     /// Takes the proxies down and up together on a seeded random schedule for `seconds`,
     /// cycling through `downModes`; the last period is an outage, after which they are left up.
     /// Returns the schedule followed.
-    package static func flap(_ proxies: [FaultProxy], seed: UInt64, up: ClosedRange<Double>, down: ClosedRange<Double>,
-                             downModes: [Mode], seconds: Double) async -> [(mode: Mode, seconds: Double)] {
+    package static func flap(
+        _ proxies: [FaultProxy], seed: UInt64, up: ClosedRange<Double>, down: ClosedRange<Double>,
+        downModes: [Mode], seconds: Double
+    ) async -> [(mode: Mode, seconds: Double)] {
         var random = SeededRandom(seed: seed)
         var schedule: [(mode: Mode, seconds: Double)] = []
         let end = WallClock.monotonicNs() + UInt64(seconds * 1e9)
@@ -158,7 +160,9 @@ package final class FaultProxy: Sendable {
 
     private func relisten() {
         for _ in 0..<400 {
-            if let bound = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 64) {
+            if let bound = try? IPv4Socket.bind(
+                type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 64)
+            {
                 state.withLock { $0.listenFD = bound.descriptor.release() }
                 return
             }
@@ -183,11 +187,13 @@ package final class FaultProxy: Sendable {
                 Thread { [self] in pump(pair, up: true, epoch: epoch, cutAfterFirstChunk: false) }.start()
                 pump(pair, up: false, epoch: epoch, cutAfterFirstChunk: mode == .resetMidResponse)
             case .blackHole:
-                while let _ = receive(client, epoch: epoch, counted: true) {}
+                while receive(client, epoch: epoch, counted: true) != nil {}
                 Self.reset(client)
             case .closeAfterRequest:
                 var request: [UInt8] = []
-                while !Self.isComplete(request), let chunk = receive(client, epoch: epoch, counted: true) { request += chunk }
+                while !Self.isComplete(request), let chunk = receive(client, epoch: epoch, counted: true) {
+                    request += chunk
+                }
                 close(client)
             case .resetMidRequest, .refuse:
                 _ = receive(client, epoch: epoch, counted: true)
@@ -238,7 +244,9 @@ package final class FaultProxy: Sendable {
         let readerDone = DispatchSemaphore(value: 0)
         Thread { [self] in
             defer { readerDone.signal() }
-            while let chunk = receive(source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair) {
+            while let chunk = receive(
+                source, epoch: epoch, counted: up, maxBytes: bytesPerSecond.map { max(512, $0 / 20) } ?? 4096, of: pair)
+            {
                 if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
                 if currentEpoch != epoch {
                     // The link went down under this connection.
@@ -247,17 +255,18 @@ package final class FaultProxy: Sendable {
                     break
                 }
                 let now = WallClock.monotonicNs()
-                let departure = bytesPerSecond.map { rate in
-                    let serialised = UInt64(Double(chunk.count) / Double(rate) * 1e9)
-                    return departures.withLock { clocks in
-                        if up {
-                            clocks.up = max(clocks.up, now) + serialised
-                            return clocks.up
+                let departure =
+                    bytesPerSecond.map { rate in
+                        let serialised = UInt64(Double(chunk.count) / Double(rate) * 1e9)
+                        return departures.withLock { clocks in
+                            if up {
+                                clocks.up = max(clocks.up, now) + serialised
+                                return clocks.up
+                            }
+                            clocks.down = max(clocks.down, now) + serialised
+                            return clocks.down
                         }
-                        clocks.down = max(clocks.down, now) + serialised
-                        return clocks.down
-                    }
-                } ?? now
+                    } ?? now
                 line.push(chunk, due: departure + latencyNs)
             }
             line.close()
@@ -324,7 +333,8 @@ package final class FaultProxy: Sendable {
 
     /// The next chunk from `fd`, or nil when it closed, failed, or (for connections that
     /// are not forwarded) the link came back up or the proxy stopped.
-    private func receive(_ fd: Int32, epoch: Int, counted: Bool, maxBytes: Int = 4096, of pair: Pair? = nil) -> [UInt8]? {
+    private func receive(_ fd: Int32, epoch: Int, counted: Bool, maxBytes: Int = 4096, of pair: Pair? = nil) -> [UInt8]?
+    {
         var buffer = [UInt8](repeating: 0, count: maxBytes)
         while true {
             if pair?.broken.load(ordering: .relaxed) == true { return nil }
@@ -385,7 +395,8 @@ package final class FaultProxy: Sendable {
         let text = String(decoding: request, as: UTF8.self)
         guard let end = text.range(of: "\r\n\r\n") else { return false }
         let head = text[..<end.lowerBound].lowercased()
-        let length = head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+        let length =
+            head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
             .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
         return text.utf8.distance(from: end.upperBound.samePosition(in: text.utf8)!, to: text.utf8.endIndex) >= length
     }

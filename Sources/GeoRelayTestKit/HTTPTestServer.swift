@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// A request as a fake server saw it.
@@ -68,13 +68,17 @@ package final class HTTPTestServer: Sendable {
     ///   - readsAhead: a server that reads before it answers: each answer waits up to this long for
     ///     another request behind it on the connection, so `deepestPipeline` shows a client that
     ///     pipelines whatever the timing (a client that does not gets every answer this late).
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1",
-                 readsAhead: Duration? = nil, handler: @escaping Handler) throws {
+    package init(
+        closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1",
+        readsAhead: Duration? = nil, handler: @escaping Handler
+    ) throws {
         self.handler = handler
         self.readsAhead = readsAhead
         self.responsesPerConnection = closesAfterEachResponse ? 1 : responsesPerConnection
         let server = WeakReference<HTTPTestServer>()
-        listener = try TestTCPListener(name: "http-test", host: host) { fd, number in server.value?.serve(fd, number: number) }
+        listener = try TestTCPListener(name: "http-test", host: host) { fd, number in
+            server.value?.serve(fd, number: number)
+        }
         server.value = self
     }
 
@@ -133,7 +137,9 @@ package final class HTTPTestServer: Sendable {
             let bytes = Array(out.utf8) + response.body
             var offset = 0
             while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+                let n = bytes.withUnsafeBytes {
+                    send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+                }
                 if n <= 0 { return }
                 offset += n
             }
@@ -216,7 +222,9 @@ package final class HTTPTestServer: Sendable {
         lines.append(bytes[start..<bytes.endIndex])
         let parts = lines[0].split(separator: 32)
         guard parts.count == 3 else { return nil }
-        var head = Head(method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self), headers: [], contentLength: 0)
+        var head = Head(
+            method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self),
+            headers: [], contentLength: 0)
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: 58) else { continue }
             var valueStart = colon + 1

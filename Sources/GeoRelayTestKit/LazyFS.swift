@@ -41,18 +41,22 @@ package final class LazyFS {
     ///   anything else is a failure.
     package init() throws {
         guard access("/dev/fuse", R_OK | W_OK) == 0 else {
-            throw LazyFSUnavailable(reason: "/dev/fuse is missing or not accessible (a container without --device /dev/fuse?)")
+            throw LazyFSUnavailable(
+                reason: "/dev/fuse is missing or not accessible (a container without --device /dev/fuse?)")
         }
         directory = try TemporaryDirectory()
         mountPoint = directory.file("mnt")
         backing = directory.file("disk")
         binary = directory.file("lazyfs")
-        for path in [mountPoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false) }
+        for path in [mountPoint, backing] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        }
         try Self.build(into: binary, scratch: directory.path)
         do {
             try mount()
         } catch let error as RelayProcessError {
-            throw LazyFSUnavailable(reason: "the FUSE mount failed (needs CAP_SYS_ADMIN or fusermount3): \(error.message)")
+            throw LazyFSUnavailable(
+                reason: "the FUSE mount failed (needs CAP_SYS_ADMIN or fusermount3): \(error.message)")
         }
     }
 
@@ -70,12 +74,16 @@ package final class LazyFS {
         }
         let flags = try RelayProcess.run(pkgConfig, ["--cflags", "--libs", "fuse3"], directory: scratch)
         guard flags.status == 0 else {
-            throw LazyFSUnavailable(reason: "libfuse3 is not installed (make deps installs libfuse3-dev and fuse3): \(flags.stderr)")
+            throw LazyFSUnavailable(
+                reason: "libfuse3 is not installed (make deps installs libfuse3-dev and fuse3): \(flags.stderr)")
         }
-        let arguments = ["-O2", "-Wall", "-o", output, source] + flags.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
+        let arguments =
+            ["-O2", "-Wall", "-o", output, source] + flags.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
         let result = try RelayProcess.run(compiler, arguments, directory: scratch)
         // A source that does not compile is the kit's own bug, not the machine's: fail.
-        guard result.status == 0 else { throw RelayProcessError(message: "\(compiler) \(source) failed: \(result.stderr)") }
+        guard result.status == 0 else {
+            throw RelayProcessError(message: "\(compiler) \(source) failed: \(result.stderr)")
+        }
     }
 
     private static func executableInPath(_ name: String) -> String? {
@@ -99,7 +107,8 @@ package final class LazyFS {
         while !isMounted() {
             if !process.isRunning {
                 daemon = nil
-                throw RelayProcessError(message: "lazyfs exited \(process.terminationStatus) before mounting: \(stderrText())")
+                throw RelayProcessError(
+                    message: "lazyfs exited \(process.terminationStatus) before mounting: \(stderrText())")
             }
             guard ContinuousClock.now < deadline else {
                 throw RelayProcessError(message: "lazyfs did not mount \(mountPoint) within 10 s: \(stderrText())")
@@ -145,10 +154,14 @@ package final class LazyFS {
             // Busy (a process still has a file open): detach now, the daemon finishes when it is released.
             result = try Self.unmountCommand(mountPoint, lazily: true)
         }
-        guard result.status == 0 else { throw RelayProcessError(message: "cannot unmount \(mountPoint): \(result.stderr)") }
+        guard result.status == 0 else {
+            throw RelayProcessError(message: "cannot unmount \(mountPoint): \(result.stderr)")
+        }
     }
 
-    private static func unmountCommand(_ path: String, lazily: Bool) throws -> (status: Int32, stdout: String, stderr: String) {
+    private static func unmountCommand(_ path: String, lazily: Bool) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         if let fusermount = executableInPath("fusermount3") {
             return try RelayProcess.run(fusermount, lazily ? ["-u", "-z", path] : ["-u", path], timeout: .seconds(30))
         }
@@ -164,7 +177,8 @@ package final class LazyFS {
 
     /// Whether the kernel has a mount at `mountPoint` (a live one: the daemon answers).
     private func isMounted() -> Bool {
-        var here = stat(), parent = stat()
+        var here = stat()
+        var parent = stat()
         guard stat(mountPoint, &here) == 0, stat(directory.path, &parent) == 0 else { return false }
         return here.st_dev != parent.st_dev
     }

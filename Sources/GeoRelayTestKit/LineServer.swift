@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// A TCP server on loopback that hands lines to whoever connects: a stand-in
@@ -32,7 +32,9 @@ package final class LineServer: Sendable {
                 var peer = sockaddr_in()
                 var length = socklen_t(MemoryLayout<sockaddr_in>.size)
                 let client = withUnsafeMutablePointer(to: &peer) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept4(fd, $0, &length, Int32(SOCK_CLOEXEC.rawValue)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        accept4(fd, $0, &length, Int32(SOCK_CLOEXEC.rawValue))
+                    }
                 }
                 if client < 0 { return }
                 clients.withLock { $0.append(Client(fd: client, port: Int(UInt16(bigEndian: peer.sin_port)))) }
@@ -93,7 +95,9 @@ package final class LineServer: Sendable {
         let deadline = ContinuousClock.now + timeout
         while true {
             let table = SocketTable.tcpRows()
-            func row(_ local: Int, _ remote: Int) -> SocketTable.Row? { table.first { $0.localPort == local && $0.remotePort == remote } }
+            func row(_ local: Int, _ remote: Int) -> SocketTable.Row? {
+                table.first { $0.localPort == local && $0.remotePort == remote }
+            }
             let caughtUp = clients.withLock { $0.map(\.port) }.allSatisfy { client in
                 row(port, client)?.transmitQueue == 0 && row(client, port)?.receiveQueue == 0
             }
@@ -109,7 +113,10 @@ package final class LineServer: Sendable {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         shutdown(listenFD, Int32(SHUT_RDWR))
         close(listenFD)
-        for fd in clients.withLock({ $0.map(\.fd) }) { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
+        for fd in clients.withLock({ $0.map(\.fd) }) {
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+        }
     }
 
     deinit { stop() }

@@ -25,7 +25,9 @@ package final class NetworkLab: @unchecked Sendable {
         let id = "\(getpid())-\(Self.counter.add(1, ordering: .relaxed).newValue)"
         relaySide = "grt-\(id)-r"
         serverSide = "grt-\(id)-s"
-        guard FileManager.default.isExecutableFile(atPath: Self.ip) else { throw Unavailable(reason: "no \(Self.ip) (iproute2)") }
+        guard FileManager.default.isExecutableFile(atPath: Self.ip) else {
+            throw Unavailable(reason: "no \(Self.ip) (iproute2)")
+        }
         do {
             try Self.ip(["netns", "add", relaySide])
         } catch {
@@ -39,9 +41,11 @@ package final class NetworkLab: @unchecked Sendable {
                 throw Unavailable(reason: "cannot run a process in a network namespace: \(error)")
             }
             try Self.ip(["netns", "add", serverSide])
-            let r = ["-n", relaySide], s = ["-n", serverSide]
+            let r = ["-n", relaySide]
+            let s = ["-n", serverSide]
             for (index, name) in Self.uplinks.enumerated() {
-                try Self.ip(r + ["link", "add", name, "type", "veth", "peer", "name", "down\(index)", "netns", serverSide])
+                try Self.ip(
+                    r + ["link", "add", name, "type", "veth", "peer", "name", "down\(index)", "netns", serverSide])
                 try Self.ip(r + ["addr", "add", "10.20\(index).0.1/24", "dev", name])
                 try Self.ip(s + ["addr", "add", "10.20\(index).0.2/24", "dev", "down\(index)"])
                 try Self.ip(r + ["link", "set", name, "up"])
@@ -81,7 +85,10 @@ package final class NetworkLab: @unchecked Sendable {
 
     /// Sends the relay side's traffic to the server over uplink `index` from now on.
     package func route(via index: Int) throws {
-        try Self.ip(["-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.20\(index).0.2", "dev", Self.uplinks[index]])
+        try Self.ip([
+            "-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.20\(index).0.2", "dev",
+            Self.uplinks[index],
+        ])
     }
 
     /// Takes the relay side's route to the server away: its connections fail at once (unreachable).
@@ -95,8 +102,12 @@ package final class NetworkLab: @unchecked Sendable {
     package func shape(uplink index: Int, bitsPerSecond: Int) throws {
         for (namespace, device) in [(relaySide, Self.uplinks[index]), (serverSide, "down\(index)")] {
             // A queue deep enough for a burst of requests: the bucket delays, it does not drop.
-            let result = try RelayProcess.run(Self.ip, ["netns", "exec", namespace, Self.tc, "qdisc", "replace", "dev", device, "root",
-                                                        "tbf", "rate", "\(bitsPerSecond)bit", "burst", "1600", "limit", "262144"], timeout: .seconds(20))
+            let result = try RelayProcess.run(
+                Self.ip,
+                [
+                    "netns", "exec", namespace, Self.tc, "qdisc", "replace", "dev", device, "root",
+                    "tbf", "rate", "\(bitsPerSecond)bit", "burst", "1600", "limit", "262144",
+                ], timeout: .seconds(20))
             guard result.status == 0 else { throw Unavailable(reason: "tc tbf on \(device): \(result.stderr)") }
         }
     }
@@ -117,11 +128,15 @@ package final class NetworkLab: @unchecked Sendable {
 
     private func counters(uplink index: Int) throws -> (bytes: Int64, packets: Int64) {
         let result = try RelayProcess.run(Self.ip, ["-n", relaySide, "-j", "-s", "link", "show", Self.uplinks[index]])
-        guard result.status == 0, case .array(let links)? = try? JSONParser.parse(result.stdout), case .object(let link)? = links.first,
-              case .object(let stats)? = link["stats64"], case .object(let rx)? = stats["rx"], case .object(let tx)? = stats["tx"],
-              case .number(let received)? = rx["bytes"], case .number(let sent)? = tx["bytes"],
-              case .number(let receivedPackets)? = rx["packets"], case .number(let sentPackets)? = tx["packets"] else {
-            throw Unavailable(reason: "cannot read \(Self.uplinks[index])'s counters: \(result.stdout) \(result.stderr)")
+        guard result.status == 0, case .array(let links)? = try? JSONParser.parse(result.stdout),
+            case .object(let link)? = links.first,
+            case .object(let stats)? = link["stats64"], case .object(let rx)? = stats["rx"],
+            case .object(let tx)? = stats["tx"],
+            case .number(let received)? = rx["bytes"], case .number(let sent)? = tx["bytes"],
+            case .number(let receivedPackets)? = rx["packets"], case .number(let sentPackets)? = tx["packets"]
+        else {
+            throw Unavailable(
+                reason: "cannot read \(Self.uplinks[index])'s counters: \(result.stdout) \(result.stderr)")
         }
         return (Int64(received + sent), Int64(receivedPackets + sentPackets))
     }
@@ -145,7 +160,9 @@ package final class NetworkLab: @unchecked Sendable {
             defer { done.signal() }
             let joined: Result<T, any Error> = Result {
                 let fd = open(path, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { throw Unavailable(reason: "cannot open \(path): \(String(cString: strerror(errno)))") }
+                guard fd >= 0 else {
+                    throw Unavailable(reason: "cannot open \(path): \(String(cString: strerror(errno)))")
+                }
                 defer { close(fd) }
                 guard georelay_join_network_namespace(fd) == 0 else {
                     throw Unavailable(reason: "setns(\(path)): \(String(cString: strerror(errno)))")
@@ -169,7 +186,10 @@ package final class NetworkLab: @unchecked Sendable {
     private static func ip(_ arguments: [String]) throws {
         let result = try RelayProcess.run(ip, arguments, timeout: .seconds(20))
         guard result.status == 0 else {
-            throw Unavailable(reason: "ip \(arguments.joined(separator: " ")): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw Unavailable(
+                reason:
+                    "ip \(arguments.joined(separator: " ")): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
         }
     }
 }

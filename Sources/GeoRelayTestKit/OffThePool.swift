@@ -80,10 +80,15 @@ package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
 /// A fixed number of tests at a time, each with all the threads it needs, keeps both bounded.
 /// `GEORELAY_TEST_PARALLEL` overrides the default of two per core.
 package actor TestAdmission {
-    package static let shared = TestAdmission(places: {
-        if let text = ProcessInfo.processInfo.environment["GEORELAY_TEST_PARALLEL"], let places = Int(text), places > 0 { return places }
-        return 2 * ProcessInfo.processInfo.activeProcessorCount
-    }())
+    package static let shared = TestAdmission(
+        places: {
+            if let text = ProcessInfo.processInfo.environment["GEORELAY_TEST_PARALLEL"], let places = Int(text),
+                places > 0
+            {
+                return places
+            }
+            return 2 * ProcessInfo.processInfo.activeProcessorCount
+        }())
 
     private var free: Int
     private var waiting: [CheckedContinuation<Void, Never>] = []

@@ -29,7 +29,9 @@ package struct PipelinedExchange {
     ///   - requests: the requests, framed back to back (`HTTP1Request.append`).
     ///   - count: how many responses to wait for.
     ///   - timeout: the bound on the whole exchange.
-    package init(on connection: CurlConnection, sending requests: [UInt8], expecting count: Int, timeout: Duration = .seconds(10)) {
+    package init(
+        on connection: CurlConnection, sending requests: [UInt8], expecting count: Int, timeout: Duration = .seconds(10)
+    ) {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var parser = HTTP1ResponseParser()

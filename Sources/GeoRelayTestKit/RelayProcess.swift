@@ -1,6 +1,6 @@
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// The real `georelay` binary, run as a child process on a test's config.
@@ -14,7 +14,8 @@ package final class RelayProcess {
     /// The binary under test: `GEORELAY_BIN` (set by `make test`), else the debug build.
     package static var binary: String {
         if let path = ProcessInfo.processInfo.environment["GEORELAY_BIN"], !path.isEmpty { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug/georelay").path
     }
 
@@ -22,12 +23,18 @@ package final class RelayProcess {
     /// `startTimeout`; throws saying so (with the relay's stderr) when it does not.
     /// - Parameter lab: runs the relay inside the lab's relay-side network namespace
     ///   (`ip netns exec`, which execs it: the pid is the relay's).
-    package init(configPath: String, socketPath: String, directory: String, arguments: [String] = [], environment: [String: String] = [:],
-                 startTimeout: Duration = .seconds(30), lab: NetworkLab? = nil) throws {
+    package init(
+        configPath: String, socketPath: String, directory: String, arguments: [String] = [],
+        environment: [String: String] = [:],
+        startTimeout: Duration = .seconds(30), lab: NetworkLab? = nil
+    ) throws {
         self.configPath = configPath
         self.socketPath = socketPath
         let command = [Self.binary, "run", "--config", configPath] + arguments
-        let launch = lab.map { $0.commandOnRelaySide(command) } ?? (executable: Self.binary, arguments: Array(command.dropFirst()))
+        let launch =
+            lab.map { $0.commandOnRelaySide(command) } ?? (
+                executable: Self.binary, arguments: Array(command.dropFirst())
+            )
         process.executableURL = URL(fileURLWithPath: launch.executable)
         process.arguments = launch.arguments
         if !environment.isEmpty {
@@ -45,7 +52,8 @@ package final class RelayProcess {
             if !process.isRunning || ContinuousClock.now >= deadline { break }
             usleep(20_000) // waiting for a child process to bind: no event to await
         }
-        throw RelayProcessError(message: "relay did not start listening on \(socketPath) within \(startTimeout): \(stderrText())")
+        throw RelayProcessError(
+            message: "relay did not start listening on \(socketPath) within \(startTimeout): \(stderrText())")
     }
 
     /// Standard error so far.
@@ -66,7 +74,8 @@ package final class RelayProcess {
             process.waitUntilExit()
             return true
         }
-        FileHandle.standardError.write(Data("relay \(pid) still running \(within) after signal \(number); killed\n".utf8))
+        FileHandle.standardError.write(
+            Data("relay \(pid) still running \(within) after signal \(number); killed\n".utf8))
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         return false
@@ -82,7 +91,9 @@ package final class RelayProcess {
     }
 
     /// Runs a one-shot command (`status --json`, `logs`, …) and returns its exit status and output.
-    package static func command(_ arguments: [String], directory: String, timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+    package static func command(_ arguments: [String], directory: String, timeout: Duration = .seconds(60)) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         try run(binary, arguments, directory: directory, timeout: timeout)
     }
 
@@ -95,8 +106,10 @@ package final class RelayProcess {
     /// A program still running after `timeout` is killed and the call throws, naming it: a
     /// command that hangs (or a `run` that was meant to refuse its config and starts instead)
     /// fails the test in a minute rather than holding it for ever.
-    package static func run(_ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory(),
-                            environment: [String: String] = [:], timeout: Duration = .seconds(60)) throws -> (status: Int32, stdout: String, stderr: String) {
+    package static func run(
+        _ executable: String, _ arguments: [String], directory: String = NSTemporaryDirectory(),
+        environment: [String: String] = [:], timeout: Duration = .seconds(60)
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -129,7 +142,10 @@ package final class RelayProcess {
         let stdout = (try? String(contentsOfFile: stem + ".out", encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOfFile: stem + ".err", encoding: .utf8)) ?? ""
         if killed {
-            throw RelayProcessError(message: "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout); killed. stderr: \(stderr.suffix(2000))")
+            throw RelayProcessError(
+                message:
+                    "\(executable) \(arguments.joined(separator: " ")) did not finish within \(timeout); killed. stderr: \(stderr.suffix(2000))"
+            )
         }
         return (process.terminationStatus, stdout, stderr)
     }

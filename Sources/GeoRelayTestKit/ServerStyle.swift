@@ -24,41 +24,53 @@ package enum ServerStyle: String, CaseIterable, Sendable, CustomStringConvertibl
         case .plain400:
             return HTTPTestResponse(status: 400)
         case .json404:
-            return HTTPTestResponse(status: 404, headers: [("Content-Type", "application/json")], body: Array(#"{"error":"not found"}"#.utf8))
+            return HTTPTestResponse(
+                status: 404, headers: [("Content-Type", "application/json")],
+                body: Array(#"{"error":"not found"}"#.utf8))
         case .json405:
-            return HTTPTestResponse(status: 405, headers: [("Content-Type", "application/json"), ("Allow", "POST")],
-                                    body: Array(#"{"error":"method not allowed"}"#.utf8))
+            return HTTPTestResponse(
+                status: 405, headers: [("Content-Type", "application/json"), ("Allow", "POST")],
+                body: Array(#"{"error":"method not allowed"}"#.utf8))
         case .nginx405:
-            return HTTPTestResponse(status: 405, headers: [("Content-Type", "text/html"), ("Server", "nginx")], body: Array("""
-                <html>\r
-                <head><title>405 Not Allowed</title></head>\r
-                <body>\r
-                <center><h1>405 Not Allowed</h1></center>\r
-                <hr><center>nginx</center>\r
-                </body>\r
-                </html>\r
+            return HTTPTestResponse(
+                status: 405, headers: [("Content-Type", "text/html"), ("Server", "nginx")],
+                body: Array(
+                    """
+                    <html>\r
+                    <head><title>405 Not Allowed</title></head>\r
+                    <body>\r
+                    <center><h1>405 Not Allowed</h1></center>\r
+                    <hr><center>nginx</center>\r
+                    </body>\r
+                    </html>\r
 
-                """.utf8))
+                    """.utf8))
         case .python501:
-            return HTTPTestResponse(status: 501, headers: [("Content-Type", "text/html;charset=utf-8"), ("Connection", "close")], body: Array("""
-                <!DOCTYPE HTML>
-                <html lang="en">
-                    <head>
-                        <meta charset="utf-8">
-                        <title>Error response</title>
-                    </head>
-                    <body>
-                        <h1>Error response</h1>
-                        <p>Error code: 501</p>
-                        <p>Message: Unsupported method ('GET').</p>
-                        <p>Error code explanation: 501 - Server does not support this operation.</p>
-                    </body>
-                </html>
+            return HTTPTestResponse(
+                status: 501, headers: [("Content-Type", "text/html;charset=utf-8"), ("Connection", "close")],
+                body: Array(
+                    """
+                    <!DOCTYPE HTML>
+                    <html lang="en">
+                        <head>
+                            <meta charset="utf-8">
+                            <title>Error response</title>
+                        </head>
+                        <body>
+                            <h1>Error response</h1>
+                            <p>Error code: 501</p>
+                            <p>Message: Unsupported method ('GET').</p>
+                            <p>Error code explanation: 501 - Server does not support this operation.</p>
+                        </body>
+                    </html>
 
-                """.utf8))
+                    """.utf8))
         case .portalRedirect:
-            return HTTPTestResponse(status: 302, headers: [("Location", "http://portal.invalid/login?continue=1"), ("Content-Type", "text/html")],
-                                    body: Array("<html><body><a href=\"http://portal.invalid/login\">Log in to the hotspot</a></body></html>".utf8))
+            return HTTPTestResponse(
+                status: 302,
+                headers: [("Location", "http://portal.invalid/login?continue=1"), ("Content-Type", "text/html")],
+                body: Array(
+                    "<html><body><a href=\"http://portal.invalid/login\">Log in to the hotspot</a></body></html>".utf8))
         }
     }
 }

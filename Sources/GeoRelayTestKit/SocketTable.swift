@@ -37,8 +37,9 @@ package enum SocketTable {
         var inodes = Set<Int>()
         for name in names {
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)"),
-                  target.hasPrefix("socket:["), target.hasSuffix("]"),
-                  let inode = Int(target.dropFirst("socket:[".count).dropLast()) else { continue }
+                target.hasPrefix("socket:["), target.hasSuffix("]"),
+                let inode = Int(target.dropFirst("socket:[".count).dropLast())
+            else { continue }
             inodes.insert(inode)
         }
         return inodes
@@ -68,12 +69,16 @@ package enum SocketTable {
         return text.split(separator: "\n").dropFirst().compactMap { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count > 9 else { return nil }
-            func port(_ address: Substring) -> Int? { address.split(separator: ":").last.flatMap { Int($0, radix: 16) } }
+            func port(_ address: Substring) -> Int? {
+                address.split(separator: ":").last.flatMap { Int($0, radix: 16) }
+            }
             let queues = fields[4].split(separator: ":")
             guard let local = port(fields[1]), let remote = port(fields[2]), queues.count == 2,
-                  let transmit = Int(queues[0], radix: 16), let receive = Int(queues[1], radix: 16),
-                  let inode = Int(fields[9]) else { return nil }
-            return Row(localPort: local, remotePort: remote, transmitQueue: transmit, receiveQueue: receive, inode: inode)
+                let transmit = Int(queues[0], radix: 16), let receive = Int(queues[1], radix: 16),
+                let inode = Int(fields[9])
+            else { return nil }
+            return Row(
+                localPort: local, remotePort: remote, transmitQueue: transmit, receiveQueue: receive, inode: inode)
         }
     }
 }

@@ -17,7 +17,8 @@ extension TCPTestClient {
         }
 
         package static func == (a: HTTPAnswer, b: HTTPAnswer) -> Bool {
-            a.status == b.status && a.body == b.body && a.headers.map { "\($0.0):\($0.1)" } == b.headers.map { "\($0.0):\($0.1)" }
+            a.status == b.status && a.body == b.body
+                && a.headers.map { "\($0.0):\($0.1)" } == b.headers.map { "\($0.0):\($0.1)" }
         }
     }
 
@@ -39,7 +40,8 @@ extension TCPTestClient {
         var buffer = pending
         func headEnd() -> Int? {
             guard buffer.count >= 4 else { return nil }
-            for i in 0...(buffer.count - 4) where buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
+            for i in 0...(buffer.count - 4)
+            where buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
                 return i
             }
             return nil
@@ -86,7 +88,8 @@ extension TCPTestClient {
     /// A phone's OsmAnd report as Traccar Client sends it (a form body), ready to write.
     package static func phoneRequest(device: String, second: Int, keepAlive: Bool = true) -> String {
         let body = "id=\(device)&timestamp=\(1_784_953_800 + second)&lat=59.5&lon=10.5&speed=3"
-        return "POST / HTTP/1.1\r\nHost: relay\r\nUser-Agent: TraccarClient/9\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        return
+            "POST / HTTP/1.1\r\nHost: relay\r\nUser-Agent: TraccarClient/9\r\nContent-Type: application/x-www-form-urlencoded\r\n"
             + (keepAlive ? "" : "Connection: close\r\n") + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
     }
 }
@@ -97,7 +100,9 @@ extension TCPTestClient {
     /// `within` passes), then reads the answer. For requests too big to send whole: a gigabyte
     /// announced, ten thousand headers.
     /// - Returns: how many bytes went out, and how the exchange ended.
-    package func sendUntilAnswered(_ head: [UInt8], fillerBytes: Int = 0, within: Duration = .seconds(10)) -> (sent: Int, outcome: HTTPOutcome) {
+    package func sendUntilAnswered(_ head: [UInt8], fillerBytes: Int = 0, within: Duration = .seconds(10)) -> (
+        sent: Int, outcome: HTTPOutcome
+    ) {
         let total = head.count + fillerBytes
         let filler = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
         let deadline = ContinuousClock.now + within
@@ -113,7 +118,9 @@ extension TCPTestClient {
             if sent < head.count {
                 n = head.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
             } else {
-                n = filler.withUnsafeBytes { send(fd, $0.baseAddress, min($0.count, total - sent), Int32(MSG_NOSIGNAL)) }
+                n = filler.withUnsafeBytes {
+                    send(fd, $0.baseAddress, min($0.count, total - sent), Int32(MSG_NOSIGNAL))
+                }
             }
             if n > 0 {
                 sent += n

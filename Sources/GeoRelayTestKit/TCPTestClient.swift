@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// A device's end of a binary TCP protocol: write bytes, read exact answers.
 /// Blocking I/O with a receive timeout, for tests and benchmarks.
@@ -23,7 +23,9 @@ package final class TCPTestClient: @unchecked Sendable {
     ///   hundreds of connections takes its local ports there, never one another test's relay
     ///   is about to listen on at 127.0.0.1.
     package init(port: Int, receiveTimeout: Duration = .seconds(10), source: String? = nil) throws {
-        let connected = source.map { Self.connect(port: port, from: $0) } ?? IPv4Socket.connect(host: "127.0.0.1", port: port)?.release()
+        let connected =
+            source.map { Self.connect(port: port, from: $0) }
+            ?? IPv4Socket.connect(host: "127.0.0.1", port: port)?.release()
         guard let fd = connected else {
             throw SystemError(call: "connect", errno: errno, context: "127.0.0.1:\(port)")
         }
@@ -38,14 +40,18 @@ package final class TCPTestClient: @unchecked Sendable {
     deinit { close(fd) }
 
     private static func connect(port: Int, from source: String) -> Int32? {
-        guard let bound = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: source, port: 0) else { return nil }
+        guard let bound = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: source, port: 0) else {
+            return nil
+        }
         let fd = bound.descriptor.number
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             let code = errno

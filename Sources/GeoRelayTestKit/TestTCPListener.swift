@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// The listening half of the fake servers: a TCP listener on loopback with a thread per
@@ -59,10 +59,12 @@ package final class TestTCPListener: Sendable {
     /// socket that has been shut down no longer holds its port against `SO_REUSEADDR`.
     /// - Precondition: not listening (a stopped listener is started again, not a running one).
     package func start(port: Int) throws {
-        let socket = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host, port: UInt16(port), backlog: backlog)
+        let socket = try IPv4Socket.bind(
+            type: Int32(SOCK_STREAM.rawValue), host: host, port: UInt16(port), backlog: backlog)
         let (fd, bound) = (socket.descriptor.release(), socket.port)
         state.withLock { state in
-            precondition(state.listenFD < 0, "TestTCPListener \(name): start(port: \(port)) while listening on \(self.port)")
+            precondition(
+                state.listenFD < 0, "TestTCPListener \(name): start(port: \(port)) while listening on \(self.port)")
             state.listenFD = fd
         }
         portValue.store(bound, ordering: .relaxed)
@@ -115,7 +117,8 @@ package final class TestTCPListener: Sendable {
                     return .serve(state.accepted)
                 }
                 switch code {
-                case EINTR, ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP, ENETUNREACH:
+                case EINTR, ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH,
+                    EOPNOTSUPP, ENETUNREACH:
                     // A connection that failed before it was accepted (accept(2) reports its error): the next one may not.
                     return .retry
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:

@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// A collector's end of the ingest socket: write lines, read reply lines.
 /// Blocking I/O with a receive timeout, for tests and benchmarks.
@@ -21,7 +21,9 @@ package final class UnixLineClient: @unchecked Sendable {
             raw[bytes.count] = 0
         }
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard result == 0 else {
             let code = errno

@@ -11,7 +11,9 @@ import Testing
 package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
     package var isRecursive: Bool { true }
 
-    package func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    package func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
         // A suite's own scope holds no place: its tests take theirs, one each.
         guard testCase != nil else { return try await function() }
         try await TestAdmission.shared.admitted {

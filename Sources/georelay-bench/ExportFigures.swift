@@ -1,7 +1,7 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
+import Glibc
 
 /// The `export` figure: 1,000,000 spooled positions to GPX, time and peak RSS of the export process.
 func exportFigure() throws {
@@ -21,9 +21,14 @@ func exportFigure() throws {
         usleep(20_000)
     }
     let seconds = Double(WallClock.monotonicNs() - started) / 1e9
-    let size = (try? FileManager.default.attributesOfItem(atPath: directory.file("out.gpx"))[.size] as? NSNumber)?.intValue ?? 0
-    emit("export_gpx", [
-        ("positions", .number(Double(count))), ("seconds", .number((seconds * 100).rounded() / 100)),
-        ("peak_rss_bytes", .number(Double(peak))), ("file_bytes", .number(Double(size))), ("target", .string("constant memory, < 30 MB")),
-    ])
+    let size =
+        (try? FileManager.default.attributesOfItem(atPath: directory.file("out.gpx"))[.size] as? NSNumber)?.intValue
+        ?? 0
+    emit(
+        "export_gpx",
+        [
+            ("positions", .number(Double(count))), ("seconds", .number((seconds * 100).rounded() / 100)),
+            ("peak_rss_bytes", .number(Double(peak))), ("file_bytes", .number(Double(size))),
+            ("target", .string("constant memory, < 30 MB")),
+        ])
 }

@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 /// The `alarm` figure.
@@ -16,9 +16,9 @@ func alarmFigure() throws {
     let directory = try TemporaryDirectory()
     let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(port)")
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
-          destinations: [{ url: "http://127.0.0.1:\(port)", filter: { mode: "all" }, backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
-        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
+      destinations: [{ url: "http://127.0.0.1:\(port)", filter: { mode: "all" }, backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
+    """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
     try relay.start()
     defer { relay.stop() }
     let client = try UnixLineClient(path: relay.socketPath)
@@ -35,10 +35,14 @@ func alarmFigure() throws {
     while !server.positions.contains(where: { $0.attributes["alarm"] == .string("sos") }) { usleep(200) }
     let deliveredAt = WallClock.monotonicNs()
     let backlogLeft = 10_000 - server.positions.filter { $0.attributes["alarm"] == nil }.count
-    emit("alarm_ok_to_server_ms", [
-        ("value", .number((Double(deliveredAt - okAt) / 1e4).rounded() / 100)), ("ok_ms", .number((Double(okAt - sentAt) / 1e4).rounded() / 100)),
-        ("reply", .string(reply)), ("backlog_waiting", .number(Double(backlogLeft))), ("target", .string("< 1000 with a 10,000 backlog")),
-    ])
+    emit(
+        "alarm_ok_to_server_ms",
+        [
+            ("value", .number((Double(deliveredAt - okAt) / 1e4).rounded() / 100)),
+            ("ok_ms", .number((Double(okAt - sentAt) / 1e4).rounded() / 100)),
+            ("reply", .string(reply)), ("backlog_waiting", .number(Double(backlogLeft))),
+            ("target", .string("< 1000 with a 10,000 backlog")),
+        ])
 }
 
 /// A realistic day at 1 Hz: 16 hours on a mooring (GPS jitter wandering 20-40 m around the
@@ -47,25 +51,34 @@ func alarmFigure() throws {
 func realisticDay(device: String = "boat", startMs: Int64 = 0) -> [Position] {
     var generator = SeededRandom(seed: 7)
     var day: [Position] = []
-    let mooringLat = 59.9, mooringLon = 10.7
-    var jitterNorth = 0.0, jitterEast = 0.0
+    let mooringLat = 59.9
+    let mooringLon = 10.7
+    var jitterNorth = 0.0
+    var jitterEast = 0.0
     func moor(_ seconds: Range<Int>) {
         for second in seconds {
             // A bounded random walk: 20-40 m of wander, as a receiver on a mooring shows.
             jitterNorth = max(-40, min(40, jitterNorth * 0.995 + Double.random(in: -1.5...1.5, using: &generator)))
             jitterEast = max(-40, min(40, jitterEast * 0.995 + Double.random(in: -1.5...1.5, using: &generator)))
-            day.append(Position(device: device, timeMs: startMs + Int64(second) * 1000, lat: mooringLat + jitterNorth / 111_195,
-                                lon: mooringLon + jitterEast / (111_195 * cos(mooringLat * .pi / 180)), speed: 0.1))
+            day.append(
+                Position(
+                    device: device, timeMs: startMs + Int64(second) * 1000, lat: mooringLat + jitterNorth / 111_195,
+                    lon: mooringLon + jitterEast / (111_195 * cos(mooringLat * .pi / 180)), speed: 0.1))
         }
     }
     moor(0..<(8 * 3600))
-    var lat = mooringLat, lon = mooringLon, course = 200.0
+    var lat = mooringLat
+    var lon = mooringLon
+    var course = 200.0
     for second in (8 * 3600)..<(16 * 3600) {
         course += Double.random(in: -1.5...1.5, using: &generator)
         let speed = 5 + Double.random(in: -0.3...0.3, using: &generator)
         lat += speed * cos(course * .pi / 180) / 111_195
         lon += speed * sin(course * .pi / 180) / (111_195 * cos(lat * .pi / 180))
-        day.append(Position(device: device, timeMs: startMs + Int64(second) * 1000, lat: lat, lon: lon, speed: speed, course: course))
+        day.append(
+            Position(
+                device: device, timeMs: startMs + Int64(second) * 1000, lat: lat, lon: lon, speed: speed, course: course
+            ))
     }
     moor((16 * 3600)..<(24 * 3600))
     return day
@@ -77,7 +90,8 @@ func dayFigure() throws {
     func count(_ settings: FilterSettings) -> (sent: Int, stops: Int) {
         let filter = LocationFilter(settings: settings)
         var state = FilterState()
-        var sent = 0, stops = 0
+        var sent = 0
+        var stops = 0
         for p in day {
             let (decision, next) = filter.evaluate(p, state: state)
             state = next
@@ -92,12 +106,15 @@ func dayFigure() throws {
     push.distanceMeters = 50
     var heartbeat = FilterSettings()
     heartbeat.heartbeatIntervalSeconds = 900
-    let traccar = count(FilterSettings()), pushed = count(push), beating = count(heartbeat)
-    emit("positions_sent_per_realistic_day", [
-        ("produced", .number(Double(day.count))),
-        ("traccar_defaults", .number(Double(traccar.sent))), ("traccar_stops", .number(Double(traccar.stops))),
-        ("push_defaults", .number(Double(pushed.sent))),
-        ("traccar_with_15min_heartbeat", .number(Double(beating.sent))),
-    ])
+    let traccar = count(FilterSettings())
+    let pushed = count(push)
+    let beating = count(heartbeat)
+    emit(
+        "positions_sent_per_realistic_day",
+        [
+            ("produced", .number(Double(day.count))),
+            ("traccar_defaults", .number(Double(traccar.sent))), ("traccar_stops", .number(Double(traccar.stops))),
+            ("push_defaults", .number(Double(pushed.sent))),
+            ("traccar_with_15min_heartbeat", .number(Double(beating.sent))),
+        ])
 }
-

@@ -1,8 +1,8 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 
 /// The `flash` figure: bytes the relay makes the kernel write to storage per stored position,
 /// the SD card's wear, on a vessel's normal day (4 GPS units at 1 Hz, a Traccar and a push
@@ -17,22 +17,30 @@ func flashFigure() throws {
     // interval (300 s): a shorter window would leave that cost out. `--quick` does.
     let seconds = quick ? 20 : 330
     let normal = try flashRun(devices: 4, ratePerDevice: 1, seconds: seconds)
-    emit("flash_bytes_written_per_position_4x1hz", [
-        ("value", .number(normal.bytesPerPosition.rounded())), ("floor_position_bytes", .number(normal.floorBytes.rounded())),
-        ("relay_write_bytes", .number(Double(normal.relayBytes))), ("checkpoint_bytes", .number(Double(normal.checkpointBytes))),
-        ("positions", .number(Double(normal.positions))), ("merges", .number(Double(normal.merges))),
-        ("delivered_traccar", .number(Double(normal.deliveredTraccar))),
-        ("delivered_push", .number(Double(normal.deliveredPush))),
-        ("ack_p50_ms", .number(normal.p50.rounded())), ("ack_p99_ms", .number(normal.p99.rounded())),
-        ("bytes_per_day_at_this_rate", .number((normal.bytesPerPosition * 4 * 86_400).rounded())),
-        ("target", .string("<= 2048 bytes/position, ack p99 <= 1000 ms")),
-    ])
+    emit(
+        "flash_bytes_written_per_position_4x1hz",
+        [
+            ("value", .number(normal.bytesPerPosition.rounded())),
+            ("floor_position_bytes", .number(normal.floorBytes.rounded())),
+            ("relay_write_bytes", .number(Double(normal.relayBytes))),
+            ("checkpoint_bytes", .number(Double(normal.checkpointBytes))),
+            ("positions", .number(Double(normal.positions))), ("merges", .number(Double(normal.merges))),
+            ("delivered_traccar", .number(Double(normal.deliveredTraccar))),
+            ("delivered_push", .number(Double(normal.deliveredPush))),
+            ("ack_p50_ms", .number(normal.p50.rounded())), ("ack_p99_ms", .number(normal.p99.rounded())),
+            ("bytes_per_day_at_this_rate", .number((normal.bytesPerPosition * 4 * 86_400).rounded())),
+            ("target", .string("<= 2048 bytes/position, ack p99 <= 1000 ms")),
+        ])
     let burst = try flashRun(devices: 4, ratePerDevice: 250, seconds: quick ? 5 : 10)
-    emit("flash_bytes_written_per_position_burst_1000_per_second", [
-        ("value", .number(burst.bytesPerPosition.rounded())), ("floor_position_bytes", .number(burst.floorBytes.rounded())),
-        ("positions", .number(Double(burst.positions))), ("ack_p50_ms", .number(burst.p50.rounded())), ("ack_p99_ms", .number(burst.p99.rounded())),
-        ("target", .string("as measured")),
-    ])
+    emit(
+        "flash_bytes_written_per_position_burst_1000_per_second",
+        [
+            ("value", .number(burst.bytesPerPosition.rounded())),
+            ("floor_position_bytes", .number(burst.floorBytes.rounded())),
+            ("positions", .number(Double(burst.positions))), ("ack_p50_ms", .number(burst.p50.rounded())),
+            ("ack_p99_ms", .number(burst.p99.rounded())),
+            ("target", .string("as measured")),
+        ])
 }
 
 struct FlashResult {
@@ -67,13 +75,13 @@ private func flashRun(devices: Int, ratePerDevice: Int, seconds: Int) throws -> 
     let directory = try TemporaryDirectory()
     let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
-          destinations: [
-            { name: "traccar", url: "http://127.0.0.1:\(osmand.http.port)" },
-            { name: "push", type: "push", url: "\(push.pushURL)", authBaseUrl: "\(push.authBaseURL)", registrationBaseUrl: "\(push.registrationBaseURL)",
-              apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)",
-              username: "\(push.expected.username)" } ] }
-        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
+      destinations: [
+        { name: "traccar", url: "http://127.0.0.1:\(osmand.http.port)" },
+        { name: "push", type: "push", url: "\(push.pushURL)", authBaseUrl: "\(push.authBaseURL)", registrationBaseUrl: "\(push.registrationBaseURL)",
+          apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(push.expected.clientID)", tenant: "\(push.expected.tenant)",
+          username: "\(push.expected.username)" } ] }
+    """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
     try relay.start()
     defer { relay.stop() }
     let tracks = (0..<devices).map { movingBoatTrack(device: "vessel-gps\($0)", count: seconds * ratePerDevice + 64) }
@@ -83,17 +91,20 @@ private func flashRun(devices: Int, ratePerDevice: Int, seconds: Int) throws -> 
         _ = client.readLine()
     }
     @Sendable func line(_ p: Position, timeMs: Int64) -> String {
-        #"{"device":"\#(p.device)","time":\#(timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+        #"{"device":"\#(p.device)","time":\#(timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"#
+            + "\n"
     }
     // Warm up: the first positions create devices, filter state and the push token.
     let warmUp = 8
     let nowMs = WallClock.nowMs() - Int64(seconds * 1000) - 60_000
     for (d, client) in clients.enumerated() {
-        for i in 0..<warmUp { try client.write(line(tracks[d][i], timeMs: nowMs + Int64(i) * 1000 / Int64(ratePerDevice))) }
+        for i in 0..<warmUp {
+            try client.write(line(tracks[d][i], timeMs: nowMs + Int64(i) * 1000 / Int64(ratePerDevice)))
+        }
         _ = client.readLines(warmUp)
     }
     let warmed = Date().addingTimeInterval(30)
-    while (osmand.requestCount < devices || push.points.count < devices), Date() < warmed { usleep(50_000) }
+    while osmand.requestCount < devices || push.points.count < devices, Date() < warmed { usleep(50_000) }
     usleep(1_500_000)
 
     let before = writeBytes(relay.pid)
@@ -121,7 +132,9 @@ private func flashRun(devices: Int, ratePerDevice: Int, seconds: Int) throws -> 
                     if due - now > 200_000 { usleep(UInt32(min((due - now) / 2000, 100_000))) }
                 }
                 let n = min(chunk, perDevice - i)
-                let text = (i..<(i + n)).map { line(track[warmUp + $0], timeMs: nowMs + Int64(warmUp + $0) * 1000 / Int64(ratePerDevice)) }.joined()
+                let text = (i..<(i + n)).map {
+                    line(track[warmUp + $0], timeMs: nowMs + Int64(warmUp + $0) * 1000 / Int64(ratePerDevice))
+                }.joined()
                 bytes += text.utf8.count
                 let sent = WallClock.monotonicNs()
                 try? client.write(text)
@@ -142,7 +155,9 @@ private func flashRun(devices: Int, ratePerDevice: Int, seconds: Int) throws -> 
     let drained = Date().addingTimeInterval(60)
     var merges = 0
     while Date() < drained {
-        if let status = try? SpoolReader.open(path: directory.file("spool.db")).status(), status.destinations.allSatisfy({ $0.pending == 0 }) {
+        if let status = try? SpoolReader.open(path: directory.file("spool.db")).status(),
+            status.destinations.allSatisfy({ $0.pending == 0 })
+        {
             merges = Int(status.counters["spool.merges"] ?? 0)
             break
         }
@@ -155,15 +170,23 @@ private func flashRun(devices: Int, ratePerDevice: Int, seconds: Int) throws -> 
     let db = try SQLiteDatabase(path: directory.file("spool.db"))
     _ = try db.pragma("wal_checkpoint(PASSIVE)")
     let checkpointBytes = writeBytes(getpid()) - ownBefore
-    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() { note("relay log:\n\(log)") }
+    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() {
+        note("relay log:\n\(log)")
+    }
     let sorted = collected.latencies.sorted()
-    func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+    func percentile(_ p: Double) -> Double {
+        sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
     let positions = sorted.count
-    note("flash \(devices)x\(ratePerDevice)/s for \(seconds) s: \(positions) positions, relay wrote \(relayBytes) B, checkpoint \(checkpointBytes) B; traccar \(osmand.requestCount), push \(push.points.count)")
-    return FlashResult(relayBytes: relayBytes, checkpointBytes: checkpointBytes, positions: positions,
-                       floorBytes: Double(collected.bytes) / Double(max(1, positions)),
-                       p50: percentile(0.5), p99: percentile(0.99), deliveredTraccar: osmand.requestCount, deliveredPush: push.points.count,
-                       merges: merges)
+    note(
+        "flash \(devices)x\(ratePerDevice)/s for \(seconds) s: \(positions) positions, relay wrote \(relayBytes) B, checkpoint \(checkpointBytes) B; traccar \(osmand.requestCount), push \(push.points.count)"
+    )
+    return FlashResult(
+        relayBytes: relayBytes, checkpointBytes: checkpointBytes, positions: positions,
+        floorBytes: Double(collected.bytes) / Double(max(1, positions)),
+        p50: percentile(0.5), p99: percentile(0.99), deliveredTraccar: osmand.requestCount,
+        deliveredPush: push.points.count,
+        merges: merges)
 }
 
 /// What the collector threads measured.

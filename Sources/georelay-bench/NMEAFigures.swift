@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 /// The `nmea` figure.
@@ -11,7 +11,9 @@ func nmeaFigure() async throws {
     // A real receiver log replayed through the socket as fast as the relay answers, acks on.
     let log = SharedTestData.nmea.appendingPathComponent("telit-he910.log")
     if let data = try? Data(contentsOf: log) {
-        let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).filter { $0.hasPrefix("$") }.map(String.init)
+        let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).filter {
+            $0.hasPrefix("$")
+        }.map(String.init)
         let relay = try BenchRelay(destinationURL: deadURL())
         try relay.start()
         let client = try UnixLineClient(path: relay.socketPath)
@@ -22,7 +24,11 @@ func nmeaFigure() async throws {
         for pass in 0..<(quick ? 20 : 100) {
             for line in lines {
                 guard line.contains("RMC,"), var sentence = try? NMEASentence.parse(line), sentence.fields.count > 8,
-                      let date = sentence.field(8), date.count == 6, let day = Int(date.prefix(2)) else { payload.append(line); continue }
+                    let date = sentence.field(8), date.count == 6, let day = Int(date.prefix(2))
+                else {
+                    payload.append(line)
+                    continue
+                }
                 sentence.fields[8] = Substring(String(format: "%02d", (day + pass) % 28 + 1) + date.dropFirst(2))
                 let body = "\(sentence.talker)\(sentence.type)," + sentence.fields.joined(separator: ",")
                 payload.append("$" + body + "*" + String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 }))
@@ -34,8 +40,13 @@ func nmeaFigure() async throws {
         _ = client.readLines(payload.count)
         let seconds = Double(WallClock.monotonicNs() - started) / 1e9
         relay.stop()
-        emit("nmea_lines_per_second", [("value", .number((Double(payload.count) / seconds).rounded())), ("lines", .number(Double(payload.count))),
-                                       ("log", .string("telit-he910.log"))])
+        emit(
+            "nmea_lines_per_second",
+            [
+                ("value", .number((Double(payload.count) / seconds).rounded())),
+                ("lines", .number(Double(payload.count))),
+                ("log", .string("telit-he910.log")),
+            ])
     } else {
         note("../shared/testdata/nmea is absent: nmea figure skipped")
     }
@@ -45,18 +56,25 @@ func nmeaFigure() async throws {
     let mux = try LineServer()
     let collector = Process()
     collector.executableURL = URL(fileURLWithPath: binDirectory + "/georelay")
-    collector.arguments = ["collect", "--device", "bow", "--tcp", "127.0.0.1:\(mux.port)", "--socket", relay.socketPath, "--log-level", "warning"]
+    collector.arguments = [
+        "collect", "--device", "bow", "--tcp", "127.0.0.1:\(mux.port)", "--socket", relay.socketPath, "--log-level",
+        "warning",
+    ]
     collector.standardError = FileHandle.nullDevice
     try collector.run()
     let seconds = quick ? 10 : 30
     _ = await mux.waitForClient()
     let before = cpuSeconds(collector.processIdentifier)
     for second in 0..<seconds {
-        func sentence(_ body: String) -> String { "$" + body + "*" + String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 }) }
+        func sentence(_ body: String) -> String {
+            "$" + body + "*" + String(format: "%02X", body.utf8.reduce(UInt8(0)) { $0 ^ $1 })
+        }
         let time = String(format: "12%02d%02d.00", second / 60, second % 60)
-        mux.send([sentence("GPRMC,\(time),A,5930.000,N,01042.000,E,005.0,090.0,250726,,,A"),
-                  sentence("GPGGA,\(time),5930.000,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,"),
-                  sentence("GPGSV,1,1,01,01,40,083,46")])
+        mux.send([
+            sentence("GPRMC,\(time),A,5930.000,N,01042.000,E,005.0,090.0,250726,,,A"),
+            sentence("GPGGA,\(time),5930.000,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,"),
+            sentence("GPGSV,1,1,01,01,40,083,46"),
+        ])
         usleep(1_000_000)
     }
     let used = cpuSeconds(collector.processIdentifier) - before
@@ -64,7 +82,10 @@ func nmeaFigure() async throws {
     collector.waitUntilExit()
     mux.stop()
     relay.stop()
-    emit("collector_cpu_percent_per_1hz_receiver", [("value", .number((used / Double(seconds) * 100 * 1000).rounded() / 1000)),
-                                                    ("window_seconds", .number(Double(seconds))), ("target", .string("a handful together < 1"))])
+    emit(
+        "collector_cpu_percent_per_1hz_receiver",
+        [
+            ("value", .number((used / Double(seconds) * 100 * 1000).rounded() / 1000)),
+            ("window_seconds", .number(Double(seconds))), ("target", .string("a handful together < 1")),
+        ])
 }
-

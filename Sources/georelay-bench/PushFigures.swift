@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 /// The `compression` figure: bytes per position and CPU per batch at each zstd level, for one
@@ -16,14 +16,17 @@ func compressionFigure() throws {
     settings.push = push
     let wire = PushProtocol(settings: settings)
     let track = movingBoatTrack(device: "gps-bow", count: 3600)
-    let fleet = (0..<40).map { movingBoatTrack(device: String(format: "unit%02d", $0), count: 90, seed: 42 + UInt64($0)) }
+    let fleet = (0..<40).map {
+        movingBoatTrack(device: String(format: "unit%02d", $0), count: 90, seed: 42 + UInt64($0))
+    }
     let interleaved = (0..<90).flatMap { i in fleet.map { $0[i] } }
     let compressor = try ZstdCompressor()
     let levels = [3, 6, 7, 9, 12, 15, 16, 17, 19]
     for (name, positions) in [("vessel", track), ("fleet40", interleaved)] {
         let points = positions.map { wire.encodePoint($0) }
         for size in [100, 500] {
-            var json = 0, gzip = 0
+            var json = 0
+            var gzip = 0
             var zstd: [Int: Int] = [:]
             var start = 0
             while start < points.count {
@@ -33,15 +36,21 @@ func compressionFigure() throws {
                 for level in levels { zstd[level, default: 0] += try compressor.compress(body, level: level).count }
                 start += size
             }
-            note("\(name), batch \(size): json \(json / points.count) B/pos, gzip \(gzip / points.count), " + levels.map { "zstd\($0) \(String(format: "%.1f", Double(zstd[$0]!) / Double(points.count)))" }.joined(separator: ", "))
+            note(
+                "\(name), batch \(size): json \(json / points.count) B/pos, gzip \(gzip / points.count), "
+                    + levels.map { "zstd\($0) \(String(format: "%.1f", Double(zstd[$0]!) / Double(points.count)))" }
+                    .joined(separator: ", "))
         }
         let body = wire.encodeBatch(Array(points[0..<500]))
-        note("\(name): ms per 500-position batch (\(body.count) B of JSON): " + (try levels.map { level in
-            let rounds = level >= 16 ? 5 : 20
-            let t0 = WallClock.monotonicNs()
-            for _ in 0..<rounds { _ = try compressor.compress(body, level: level) }
-            return "zstd\(level) \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / Double(rounds) / 1e6))"
-        }).joined(separator: ", "))
+        note(
+            "\(name): ms per 500-position batch (\(body.count) B of JSON): "
+                + (try levels.map { level in
+                    let rounds = level >= 16 ? 5 : 20
+                    let t0 = WallClock.monotonicNs()
+                    for _ in 0..<rounds { _ = try compressor.compress(body, level: level) }
+                    return
+                        "zstd\(level) \(String(format: "%.2f", Double(WallClock.monotonicNs() - t0) / Double(rounds) / 1e6))"
+                }).joined(separator: ", "))
     }
     let t0 = WallClock.monotonicNs()
     for _ in 0..<20 { _ = track[0..<500].map { wire.encodePoint($0) } }
@@ -56,8 +65,9 @@ func wireFigure() throws {
         let server = try FakeOsmAndServer()
         defer { server.http.stop() }
         let directory = try TemporaryDirectory()
-        let perPosition = try wireBytesPerPosition(destination: { _ in #"{ url: "\#(server.url)", filter: { mode: "all" } }"# }, expected: track.count,
-                                                   delivered: { server.requestCount }, directory: directory, track: track)
+        let perPosition = try wireBytesPerPosition(
+            destination: { _ in #"{ url: "\#(server.url)", filter: { mode: "all" } }"# }, expected: track.count,
+            delivered: { server.requestCount }, directory: directory, track: track)
         fields.append(("traccar", .number((perPosition * 10).rounded() / 10)))
     }
     // Push over a 256 kbit/s link (a satellite terminal's share), where the automatic zstd level
@@ -70,15 +80,17 @@ func wireFigure() throws {
         let url = proxy.map { "http://127.0.0.1:\($0.port)/push" } ?? server.pushURL
         let directory = try TemporaryDirectory()
         setenv("GEORELAY_BENCH_API_KEY", server.expected.apiKey, 1)
-        let perPosition = try wireBytesPerPosition(destination: { _ in
-            """
-            { type: "push", url: "\(url)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
-              apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
-              username: "\(server.expected.username)", compression: "\(compression)", filter: { mode: "all" }, batch: { maxDelaySeconds: 0 }, timeoutSeconds: 120 }
-            """
-        }, expected: track.count, delivered: { server.points.count }, directory: directory, track: track)
+        let perPosition = try wireBytesPerPosition(
+            destination: { _ in
+                """
+                { type: "push", url: "\(url)", authBaseUrl: "\(server.authBaseURL)", registrationBaseUrl: "\(server.registrationBaseURL)",
+                  apiKey: { env: "GEORELAY_BENCH_API_KEY" }, clientId: "\(server.expected.clientID)", tenant: "\(server.expected.tenant)",
+                  username: "\(server.expected.username)", compression: "\(compression)", filter: { mode: "all" }, batch: { maxDelaySeconds: 0 }, timeoutSeconds: 120 }
+                """
+            }, expected: track.count, delivered: { server.points.count }, directory: directory, track: track)
         if !server.problems.isEmpty { note("push server problems: \(server.problems.prefix(3))") }
-        fields.append(("push_\(compression)\(throttled ? "_256kbit" : "_loopback")", .number((perPosition * 10).rounded() / 10)))
+        fields.append(
+            ("push_\(compression)\(throttled ? "_256kbit" : "_loopback")", .number((perPosition * 10).rounded() / 10)))
     }
     fields.append(("target", .string("push zstd (full batches) <= 16")))
     emit("wire_bytes_per_position", fields)
@@ -102,8 +114,8 @@ func pushDrainFigure() throws {
         """
     let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
-        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
+    """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
     // Fill while the server is down.
     try relay.start()
     let client = try UnixLineClient(path: relay.socketPath)
@@ -113,9 +125,11 @@ func pushDrainFigure() throws {
     var written = 0
     while written < count {
         let n = min(50_000, count - written)
-        try client.write(track[written..<(written + n)].map { p in
-            #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
-        }.joined())
+        try client.write(
+            track[written..<(written + n)].map { p in
+                #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"#
+                    + "\n"
+            }.joined())
         _ = client.readLines(n)
         written += n
     }
@@ -137,12 +151,16 @@ func pushDrainFigure() throws {
     let finished = WallClock.monotonicNs()
     let seconds = Double(finished - started) / 1e9
     let drainSeconds = Double(finished - (firstBatch ?? started)) / 1e9
-    note("push drain: \(count) in \(String(format: "%.2f", seconds)) s from relay start; relay CPU \(String(format: "%.2f", cpuSeconds(relay.pid))) s, server CPU \(String(format: "%.2f", cpuSeconds(getpid()) - serverCPU)) s")
+    note(
+        "push drain: \(count) in \(String(format: "%.2f", seconds)) s from relay start; relay CPU \(String(format: "%.2f", cpuSeconds(relay.pid))) s, server CPU \(String(format: "%.2f", cpuSeconds(getpid()) - serverCPU)) s"
+    )
     relay.stop()
-    emit("push_drain_positions_per_second", [
-        ("value", .number((Double(count - firstCount) / drainSeconds).rounded())),
-        ("including_startup_and_auth", .number((Double(count) / seconds).rounded())), ("positions", .number(Double(count))),
-        ("zstd_level", level.map { .number(Double($0)) } ?? .string("auto")), ("target", .string(">= 200000")),
-    ])
+    emit(
+        "push_drain_positions_per_second",
+        [
+            ("value", .number((Double(count - firstCount) / drainSeconds).rounded())),
+            ("including_startup_and_auth", .number((Double(count) / seconds).rounded())),
+            ("positions", .number(Double(count))),
+            ("zstd_level", level.map { .number(Double($0)) } ?? .string("auto")), ("target", .string(">= 200000")),
+        ])
 }
-

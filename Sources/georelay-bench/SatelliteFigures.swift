@@ -1,7 +1,7 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 /// A link profile from `../shared/LINKS.md`.
@@ -40,40 +40,48 @@ func satelliteFigure() throws {
     // GEORELAY_BENCH_LINK=geo-slow or narrowband for LINKS.md's slower profiles.
     let linkName = ProcessInfo.processInfo.environment["GEORELAY_BENCH_LINK"] ?? "geo"
     guard let link = LinkProfile.all.first(where: { $0.name == linkName }) else {
-        throw BenchError("GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.all.map(\.name).joined(separator: ", ")))")
+        throw BenchError(
+            "GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.all.map(\.name).joined(separator: ", ")))")
     }
     let hours = quick ? 0.5 : 2.0
     var transports = ["osmand", "teltonika", "push"]
-    if let only = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRANSPORTS"] { transports = only.split(separator: ",").map(String.init) }
+    if let only = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRANSPORTS"] {
+        transports = only.split(separator: ",").map(String.init)
+    }
     var fleets = [Fleet.vessel, Fleet.forty]
     if let units = ProcessInfo.processInfo.environment["GEORELAY_BENCH_UNITS"].flatMap(Int.init) {
         fleets = fleets.filter { $0.units == units }
     }
     for fleet in fleets {
         for transport in transports {
-            let result = try standardOutage(transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600))
-            emit("satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")", [
-                ("link", .string(link.name)), ("outage_hours", .number(hours)), ("units", .number(Double(fleet.units))),
-                ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
-                ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
-                ("every_unit_current_s", .number(result.everyUnitCurrentSeconds.rounded(to: 1))),
-                ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
-                ("positions_delivered", .number(Double(result.delivered))),
-                ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
-                ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
-                ("target", .string(satelliteTarget(transport, fleet: fleet))),
-            ])
+            let result = try standardOutage(
+                transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600))
+            emit(
+                "satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")",
+                [
+                    ("link", .string(link.name)), ("outage_hours", .number(hours)),
+                    ("units", .number(Double(fleet.units))),
+                    ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
+                    ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
+                    ("every_unit_current_s", .number(result.everyUnitCurrentSeconds.rounded(to: 1))),
+                    ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
+                    ("positions_delivered", .number(Double(result.delivered))),
+                    ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
+                    ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
+                    ("target", .string(satelliteTarget(transport, fleet: fleet))),
+                ])
         }
     }
 }
 
 private func satelliteTarget(_ transport: String, fleet: Fleet) -> String {
     if transport == "osmand-serial" { return "today's one request per round trip (the baseline)" }
-    return fleet.units == 1 ? "current <= 5 s, drained <= 1.5 x limit" : "every unit current <= 10 s, drained <= 1.5 x limit"
+    return fleet.units == 1
+        ? "current <= 5 s, drained <= 1.5 x limit" : "every unit current <= 10 s, drained <= 1.5 x limit"
 }
 
-private extension Double {
-    func rounded(to digits: Int) -> Double {
+extension Double {
+    fileprivate func rounded(to digits: Int) -> Double {
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }
         return (self * scale).rounded() / scale
@@ -118,14 +126,18 @@ private struct PushSink: FixSink {
     let server: FakePushServer
     var fixes: [(device: String, timeMs: Int64)] {
         server.points.compactMap { point in
-            Timestamp.milliseconds(fromISO8601: point.timestamp).map { (String(point.trackerId.prefix { $0 != "@" }), $0) }
+            Timestamp.milliseconds(fromISO8601: point.timestamp).map {
+                (String(point.trackerId.prefix { $0 != "@" }), $0)
+            }
         }
     }
     var port: Int { server.http.port }
     func stop() { server.http.stop() }
 }
 
-private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40) throws -> OutageResult {
+private func standardOutage(
+    transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40
+) throws -> OutageResult {
     let sink: FixSink
     let pushServer: FakePushServer?
     switch transport {
@@ -165,8 +177,8 @@ private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, 
     let directory = try TemporaryDirectory()
     let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
-        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
+    """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
     try relay.start()
     defer { relay.stop() }
     let started = WallClock.nowMs()
@@ -177,8 +189,9 @@ private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, 
     let devices = fleet.devices
     var lasts: [Position] = []
     for (index, device) in devices.enumerated() {
-        let history = vesselTrack(device: device, count: historySeconds / fleet.fixSeconds, everyMs: Int64(fleet.fixSeconds) * 1000,
-                                  endingAtMs: started, offset: Double(index))
+        let history = vesselTrack(
+            device: device, count: historySeconds / fleet.fixSeconds, everyMs: Int64(fleet.fixSeconds) * 1000,
+            endingAtMs: started, offset: Double(index))
         try client.write(history.map(fixLine).joined())
         _ = client.readLines(history.count)
         lasts.append(history.last!)
@@ -234,51 +247,64 @@ private func standardOutage(transport: String, link: LinkProfile, fleet: Fleet, 
         // server has gained no fix from before link-up for 20 s. Either way the figure is when
         // the last of them arrived.
         if let grew = historyGrewAt, fixes.count > heldBefore,
-           pendingIsSmall(relay: relay, units: devices.count) || now - grew > 20_000_000_000 {
+            pendingIsSmall(relay: relay, units: devices.count) || now - grew > 20_000_000_000
+        {
             drainedAt = grew
         }
         usleep(200_000)
     }
     let after = proxy.counters
     let delivered = sink.fixes.count - heldBefore
-    let up = after.bytesUp - before.bytesUp, down = after.bytesDown - before.bytesDown
+    let up = after.bytesUp - before.bytesUp
+    let down = after.bytesDown - before.bytesDown
     let rtt = 2 * Double(link.oneWayMs) / 1000
     func seconds(_ at: UInt64?) -> Double { Double((at ?? deadline) - linkUp) / 1e9 }
     let result = OutageResult(
-        firstArrivalSeconds: seconds(firstAt), currentSeconds: seconds(currentAt), everyUnitCurrentSeconds: seconds(everyUnitAt),
+        firstArrivalSeconds: seconds(firstAt), currentSeconds: seconds(currentAt),
+        everyUnitCurrentSeconds: seconds(everyUnitAt),
         drainedSeconds: seconds(drainedAt),
         delivered: delivered,
         bytesPerPosition: Double(up + down) / Double(max(1, delivered)),
         limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt)
     func text(_ value: Double) -> String { String(format: "%.1f", value) }
-    note("satellite \(transport), \(devices.count) unit(s): \(devices.count * historySeconds / fleet.fixSeconds) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; " +
-         "first position after \(text(result.firstArrivalSeconds)) s, a current position after \(text(result.currentSeconds)) s, every unit's after \(text(result.everyUnitCurrentSeconds)) s, " +
-         "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s")
-    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() { note("relay log:\n\(log)") }
+    note(
+        "satellite \(transport), \(devices.count) unit(s): \(devices.count * historySeconds / fleet.fixSeconds) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; "
+            + "first position after \(text(result.firstArrivalSeconds)) s, a current position after \(text(result.currentSeconds)) s, every unit's after \(text(result.everyUnitCurrentSeconds)) s, "
+            + "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s")
+    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() {
+        note("relay log:\n\(log)")
+    }
     return result
 }
 
 /// Whether the relay's status shows at most one position a unit pending (the live fixes in flight).
 private func pendingIsSmall(relay: BenchRelay, units: Int) -> Bool {
-    guard let result = try? RelayProcess.command(["status", "--json", "--config", relay.configPath], directory: relay.directory.path),
-          case .object(let status)? = try? JSONParser.parse(result.stdout),
-          case .array(let destinations)? = status["destinations"] else { return false }
+    guard
+        let result = try? RelayProcess.command(
+            ["status", "--json", "--config", relay.configPath], directory: relay.directory.path),
+        case .object(let status)? = try? JSONParser.parse(result.stdout),
+        case .array(let destinations)? = status["destinations"]
+    else { return false }
     return destinations.allSatisfy { destination in
-        guard case .object(let fields) = destination, case .number(let pending)? = fields["pending"] else { return false }
+        guard case .object(let fields) = destination, case .number(let pending)? = fields["pending"] else {
+            return false
+        }
         return pending <= Double(units)
     }
 }
 
 private func fixLine(_ p: Position) -> String {
-    #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+    #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"#
+        + "\n"
 }
 
 /// A vessel under way at 5 m/s, one fix every `everyMs`, the last one that long before
 /// `endingAtMs`; `offset` spreads a fleet's starting points.
 private func vesselTrack(device: String, count: Int, everyMs: Int64, endingAtMs: Int64, offset: Double) -> [Position] {
     var positions: [Position] = []
-    var position = Position(device: device, timeMs: endingAtMs - Int64(count) * everyMs, lat: 59.9 + offset * 0.01, lon: 10.7,
-                            speed: 5, course: 45, altitude: 12, accuracy: 4)
+    var position = Position(
+        device: device, timeMs: endingAtMs - Int64(count) * everyMs, lat: 59.9 + offset * 0.01, lon: 10.7,
+        speed: 5, course: 45, altitude: 12, accuracy: 4)
     for i in 0..<count {
         position = step(position, timeMs: endingAtMs - Int64(count - i) * everyMs)
         positions.append(position)
@@ -292,7 +318,8 @@ private func step(_ p: Position, timeMs: Int64) -> Position {
     let course = (p.course ?? 45) + sin(Double(timeMs / 1000) / 300) * 0.5
     next.timeMs = timeMs
     next.lat = ((p.lat + 5 * seconds * cos(course * .pi / 180) / 111_320) * 1e6).rounded() / 1e6
-    next.lon = ((p.lon + 5 * seconds * sin(course * .pi / 180) / (111_320 * cos(p.lat * .pi / 180))) * 1e6).rounded() / 1e6
+    next.lon =
+        ((p.lon + 5 * seconds * sin(course * .pi / 180) / (111_320 * cos(p.lat * .pi / 180))) * 1e6).rounded() / 1e6
     next.course = (course.truncatingRemainder(dividingBy: 360) * 10).rounded() / 10
     return next
 }

@@ -1,7 +1,7 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
+import Glibc
 
 /// The `sea` figure (issue 15): a day at sea behind a metered uplink. The realistic day (86,400
 /// fixes at 1 Hz) goes through the real relay, compressed into a few minutes, to a fake Traccar
@@ -23,15 +23,17 @@ func seaFigure() throws {
     let server = try lab.onServerSide { try FakeOsmAndServer(host: "0.0.0.0") }
     defer { server.http.stop() }
     let directory = try TemporaryDirectory()
-    let configPath = directory.file("sea.json5"), socketPath = directory.file("r.sock")
+    let configPath = directory.file("sea.json5")
+    let socketPath = directory.file("r.sock")
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(socketPath)" },
-          uplinks: [{ name: "iridium", interface: "up0", metered: true, budget: { dayBytes: \(budget) }, send: { minIntervalSeconds: 900 } },
-                    { name: "starlink", interface: "up1" }],
-          destinations: [{ name: "traccar", url: "http://\(lab.serverAddress):\(server.http.port)" }] }
-        """.write(toFile: configPath, atomically: true, encoding: .utf8)
-    let relay = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path,
-                                 arguments: ["--log-level", "notice"], lab: lab)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(socketPath)" },
+      uplinks: [{ name: "iridium", interface: "up0", metered: true, budget: { dayBytes: \(budget) }, send: { minIntervalSeconds: 900 } },
+                { name: "starlink", interface: "up1" }],
+      destinations: [{ name: "traccar", url: "http://\(lab.serverAddress):\(server.http.port)" }] }
+    """.write(toFile: configPath, atomically: true, encoding: .utf8)
+    let relay = try RelayProcess(
+        configPath: configPath, socketPath: socketPath, directory: directory.path,
+        arguments: ["--log-level", "notice"], lab: lab)
     defer { relay.signal(SIGTERM) }
 
     // The day ends a minute ago, so no fix is in the relay's future.
@@ -47,7 +49,8 @@ func seaFigure() throws {
     /// When the relay declared the budget spent (its log says so): what the interface and the
     /// server had by then, before the still-alive positions a spent uplink carries by design.
     var atSpent: (interface: Int64, ip: Int64, delivered: Int)?
-    let iridiumAtStart = try lab.bytes(uplink: 0), iridiumIPAtStart = try lab.ipBytes(uplink: 0)
+    let iridiumAtStart = try lab.bytes(uplink: 0)
+    let iridiumIPAtStart = try lab.ipBytes(uplink: 0)
     var refused = 0
     for first in stride(from: 0, to: day.count, by: chunk) {
         if first >= switchAt, atSwitch == nil {
@@ -60,7 +63,10 @@ func seaFigure() throws {
         try client.write(lines.joined())
         refused += client.readLines(lines.count).filter { !$0.hasPrefix("ok ") }.count
         if atSpent == nil, relay.stderrText().contains("backlog deferred") {
-            atSpent = (try lab.bytes(uplink: 0) - iridiumAtStart, try lab.ipBytes(uplink: 0) - iridiumIPAtStart, server.positions.count)
+            atSpent = (
+                try lab.bytes(uplink: 0) - iridiumAtStart, try lab.ipBytes(uplink: 0) - iridiumIPAtStart,
+                server.positions.count
+            )
         }
     }
     let fed = Double(WallClock.monotonicNs() - start) / 1e9
@@ -79,28 +85,38 @@ func seaFigure() throws {
     let missing = keptTimes.subtracting(receivedTimes).count
     let extra = receivedTimes.subtracting(keptTimes).count
     let duplicates = received.count - receivedTimes.count
-    let iridium = try lab.bytes(uplink: 0), starlink = try lab.bytes(uplink: 1)
-    note("sea: fed \(day.count) fixes in \(Int(fed)) s (\(refused) refused); \(live) delivered over iridium before the switch, \(received.count - live) after; backfill drained in \(Int(drained)) s")
-    emit("sea_day_budgeted_uplink", [
-        ("fixes", .number(Double(day.count))), ("feed_seconds", .number(fed.rounded())),
-        ("filter_keeps", .number(Double(kept.count))),
-        ("delivered_live_over_iridium", .number(Double(live))),
-        ("delivered_after_starlink_came", .number(Double(received.count - live))),
-        ("server_positions", .number(Double(received.count))),
-        ("missing_from_server", .number(Double(missing))), ("duplicates", .number(Double(duplicates))),
-        ("still_alive_beyond_filter", .number(Double(extra))),
-        ("iridium_budget_bytes", .number(Double(budget))),
-        ("iridium_relay_counted_bytes", .number(Double(accounting.iridium))),
-        ("iridium_interface_bytes", .number(Double(iridium - iridiumAtStart))),
-        ("iridium_interface_bytes_when_declared_spent", .number(Double(atSpent?.interface ?? -1))),
-        ("iridium_ip_bytes_when_declared_spent", .number(Double(atSpent?.ip ?? -1))),
-        ("iridium_ip_bytes", .number(Double((try? lab.ipBytes(uplink: 0)) ?? -1) - Double(iridiumIPAtStart))),
-        ("delivered_when_declared_spent", .number(Double(atSpent?.delivered ?? -1))),
-        ("starlink_relay_counted_bytes", .number(Double(accounting.starlink))),
-        ("starlink_interface_bytes", .number(Double(starlink - starlinkAtSwitch))),
-        ("backfill_drain_seconds", .number(drained.rounded())),
-        ("target", .string("iridium's interface when the budget is declared spent <= budget + 2 % (its Ethernet headers beside); nothing the filter keeps missing; no duplicates")),
-    ])
+    let iridium = try lab.bytes(uplink: 0)
+    let starlink = try lab.bytes(uplink: 1)
+    note(
+        "sea: fed \(day.count) fixes in \(Int(fed)) s (\(refused) refused); \(live) delivered over iridium before the switch, \(received.count - live) after; backfill drained in \(Int(drained)) s"
+    )
+    emit(
+        "sea_day_budgeted_uplink",
+        [
+            ("fixes", .number(Double(day.count))), ("feed_seconds", .number(fed.rounded())),
+            ("filter_keeps", .number(Double(kept.count))),
+            ("delivered_live_over_iridium", .number(Double(live))),
+            ("delivered_after_starlink_came", .number(Double(received.count - live))),
+            ("server_positions", .number(Double(received.count))),
+            ("missing_from_server", .number(Double(missing))), ("duplicates", .number(Double(duplicates))),
+            ("still_alive_beyond_filter", .number(Double(extra))),
+            ("iridium_budget_bytes", .number(Double(budget))),
+            ("iridium_relay_counted_bytes", .number(Double(accounting.iridium))),
+            ("iridium_interface_bytes", .number(Double(iridium - iridiumAtStart))),
+            ("iridium_interface_bytes_when_declared_spent", .number(Double(atSpent?.interface ?? -1))),
+            ("iridium_ip_bytes_when_declared_spent", .number(Double(atSpent?.ip ?? -1))),
+            ("iridium_ip_bytes", .number(Double((try? lab.ipBytes(uplink: 0)) ?? -1) - Double(iridiumIPAtStart))),
+            ("delivered_when_declared_spent", .number(Double(atSpent?.delivered ?? -1))),
+            ("starlink_relay_counted_bytes", .number(Double(accounting.starlink))),
+            ("starlink_interface_bytes", .number(Double(starlink - starlinkAtSwitch))),
+            ("backfill_drain_seconds", .number(drained.rounded())),
+            (
+                "target",
+                .string(
+                    "iridium's interface when the budget is declared spent <= budget + 2 % (its Ethernet headers beside); nothing the filter keeps missing; no duplicates"
+                )
+            ),
+        ])
 }
 
 /// The fixes the destination's default filter keeps of the day, in order: what the server
@@ -124,11 +140,14 @@ private func seaLine(_ p: Position) -> String {
 }
 
 /// What the relay says each uplink carried today (`status --json` run in its namespace).
-private func uplinkAccounting(lab: NetworkLab, configPath: String, directory: String) throws -> (iridium: Int64, starlink: Int64) {
+private func uplinkAccounting(lab: NetworkLab, configPath: String, directory: String) throws -> (
+    iridium: Int64, starlink: Int64
+) {
     let command = lab.commandOnRelaySide([RelayProcess.binary, "status", "--json", "--config", configPath])
     let result = try RelayProcess.run(command.executable, command.arguments, directory: directory)
     guard result.status == 0, case .object(let status) = try JSONParser.parse(result.stdout),
-          case .array(let uplinks)? = status["uplinks"] else { return (-1, -1) }
+        case .array(let uplinks)? = status["uplinks"]
+    else { return (-1, -1) }
     func today(_ name: String) -> Int64 {
         for case .object(let uplink) in uplinks where uplink["name"] == .string(name) {
             if case .number(let bytes)? = uplink["wireBytesToday"] { return Int64(bytes) }

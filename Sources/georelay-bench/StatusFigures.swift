@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayService
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 
 /// The `status` figure: what one refresh of the relay's status costs (the status page's JSON,
 /// `/metrics` and `georelay status` all read it) with ten million positions waiting, against
@@ -13,13 +13,16 @@ func statusFigure() throws {
     let large = quick ? 1_000_000 : 10_000_000
     let small = try statusRun(rows: 1_000)
     let big = try statusRun(rows: large)
-    emit("status_refresh_ms_at_\(large / 1_000_000)m_pending", [
-        ("value", .number(big.page.p50)), ("p99_ms", .number(big.page.p99)), ("at_1000_rows_ms", .number(small.page.p50)),
-        ("spool_status_ms", .number(big.read.p50)), ("spool_status_at_1000_rows_ms", .number(small.read.p50)),
-        ("command_ms", .number(big.command)), ("command_at_1000_rows_ms", .number(small.command)),
-        ("pending", .number(Double(big.pending))), ("spool_bytes", .number(Double(big.spoolBytes))),
-        ("target", .string("the page's refresh <= 50 ms at 10 million pending, about the same as at 1,000")),
-    ])
+    emit(
+        "status_refresh_ms_at_\(large / 1_000_000)m_pending",
+        [
+            ("value", .number(big.page.p50)), ("p99_ms", .number(big.page.p99)),
+            ("at_1000_rows_ms", .number(small.page.p50)),
+            ("spool_status_ms", .number(big.read.p50)), ("spool_status_at_1000_rows_ms", .number(small.read.p50)),
+            ("command_ms", .number(big.command)), ("command_at_1000_rows_ms", .number(small.command)),
+            ("pending", .number(Double(big.pending))), ("spool_bytes", .number(Double(big.spoolBytes))),
+            ("target", .string("the page's refresh <= 50 ms at 10 million pending, about the same as at 1,000")),
+        ])
 }
 
 private struct StatusRun {
@@ -40,7 +43,9 @@ private func statusRun(rows: Int) throws -> StatusRun {
     try relay.start()
     let spoolPath = directory.file("spool.db")
     let registered = Date().addingTimeInterval(30)
-    while (try? SpoolReader.open(path: spoolPath).status().destinations.isEmpty) != false, Date() < registered { usleep(50_000) }
+    while (try? SpoolReader.open(path: spoolPath).status().destinations.isEmpty) != false, Date() < registered {
+        usleep(50_000)
+    }
     relay.stop()
     let stopped = Date().addingTimeInterval(30)
     while FileManager.default.fileExists(atPath: relay.socketPath), Date() < stopped { usleep(50_000) }
@@ -68,16 +73,22 @@ private func statusRun(rows: Int) throws -> StatusRun {
     var commands: [Double] = []
     for _ in 0..<5 {
         let started = WallClock.monotonicNs()
-        let result = try RelayProcess.command(["status", "--json", "--config", relay.configPath], directory: directory.path)
+        let result = try RelayProcess.command(
+            ["status", "--json", "--config", relay.configPath], directory: directory.path)
         commands.append(Double(WallClock.monotonicNs() - started) / 1e6)
         if result.stdout.isEmpty { note("status --json printed nothing: \(result.stderr)") }
     }
     commands.sort()
     let size = (try? FileManager.default.attributesOfItem(atPath: spoolPath)[.size] as? NSNumber)?.intValue ?? 0
-    note("status at \(rows) rows: page p50 \(page[page.count / 2]) ms (first \(page.max() ?? 0)), spool status p50 \(samples[samples.count / 2]) ms, command \(commands[2]) ms, pending \(pending)")
-    func rounded(_ sorted: [Double]) -> (Double, Double) { ((sorted[sorted.count / 2] * 10).rounded() / 10, (sorted[sorted.count - 1] * 10).rounded() / 10) }
-    return StatusRun(page: rounded(page), read: rounded(samples),
-                     command: commands[2].rounded(), pending: pending, spoolBytes: size)
+    note(
+        "status at \(rows) rows: page p50 \(page[page.count / 2]) ms (first \(page.max() ?? 0)), spool status p50 \(samples[samples.count / 2]) ms, command \(commands[2]) ms, pending \(pending)"
+    )
+    func rounded(_ sorted: [Double]) -> (Double, Double) {
+        ((sorted[sorted.count / 2] * 10).rounded() / 10, (sorted[sorted.count - 1] * 10).rounded() / 10)
+    }
+    return StatusRun(
+        page: rounded(page), read: rounded(samples),
+        command: commands[2].rounded(), pending: pending, spoolBytes: size)
 }
 
 /// Rows straight into `positions` (the relay is stopped), with the devices' totals the writer's
@@ -87,13 +98,15 @@ private func fillDirectly(_ path: String, rows: Int, devices: Int) throws {
     try db.execute("PRAGMA synchronous = OFF")
     try db.execute("BEGIN")
     for d in 0..<devices { try db.execute("INSERT INTO devices(name) VALUES('dev\(d)')") }
-    try db.execute("""
+    try db.execute(
+        """
         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows - 1))
         INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon, speed, course)
         SELECT (SELECT min(id) FROM devices) + i % \(devices), 1700000000000 + (i / \(devices)) * 1000, 1700000000000 + (i / \(devices)) * 1000,
                59 + (i % 1000) * 1e-5, 10.5, 2.5, 90 FROM n
         """)
-    try db.execute("""
+    try db.execute(
+        """
         UPDATE devices SET received = (SELECT count(*) FROM positions p WHERE p.device_id = devices.id),
             last_seq = (SELECT max(seq) FROM positions p WHERE p.device_id = devices.id),
             last_fix_ms = (SELECT max(fix_ms) FROM positions p WHERE p.device_id = devices.id),

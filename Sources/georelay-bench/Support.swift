@@ -1,13 +1,14 @@
 import Foundation
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 func emit(_ figure: String, _ fields: [(String, JSONValue)]) {
-    FileHandle.standardOutput.write(Data((JSONValue.object(JSONObject([("figure", .string(figure))] + fields)).jsonText + "\n").utf8))
+    FileHandle.standardOutput.write(
+        Data((JSONValue.object(JSONObject([("figure", .string(figure))] + fields)).jsonText + "\n").utf8))
 }
 
 func note(_ text: String) {
@@ -15,7 +16,8 @@ func note(_ text: String) {
 }
 
 func benchLine(_ device: String, _ second: Int) -> String {
-    #"{"device":"\#(device)","time":\#(1_700_000_000 + second),"lat":\#(59.0 + Double(second % 1000) * 1e-5),"lon":10.5,"speed":2.5,"course":90}"# + "\n"
+    #"{"device":"\#(device)","time":\#(1_700_000_000 + second),"lat":\#(59.0 + Double(second % 1000) * 1e-5),"lon":10.5,"speed":2.5,"course":90}"#
+        + "\n"
 }
 
 /// A relay process on a fresh directory.
@@ -26,20 +28,25 @@ final class BenchRelay {
     var process: RelayProcess?
 
     /// - Parameter destinationKeys: more keys of the destination (`protocol: "teltonika", ` for its port).
-    init(directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil, destinationKeys: String = "") throws {
+    init(
+        directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil,
+        destinationKeys: String = ""
+    ) throws {
         self.directory = try directory ?? TemporaryDirectory()
         configPath = self.directory.file("bench.json5")
         socketPath = self.directory.file("r.sock")
         try """
-            { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
-              ingest: { socket: "\(socketPath)" },
-              destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")\(destinationKeys)filter: { mode: "all" },
-                               backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
-            """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
+          ingest: { socket: "\(socketPath)" },
+          destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")\(destinationKeys)filter: { mode: "all" },
+                           backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }
+        """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
     func start() throws {
-        process = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path, arguments: ["--log-level", "warning"])
+        process = try RelayProcess(
+            configPath: configPath, socketPath: socketPath, directory: directory.path,
+            arguments: ["--log-level", "warning"])
     }
 
     func stop() {
@@ -61,7 +68,8 @@ func peakRSSBytes(_ pid: Int32) -> Int {
 
 func cpuSeconds(_ pid: Int32) -> Double {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = text.lastIndex(of: ")") else { return 0 }
+        let close = text.lastIndex(of: ")")
+    else { return 0 }
     let fields = text[text.index(after: close)...].split(separator: " ")
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / ticks
@@ -138,7 +146,9 @@ func sqliteLimit(rows: Int, groupSize: Int) throws -> Double {
                     unmerged = 0
                 }
                 let seq = Int64(index + offset + 1)
-                PositionRow.bind(insert, seq: seq, slot: seq % Int64(slots), deviceID: Int64(p.device.dropFirst())! + 1, position: p, receivedMs: p.timeMs)
+                PositionRow.bind(
+                    insert, seq: seq, slot: seq % Int64(slots), deviceID: Int64(p.device.dropFirst())! + 1, position: p,
+                    receivedMs: p.timeMs)
                 try insert.run()
                 unmerged += 1
             }
@@ -224,7 +234,9 @@ func fillSpool(_ directory: TemporaryDirectory, count: Int, devices: Int, port: 
     relay.stop()
 }
 
-func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (rate: Double, peakRSS: Int, delivered: Int, relayCPUSeconds: Double) {
+func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (
+    rate: Double, peakRSS: Int, delivered: Int, relayCPUSeconds: Double
+) {
     let server = try FakeOsmAndServer()
     let port = server.http.port
     server.http.stop()
@@ -243,7 +255,9 @@ func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (rate: Double
     let seconds = Double(WallClock.monotonicNs() - started) / 1e9
     peak = max(peak, peakRSSBytes(relay.pid))
     let relayCPU = cpuSeconds(relay.pid)
-    note("forward (pipeline \(pipeline.map(String.init) ?? "default")): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s, bench+server CPU \(String(format: "%.2f", cpuSeconds(getpid()))) s")
+    note(
+        "forward (pipeline \(pipeline.map(String.init) ?? "default")): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s, bench+server CPU \(String(format: "%.2f", cpuSeconds(getpid()))) s"
+    )
     relay.stop()
     return (Double(count) / seconds, peak, server.requestCount, relayCPU)
 }
@@ -257,13 +271,16 @@ func teltonikaForwardThroughput(count: Int) throws -> (rate: Double, delivered: 
     try fillSpool(directory, count: count, devices: 8, port: port)
     try server.start(port: port)
     defer { server.stop() }
-    let relay = try BenchRelay(directory: directory, destinationURL: "tcp://127.0.0.1:\(port)", destinationKeys: #"protocol: "teltonika", "#)
+    let relay = try BenchRelay(
+        directory: directory, destinationURL: "tcp://127.0.0.1:\(port)", destinationKeys: #"protocol: "teltonika", "#)
     let started = WallClock.monotonicNs()
     try relay.start()
     while server.positions.count < count { usleep(50_000) }
     let seconds = Double(WallClock.monotonicNs() - started) / 1e9
     let relayCPU = cpuSeconds(relay.pid)
-    note("forward (teltonika): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s")
+    note(
+        "forward (teltonika): \(count) positions in \(String(format: "%.2f", seconds)) s; relay CPU \(String(format: "%.2f", relayCPU)) s"
+    )
     relay.stop()
     return (Double(count) / seconds, server.positions.count, relayCPU)
 }
@@ -278,12 +295,13 @@ func wrkLimit() throws -> Double? {
     defer { server.http.stop() }
     let directory = try TemporaryDirectory()
     let script = directory.file("post.lua")
-    let body = OsmAndQuery.encode(Position(device: "dev0", timeMs: 1_700_000_000_000, lat: 59.00123, lon: 10.5, speed: 2.5, course: 90))
+    let body = OsmAndQuery.encode(
+        Position(device: "dev0", timeMs: 1_700_000_000_000, lat: 59.00123, lon: 10.5, speed: 2.5, course: 90))
     try """
-        wrk.method = "POST"
-        wrk.body = "\(body)"
-        wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-        """.write(toFile: script, atomically: true, encoding: .utf8)
+    wrk.method = "POST"
+    wrk.body = "\(body)"
+    wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+    """.write(toFile: script, atomically: true, encoding: .utf8)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
     process.arguments = ["-t", "2", "-c", "4", "-d", quick ? "3s" : "10s", "-s", script, server.url + "/"]
@@ -321,39 +339,46 @@ func idleCPU(seconds: Int) throws -> Double {
 
 // MARK: - Run
 
-
-
 // MARK: - Push: bytes per position and drain rate
 
 /// A 1 Hz moving track of one boat: ~5 m/s, slowly turning, GPS-like precision and noise.
 func movingBoatTrack(device: String, count: Int, seed: UInt64 = 42) -> [Position] {
     var generator = SeededRandom(seed: seed)
-    var lat = 59.9 + Double(seed - 42) * 0.01, lon = 10.7, course = 45.0 + Double(seed - 42) * 7
+    var lat = 59.9 + Double(seed - 42) * 0.01
+    var lon = 10.7
+    var course = 45.0 + Double(seed - 42) * 7
     return (0..<count).map { i in
         course += Double.random(in: -2...2, using: &generator)
         let speed = 5.0 + Double.random(in: -0.3...0.3, using: &generator)
         lat += speed * cos(course * .pi / 180) / 111_320
         lon += speed * sin(course * .pi / 180) / (111_320 * cos(lat * .pi / 180))
         func round(_ v: Double, _ digits: Double) -> Double { (v * digits).rounded() / digits }
-        return Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000,
-                        lat: round(lat, 1e6), lon: round(lon, 1e6), speed: round(speed, 100), course: round(course.truncatingRemainder(dividingBy: 360), 10),
-                        altitude: round(12 + Double.random(in: -1...1, using: &generator), 10), accuracy: round(3 + Double.random(in: 0...2, using: &generator), 10))
+        return Position(
+            device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000,
+            lat: round(lat, 1e6), lon: round(lon, 1e6), speed: round(speed, 100),
+            course: round(course.truncatingRemainder(dividingBy: 360), 10),
+            altitude: round(12 + Double.random(in: -1...1, using: &generator), 10),
+            accuracy: round(3 + Double.random(in: 0...2, using: &generator), 10))
     }
 }
 
 /// Wire bytes per position for one destination: a relay drains the track to a local server.
-func wireBytesPerPosition(destination: (String) -> String, expected: Int, delivered: @escaping () -> Int, directory: TemporaryDirectory, track: [Position]) throws -> Double {
+func wireBytesPerPosition(
+    destination: (String) -> String, expected: Int, delivered: @escaping () -> Int, directory: TemporaryDirectory,
+    track: [Position]
+) throws -> Double {
     let relay = try BenchRelay(directory: directory, destinationURL: deadURL())
     try """
-        { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
-          destinations: [\(destination(directory.path))] }
-        """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
+    { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" },
+      destinations: [\(destination(directory.path))] }
+    """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
     try relay.start()
     let client = try UnixLineClient(path: relay.socketPath)
     try client.write(#"{"hello":{"ack":true}}"# + "\n")
     _ = client.readLine()
     let lines = track.map { p in
-        #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"# + "\n"
+        #"{"device":"\#(p.device)","time":\#(p.timeMs),"lat":\#(p.lat),"lon":\#(p.lon),"speed":\#(p.speed!),"course":\#(p.course!),"alt":\#(p.altitude!),"accuracy":\#(p.accuracy!)}"#
+            + "\n"
     }
     try client.write(lines.joined())
     _ = client.readLines(lines.count)

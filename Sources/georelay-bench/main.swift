@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
 import GeoRelayCore
-import GeoRelaySpool
 import GeoRelayForward
+import GeoRelaySpool
 import GeoRelayTestKit
+import Glibc
 import Synchronization
 
 // georelay-bench: the relay's figures against this machine's own limits,
@@ -11,18 +11,22 @@ import Synchronization
 // Usage: swift run -c release georelay-bench [--quick] [--only NAME]
 
 #if DEBUG
-FileHandle.standardError.write(Data("warning: georelay-bench built in debug mode; figures are meaningless. Use -c release.\n".utf8))
+    FileHandle.standardError.write(
+        Data("warning: georelay-bench built in debug mode; figures are meaningless. Use -c release.\n".utf8))
 #endif
 
 let arguments = CommandLine.arguments
 let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").map { arguments[$0 + 1] }
-let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    .path
 setenv("GEORELAY_BIN", binDirectory + "/georelay", 1)
 
 func want(_ name: String) -> Bool { only == nil || only == name }
 
-note("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB")
+note(
+    "machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+)
 if want("ingest") { try ingestFigure() }
 if want("latency") { try latencyFigure() }
 if want("forward") { try forwardFigure() }

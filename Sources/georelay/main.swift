@@ -1,7 +1,7 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
 import GeoRelayService
+import Glibc
 
 // The thin executable: argv and the terminal in, an exit status out. Every command,
 // its options, its help and its work are in GeoRelayService (GeoRelayCommandLine).
@@ -12,7 +12,9 @@ import GeoRelayService
 func commandLine() -> [String] {
     if !CommandLine.arguments.isEmpty { return CommandLine.arguments }
     guard let data = FileManager.default.contents(atPath: "/proc/self/cmdline") else { return [] }
-    return data.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+    return data.split(separator: 0, omittingEmptySubsequences: false).dropLast().map {
+        String(decoding: $0, as: UTF8.self)
+    }
 }
 
 let terminal = Console(standardOutput: .standardOutput, standardError: .standardError)

@@ -2,7 +2,7 @@
 // GeoRelayCore's sources. One binary serves all targets (GEORELAY_FUZZ_TARGET picks one), so
 // the sanitized build of the library, about 80 s on the 2-core CI machine, is paid once.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Read once: libFuzzer calls the entry for every input.

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayTestKit
 import GeoRelayTestTraits
 import Testing
-import GeoRelayTestKit
+
 @testable import GeoRelayCore
 
 /// A configuration file that holds a secret in plain text and that every user can read is worth a
@@ -30,7 +31,10 @@ import GeoRelayTestKit
 
     @Test(arguments: [
         (pushWithLiteralKey, 0o640),
-        (#"{ destinations: [{ type: "push", url: "https://gw.example.org/push", apiKey: { env: "KEY" }, clientId: "c", tenant: "t", username: "u", authBaseUrl: "https://auth.example.org/", registrationBaseUrl: "https://reg.example.org/" }] }"#, 0o644),
+        (
+            #"{ destinations: [{ type: "push", url: "https://gw.example.org/push", apiKey: { env: "KEY" }, clientId: "c", tenant: "t", username: "u", authBaseUrl: "https://auth.example.org/", registrationBaseUrl: "https://reg.example.org/" }] }"#,
+            0o644
+        ),
         (#"{ destinations: [{ url: "http://traccar.example.org:5055" }] }"#, 0o644),
     ])
     func noWarningWhenTheSecretIsElsewhereOrTheFileIsPrivate(text: String, mode: Int) throws {
@@ -41,7 +45,8 @@ import GeoRelayTestKit
 
     @Test func credentialsInAURLCount() throws {
         let directory = try TemporaryDirectory()
-        let path = try write(#"{ destinations: [{ url: "https://relay:s3cret@traccar.example.org/" }] }"#, mode: 0o604, in: directory)
+        let path = try write(
+            #"{ destinations: [{ url: "https://relay:s3cret@traccar.example.org/" }] }"#, mode: 0o604, in: directory)
         let warning = try #require(try Configuration.load(path: path).exposureWarning(path: path))
         #expect(warning.contains("destinations[0].url"))
         #expect(!warning.contains("s3cret"))

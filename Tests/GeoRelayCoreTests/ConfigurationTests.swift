@@ -1,8 +1,9 @@
 import Foundation
+import GeoRelayTestKit
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
-import GeoRelayTestKit
 
 @Suite(.offThePool) struct ConfigurationTests {
     @Test func emptyObjectGivesDefaults() throws {
@@ -21,7 +22,8 @@ import GeoRelayTestKit
     }
 
     @Test func shippedConfigParses() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let config = try Configuration.load(path: root.appendingPathComponent("config/georelay.json5").path)
         #expect(config == (try Configuration.parse("{}")))
     }
@@ -32,22 +34,49 @@ import GeoRelayTestKit
         (#"{spool: {maxBytes: "big"}}"#, "spool.maxBytes: expected a number, got a string"),
         (#"{spool: {whenFull: "panic"}}"#, #"spool.whenFull: expected one of "drop-oldest", "reject", got "panic""#),
         (#"{ingest: {maxLineBytes: 10}}"#, "ingest.maxLineBytes: must be at least 256, got 10"),
-        (#"{destinations: [{url: "ftp://x"}]}"#, "destinations[0].url: expected an http:// or https:// URL with a host"),
+        (
+            #"{destinations: [{url: "ftp://x"}]}"#,
+            "destinations[0].url: expected an http:// or https:// URL with a host"
+        ),
         (#"{destinations: [{}, {}]}"#, #"destinations[1].name: duplicate destination name "traccar""#),
-        (#"{destinations: [{backoff: {minSeconds: 10, maxSeconds: 5}}]}"#, "destinations[0].backoff.maxSeconds: must be at least 10, got 5"),
+        (
+            #"{destinations: [{backoff: {minSeconds: 10, maxSeconds: 5}}]}"#,
+            "destinations[0].backoff.maxSeconds: must be at least 10, got 5"
+        ),
         (#"{destinations: [{concurrency: 2.5}]}"#, "destinations[0].concurrency: expected a whole number, got 2.5"),
         (#"{spol: {}}"#, "spol: unknown key"),
         // Meant as "never": refused at load, naming the key, instead of trapping at run time.
-        (#"{destinations: [{unknownDeviceRetrySeconds: 1e99}]}"#, "destinations[0].unknownDeviceRetrySeconds: must be at most 604800, got 1e+99"),
+        (
+            #"{destinations: [{unknownDeviceRetrySeconds: 1e99}]}"#,
+            "destinations[0].unknownDeviceRetrySeconds: must be at most 604800, got 1e+99"
+        ),
         (#"{spool: {retainHours: 1e13}}"#, "spool.retainHours: must be at most 87600, got 10000000000000"),
-        (#"{destinations: [{filter: {intervalSeconds: 1e300}}]}"#, "destinations[0].filter.intervalSeconds: expected a number, 0 or more, got a number outside 0...1e12"),
+        (
+            #"{destinations: [{filter: {intervalSeconds: 1e300}}]}"#,
+            "destinations[0].filter.intervalSeconds: expected a number, 0 or more, got a number outside 0...1e12"
+        ),
         (#"[]"#, "expected an object, got an array"),
-        (#"{devices: [{id: "boat", sources: ["a", "a"]}]}"#, #"devices[0].sources[1]: "a" is already a source or is the device itself"#),
-        (#"{devices: [{id: "boat", sources: []}]}"#, "devices[0].sources: expected a list of source device ids, best first"),
-        (#"{devices: [{id: "boat", sources: ["a"]}, {id: "a", sources: ["b"]}]}"#, #"devices: "a" is both a device and a source"#),
-        (#"{destinations: [{caFile: "/nonexistent/ca.pem"}]}"#, "destinations[0].caFile: cannot read the CA file /nonexistent/ca.pem"),
+        (
+            #"{devices: [{id: "boat", sources: ["a", "a"]}]}"#,
+            #"devices[0].sources[1]: "a" is already a source or is the device itself"#
+        ),
+        (
+            #"{devices: [{id: "boat", sources: []}]}"#,
+            "devices[0].sources: expected a list of source device ids, best first"
+        ),
+        (
+            #"{devices: [{id: "boat", sources: ["a"]}, {id: "a", sources: ["b"]}]}"#,
+            #"devices: "a" is both a device and a source"#
+        ),
+        (
+            #"{destinations: [{caFile: "/nonexistent/ca.pem"}]}"#,
+            "destinations[0].caFile: cannot read the CA file /nonexistent/ca.pem"
+        ),
         (#"{destinations: [{insecure: "yes"}]}"#, "destinations[0].insecure: expected true or false, got a string"),
-        (#"{destinations: [{url: "http://127.0.0.1:5055"}], ingest: {http: {listen: "0.0.0.0:5055"}}}"#, "destinations[0].url: points at this relay's own phone listener (ingest.http.listen 0.0.0.0:5055): positions would loop"),
+        (
+            #"{destinations: [{url: "http://127.0.0.1:5055"}], ingest: {http: {listen: "0.0.0.0:5055"}}}"#,
+            "destinations[0].url: points at this relay's own phone listener (ingest.http.listen 0.0.0.0:5055): positions would loop"
+        ),
     ])
     func errorsNameTheKeyPath(text: String, message: String) {
         do {
@@ -60,8 +89,14 @@ import GeoRelayTestKit
 
     /// `protocol` chooses how a Traccar destination carries positions; OsmAnd stays the default.
     @Test(arguments: [
-        (#"{destinations: [{protocol: "teltonika", url: "tcp://traccar.example.org:5027"}]}"#, "tcp://traccar.example.org:5027"),
-        (#"{destinations: [{protocol: "teltonika", url: "tls://traccar.example.org:5443/"}]}"#, "tls://traccar.example.org:5443/"),
+        (
+            #"{destinations: [{protocol: "teltonika", url: "tcp://traccar.example.org:5027"}]}"#,
+            "tcp://traccar.example.org:5027"
+        ),
+        (
+            #"{destinations: [{protocol: "teltonika", url: "tls://traccar.example.org:5443/"}]}"#,
+            "tls://traccar.example.org:5443/"
+        ),
         (#"{destinations: [{protocol: "teltonika", url: "tcp://10.0.0.2"}]}"#, "tcp://10.0.0.2"),
         (#"{destinations: [{protocol: "teltonika"}]}"#, "tcp://127.0.0.1:5027"),
     ])
@@ -76,12 +111,17 @@ import GeoRelayTestKit
 
     /// One connection per device: every device of a round sends at once unless told otherwise.
     @Test func teltonikaSendsEveryDeviceAtOnceByDefault() throws {
-        #expect(try Configuration.parse(#"{destinations: [{protocol: "teltonika"}]}"#).destinations[0].concurrency == 64)
-        #expect(try Configuration.parse(#"{destinations: [{protocol: "teltonika", concurrency: 4}]}"#).destinations[0].concurrency == 4)
+        #expect(
+            try Configuration.parse(#"{destinations: [{protocol: "teltonika"}]}"#).destinations[0].concurrency == 64)
+        #expect(
+            try Configuration.parse(#"{destinations: [{protocol: "teltonika", concurrency: 4}]}"#).destinations[0]
+                .concurrency == 4)
         #expect(try Configuration.parse(#"{destinations: [{type: "traccar"}]}"#).destinations[0].concurrency == 4)
         let probe = try Configuration.parse(#"{destinations: [{probe: {connectSeconds: 0}}]}"#).destinations[0]
         #expect(probe.probeConnectSeconds == 0)
-        #expect(throws: ConfigError.self) { try Configuration.parse(#"{destinations: [{probe: {connectSeconds: -1}}]}"#) }
+        #expect(throws: ConfigError.self) {
+            try Configuration.parse(#"{destinations: [{probe: {connectSeconds: -1}}]}"#)
+        }
     }
 
     @Test func osmAndStaysTheDefault() throws {
@@ -90,15 +130,26 @@ import GeoRelayTestKit
     }
 
     @Test(arguments: [
-        (#"{destinations: [{protocol: "teltonika", url: "http://traccar.example.org:5055"}]}"#,
-         #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#),
-        (#"{destinations: [{protocol: "teltonika", url: "https://traccar.example.org"}]}"#,
-         #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#),
-        (#"{destinations: [{protocol: "teltonika", url: "tcp://host:5027/path"}]}"#,
-         "destinations[0].url: expected a tcp://host:port or tls://host:port URL for the Teltonika protocol"),
-        (#"{destinations: [{protocol: "osmand", url: "tcp://host:5027"}]}"#,
-         "destinations[0].url: expected an http:// or https:// URL with a host"),
-        (#"{destinations: [{protocol: "gt06"}]}"#, #"destinations[0].protocol: expected one of "osmand", "teltonika", got "gt06""#),
+        (
+            #"{destinations: [{protocol: "teltonika", url: "http://traccar.example.org:5055"}]}"#,
+            #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#
+        ),
+        (
+            #"{destinations: [{protocol: "teltonika", url: "https://traccar.example.org"}]}"#,
+            #"destinations[0].url: protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#
+        ),
+        (
+            #"{destinations: [{protocol: "teltonika", url: "tcp://host:5027/path"}]}"#,
+            "destinations[0].url: expected a tcp://host:port or tls://host:port URL for the Teltonika protocol"
+        ),
+        (
+            #"{destinations: [{protocol: "osmand", url: "tcp://host:5027"}]}"#,
+            "destinations[0].url: expected an http:// or https:// URL with a host"
+        ),
+        (
+            #"{destinations: [{protocol: "gt06"}]}"#,
+            #"destinations[0].protocol: expected one of "osmand", "teltonika", got "gt06""#
+        ),
     ])
     func teltonikaURLsAreCheckedWithAClearMessage(text: String, message: String) {
         do {
@@ -119,7 +170,10 @@ import GeoRelayTestKit
     }
 
     @Test func secretsFromLiteralEnvironmentAndFile() throws {
-        var node = try ConfigNode(try JSONParser.parse(#"{"a": "lit", "b": {"env": "GEORELAY_TEST_SECRET_B"}, "c": {"file": "/nonexistent/x"}, "d": {"env": "X", "file": "Y"}}"#))
+        var node = try ConfigNode(
+            try JSONParser.parse(
+                #"{"a": "lit", "b": {"env": "GEORELAY_TEST_SECRET_B"}, "c": {"file": "/nonexistent/x"}, "d": {"env": "X", "file": "Y"}}"#
+            ))
         let a = try #require(try node.secret("a"))
         #expect(try a.reveal() == "lit")
         #expect(a.description == "<secret>")

@@ -1,6 +1,7 @@
 import Foundation
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 /// `ui.listen`, the status page's address: off by default, checked when set.
@@ -17,13 +18,21 @@ import Testing
     @Test(arguments: [
         (#"{ui: {listen: 8080}}"#, "ui.listen: expected a string, got a number"),
         (#"{ui: {listen: "8080"}}"#, #"ui.listen: expected HOST:PORT, e.g. "0.0.0.0:8080", got "8080""#),
-        (#"{ui: {listen: "0.0.0.0:80800"}}"#, #"ui.listen: expected a port from 1 to 65535 after the colon, got "80800""#),
+        (
+            #"{ui: {listen: "0.0.0.0:80800"}}"#,
+            #"ui.listen: expected a port from 1 to 65535 after the colon, got "80800""#
+        ),
         (#"{ui: {listen: "0.0.0.0:0"}}"#, #"ui.listen: expected a port from 1 to 65535 after the colon, got "0""#),
-        (#"{ui: {listen: "boat.local:8080"}}"#, #"ui.listen: expected an IPv4 address (or nothing, for every interface) before the colon, got "boat.local""#),
+        (
+            #"{ui: {listen: "boat.local:8080"}}"#,
+            #"ui.listen: expected an IPv4 address (or nothing, for every interface) before the colon, got "boat.local""#
+        ),
         (#"{ui: {listen: "0.0.0.0:8080", port: 1}}"#, "ui.port: unknown key"),
         (#"{ui: "on"}"#, "ui: expected an object, got a string"),
-        (#"{ui: {listen: "0.0.0.0:5055"}, ingest: {http: {listen: "0.0.0.0:5055"}}}"#,
-         "ui.listen: 0.0.0.0:5055 is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's"),
+        (
+            #"{ui: {listen: "0.0.0.0:5055"}, ingest: {http: {listen: "0.0.0.0:5055"}}}"#,
+            "ui.listen: 0.0.0.0:5055 is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's"
+        ),
     ])
     func badAddressesNameTheKey(text: String, message: String) {
         do {

@@ -1,7 +1,7 @@
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// A descriptor has one owner and is closed once: by `close()` or when the owner goes.
 @Suite(.offThePool) struct FileDescriptorTests {
@@ -21,7 +21,8 @@ import GeoRelayCore
         let second = try FileDescriptor.open("/proc/self/stat", O_RDONLY)
         let secondIdentity = try #require(identity(second.number))
         try first.close()
-        let after = try #require(identity(second.number), "the second close closed the file that took the number \(number)")
+        let after = try #require(
+            identity(second.number), "the second close closed the file that took the number \(number)")
         #expect(after == secondIdentity)
     }
 

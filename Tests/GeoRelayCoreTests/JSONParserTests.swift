@@ -1,11 +1,16 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 @Suite(.offThePool) struct JSONParserTests {
     @Test func parsesNestedValuesInOrder() throws {
-        let value = try JSONParser.parse(#"{"b": 1, "a": [true, false, null, "x\n\u00e9\ud83d\ude00"], "c": {"d": -1.5e2}}"#)
-        guard case .object(let object) = value else { Issue.record("not an object"); return }
+        let value = try JSONParser.parse(
+            #"{"b": 1, "a": [true, false, null, "x\n\u00e9\ud83d\ude00"], "c": {"d": -1.5e2}}"#)
+        guard case .object(let object) = value else {
+            Issue.record("not an object")
+            return
+        }
         #expect(object.keys == ["b", "a", "c"])
         #expect(object["a"] == .array([.bool(true), .bool(false), .null, .string("x\né😀")]))
         #expect(object["c"] == .object(JSONObject([("d", .number(-150))])))
@@ -62,7 +67,10 @@ import Testing
             }
             """
         let value = try JSONParser.parse(text, options: .init(json5: true))
-        guard case .object(let object) = value else { Issue.record("not an object"); return }
+        guard case .object(let object) = value else {
+            Issue.record("not an object")
+            return
+        }
         #expect(object["unquoted"] == .string("single"))
         #expect(object["hex"] == .number(31))
         #expect(object["plus"] == .number(3))
@@ -83,8 +91,10 @@ import Testing
 
 @Suite(.offThePool) struct JSONBytesTests {
     @Test(arguments: [
-        (59.912345, 7, "59.912345"), (-10.7000001, 7, "-10.7000001"), (5.144444444444445, 3, "5.144"), (12.5, 3, "12.5"),
-        (3.0, 3, "3"), (-0.0004, 3, "0"), (-0.0006, 3, "-0.001"), (0.05, 3, "0.05"), (1e20, 3, "1e+20"), (179.99999999, 7, "180"),
+        (59.912345, 7, "59.912345"), (-10.7000001, 7, "-10.7000001"), (5.144444444444445, 3, "5.144"),
+        (12.5, 3, "12.5"),
+        (3.0, 3, "3"), (-0.0004, 3, "0"), (-0.0006, 3, "-0.001"), (0.05, 3, "0.05"), (1e20, 3, "1e+20"),
+        (179.99999999, 7, "180"),
     ])
     func fixedDecimals(value: Double, decimals: Int, expected: String) {
         var out: [UInt8] = []

@@ -1,5 +1,6 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 @Suite(.offThePool) struct LineDecoderTests {
@@ -14,10 +15,16 @@ import Testing
     }
 
     @Test func jsonPositionWithEveryField() throws {
-        let p = try position(#"{"device":"gps-bow","time":"2026-07-25T04:29:00Z","lat":59.5,"lon":10.25,"speed":3.5,"course":180,"alt":12,"accuracy":4,"batt":87,"charge":true,"alarm":"sos","attributes":{"hdop":0.9,"fix":"3d"}}"#)
-        #expect(p == Position(device: "gps-bow", timeMs: now - 60_000, lat: 59.5, lon: 10.25, speed: 3.5, course: 180, altitude: 12,
-                              accuracy: 4, battery: 87, charging: true, alarm: "sos",
-                              attributes: [Attribute("hdop", .number(0.9)), Attribute("fix", .string("3d"))]))
+        let p = try position(
+            #"{"device":"gps-bow","time":"2026-07-25T04:29:00Z","lat":59.5,"lon":10.25,"speed":3.5,"course":180,"alt":12,"accuracy":4,"batt":87,"charge":true,"alarm":"sos","attributes":{"hdop":0.9,"fix":"3d"}}"#
+        )
+        #expect(
+            p
+                == Position(
+                    device: "gps-bow", timeMs: now - 60_000, lat: 59.5, lon: 10.25, speed: 3.5, course: 180,
+                    altitude: 12,
+                    accuracy: 4, battery: 87, charging: true, alarm: "sos",
+                    attributes: [Attribute("hdop", .number(0.9)), Attribute("fix", .string("3d"))]))
     }
 
     @Test func aliasesAndNumericTimes() throws {
@@ -39,8 +46,10 @@ import Testing
 
     /// Found by the fuzzer: an attribute named "" was accepted and then could not be sent.
     @Test func namelessAttributesAreRefused() {
-        for line in [#"{"device":"x","time":1784953800,"lat":1,"lon":2,"attributes":{"":12.5}}"#,
-                     #"{"device":"x","time":1784953800,"lat":1,"lon":2,"":true}"#] {
+        for line in [
+            #"{"device":"x","time":1784953800,"lat":1,"lon":2,"attributes":{"":12.5}}"#,
+            #"{"device":"x","time":1784953800,"lat":1,"lon":2,"":true}"#,
+        ] {
             #expect {
                 try decoder.decode(line)
             } throws: { error in
@@ -50,30 +59,41 @@ import Testing
     }
 
     @Test func gpsdTPV() throws {
-        let p = try position(#"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":40.5,"speed":1.2,"track":270.1,"eph":3.2}"#, device: "gps-mast")
+        let p = try position(
+            #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":40.5,"speed":1.2,"track":270.1,"eph":3.2}"#,
+            device: "gps-mast")
         #expect(p.device == "gps-mast")
         #expect(p.timeMs == now - 1000)
         #expect(p.altitude == nil, "altHAE alone is above the ellipsoid, not the sea: left out")
         #expect(p.course == 270.1)
         #expect(p.accuracy == 3.2)
         // The same receiver as NMEA GGA read it: 12 m above the sea, the geoid 40 m above the ellipsoid there.
-        let both = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"altMSL":12.0,"geoidSep":40.0}"#, device: "g")
+        let both = try position(
+            #"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"altMSL":12.0,"geoidSep":40.0}"#,
+            device: "g")
         #expect(both.altitude == 12)
-        let converted = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"geoidSep":40.0}"#, device: "g")
+        let converted = try position(
+            #"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"altHAE":52.0,"geoidSep":40.0}"#,
+            device: "g")
         #expect(converted.altitude == 12)
-        let old = try position(#"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"alt":12.0}"#, device: "g")
+        let old = try position(
+            #"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"alt":12.0}"#, device: "g"
+        )
         #expect(old.altitude == 12, "gpsd before 3.20: alt is above mean sea level")
         #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#) == .skip("no-fix"))
         #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#) == .skip("class SKY"))
     }
 
     @Test func hello() throws {
-        #expect(try decoder.decode(#"{"hello":{"device":"gps-bow","ack":true}}"#) == .hello(device: "gps-bow", ack: true))
+        #expect(
+            try decoder.decode(#"{"hello":{"device":"gps-bow","ack":true}}"#) == .hello(device: "gps-bow", ack: true))
         #expect(throws: IngestError.self) { try decoder.decode(#"{"hello":{"device":"x","acks":true}}"#) }
     }
 
     @Test func osmAndQuery() throws {
-        let p = try position("/?id=gps-bow&timestamp=1784953740&lat=59.5&lon=10.25&speed=10&bearing=90&altitude=5&accuracy=3&batt=50&charge=true&alarm=sos&hdop=1.5&driver=bob")
+        let p = try position(
+            "/?id=gps-bow&timestamp=1784953740&lat=59.5&lon=10.25&speed=10&bearing=90&altitude=5&accuracy=3&batt=50&charge=true&alarm=sos&hdop=1.5&driver=bob"
+        )
         #expect(p.device == "gps-bow")
         #expect(p.timeMs == now - 60_000)
         #expect(abs(p.speed! - 10 * 1852.0 / 3600.0) < 1e-9)
@@ -106,7 +126,8 @@ import Testing
     ])
     func rejections(line: String, code: String) {
         // Through the session, where a decoded position is validated (range, future time).
-        let rules = IngestSession.Rules(decoder: decoder, clock: IngestClock(wallMs: { [now] in now }, monotonicMs: { 0 }), maxLineBytes: 8192)
+        let rules = IngestSession.Rules(
+            decoder: decoder, clock: IngestClock(wallMs: { [now] in now }, monotonicMs: { 0 }), maxLineBytes: 8192)
         var session = IngestSession(rules: rules)
         let actions = Array(line.utf8).withUnsafeBufferPointer { session.receive(line: $0) }
         guard case .reject(let error, _)? = actions.first else {
@@ -117,7 +138,10 @@ import Testing
     }
 
     @Test func nmeaLinesBecomeSentencesEvenAfterBinaryJunk() throws {
-        guard case .nmea(let sentence) = try decoder.decode("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,") else {
+        guard
+            case .nmea(let sentence) = try decoder.decode(
+                "$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+        else {
             Issue.record("not NMEA")
             return
         }
@@ -137,10 +161,15 @@ import Testing
 
 @Suite(.offThePool) struct OsmAndQueryTests {
     @Test func encodesFormBodyInTraccarUnits() {
-        let p = Position(device: "gps bow/1", timeMs: 1_784_953_800_000, lat: 59.5, lon: -10.25, speed: 5.144444444444445, course: 90,
-                         altitude: 12.5, accuracy: 3, battery: 80, charging: true, alarm: "sos",
-                         attributes: [Attribute("ignition", .bool(true)), Attribute("id", .string("spoof"))])
-        #expect(OsmAndQuery.encode(p) == "id=gps%20bow%2F1&timestamp=1784953800&lat=59.5&lon=-10.25&speed=10&bearing=90&altitude=12.5&accuracy=3&batt=80&charge=true&alarm=sos&ignition=true")
+        let p = Position(
+            device: "gps bow/1", timeMs: 1_784_953_800_000, lat: 59.5, lon: -10.25, speed: 5.144444444444445,
+            course: 90,
+            altitude: 12.5, accuracy: 3, battery: 80, charging: true, alarm: "sos",
+            attributes: [Attribute("ignition", .bool(true)), Attribute("id", .string("spoof"))])
+        #expect(
+            OsmAndQuery.encode(p)
+                == "id=gps%20bow%2F1&timestamp=1784953800&lat=59.5&lon=-10.25&speed=10&bearing=90&altitude=12.5&accuracy=3&batt=80&charge=true&alarm=sos&ignition=true"
+        )
     }
 
     @Test func millisecondTimesKeepTheirMilliseconds() {

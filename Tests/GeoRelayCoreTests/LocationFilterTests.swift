@@ -1,14 +1,18 @@
 import Foundation
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 /// Metres north of 59.9 N, 10.7 E, as latitude.
 func north(_ meters: Double) -> Double { 59.9 + meters / 111_195 }
 
-func fix(_ second: Int64, north metres: Double = 0, course: Double? = nil, alarm: String? = nil, motion: Bool? = nil) -> Position {
-    Position(device: "d", timeMs: second * 1000, lat: north(metres), lon: 10.7, course: course, alarm: alarm,
-             attributes: motion.map { [Attribute("motion", .bool($0))] } ?? [])
+func fix(_ second: Int64, north metres: Double = 0, course: Double? = nil, alarm: String? = nil, motion: Bool? = nil)
+    -> Position
+{
+    Position(
+        device: "d", timeMs: second * 1000, lat: north(metres), lon: 10.7, course: course, alarm: alarm,
+        attributes: motion.map { [Attribute("motion", .bool($0))] } ?? [])
 }
 
 /// Runs positions through a filter; returns which were sent (their seconds) and the motion flags.
@@ -43,15 +47,27 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     }
 
     @Test func firstPositionIsAlwaysSent() {
-        #expect(run(settings { $0.distanceMeters = 0; $0.intervalSeconds = 0 }, [fix(0)]).sent == [0])
+        #expect(
+            run(
+                settings {
+                    $0.distanceMeters = 0
+                    $0.intervalSeconds = 0
+                }, [fix(0)]
+            ).sent == [0])
     }
 
     @Test(arguments: [
         // (rule under test, positions as (second, metres north, course), expected sent seconds)
         ("distance 75 m", [(0, 0.0, 0.0), (10, 50, 0), (20, 80, 0), (30, 120, 0), (40, 160, 0)], [0, 20, 40]),
-        ("interval 300 s", [(0, 0, 0), (100, 10, 0), (299, 20, 0), (300, 30, 0), (500, 35, 0), (600, 40, 0)], [0, 300, 600]),
+        (
+            "interval 300 s", [(0, 0, 0), (100, 10, 0), (299, 20, 0), (300, 30, 0), (500, 35, 0), (600, 40, 0)],
+            [0, 300, 600]
+        ),
         // 350→10 is 20°, 350→25 is 35° (sent), 25→50 is 25°, 25→70 is 45° (sent), 70→100 is 30° (sent).
-        ("angle 30°", [(0, 0, 350), (10, 1, 10), (20, 2, 25), (30, 3, 50), (40, 4, 70), (50, 5, 100)], [0, 20, 40, 50]),
+        (
+            "angle 30°", [(0, 0, 350), (10, 1, 10), (20, 2, 25), (30, 3, 50), (40, 4, 70), (50, 5, 100)],
+            [0, 20, 40, 50]
+        ),
     ])
     func eachRuleAlone(rule: String, points: [(Int, Double, Double)], expected: [Int64]) {
         let filter = settings { s in
@@ -65,12 +81,18 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     @Test func anyRuleIsEnough() {
         let filter = settings { $0.angleDegrees = 45 }
         // 0: first; 50: turned 90° (angle); 100: 80 m (distance); 400: 300 s later (interval).
-        let positions = [fix(0, course: 0), fix(50, north: 10, course: 90), fix(100, north: 90, course: 90), fix(400, north: 95, course: 90)]
+        let positions = [
+            fix(0, course: 0), fix(50, north: 10, course: 90), fix(100, north: 90, course: 90),
+            fix(400, north: 95, course: 90),
+        ]
         #expect(run(filter, positions).sent == [0, 50, 100, 400])
     }
 
     @Test func zeroDisablesARuleAndAllModeSendsEverything() {
-        let off = settings { $0.distanceMeters = 0; $0.intervalSeconds = 0 }
+        let off = settings {
+            $0.distanceMeters = 0
+            $0.intervalSeconds = 0
+        }
         #expect(run(off, (0..<10).map { fix(Int64($0) * 1000, north: Double($0) * 500) }).sent == [0])
         let all = settings { $0.mode = .all }
         #expect(run(all, (0..<10).map { fix(Int64($0), north: 0) }).sent == Array(0..<10))
@@ -103,7 +125,9 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
         s.intervalSeconds = 0
         // The collector says stopped at 1 although the fixes have not settled; at 3 the fixes
         // leave the radius, at 4 the collector says moving (already so: no second change).
-        let (sent, motions) = run(LocationFilter(settings: s), [fix(0), fix(1, motion: false), fix(2), fix(3, north: 500), fix(4, north: 500, motion: true)])
+        let (sent, motions) = run(
+            LocationFilter(settings: s),
+            [fix(0), fix(1, motion: false), fix(2), fix(3, north: 500), fix(4, north: 500, motion: true)])
         #expect(motions == [1: false, 3: true])
         #expect(sent == [0, 1, 3])
     }
@@ -118,7 +142,10 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
 }
 
 @Suite(.offThePool) struct FilterSettingsTests {
-    @Test(arguments: ["distanceMeters", "intervalSeconds", "angleDegrees", "stopTimeoutSeconds", "stationaryRadiusMeters", "heartbeatIntervalSeconds"])
+    @Test(arguments: [
+        "distanceMeters", "intervalSeconds", "angleDegrees", "stopTimeoutSeconds", "stationaryRadiusMeters",
+        "heartbeatIntervalSeconds",
+    ])
     func negativeValuesAreRefusedNamingTheKey(key: String) {
         do {
             _ = try Configuration.parse("{destinations: [{filter: {\(key): -1}}]}")
@@ -129,9 +156,13 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     }
 
     @Test func filterKeysParse() throws {
-        let config = try Configuration.parse(#"{destinations: [{filter: {distanceMeters: 0, intervalSeconds: 60, angleDegrees: 30, stopDetection: false, heartbeatIntervalSeconds: 900, mode: "all"}}]}"#)
+        let config = try Configuration.parse(
+            #"{destinations: [{filter: {distanceMeters: 0, intervalSeconds: 60, angleDegrees: 30, stopDetection: false, heartbeatIntervalSeconds: 900, mode: "all"}}]}"#
+        )
         let f = config.destinations[0].filter
-        #expect(f.distanceMeters == 0 && f.intervalSeconds == 60 && f.angleDegrees == 30 && !f.stopDetection && f.heartbeatIntervalSeconds == 900 && f.mode == .all)
+        #expect(
+            f.distanceMeters == 0 && f.intervalSeconds == 60 && f.angleDegrees == 30 && !f.stopDetection
+                && f.heartbeatIntervalSeconds == 900 && f.mode == .all)
     }
 }
 
@@ -145,7 +176,10 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     }
 
     @Test func anAccuracyLevelDropsFixesWorseThanItsBoundAndForgetsThem() {
-        let filter = settings { $0.accuracy = .medium; $0.distanceMeters = 75 }
+        let filter = settings {
+            $0.accuracy = .medium
+            $0.distanceMeters = 75
+        }
         func at(_ second: Int64, north metres: Double, accuracy: Double?, alarm: String? = nil) -> Position {
             var p = fix(second, north: metres, alarm: alarm)
             p.accuracy = accuracy
@@ -154,13 +188,20 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
         // 0: a 500 m fix (dropped, and not remembered as the last sent); 1: 80 m, the first sent;
         // 2: 150 m away but judged 300 m inaccurate (dropped); 3: an alarm at 2 km accuracy (sent);
         // 4: no accuracy known (judged by the rules only: 200 m away, sent).
-        let positions = [at(0, north: 0, accuracy: 500), at(1, north: 0, accuracy: 80), at(2, north: 150, accuracy: 300),
-                         at(3, north: 160, accuracy: 2000, alarm: "sos"), at(4, north: 400, accuracy: nil)]
+        let positions = [
+            at(0, north: 0, accuracy: 500), at(1, north: 0, accuracy: 80), at(2, north: 150, accuracy: 300),
+            at(3, north: 160, accuracy: 2000, alarm: "sos"), at(4, north: 400, accuracy: nil),
+        ]
         #expect(run(filter, positions).sent == [1, 3, 4])
     }
 
     @Test func hdopTimesTheReceiversUEREJudgesFixesWithoutAnAccuracy() {
-        let filter = settings { $0.accuracy = .high; $0.accuracyPerHDOP = 5; $0.distanceMeters = 0; $0.intervalSeconds = 1 }
+        let filter = settings {
+            $0.accuracy = .high
+            $0.accuracyPerHDOP = 5
+            $0.distanceMeters = 0
+            $0.intervalSeconds = 1
+        }
         let positions = [1.2, 4.0, 1.8].enumerated().map { i, hdop in
             var p = fix(Int64(i) * 10)
             p.attributes = [Attribute("hdop", .number(hdop))]
@@ -171,9 +212,12 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
     }
 
     @Test func accuracyLevelsAreReadAndAContradictingModeIsRefused() throws {
-        let highest = try Configuration.parse(#"{destinations: [{filter: {accuracy: "highest"}}]}"#).destinations[0].filter
+        let highest = try Configuration.parse(#"{destinations: [{filter: {accuracy: "highest"}}]}"#).destinations[0]
+            .filter
         #expect(highest.mode == .all && highest.accuracy == .highest)
-        let low = try Configuration.parse(#"{ingest: {nmea: {hdopAccuracyMeters: 4}}, destinations: [{filter: {accuracy: "low"}}]}"#).destinations[0].filter
+        let low = try Configuration.parse(
+            #"{ingest: {nmea: {hdopAccuracyMeters: 4}}, destinations: [{filter: {accuracy: "low"}}]}"#
+        ).destinations[0].filter
         #expect(low.mode == .filtered && low.accuracy?.boundMeters == 1000 && low.accuracyPerHDOP == 4)
         #expect(try Configuration.parse("{}").destinations[0].filter.accuracy == nil)
         do {

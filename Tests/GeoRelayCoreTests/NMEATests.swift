@@ -1,8 +1,9 @@
 import Foundation
+import GeoRelayTestKit
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
-import GeoRelayTestKit
 
 let nmeaLogs = SharedTestData.nmea
 let haveNMEALogs = SharedTestData.haveNMEA
@@ -50,15 +51,19 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
         let config = try Configuration.parse("{ingest: {nmea: {hdopAccuracyMeters: 5}}}")
         #expect(config.ingest.nmeaAccuracyPerHDOP == 5)
         var assembler = NMEAAssembler(accuracyPerHDOP: 5)
-        _ = assembler.feed(try NMEASentence.parse("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"), device: "d")
-        _ = assembler.feed(try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,"), device: "d")
+        _ = assembler.feed(
+            try NMEASentence.parse("$GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"), device: "d")
+        _ = assembler.feed(
+            try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,"), device: "d")
         let flushed = assembler.flush(device: "d")
         let fix = try #require(flushed)
         #expect(abs((fix.accuracy ?? 0) - 4.5) < 1e-9)
     }
 
     @Test func checksumsAreCheckedWhenPresent() {
-        #expect { _ = try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,*48") } throws: { ($0 as? IngestError)?.code == "checksum" }
+        #expect {
+            _ = try NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,*48")
+        } throws: { ($0 as? IngestError)?.code == "checksum" }
         #expect((try? NMEASentence.parse("$GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")) != nil)
         #expect(throws: IngestError.self) { _ = try NMEASentence.parse("$GP\u{01}GA,1*00") }
     }
@@ -78,9 +83,11 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
             "$GPGGA,000001,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,",
         ]
         let fixes = positions(fromNMEA: lines)
-        #expect(fixes.map(\.timeMs) == [
-            Timestamp.milliseconds(fromISO8601: "1994-03-23T23:59:59Z")!, Timestamp.milliseconds(fromISO8601: "1994-03-24T00:00:01Z")!,
-        ])
+        #expect(
+            fixes.map(\.timeMs) == [
+                Timestamp.milliseconds(fromISO8601: "1994-03-23T23:59:59Z")!,
+                Timestamp.milliseconds(fromISO8601: "1994-03-24T00:00:01Z")!,
+            ])
     }
 
     /// Every real log through the NMEA path, compared with gpsd's own decoding.
@@ -93,8 +100,10 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
 
     /// Every log's positions against gpsd's TPV reports: how many were produced, how many agree.
     static func compareWithGpsd() throws -> (produced: Int, matched: Int) {
-        let logs = try FileManager.default.contentsOfDirectory(atPath: nmeaLogs.path).filter { $0.hasSuffix(".log") }.sorted()
-        var produced = 0, matched = 0
+        let logs = try FileManager.default.contentsOfDirectory(atPath: nmeaLogs.path).filter { $0.hasSuffix(".log") }
+            .sorted()
+        var produced = 0
+        var matched = 0
         var report: [String] = []
         for log in logs {
             let data = try Data(contentsOf: nmeaLogs.appendingPathComponent(log))
@@ -104,19 +113,24 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
             // gpsd's TPV reports with a fix, by time of day (its regression runs shift some dates).
             var tpv: [Int64: [(Double, Double)]] = [:]
             // The reports sit between raw receiver output, binary included: decode leniently.
-            let checks = String(decoding: (try? Data(contentsOf: nmeaLogs.appendingPathComponent(log + ".chk"))) ?? Data(), as: UTF8.self)
+            let checks = String(
+                decoding: (try? Data(contentsOf: nmeaLogs.appendingPathComponent(log + ".chk"))) ?? Data(),
+                as: UTF8.self)
             for line in checks.split(whereSeparator: \.isNewline) where line.hasPrefix("{\"class\":\"TPV\"") {
                 guard case .object(let report)? = try? JSONParser.parse(String(line)),
-                      case .number(let mode)? = report["mode"], mode >= 2,
-                      case .number(let lat)? = report["lat"], case .number(let lon)? = report["lon"],
-                      case .string(let time)? = report["time"], let ms = Timestamp.milliseconds(fromISO8601: time) else { continue }
+                    case .number(let mode)? = report["mode"], mode >= 2,
+                    case .number(let lat)? = report["lat"], case .number(let lon)? = report["lon"],
+                    case .string(let time)? = report["time"], let ms = Timestamp.milliseconds(fromISO8601: time)
+                else { continue }
                 tpv[(ms % 86_400_000) / 1000, default: []].append((lat, lon))
             }
             var logMatched = 0
             var disagreements: [String] = []
             for fix in fixes {
                 let second = (fix.timeMs % 86_400_000) / 1000
-                if tpv[second, default: []].contains(where: { abs($0.0 - fix.lat) <= 1e-6 && abs($0.1 - fix.lon) <= 1e-6 }) {
+                if tpv[second, default: []].contains(where: {
+                    abs($0.0 - fix.lat) <= 1e-6 && abs($0.1 - fix.lon) <= 1e-6
+                }) {
                     logMatched += 1
                 } else if disagreements.count < 2 {
                     disagreements.append("\(Timestamp.iso8601(milliseconds: fix.timeMs)) \(fix.lat),\(fix.lon)")
@@ -124,9 +138,13 @@ func positions(fromNMEA lines: [String], device: String = "d") -> [Position] {
             }
             produced += fixes.count
             matched += logMatched
-            report.append("\(log): \(fixes.count) produced, \(logMatched) matched" + (disagreements.isEmpty ? "" : "; e.g. \(disagreements.joined(separator: " | "))"))
+            report.append(
+                "\(log): \(fixes.count) produced, \(logMatched) matched"
+                    + (disagreements.isEmpty ? "" : "; e.g. \(disagreements.joined(separator: " | "))"))
         }
-        print("NMEA vs gpsd over \(logs.count) logs: \(matched) of \(produced) positions agree\n" + report.joined(separator: "\n"))
+        print(
+            "NMEA vs gpsd over \(logs.count) logs: \(matched) of \(produced) positions agree\n"
+                + report.joined(separator: "\n"))
         return (produced, matched)
     }
 }

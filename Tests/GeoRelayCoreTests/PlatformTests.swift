@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import GeoRelayCore
 
 /// What the relay took from Foundation, now its own (the binary links FoundationEssentials only):
@@ -8,15 +9,20 @@ import Testing
 @Suite struct PlatformTests {
     /// As `NSString.deletingLastPathComponent` answers (asked by hand: Foundation's own crashes on
     /// some of these in this toolchain).
-    @Test(arguments: [("/a/b/c", "/a/b"), ("/a/b/c/", "/a/b"), ("/c", "/"), ("c", ""), ("", ""), ("/", "/"), ("a/b", "a"),
-                      ("/a//b", "/a"), ("relative/dir/georelay.sock", "relative/dir"), ("/run/georelay/georelay.sock", "/run/georelay")])
+    @Test(arguments: [
+        ("/a/b/c", "/a/b"), ("/a/b/c/", "/a/b"), ("/c", "/"), ("c", ""), ("", ""), ("/", "/"), ("a/b", "a"),
+        ("/a//b", "/a"), ("relative/dir/georelay.sock", "relative/dir"),
+        ("/run/georelay/georelay.sock", "/run/georelay"),
+    ])
     func aPathsDirectory(path: String, directory: String) {
         #expect(Paths.directory(of: path) == directory, "\(path)")
     }
 
     /// As `NSString.standardizingPath` answers for an absolute path without symbolic links.
-    @Test(arguments: [("/run/georelay/georelay.sock", "/run/georelay/georelay.sock"), ("/a/./b/../c", "/a/c"), ("/a//b/", "/a/b"),
-                      ("/../a", "/a"), ("/a/b/..", "/a"), ("/", "/"), ("/var/x/./../y/z.sock", "/var/y/z.sock")])
+    @Test(arguments: [
+        ("/run/georelay/georelay.sock", "/run/georelay/georelay.sock"), ("/a/./b/../c", "/a/c"), ("/a//b/", "/a/b"),
+        ("/../a", "/a"), ("/a/b/..", "/a"), ("/", "/"), ("/var/x/./../y/z.sock", "/var/y/z.sock"),
+    ])
     func anAbsolutePathsStandardForm(path: String, standard: String) {
         #expect(Paths.standardized(path) == standard, "\(path)")
     }
@@ -57,7 +63,9 @@ import Testing
         output.write("12345")
         output.close()
         #expect(FileStatus.size(atPath: path) == 5)
-        #expect(FileStatus.permissions(atPath: path) == (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue)
+        #expect(
+            FileStatus.permissions(atPath: path)
+                == (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue)
         #expect(FileStatus.size(atPath: path + ".missing") == nil)
     }
 }

@@ -1,9 +1,11 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 @Suite(.offThePool) struct PushSettingsTests {
-    let login = #"type: "push", url: "https://gw.example.com/push", authBaseUrl: "https://auth.example.com/", registrationBaseUrl: "https://reg.example.com/", apiKey: "k", clientId: "c", tenant: "acme""#
+    let login =
+        #"type: "push", url: "https://gw.example.com/push", authBaseUrl: "https://auth.example.com/", registrationBaseUrl: "https://reg.example.com/", apiKey: "k", clientId: "c", tenant: "acme""#
 
     @Test func loginModeParsesWithDefaults() throws {
         let config = try Configuration.parse("{destinations: [{\(login), username: \"alice\"}]}")
@@ -23,26 +25,46 @@ import Testing
     }
 
     @Test(arguments: [
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", auth: {mode: "token", token: "x"}}]}"#,
-         "destinations[0].username: USERNAME_REQUIRED"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token"}}]}"#,
-         "destinations[0].auth.token: CALLER_ACCESS_TOKEN_REQUIRED"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: " "}}]}"#,
-         "destinations[0].auth.token: CALLER_ACCESS_TOKEN_REQUIRED"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, filter: {distanceMeters: -5}}]}"#,
-         "destinations[0].filter.distanceMeters: INVALID_DISTANCE_FILTER"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, filter: {distanceMeters: "far"}}]}"#,
-         "destinations[0].filter.distanceMeters: INVALID_DISTANCE_FILTER"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "", username: "u", auth: {mode: "token", token: "x"}}]}"#,
-         "destinations[0].tenant: CONFIGURATION_ERROR"),
-        (#"{destinations: [{type: "push", tenant: "t", username: "u", auth: {mode: "token", token: "x"}}]}"#,
-         "destinations[0].url: CONFIGURATION_ERROR"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u"}]}"#,
-         "destinations[0].authBaseUrl: CONFIGURATION_ERROR"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", authBaseUrl: "https://a/", registrationBaseUrl: "https://r/", clientId: "c", tenant: "t", username: "u"}]}"#,
-         "destinations[0].apiKey: CONFIGURATION_ERROR"),
-        (#"{destinations: [{type: "push", url: "https://gw/p", authBaseUrl: "https://a/", registrationBaseUrl: "https://r/", clientId: "c", apiKey: "", tenant: "t", username: "u"}]}"#,
-         "destinations[0].apiKey: CONFIGURATION_ERROR"),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", auth: {mode: "token", token: "x"}}]}"#,
+            "destinations[0].username: USERNAME_REQUIRED"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token"}}]}"#,
+            "destinations[0].auth.token: CALLER_ACCESS_TOKEN_REQUIRED"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: " "}}]}"#,
+            "destinations[0].auth.token: CALLER_ACCESS_TOKEN_REQUIRED"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, filter: {distanceMeters: -5}}]}"#,
+            "destinations[0].filter.distanceMeters: INVALID_DISTANCE_FILTER"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, filter: {distanceMeters: "far"}}]}"#,
+            "destinations[0].filter.distanceMeters: INVALID_DISTANCE_FILTER"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "", username: "u", auth: {mode: "token", token: "x"}}]}"#,
+            "destinations[0].tenant: CONFIGURATION_ERROR"
+        ),
+        (
+            #"{destinations: [{type: "push", tenant: "t", username: "u", auth: {mode: "token", token: "x"}}]}"#,
+            "destinations[0].url: CONFIGURATION_ERROR"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u"}]}"#,
+            "destinations[0].authBaseUrl: CONFIGURATION_ERROR"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", authBaseUrl: "https://a/", registrationBaseUrl: "https://r/", clientId: "c", tenant: "t", username: "u"}]}"#,
+            "destinations[0].apiKey: CONFIGURATION_ERROR"
+        ),
+        (
+            #"{destinations: [{type: "push", url: "https://gw/p", authBaseUrl: "https://a/", registrationBaseUrl: "https://r/", clientId: "c", apiKey: "", tenant: "t", username: "u"}]}"#,
+            "destinations[0].apiKey: CONFIGURATION_ERROR"
+        ),
     ])
     func validationUsesTheSDKCodes(text: String, prefix: String) {
         check(text, prefix: prefix)
@@ -51,12 +73,15 @@ import Testing
     /// Batches on the wire at once: 1 (one a round trip) to 64.
     @Test(arguments: [0, 65, -1])
     func batchesInFlightAreBounded(value: Int) {
-        check(#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: \#(value)}}]}"#,
-              prefix: "destinations[0].batch.inFlight: ")
+        check(
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: \#(value)}}]}"#,
+            prefix: "destinations[0].batch.inFlight: ")
     }
 
     @Test func oneBatchInFlightIsAllowed() throws {
-        let config = try Configuration.parse(#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: 1}}]}"#)
+        let config = try Configuration.parse(
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: "x"}, batch: {inFlight: 1}}]}"#
+        )
         #expect(config.destinations[0].push?.batchInFlight == 1)
     }
 
@@ -70,7 +95,9 @@ import Testing
     }
 
     @Test func tokenModeNeedsOnlyUrlTenantUsernameAndToken() throws {
-        let config = try Configuration.parse(#"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: {file: "/run/token"}}}]}"#)
+        let config = try Configuration.parse(
+            #"{destinations: [{type: "push", url: "https://gw/p", tenant: "t", username: "u", auth: {mode: "token", token: {file: "/run/token"}}}]}"#
+        )
         #expect(config.destinations[0].push?.token?.source == .file("/run/token"))
     }
 

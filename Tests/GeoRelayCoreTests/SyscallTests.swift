@@ -1,9 +1,9 @@
 import Dispatch
+import GeoRelayCore
+import GeoRelayTestTraits
 import Glibc
 import Synchronization
-import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
 
 /// `syscall`'s three answers: a result, a would-block that is a value and not an error, and
 /// every other failure thrown; with `EINTR` retried in between.
@@ -140,7 +140,9 @@ import GeoRelayCore
             while total.count < bytes.count {
                 var ready = pollfd(fd: pipe.reading.number, events: Int16(POLLIN), revents: 0)
                 guard poll(&ready, 1, 10_000) > 0 else { break } // the writer stopped early: the check below says so
-                guard case .processed(let n)? = chunk.withUnsafeMutableBytes({ try? pipe.reading.read(into: $0) }), n > 0 else { break }
+                guard case .processed(let n)? = chunk.withUnsafeMutableBytes({ try? pipe.reading.read(into: $0) }),
+                    n > 0
+                else { break }
                 total += chunk[0..<n]
             }
             received.withLock { $0 = total }
@@ -213,10 +215,12 @@ enum Interrupter {
                 mayEnd.wait()
             }
             var handle = pthread_t()
-            let created = pthread_create(&handle, nil, { context in
-                Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
-                return nil
-            }, Unmanaged.passRetained(body).toOpaque())
+            let created = pthread_create(
+                &handle, nil,
+                { context in
+                    Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+                    return nil
+                }, Unmanaged.passRetained(body).toOpaque())
             guard created == 0 else { throw Timeout(description: "pthread_create failed: \(created)") }
             // Detached, not joined: a call that never returns must fail the test, not hang it.
             pthread_detach(handle)
@@ -233,7 +237,9 @@ enum Interrupter {
                 pthread_kill(target, SIGUSR2)
                 let deadline = DispatchTime.now() + 10
                 while handled.load(ordering: .relaxed) == before {
-                    guard DispatchTime.now() < deadline else { throw Timeout(description: "a signal was not handled within 10 s") }
+                    guard DispatchTime.now() < deadline else {
+                        throw Timeout(description: "a signal was not handled within 10 s")
+                    }
                     sched_yield()
                 }
             }

@@ -1,5 +1,6 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayCore
 
 @Suite(.offThePool) struct TimestampTests {
@@ -15,7 +16,10 @@ import Testing
         #expect(Timestamp.milliseconds(fromISO8601: text) == expected)
     }
 
-    @Test(arguments: ["2026-07-25T04:30:00", "2026-13-01T00:00:00Z", "2025-02-29T00:00:00Z", "2026-07-25", "yesterday", "2026-07-25T04:30:00Zjunk"])
+    @Test(arguments: [
+        "2026-07-25T04:30:00", "2026-13-01T00:00:00Z", "2025-02-29T00:00:00Z", "2026-07-25", "yesterday",
+        "2026-07-25T04:30:00Zjunk",
+    ])
     func rejectsInvalidISO8601(text: String) {
         #expect(Timestamp.milliseconds(fromISO8601: text) == nil)
     }

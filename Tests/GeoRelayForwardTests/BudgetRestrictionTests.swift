@@ -1,16 +1,18 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// A destination over an uplink whose budget is spent (`UplinkGate`): alarms and, per device, a
 /// still-alive position per minimum interval go ahead of the backlog; nothing is settled; once the
 /// restriction lifts the backlog goes whole, once each, as history.
 @Suite(.offThePool) struct BudgetRestrictionTests {
-    static let restriction = UplinkGate.Restriction(uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
+    static let restriction = UplinkGate.Restriction(
+        uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
 
     /// The answers spend the allowance: the answer that spends it restricts every destination on
     /// the uplink at once and wakes the forwarders, without waiting for the monitor's next look.
@@ -40,8 +42,13 @@ import GeoRelayTestKit
         let none = UplinkGate()
         await none.firstLook(timeout: .seconds(30))
         let gate = UplinkGate(awaitsFirstLook: true)
-        let waited = Task { await gate.firstLook(timeout: .seconds(30)); return true }
-        gate.set([:], allowances: ["traccar": UplinkGate.Allowance(uplink: "iridium", bytesLeft: 1, whenSpent: Self.restriction)])
+        let waited = Task {
+            await gate.firstLook(timeout: .seconds(30))
+            return true
+        }
+        gate.set(
+            [:],
+            allowances: ["traccar": UplinkGate.Allowance(uplink: "iridium", bytesLeft: 1, whenSpent: Self.restriction)])
         #expect(await waited.value)
         #expect(gate.bytesLeft(for: "traccar") == 1, "the allowance is known when the wait ends")
         await gate.firstLook(timeout: .seconds(30))
@@ -72,8 +79,11 @@ import GeoRelayTestKit
         }
         defer { writing.cancel() }
         try await f.withForwarder(gate: gate) {
-            let history = Dictionary(uniqueKeysWithValues: devices.map { ($0, Set(track($0, count: 300).map(\.timeMs))) })
-            #expect(await server.waitForAll(history, timeout: .seconds(60)), "the history drained while live fixes kept arriving")
+            let history = Dictionary(
+                uniqueKeysWithValues: devices.map { ($0, Set(track($0, count: 300).map(\.timeMs))) })
+            #expect(
+                await server.waitForAll(history, timeout: .seconds(60)),
+                "the history drained while live fixes kept arriving")
         }
         writing.cancel()
         for device in devices { #expect(server.orderProblem(device) == nil) }
@@ -106,14 +116,19 @@ import GeoRelayTestKit
             #expect(await f.server.waitUntil { $0.count >= 4 }, "the still-alive position ten minutes on")
             let restricted = f.server.positions
             #expect(restricted.count == 4)
-            #expect(restricted.filter { $0.uniqueId == "a" }.map(\.fixTimeMs).sorted() == [a[500].timeMs, a[1199].timeMs, due[0].timeMs])
+            #expect(
+                restricted.filter { $0.uniqueId == "a" }.map(\.fixTimeMs).sorted() == [
+                    a[500].timeMs, a[1199].timeMs, due[0].timeMs,
+                ])
             #expect(restricted.filter { $0.uniqueId == "b" }.map(\.fixTimeMs) == [b[599].timeMs])
             // Nothing was settled: every position is still owed.
             let owed = try await f.waitForStatus { $0.pending == total }
             #expect(owed.pending == total)
 
             gate.set([:])
-            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total }, "the backlog once the budget is free")
+            #expect(
+                await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total },
+                "the backlog once the budget is free")
             let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
             #expect(online.state == "online")
             #expect(online.pending == 0)
@@ -126,7 +141,9 @@ import GeoRelayTestKit
             // After the still-alive ones, the backlog follows in order, as history.
             let backlog = Array(got.dropFirst(device == "a" ? 3 : 1))
             #expect(backlog.map(\.fixTimeMs) == backlog.map(\.fixTimeMs).sorted(), "\(device): the backlog in order")
-            #expect(backlog.allSatisfy { $0.attributes["archive"] == .bool(true) }, "\(device): the backlog goes as history")
+            #expect(
+                backlog.allSatisfy { $0.attributes["archive"] == .bool(true) }, "\(device): the backlog goes as history"
+            )
         }
     }
 
@@ -141,11 +158,17 @@ import GeoRelayTestKit
             _ = try await f.waitForStatus { $0.state == "deferred" }
             // Backlog positions sent before the round ended (the still-alive one may be there already).
             let held = f.server.positions.filter { $0.fixTimeMs != backlog.last!.timeMs }.count
-            #expect(held < backlog.count, "the round ended when the budget was spent (\(held) of \(backlog.count) sent)")
+            #expect(
+                held < backlog.count, "the round ended when the budget was spent (\(held) of \(backlog.count) sent)")
             // The newest goes as the still-alive position; the rest waits.
-            #expect(await f.server.waitUntil { $0.contains { $0.fixTimeMs == backlog.last!.timeMs } }, "the newest position")
+            #expect(
+                await f.server.waitUntil { $0.contains { $0.fixTimeMs == backlog.last!.timeMs } }, "the newest position"
+            )
             let status = try await f.waitForStatus { $0.pending == backlog.count - held }
-            #expect(status.pending == backlog.count - held, "nothing settled under the restriction: \(status.pending) pending, \(held) sent before, \(f.server.positions.count) now")
+            #expect(
+                status.pending == backlog.count - held,
+                "nothing settled under the restriction: \(status.pending) pending, \(held) sent before, \(f.server.positions.count) now"
+            )
         }
     }
 
@@ -169,7 +192,9 @@ import GeoRelayTestKit
         #expect(received.count == backlog.count + 1, "each once: \(received.count)")
         #expect(received.first?.fixTimeMs == backlog.last?.timeMs, "the still-alive position first")
         let at = try #require(received.firstIndex { $0.fixTimeMs == live.timeMs })
-        #expect(at < backlog.count - 5_000, "the live position went ahead of the rest of the backfill (at \(at) of \(received.count))")
+        #expect(
+            at < backlog.count - 5_000,
+            "the live position went ahead of the rest of the backfill (at \(at) of \(received.count))")
         let history = received.dropFirst().filter { $0.fixTimeMs != live.timeMs }
         #expect(history.map(\.fixTimeMs) == backlog.dropLast().map(\.timeMs), "the backfill oldest first, once each")
         #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })
@@ -192,10 +217,16 @@ import GeoRelayTestKit
             let restricted = f.server.points.map { "\($0.trackerId) \($0.timestamp)" }
             let stamp = { (p: Position) in Timestamp.iso8601(milliseconds: p.timeMs) }
             #expect(restricted.count == 4)
-            #expect(Set(restricted) == ["bow@alice \(stamp(bow[100]))", "bow@alice \(stamp(bow[899]))", "stern@alice \(stamp(stern[299]))", "bow@alice \(stamp(due[0]))"])
+            #expect(
+                Set(restricted) == [
+                    "bow@alice \(stamp(bow[100]))", "bow@alice \(stamp(bow[899]))", "stern@alice \(stamp(stern[299]))",
+                    "bow@alice \(stamp(due[0]))",
+                ])
             gate.set([:])
             let total = bow.count + stern.count + 2
-            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total }, "the backlog once the budget is free")
+            #expect(
+                await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total },
+                "the backlog once the budget is free")
             let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
             #expect(online.pending == 0)
             #expect(f.server.points.count == total, "every position once")

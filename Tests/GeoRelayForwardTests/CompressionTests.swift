@@ -1,5 +1,6 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayForward
 
 @Suite(.offThePool) struct CompressionTests {
@@ -15,10 +16,16 @@ import Testing
         #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.thoroughLevel)
         // A CPU twenty times slower than the starting points: level 16 no longer fits in a
         // batch's crossing (0.35 s against 0.22 s), 15 does.
-        for _ in 0..<20 { planner.recordCompression(level: CompressionPlanner.thoroughLevel, jsonBytes: 87_000, compressedBytes: 6_900, seconds: 0.348) }
+        for _ in 0..<20 {
+            planner.recordCompression(
+                level: CompressionPlanner.thoroughLevel, jsonBytes: 87_000, compressedBytes: 6_900, seconds: 0.348)
+        }
         #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.middleLevel)
         // Far slower still: only the fast level fits.
-        for _ in 0..<20 { planner.recordCompression(level: CompressionPlanner.middleLevel, jsonBytes: 87_000, compressedBytes: 7_000, seconds: 2) }
+        for _ in 0..<20 {
+            planner.recordCompression(
+                level: CompressionPlanner.middleLevel, jsonBytes: 87_000, compressedBytes: 7_000, seconds: 2)
+        }
         #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.fastLevel)
         #expect(CompressionPlanner(fixedLevel: 3).level(forJSONBytes: 87_000) == 3)
     }
@@ -38,7 +45,8 @@ import Testing
         #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.fastLevel)
         // A NaN or a negative time is no measurement.
         planner.recordLinkRate(secondsPerByte: .nan)
-        planner.recordCompression(level: CompressionPlanner.fastLevel, jsonBytes: 87_000, compressedBytes: 7_700, seconds: -.infinity)
+        planner.recordCompression(
+            level: CompressionPlanner.fastLevel, jsonBytes: 87_000, compressedBytes: 7_700, seconds: -.infinity)
         #expect(planner.level(forJSONBytes: 87_000) == CompressionPlanner.fastLevel)
     }
 

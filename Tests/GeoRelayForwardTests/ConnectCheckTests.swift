@@ -1,9 +1,10 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// Bare connection attempts while a destination is down: the link's return is noticed between
@@ -32,8 +33,11 @@ import GeoRelayTestKit
 
     /// A forwarder behind a fault proxy, probing every minute, that has delivered two positions
     /// and then finds the link broken in `mode` with two more to send; `body` runs meanwhile.
-    func withBrokenLink(_ mode: FaultProxy.Mode, connectSeconds: Double, connectTimeoutSeconds: Double, requestTimeoutSeconds: Double = 30,
-                        _ body: (ForwardFixture, FaultProxy, FakeOsmAndServer) async throws -> Void) async throws {
+    func withBrokenLink(
+        _ mode: FaultProxy.Mode, connectSeconds: Double, connectTimeoutSeconds: Double,
+        requestTimeoutSeconds: Double = 30,
+        _ body: (ForwardFixture, FaultProxy, FakeOsmAndServer) async throws -> Void
+    ) async throws {
         let server = try FakeOsmAndServer()
         defer { server.http.stop() }
         let proxy = try FaultProxy(targetPort: server.http.port)
@@ -65,10 +69,13 @@ import GeoRelayTestKit
             let probeDueMs = try #require(down.nextAttemptMs, "probing, with the next probe's time")
             let probes = server.probeCount
             proxy.setMode(.pass)
-            #expect(await server.waitUntil(timeout: .seconds(50)) { $0.count >= 4 }, "delivered after the link came back")
+            #expect(
+                await server.waitUntil(timeout: .seconds(50)) { $0.count >= 4 }, "delivered after the link came back")
             let deliveredMs = WallClock.nowMs()
             #expect(deliveredMs < probeDueMs, "delivered \(probeDueMs - deliveredMs) ms before the probe was due")
-            #expect(server.probeCount == probes, "\(server.probeCount - probes) probes at the link's return: a trial position proves the server")
+            #expect(
+                server.probeCount == probes,
+                "\(server.probeCount - probes) probes at the link's return: a trial position proves the server")
             // Only the payload that found the link down went while it was (curl resends it once on a
             // fresh connection when the kept-alive one died): the connection attempts carry nothing.
             #expect(proxy.counters.payloadsWhileDown <= 2, "\(proxy.counters.payloadsWhileDown) payloads while down")
@@ -78,15 +85,20 @@ import GeoRelayTestKit
     /// A path that accepts connections and never answers (a middlebox): the first connection
     /// brings one probe forward; then the probes' own spacing holds.
     @Test func aPathThatTakesConnectionsButNeverAnswersIsNotProbedMoreForIt() async throws {
-        try await withBrokenLink(.blackHole, connectSeconds: 0.2, connectTimeoutSeconds: 0.5, requestTimeoutSeconds: 1) { _, proxy, _ in
+        try await withBrokenLink(.blackHole, connectSeconds: 0.2, connectTimeoutSeconds: 0.5, requestTimeoutSeconds: 1)
+        { _, proxy, _ in
             let deadline = ContinuousClock.now + .seconds(20)
-            while proxy.counters.probesWhileDown < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            while proxy.counters.probesWhileDown < 1, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             #expect(proxy.counters.probesWhileDown == 1, "the probe the first connection brought forward")
             let connections = proxy.counters.connections
             // The scenario itself: seconds in which attempts every 0.2 s would show.
             try await Task.sleep(for: .seconds(3))
             #expect(proxy.counters.probesWhileDown == 1, "\(proxy.counters.probesWhileDown) probes")
-            #expect(proxy.counters.connections <= connections + 1, "\(proxy.counters.connections - connections) connections after the probe")
+            #expect(
+                proxy.counters.connections <= connections + 1,
+                "\(proxy.counters.connections - connections) connections after the probe")
         }
     }
 }

@@ -1,11 +1,12 @@
 import CCurl
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
+
 @testable import GeoRelayForward
 
 /// The requests a fake server saw, in the order it saw them.
@@ -51,7 +52,8 @@ final class OneShotServer: Sendable {
 
     /// `count` form POSTs back to back, each with its sequence number in the body.
     static func requests(_ count: Int, url: String, from first: Int = 0) throws -> [UInt8] {
-        let request = try HTTP1Request(target: HTTP1Target(url: url), headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        let request = try HTTP1Request(
+            target: HTTP1Target(url: url), headers: [("Content-Type", "application/x-www-form-urlencoded")])
         var out: [UInt8] = []
         for n in first..<(first + count) { request.append(body: Array("id=dev&seq=\(n)".utf8), to: &out) }
         return out
@@ -68,7 +70,9 @@ final class OneShotServer: Sendable {
             let n = try bytes.withUnsafeBytes { try connection.send(UnsafeRawBufferPointer(rebasing: $0[sent...])) }
             sent += n
             if n == 0 {
-                guard ContinuousClock.now < deadline else { throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "send timed out in the test") }
+                guard ContinuousClock.now < deadline else {
+                    throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "send timed out in the test")
+                }
                 _ = try connection.wait(readable: false, writable: true, timeout: .seconds(1))
             }
         }
@@ -94,9 +98,11 @@ final class OneShotServer: Sendable {
         #expect(exchange.responses.allSatisfy { $0.response.status == 200 && $0.keepAlive })
         #expect(server.connectionsAccepted == 1)
         #expect(seen.bodies == Self.bodies(0..<50))
-        #expect(seen.all.allSatisfy {
-            $0.connection == 1 && $0.method == "POST" && $0.target == "/osmand" && $0.header("Host") == "127.0.0.1:\(server.port)"
-        })
+        #expect(
+            seen.all.allSatisfy {
+                $0.connection == 1 && $0.method == "POST" && $0.target == "/osmand"
+                    && $0.header("Host") == "127.0.0.1:\(server.port)"
+            })
         #expect(connection.bytesSent == out.count)
         #expect(connection.bytesReceived == exchange.responses.map(\.response.wireBytes).reduce(0, +))
 

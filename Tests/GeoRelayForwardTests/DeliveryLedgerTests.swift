@@ -1,16 +1,19 @@
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// What the ledger sends ahead of a backlog: alarms it has not had, and under a spent budget the
 /// still-alive minimum, judged against what it settled before the spool shows it.
 @Suite(.offThePool) struct DeliveryLedgerTests {
     static func stored(_ seq: Int64, device: Int64 = 1, second: Int64, alarm: String? = nil) -> StoredPosition {
-        StoredPosition(seq: seq, deviceID: device, receivedMs: 0,
-                       position: Position(device: "d\(device)", timeMs: 1_784_953_800_000 + second * 1000, lat: 59, lon: 10, alarm: alarm))
+        StoredPosition(
+            seq: seq, deviceID: device, receivedMs: 0,
+            position: Position(
+                device: "d\(device)", timeMs: 1_784_953_800_000 + second * 1000, lat: 59, lon: 10, alarm: alarm))
     }
 
     /// The spool still lists an alarm its backlog turn delivered (acknowledgements are held
@@ -19,7 +22,8 @@ import GeoRelayTestKit
         var ledger = DeliveryLedger(destination: "traccar")
         let alarm = Self.stored(3, second: 3, alarm: "sos")
         var update = DeliveryUpdate(destination: "traccar")
-        ledger.delivered(Delivery(stored: Self.stored(4, second: 4), ackThrough: 4, stateAfter: FilterState()), into: &update)
+        ledger.delivered(
+            Delivery(stored: Self.stored(4, second: 4), ackThrough: 4, stateAfter: FilterState()), into: &update)
         #expect(ledger.alarms((unsent: [alarm], sent: [])).ahead.isEmpty)
         // Another device's alarm is still owed.
         let other = Self.stored(5, device: 2, second: 5, alarm: "sos")
@@ -29,7 +33,8 @@ import GeoRelayTestKit
     @Test func theStillAliveMinimumIsCountedInDeviceTimeFromTheNewestTheServerHas() {
         var ledger = DeliveryLedger(destination: "traccar")
         // Nothing sent yet: the newest goes.
-        #expect(ledger.stillAlive([Self.stored(9, second: 100)], minIntervalMs: 60_000, sent: []).map(\.stored.seq) == [9])
+        #expect(
+            ledger.stillAlive([Self.stored(9, second: 100)], minIntervalMs: 60_000, sent: []).map(\.stored.seq) == [9])
         var update = DeliveryUpdate(destination: "traccar")
         let first = ledger.stillAlive([Self.stored(9, second: 100)], minIntervalMs: 60_000, sent: [])[0]
         #expect(first.kind == .ahead)
@@ -39,7 +44,9 @@ import GeoRelayTestKit
         // Once sent, not again; 59 s on, not due; 60 s on, due.
         #expect(ledger.stillAlive([Self.stored(9, second: 100)], minIntervalMs: 60_000, sent: []).isEmpty)
         #expect(ledger.stillAlive([Self.stored(10, second: 159)], minIntervalMs: 60_000, sent: []).isEmpty)
-        #expect(ledger.stillAlive([Self.stored(11, second: 160)], minIntervalMs: 60_000, sent: []).map(\.stored.seq) == [11])
+        #expect(
+            ledger.stillAlive([Self.stored(11, second: 160)], minIntervalMs: 60_000, sent: []).map(\.stored.seq) == [11]
+        )
         // An older fix arriving late (a phone's backlog) is not where the vessel is now.
         #expect(ledger.stillAlive([Self.stored(12, second: 10)], minIntervalMs: 60_000, sent: []).isEmpty)
     }
@@ -57,9 +64,12 @@ import GeoRelayTestKit
         let minute = (1...60).map { Self.stored(Int64($0), second: Int64($0)) }
         let moments = (1...5).map { Self.stored(Int64($0), device: 2, second: Int64($0)) }
         let cut = (1...2).map { Self.stored(Int64($0), device: 3, second: Int64($0)) }
-        let behind = ledger.behind([(minute, false), (moments, false), (cut, true), ([], false)], filter: Self.everything, alreadySent: [])
+        let behind = ledger.behind(
+            [(minute, false), (moments, false), (cut, true), ([], false)], filter: Self.everything, alreadySent: [])
         #expect(behind == [1, 3])
-        #expect(ledger.behind([(Array(minute.prefix(30)), false)], filter: Self.everything, alreadySent: []).isEmpty, "29 s is the steady state")
+        #expect(
+            ledger.behind([(Array(minute.prefix(30)), false)], filter: Self.everything, alreadySent: []).isEmpty,
+            "29 s is the steady state")
         #expect(ledger.behind([(Array(minute.prefix(31)), false)], filter: Self.everything, alreadySent: []) == [1])
     }
 
@@ -73,7 +83,8 @@ import GeoRelayTestKit
         var update = DeliveryUpdate(destination: "traccar")
         ledger.delivered(ahead[0], into: &update)
         #expect(ledger.currentAhead([backlog[59]], sent: []).isEmpty, "sent once")
-        let sends = ledger.plan(backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
+        let sends = ledger.plan(
+            backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
         #expect(sends.map(\.stored.seq) == Array(1...59))
         #expect(sends.allSatisfy { $0.stored.position.attributes.contains(Attribute("archive", .bool(true))) })
         // History already (the server has a newer fix): still behind, for a newer position to go ahead.
@@ -91,10 +102,12 @@ import GeoRelayTestKit
         ledger.refused(ahead[0], reason: "HTTP 400", logger: .disabled, into: &update)
         #expect(update.quarantined.isEmpty, "quarantined in its turn, where the cursor passes it")
         #expect(ledger.currentAhead([backlog[59]], sent: []).isEmpty, "not ahead again")
-        let sends = ledger.plan(backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
+        let sends = ledger.plan(
+            backlog, filter: Self.everything, alreadySent: [], traccarAttributes: true, into: &update)
         #expect(sends.map(\.stored.seq) == Array(1...59))
         #expect(sends.last?.ackThrough == 60, "the cursor passes it with the position before it")
-        #expect(update.quarantinedUnreached.map(\.seq) == [60] && update.quarantinedUnreached.first?.reason == "HTTP 400")
+        #expect(
+            update.quarantinedUnreached.map(\.seq) == [60] && update.quarantinedUnreached.first?.reason == "HTTP 400")
         #expect(update.quarantined.isEmpty, "recorded without moving the cursor past positions 1-59, still owed")
         // An alarm refused ahead is not offered ahead again either.
         let alarm = Self.stored(70, device: 2, second: 70, alarm: "sos")

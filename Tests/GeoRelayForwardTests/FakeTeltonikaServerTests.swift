@@ -1,8 +1,9 @@
-import Glibc
 import GeoRelayCore
 import GeoRelayTestKit
 import GeoRelayTestTraits
+import Glibc
 import Testing
+
 @testable import GeoRelayForward
 
 /// The fake Teltonika port against Traccar's own test frames, and the codec against the fake,
@@ -23,7 +24,9 @@ import Testing
     }
 
     func position(_ index: Int) -> Position {
-        Position(device: Self.imei, timeMs: 1_700_000_000_000 + Int64(index) * 1000, lat: 59.9 + Double(index) * 1e-4, lon: 10.7)
+        Position(
+            device: Self.imei, timeMs: 1_700_000_000_000 + Int64(index) * 1000, lat: 59.9 + Double(index) * 1e-4,
+            lon: 10.7)
     }
 
     @Test(arguments: TraccarTeltonikaFrames.all)
@@ -62,7 +65,10 @@ import Testing
     @Test func variableSectionAsTraccarStoresIt() throws {
         let server = try FakeTeltonikaServer()
         let client = try identified(server)
-        for hex in [TraccarTeltonikaFrames.withVIN, TraccarTeltonikaFrames.twoRecords, TraccarTeltonikaFrames.tagVoltage, TraccarTeltonikaFrames.tagBattery] {
+        for hex in [
+            TraccarTeltonikaFrames.withVIN, TraccarTeltonikaFrames.twoRecords, TraccarTeltonikaFrames.tagVoltage,
+            TraccarTeltonikaFrames.tagBattery,
+        ] {
             let frame = bytes(hex: hex)
             try client.write(frame)
             #expect(client.read(4) == .bytes([0, 0, 0, frame[9]]))
@@ -74,7 +80,9 @@ import Testing
         let tags = stored[2].attributes
         #expect(tags["tag1Name"] == .string("Nevera_3" + String(repeating: "\u{0}", count: 7)))
         #expect(tags["tag1Mac"] == .string("7cd9f4110c40"))
-        #expect(tags["tag1Temp"] == .number(3215) && tags["tag1Humidity"] == .number(52) && tags["tag1Battery"] == .number(3100))
+        #expect(
+            tags["tag1Temp"] == .number(3215) && tags["tag1Humidity"] == .number(52)
+                && tags["tag1Battery"] == .number(3100))
         #expect(tags["tag3Battery"] != nil && tags["tag4Name"] == nil)
         // The values Traccar's own test asserts for these frames.
         #expect(stored[3].attributes["tag1Voltage"] == .number(3090))
@@ -89,7 +97,8 @@ import Testing
             speed: 13.9, course: 359.6, altitude: 12.4, accuracy: 8, battery: 87.4, charging: true, alarm: "sos",
             attributes: [
                 Attribute("hdop", .number(0.84)), Attribute("motion", .bool(true)), Attribute("power", .number(12.6)),
-                Attribute("battery", .number(4.1)), Attribute("odometer", .number(123_456.7)), Attribute("driverName", .string("alice")),
+                Attribute("battery", .number(4.1)), Attribute("odometer", .number(123_456.7)),
+                Attribute("driverName", .string("alice")),
             ])
         try client.write(frame([sent]))
         #expect(client.read(4) == .bytes([0, 0, 0, 1]))
@@ -112,7 +121,9 @@ import Testing
     @Test func invalidWhenNoSatellites() throws {
         let server = try FakeTeltonikaServer()
         let client = try identified(server)
-        let position = Position(device: Self.imei, timeMs: 1_700_000_000_000, lat: 1, lon: 2, attributes: [Attribute("valid", .bool(false))])
+        let position = Position(
+            device: Self.imei, timeMs: 1_700_000_000_000, lat: 1, lon: 2, attributes: [Attribute("valid", .bool(false))]
+        )
         try client.write(frame([position]))
         #expect(client.read(4) == .bytes([0, 0, 0, 1]))
         #expect(server.positions.first?.valid == false)
@@ -176,7 +187,9 @@ import Testing
         for byte in stream { try client.write([byte]) }
         #expect(client.read(5) == .bytes([1, 0, 0, 0, 3]))
         #expect(server.positions.count == 3)
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == stream.count }, "every byte of the stream counted")
+        #expect(
+            await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == stream.count },
+            "every byte of the stream counted")
     }
 
     @Test func frameShorterThanItsLengthWaitsForTheRest() async throws {
@@ -185,8 +198,12 @@ import Testing
         let whole = frame([position(0)])
         try client.write(Array(whole.dropLast(6)))
         let sent = 17 + whole.count - 6
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == sent }, "the partial frame arrives")
-        #expect(server.statistics.framesAnswered == 0 && server.statistics.closedByServer == 0, "Traccar waits, it does not close")
+        #expect(
+            await server.waitForStatistics(timeout: .seconds(10)) { $0.bytesReceived == sent },
+            "the partial frame arrives")
+        #expect(
+            server.statistics.framesAnswered == 0 && server.statistics.closedByServer == 0,
+            "Traccar waits, it does not close")
         try client.write(Array(whole.suffix(6)))
         #expect(client.read(4) == .bytes([0, 0, 0, 1]))
     }
@@ -214,7 +231,10 @@ import Testing
         moreRecordsThanSent[9] = 2
         // Codec 0x99 is read as codec 8: 1-byte counts, so after the 24-byte GPS element the
         // bytes 01 00 00 FF say event 1, no total, no 1-byte elements, 255 2-byte elements.
-        let unknownCodec: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0x1F, 0x99, 0x01] + [UInt8](repeating: 0, count: 24) + [0x01, 0x00, 0x00, 0xFF] + [0x01, 0, 0, 0, 0]
+        let unknownCodec: [UInt8] =
+            [0, 0, 0, 0, 0, 0, 0, 0x1F, 0x99, 0x01] + [UInt8](repeating: 0, count: 24) + [0x01, 0x00, 0x00, 0xFF] + [
+                0x01, 0, 0, 0, 0,
+            ]
         // A data length of -16 makes a negative slice.
         let negativeLength: [UInt8] = [0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xF0, 0x8E, 0x01, 0, 0]
         // Claims 40 000 bytes: Traccar gives up once more than 32 768 are buffered.
@@ -236,7 +256,9 @@ import Testing
         // The fake may close before the last bytes are written.
         try? client.write(bytes)
         #expect(client.readToEnd() == .closed(after: []), "\(name): closed with nothing answered")
-        #expect(await server.waitForStatistics(timeout: .seconds(10)) { $0.closedByServer == 1 }, "\(name): the server counts the close")
+        #expect(
+            await server.waitForStatistics(timeout: .seconds(10)) { $0.closedByServer == 1 },
+            "\(name): the server counts the close")
         #expect(server.positions.isEmpty, "\(name): nothing kept")
     }
 

@@ -1,5 +1,6 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayForward
 
 struct GoodURL: Sendable, CustomTestStringConvertible {
@@ -11,14 +12,22 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
     var testDescription: String { url }
 
     static let all: [GoodURL] = [
-        .init(url: "http://traccar.example:5055/", hostHeader: "traccar.example:5055", target: "/", isTLS: false, port: 5055),
-        .init(url: "http://traccar.example:5055", hostHeader: "traccar.example:5055", target: "/", isTLS: false, port: 5055),
-        .init(url: "http://127.0.0.1:8080/osmand?key=a%20b&x=1", hostHeader: "127.0.0.1:8080", target: "/osmand?key=a%20b&x=1", isTLS: false, port: 8080),
+        .init(
+            url: "http://traccar.example:5055/", hostHeader: "traccar.example:5055", target: "/", isTLS: false,
+            port: 5055),
+        .init(
+            url: "http://traccar.example:5055", hostHeader: "traccar.example:5055", target: "/", isTLS: false,
+            port: 5055),
+        .init(
+            url: "http://127.0.0.1:8080/osmand?key=a%20b&x=1", hostHeader: "127.0.0.1:8080",
+            target: "/osmand?key=a%20b&x=1", isTLS: false, port: 8080),
         .init(url: "http://h.example?id=1", hostHeader: "h.example", target: "/?id=1", isTLS: false, port: 80),
         .init(url: "http://h.example:80/a", hostHeader: "h.example", target: "/a", isTLS: false, port: 80),
         .init(url: "https://h.example/a/b;c=d", hostHeader: "h.example", target: "/a/b;c=d", isTLS: true, port: 443),
         .init(url: "HTTPS://H.example:443/", hostHeader: "H.example", target: "/", isTLS: true, port: 443),
-        .init(url: "https://h.example:8443/p#fragment", hostHeader: "h.example:8443", target: "/p", isTLS: true, port: 8443),
+        .init(
+            url: "https://h.example:8443/p#fragment", hostHeader: "h.example:8443", target: "/p", isTLS: true,
+            port: 8443),
         .init(url: "http://[::1]:5055/", hostHeader: "[::1]:5055", target: "/", isTLS: false, port: 5055),
         .init(url: "https://[2001:db8::1]/", hostHeader: "[2001:db8::1]", target: "/", isTLS: true, port: 443),
     ]
@@ -66,11 +75,13 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
     }
 
     @Test func framesAPostWithHeadersAndBody() throws {
-        let request = try HTTP1Request(method: "POST", target: HTTP1Target(url: "http://127.0.0.1:5055/"),
-                                       headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        let request = try HTTP1Request(
+            method: "POST", target: HTTP1Target(url: "http://127.0.0.1:5055/"),
+            headers: [("Content-Type", "application/x-www-form-urlencoded")])
         var buffer: [UInt8] = Array("previous".utf8)
         let added = request.append(body: Array("id=a&lat=1".utf8), to: &buffer)
-        let expected = "POST / HTTP/1.1\r\nHost: 127.0.0.1:5055\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        let expected =
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:5055\r\nContent-Type: application/x-www-form-urlencoded\r\n"
             + "Content-Length: 10\r\n\r\nid=a&lat=1"
         #expect(String(decoding: buffer, as: UTF8.self) == "previous" + expected)
         #expect(added == expected.utf8.count)
@@ -94,7 +105,8 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
         // A POST says it has no body.
         var post: [UInt8] = []
         try HTTP1Request(target: HTTP1Target(url: "http://h.example/")).append(to: &post)
-        #expect(String(decoding: post, as: UTF8.self) == "POST / HTTP/1.1\r\nHost: h.example\r\nContent-Length: 0\r\n\r\n")
+        #expect(
+            String(decoding: post, as: UTF8.self) == "POST / HTTP/1.1\r\nHost: h.example\r\nContent-Length: 0\r\n\r\n")
     }
 
     @Test(arguments: [
@@ -108,7 +120,9 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
         ("PO ST", "X-A", "a", .invalidMethod),
         ("", "X-A", "a", .invalidMethod),
     ])
-    func refusesHeadersThatWouldBreakTheFraming(method: String, name: String, value: String, error: HTTP1RequestError) throws {
+    func refusesHeadersThatWouldBreakTheFraming(method: String, name: String, value: String, error: HTTP1RequestError)
+        throws
+    {
         let target = try HTTP1Target(url: "http://h.example/")
         #expect(throws: error) { _ = try HTTP1Request(method: method, target: target, headers: [(name, value)]) }
     }
@@ -122,6 +136,7 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
         for n in 0..<3 { sizes.append(request.append(body: Array("n=\(n)".utf8), to: &buffer)) }
         #expect(sizes.reduce(0, +) == buffer.count)
         let text = String(decoding: buffer, as: UTF8.self)
-        #expect(text == (0..<3).map { "POST / HTTP/1.1\r\nHost: h.example\r\nContent-Length: 3\r\n\r\nn=\($0)" }.joined())
+        #expect(
+            text == (0..<3).map { "POST / HTTP/1.1\r\nHost: h.example\r\nContent-Length: 3\r\n\r\nn=\($0)" }.joined())
     }
 }

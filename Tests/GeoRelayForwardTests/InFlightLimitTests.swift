@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GeoRelayForward
 
 /// The in-flight limit against a simulated bottleneck: requests leave one after another at the
@@ -15,10 +16,16 @@ import Testing
 
     /// Sends `count` requests as fast as the limit allows; returns the limit after each answer
     /// and the most requests that waited at the bottleneck at once in the last quarter.
-    static func run(_ limit: inout InFlightLimit, over link: Link, count: Int, from start: ContinuousClock.Instant) -> (limits: [Int], queuedLate: Int, end: ContinuousClock.Instant) {
+    static func run(_ limit: inout InFlightLimit, over link: Link, count: Int, from start: ContinuousClock.Instant) -> (
+        limits: [Int], queuedLate: Int, end: ContinuousClock.Instant
+    ) {
         var now = start
         var linkFree = start
-        var inFlight: [(sequence: UInt64, sent: ContinuousClock.Instant, answer: ContinuousClock.Instant, leaves: ContinuousClock.Instant)] = []
+        var inFlight:
+            [(
+                sequence: UInt64, sent: ContinuousClock.Instant, answer: ContinuousClock.Instant,
+                leaves: ContinuousClock.Instant
+            )] = []
         var sent = 0
         var answered = 0
         var limits: [Int] = []
@@ -73,8 +80,13 @@ import Testing
         var limit = InFlightLimit(ceiling: 512)
         let link = Link(perRequest: .microseconds(20), propagation: .milliseconds(20))
         let (limits, _, _) = Self.run(&limit, over: link, count: 5_000, from: .now)
-        #expect(limits.last == 512, "\(limits.enumerated().filter { $0.offset == 0 || limits[$0.offset - 1] != $0.element }.map { "\($0.offset):\($0.element)" })")
-        #expect(limits.firstIndex(of: 512).map { $0 < 2_000 } == true, "reached the ceiling only after \(limits.firstIndex(of: 512) ?? -1) answers")
+        #expect(
+            limits.last == 512,
+            "\(limits.enumerated().filter { $0.offset == 0 || limits[$0.offset - 1] != $0.element }.map { "\($0.offset):\($0.element)" })"
+        )
+        #expect(
+            limits.firstIndex(of: 512).map { $0 < 2_000 } == true,
+            "reached the ceiling only after \(limits.firstIndex(of: 512) ?? -1) answers")
     }
 
     /// 256 kbit/s, 300-byte requests, a few milliseconds of path: the link holds about one
@@ -85,7 +97,8 @@ import Testing
         #expect(busy > 0.95, "the link stays busy")
         // What is tolerated as jitter, the few kept waiting, and a batch (places free up one by one
         // and fill a batch at a time, so the window swings by one).
-        let tolerated = Int(InFlightLimit.tolerance / link.perRequest) + Int(InFlightLimit.queuedAtMost) + InFlightLimit.batch
+        let tolerated =
+            Int(InFlightLimit.tolerance / link.perRequest) + Int(InFlightLimit.queuedAtMost) + InFlightLimit.batch
         #expect(limits.suffix(300).allSatisfy { $0 <= Int(link.pathHolds) + tolerated }, "\(limits.suffix(300))")
         #expect(queuedLate <= tolerated, "\(queuedLate) requests waited at the bottleneck")
         #expect(limits.last! >= 2, "the link stays busy: \(limits.last!)")
@@ -98,8 +111,12 @@ import Testing
         let (limits, queuedLate, busy) = Self.measure(link, count: 3_000)
         #expect(busy > 0.9, "the link stays busy")
         let holds = Int(link.pathHolds)
-        let tolerated = Int(link.propagation * InFlightLimit.toleratedShare / link.perRequest) + 2 * Int(InFlightLimit.queuedAtMost) + InFlightLimit.batch
-        #expect(limits.suffix(1_000).allSatisfy { $0 >= holds - 1 && $0 <= holds + tolerated }, "path holds \(holds): \(Set(limits.suffix(1_000)).sorted())")
+        let tolerated =
+            Int(link.propagation * InFlightLimit.toleratedShare / link.perRequest) + 2 * Int(InFlightLimit.queuedAtMost)
+            + InFlightLimit.batch
+        #expect(
+            limits.suffix(1_000).allSatisfy { $0 >= holds - 1 && $0 <= holds + tolerated },
+            "path holds \(holds): \(Set(limits.suffix(1_000)).sorted())")
         #expect(queuedLate <= tolerated, "\(queuedLate) requests waited at the bottleneck")
     }
 
@@ -110,9 +127,12 @@ import Testing
         let short = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(50))
         let long = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(600))
         let (_, _, end) = Self.run(&limit, over: short, count: 2_000, from: .now)
-        #expect(limit.limit <= Int(short.pathHolds) + Int(InFlightLimit.tolerance / short.perRequest) + 2 * Int(InFlightLimit.queuedAtMost))
+        #expect(
+            limit.limit <= Int(short.pathHolds) + Int(InFlightLimit.tolerance / short.perRequest) + 2
+                * Int(InFlightLimit.queuedAtMost))
         let (limits, _, _) = Self.run(&limit, over: long, count: 8_000, from: end)
-        #expect(limits.last! >= Int(long.pathHolds) - 1, "limit \(limits.last!) on a path holding \(Int(long.pathHolds))")
+        #expect(
+            limits.last! >= Int(long.pathHolds) - 1, "limit \(limits.last!) on a path holding \(Int(long.pathHolds))")
     }
 
     @Test func aLimitNotInUseDoesNotGrowAndAResetStartsAgain() {
@@ -146,12 +166,18 @@ import Testing
 
     @Test func queueingIsTheRoundTripBeyondThePathsOwn() {
         #expect(InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(100), base: .milliseconds(100)) == 0)
-        #expect(InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(3), base: .microseconds(100)) == 0, "loopback jitter is not a queue")
+        #expect(
+            InFlightLimit.queued(limit: 10, roundTrip: .milliseconds(3), base: .microseconds(100)) == 0,
+            "loopback jitter is not a queue")
         let base = Duration.milliseconds(100)
         let roundTrip = base * 2 + max(InFlightLimit.tolerance, base * InFlightLimit.toleratedShare)
         let queued = InFlightLimit.queued(limit: 10, roundTrip: roundTrip, base: base)
-        #expect(abs(queued - 10 * (base / roundTrip)) < 0.01, "half the round trip queueing, beyond what is tolerated: \(queued)")
-        #expect(InFlightLimit.queued(limit: 64, roundTrip: .milliseconds(660), base: .milliseconds(600)) == 0, "a window sent at once queues behind itself")
+        #expect(
+            abs(queued - 10 * (base / roundTrip)) < 0.01,
+            "half the round trip queueing, beyond what is tolerated: \(queued)")
+        #expect(
+            InFlightLimit.queued(limit: 64, roundTrip: .milliseconds(660), base: .milliseconds(600)) == 0,
+            "a window sent at once queues behind itself")
     }
 
     @Test func requestsStartInBatches() {

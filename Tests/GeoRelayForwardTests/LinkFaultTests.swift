@@ -1,9 +1,10 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// Each way a link breaks, between the relay and each destination, through the fault proxy.
@@ -39,7 +40,9 @@ import GeoRelayTestKit
             try await f.waitForStatus { $0.pending == 0 }
             proxy.setMode(mode)
             _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
-            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            let down = try await f.waitForStatus {
+                $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing")
+            }
             #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
             // Several probe periods with the link down: probes only.
             let postsAtBackoff = proxy.counters.payloadsWhileDown
@@ -52,7 +55,10 @@ import GeoRelayTestKit
             let inFlight = pipeline == 1 ? 3 : pipeline + 1
             #expect(postsAtBackoff <= inFlight * 2, "\(mode): \(whileDown.requestsWhileDown)")
             proxy.setMode(.pass)
-            #expect(await server.waitUntil(timeout: .seconds(20)) { Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50 })
+            #expect(
+                await server.waitUntil(timeout: .seconds(20)) {
+                    Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
+                })
             let after = try await f.waitForStatus { $0.pending == 0 }
             #expect(after.quarantined == 0)
         }
@@ -60,7 +66,9 @@ import GeoRelayTestKit
         // request at a time repeats one, pipelined a window), and their first arrivals are in order.
         let arrivals = server.firstArrivals
         for device in ["a", "b"] {
-            #expect(arrivals.byDevice[device] == track(device, count: 25).map(\.timeMs), "\(mode) pipeline \(pipeline) \(device)")
+            #expect(
+                arrivals.byDevice[device] == track(device, count: 25).map(\.timeMs),
+                "\(mode) pipeline \(pipeline) \(device)")
         }
         if mode != .resetMidResponse { #expect(arrivals.duplicates == 0, "\(mode) pipeline \(pipeline): duplicates") }
     }
@@ -87,7 +95,9 @@ import GeoRelayTestKit
             try await f.waitForStatus { $0.pending == 0 }
             proxy.setMode(mode)
             _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 300, from: 5) })
-            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            let down = try await f.waitForStatus {
+                $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing")
+            }
             #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
             // Several probe periods with the link down: probes only. Not so when the proxy resets
             // only the answer: the probe's whole answer (one byte) gets through and proves the
@@ -100,8 +110,11 @@ import GeoRelayTestKit
                 #expect(mode == .refuse || proxy.counters.probesWhileDown >= 1, "\(mode): probed")
             }
             proxy.setMode(.pass)
-            #expect(await server.waitForAll(Dictionary(uniqueKeysWithValues: devices.map { ($0, Set(movingTrack($0, count: 305).map(\.timeMs))) }),
-                                            timeout: .seconds(20)), "\(mode): everything arrived")
+            #expect(
+                await server.waitForAll(
+                    Dictionary(
+                        uniqueKeysWithValues: devices.map { ($0, Set(movingTrack($0, count: 305).map(\.timeMs))) }),
+                    timeout: .seconds(20)), "\(mode): everything arrived")
             let after = try await f.waitForStatus { $0.pending == 0 }
             #expect(after.quarantined == 0, "\(mode)")
         }
@@ -118,7 +131,9 @@ import GeoRelayTestKit
             }
         }
         for device in devices {
-            #expect(DeliveryOrder.problem(firsts[device] ?? [], expected: movingTrack(device, count: 305).map(\.timeMs)) == nil, "\(mode) \(device): order")
+            #expect(
+                DeliveryOrder.problem(firsts[device] ?? [], expected: movingTrack(device, count: 305).map(\.timeMs))
+                    == nil, "\(mode) \(device): order")
         }
         if mode != .resetMidResponse { #expect(duplicates == 0, "\(mode): \(duplicates) duplicates") }
     }
@@ -128,16 +143,20 @@ import GeoRelayTestKit
         let f = try await PushFixture { settings in Self.shortTimeouts(&settings) }
         let proxy = try FaultProxy(targetPort: f.server.http.port)
         defer { proxy.stop() }
-        let direct = f.server.http.url, viaProxy = "http://127.0.0.1:\(proxy.port)"
+        let direct = f.server.http.url
+        let viaProxy = "http://127.0.0.1:\(proxy.port)"
         f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
         f.settings.push?.authBaseURL = f.server.authBaseURL.replacingOccurrences(of: direct, with: viaProxy)
-        f.settings.push?.registrationBaseURL = f.server.registrationBaseURL.replacingOccurrences(of: direct, with: viaProxy)
+        f.settings.push?.registrationBaseURL = f.server.registrationBaseURL.replacingOccurrences(
+            of: direct, with: viaProxy)
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 10))
             try await f.waitForStatus { $0.pending == 0 }
             proxy.setMode(mode)
             _ = await f.spool.append(movingTrack("a", count: 40, from: 10))
-            let down = try await f.waitForStatus { $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing") }
+            let down = try await f.waitForStatus {
+                $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing")
+            }
             #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
             let postsAtBackoff = proxy.counters.payloadsWhileDown
             try await Task.sleep(for: .seconds(2))
@@ -152,8 +171,11 @@ import GeoRelayTestKit
         // A reset after the gateway took a batch repeats that batch (at-least-once); first arrivals keep their order.
         var firsts: [String] = []
         for stamp in f.server.points.map(\.timestamp) where !firsts.contains(stamp) { firsts.append(stamp) }
-        #expect(DeliveryOrder.problem(firsts, expected: movingTrack("a", count: 50).map { Timestamp.iso8601(milliseconds: $0.timeMs) }) == nil,
-                "\(mode): order or loss")
+        #expect(
+            DeliveryOrder.problem(
+                firsts, expected: movingTrack("a", count: 50).map { Timestamp.iso8601(milliseconds: $0.timeMs) })
+                == nil,
+            "\(mode): order or loss")
         if mode != .resetMidResponse { #expect(f.server.points.count == 50, "\(mode): duplicates") }
         #expect(f.server.problems.isEmpty, "\(f.server.problems)")
     }
@@ -181,10 +203,15 @@ import GeoRelayTestKit
             _ = await f.spool.append(track("boat", count: 600))
             #expect(await server.waitUntil(timeout: .seconds(60)) { $0.count >= 20 }, "the backfill under way")
             _ = await f.spool.append(track("boat", count: 1, from: 20_000))
-            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.contains { $0.fixTimeMs == track("boat", count: 1, from: 20_000)[0].timeMs } },
-                    "the live fix")
+            #expect(
+                await server.waitUntil(timeout: .seconds(60)) {
+                    $0.contains { $0.fixTimeMs == track("boat", count: 1, from: 20_000)[0].timeMs }
+                },
+                "the live fix")
             let history = server.positions.filter { $0.fixTimeMs < track("boat", count: 1, from: 10_000)[0].timeMs }
-            print("live before history (pipeline \(pipeline)): the live fix arrived after \(history.count) of 600 history positions")
+            print(
+                "live before history (pipeline \(pipeline)): the live fix arrived after \(history.count) of 600 history positions"
+            )
             #expect(history.count < 300, "the live fix waited for \(history.count) positions of history")
             #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })
             #expect(history.map(\.fixTimeMs) == history.map(\.fixTimeMs).sorted(), "history oldest first")

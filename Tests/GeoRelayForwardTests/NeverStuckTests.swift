@@ -1,9 +1,10 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// A probe is an optimisation, never a gate: whatever a server answers to the
@@ -35,12 +36,16 @@ import GeoRelayTestKit
         f.server.queueStatuses([503, 503])
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 30) + track("b", count: 30))
-            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 }, "\(style): delivery did not resume")
+            #expect(
+                await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 },
+                "\(style): delivery did not resume")
         }
         // The server answered, so the link was up: payloads at the backoff time, no probes.
         #expect(f.server.probeCount == 0, "\(style): \(f.server.probeCount) probes after an HTTP answer")
         for device in ["a", "b"] {
-            #expect(f.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs) == track(device, count: 30).map(\.timeMs), "\(style) \(device)")
+            #expect(
+                f.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs)
+                    == track(device, count: 30).map(\.timeMs), "\(style) \(device)")
         }
     }
 
@@ -51,11 +56,15 @@ import GeoRelayTestKit
         f.server.queuePushStatuses([503])
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 60))
-            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 }, "\(style): delivery did not resume")
+            #expect(
+                await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 60 },
+                "\(style): delivery did not resume")
         }
         let stamps = f.server.points.map(\.timestamp)
-        #expect(DeliveryOrder.problem(stamps, expected: movingTrack("a", count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
-                                      onlyNewestAhead: true) == nil, "\(style)")
+        #expect(
+            DeliveryOrder.problem(
+                stamps, expected: movingTrack("a", count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
+                onlyNewestAhead: true) == nil, "\(style)")
         // The first batch after the 503 is a trial of one position; then full batches again.
         #expect(f.server.batches.first?.points == 1, "\(style): \(f.server.batches.map(\.points))")
         #expect(f.server.batches.count <= 3, "\(style): \(f.server.batches.map(\.points))")
@@ -78,7 +87,9 @@ import GeoRelayTestKit
             _ = await f.spool.append(track("a", count: 20, from: 3))
             try await f.waitForStatus { $0.state == "probing" }
             proxy.setMode(.pass)
-            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 23 }, "\(style): delivery did not resume")
+            #expect(
+                await f.server.waitUntil(timeout: Self.resumeBound) { $0.count >= 23 },
+                "\(style): delivery did not resume")
         }
         #expect(f.server.positions.map(\.fixTimeMs) == track("a", count: 23).map(\.timeMs))
     }
@@ -96,7 +107,9 @@ import GeoRelayTestKit
         #expect(probes >= 2, "probes while down: \(during.requestsWhileDown)")
         #expect(payloads >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
         #expect(payloads <= Int(window / ceiling) + 1, "\(payloads) payloads in \(window) s, ceiling \(ceiling) s")
-        #expect(bytes <= probes * 400 + payloads * payloadBytes, "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
+        #expect(
+            bytes <= probes * 400 + payloads * payloadBytes,
+            "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
     }
 
     /// Black-holed for several ceilings: probes, and at most one one-position payload per ceiling.
@@ -114,7 +127,10 @@ import GeoRelayTestKit
             // Probes and one-position payloads are a few hundred bytes each.
             try await Self.expectProbesAndSmallPayloads(through: proxy, payloadBytes: 400)
             proxy.setMode(.pass)
-            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50 })
+            #expect(
+                await f.server.waitUntil(timeout: Self.resumeBound) {
+                    Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
+                })
         }
     }
 
@@ -136,14 +152,23 @@ import GeoRelayTestKit
             try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
             let during = proxy.counters
             let probes = during.probesWhileDown - atBackoff.probesWhileDown
-            let payloadBytes = during.bytesUpWhileDown - atBackoff.bytesUpWhileDown - probes * FaultProxy.teltonikaProbe.count
+            let payloadBytes =
+                during.bytesUpWhileDown - atBackoff.bytesUpWhileDown - probes * FaultProxy.teltonikaProbe.count
             // A one-record trial with its identification: 3 + 15 + 41 bytes; 500 positions would be 20 KB.
-            let trial = 3 + TeltonikaCodec.frameOverheadBytes + TeltonikaCodec.record(from: movingTrack("a", count: 1)[0]).encodedSize
+            let trial =
+                3 + TeltonikaCodec.frameOverheadBytes
+                + TeltonikaCodec.record(from: movingTrack("a", count: 1)[0]).encodedSize
             #expect(probes >= 2, "probes while down: \(probes)")
-            #expect(payloadBytes >= trial, "no payload in \(window) s: a probe that never gets through must not gate delivery")
-            #expect(payloadBytes <= (Int(window / Self.ceiling) + 1) * trial, "\(payloadBytes) payload bytes in \(window) s, ceiling \(Self.ceiling) s")
+            #expect(
+                payloadBytes >= trial,
+                "no payload in \(window) s: a probe that never gets through must not gate delivery")
+            #expect(
+                payloadBytes <= (Int(window / Self.ceiling) + 1) * trial,
+                "\(payloadBytes) payload bytes in \(window) s, ceiling \(Self.ceiling) s")
             proxy.setMode(.pass)
-            #expect(await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.fixTimeMs)).count >= 505 }, "delivery resumed")
+            #expect(
+                await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.fixTimeMs)).count >= 505 },
+                "delivery resumed")
         }
     }
 
@@ -151,7 +176,8 @@ import GeoRelayTestKit
         let f = try await PushFixture { Self.timings(&$0) }
         let proxy = try FaultProxy(targetPort: f.server.http.port)
         defer { proxy.stop() }
-        let direct = f.server.http.url, viaProxy = "http://127.0.0.1:\(proxy.port)"
+        let direct = f.server.http.url
+        let viaProxy = "http://127.0.0.1:\(proxy.port)"
         f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 10))

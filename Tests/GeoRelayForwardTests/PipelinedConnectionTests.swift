@@ -1,10 +1,11 @@
 import CCurl
 import Dispatch
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Synchronization
+import Testing
+
 @testable import GeoRelayForward
 
 /// The pipelined connection push batches ride on, against servers of the styles in the wild:
@@ -13,18 +14,23 @@ import GeoRelayTestKit
 @Suite(.offThePool) struct PipelinedConnectionTests {
     static func request(_ n: Int, url: String) throws -> [UInt8] {
         var out: [UInt8] = []
-        try HTTP1Request(target: HTTP1Target(url: url + "/push"), headers: [("Content-Type", "text/plain")]).append(body: Array("batch \(n)".utf8), to: &out)
+        try HTTP1Request(target: HTTP1Target(url: url + "/push"), headers: [("Content-Type", "text/plain")]).append(
+            body: Array("batch \(n)".utf8), to: &out)
         return out
     }
 
     /// Submits `count` requests at once and takes their answers; the bodies the answers echo, in order.
-    static func exchange(_ count: Int, server: HTTPTestServer, timeoutSeconds: Double = 10) throws -> (answers: [String], connection: PipelinedConnection) {
-        let connection = PipelinedConnection(url: server.url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: timeoutSeconds, meter: nil)
+    static func exchange(_ count: Int, server: HTTPTestServer, timeoutSeconds: Double = 10) throws -> (
+        answers: [String], connection: PipelinedConnection
+    ) {
+        let connection = PipelinedConnection(
+            url: server.url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: timeoutSeconds, meter: nil)
         for n in 0..<count { connection.submit(try request(n, url: server.url)) }
         var answers: [String] = []
         while connection.outstanding > 0 {
             switch connection.next() {
-            case .success(let response): answers.append("\(response.status) " + String(decoding: response.body, as: UTF8.self))
+            case .success(let response):
+                answers.append("\(response.status) " + String(decoding: response.body, as: UTF8.self))
             case .failure(let error): answers.append("failed: \(error.message)")
             }
         }
@@ -46,7 +52,8 @@ import GeoRelayTestKit
         let (answers, connection) = try Self.exchange(8, server: server)
         #expect(answers == Self.expected(8))
         #expect(server.connectionsAccepted == 1)
-        #expect(server.deepestPipeline >= 2, "requests waiting behind one another at the server: \(server.deepestPipeline)")
+        #expect(
+            server.deepestPipeline >= 2, "requests waiting behind one another at the server: \(server.deepestPipeline)")
         #expect(connection.pipelines)
     }
 
@@ -81,7 +88,8 @@ import GeoRelayTestKit
         let seen = SeenRequests()
         let server = try HTTPTestServer(handler: Self.echo(seen))
         defer { server.stop() }
-        let connection = PipelinedConnection(url: server.url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: 10, meter: nil)
+        let connection = PipelinedConnection(
+            url: server.url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: 10, meter: nil)
         connection.submit(try Self.request(0, url: server.url))
         #expect((try? connection.next().get())?.status == 200)
         let port = server.port
@@ -90,7 +98,11 @@ import GeoRelayTestKit
         for n in 1...3 { connection.submit(try Self.request(n, url: server.url)) }
         var answers: [String] = []
         while connection.outstanding > 0 {
-            if case .success(let response) = connection.next() { answers.append(String(decoding: response.body, as: UTF8.self)) } else { answers.append("failed") }
+            if case .success(let response) = connection.next() {
+                answers.append(String(decoding: response.body, as: UTF8.self))
+            } else {
+                answers.append("failed")
+            }
         }
         #expect(answers == ["batch 1", "batch 2", "batch 3"])
         #expect(connection.pipelines)
@@ -103,7 +115,8 @@ import GeoRelayTestKit
         let seen = SeenRequests()
         let server = try HTTPTestServer { request in
             seen.append(request)
-            return String(decoding: request.body, as: UTF8.self) == "batch 1" ? nil : HTTPTestResponse(status: 200, body: request.body)
+            return String(decoding: request.body, as: UTF8.self) == "batch 1"
+                ? nil : HTTPTestResponse(status: 200, body: request.body)
         }
         defer { server.stop() }
         let (answers, connection) = try Self.exchange(4, server: server)
@@ -135,7 +148,8 @@ import GeoRelayTestKit
         let server = try HTTPTestServer(handler: Self.echo())
         let url = server.url
         server.stop()
-        let connection = PipelinedConnection(url: url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: 5, meter: nil)
+        let connection = PipelinedConnection(
+            url: url, tls: .init(), connectTimeoutSeconds: 5, timeoutSeconds: 5, meter: nil)
         connection.submit(try Self.request(0, url: url))
         guard case .failure(let error) = connection.next() else {
             Issue.record("a connection to a closed port answered")
@@ -154,7 +168,9 @@ import GeoRelayTestKit
         // A small batch alone (current positions), then a full one alone, then two back to back.
         depth.answered(bytes: 300, elapsed: .seconds(roundTrip + 300 / bytesPerSecond), spacing: nil)
         depth.answered(bytes: batch, elapsed: .seconds(roundTrip + Double(batch) / bytesPerSecond), spacing: nil)
-        depth.answered(bytes: batch, elapsed: .seconds(roundTrip + 2 * Double(batch) / bytesPerSecond), spacing: .seconds(Double(batch) / bytesPerSecond))
+        depth.answered(
+            bytes: batch, elapsed: .seconds(roundTrip + 2 * Double(batch) / bytesPerSecond),
+            spacing: .seconds(Double(batch) / bytesPerSecond))
         return depth
     }
 

@@ -1,9 +1,10 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// What pipelining adds to the Traccar destination: the servers that do not keep connections
@@ -85,8 +86,9 @@ import GeoRelayTestKit
         settings.url = "http://traccar.example.org:5055/"
         let traccar = TraccarProtocol(settings: settings)
         let target = try HTTP1Target(url: settings.url)
-        let position = Position(device: "gps-bow", timeMs: 1_784_953_800_000, lat: 59.912345, lon: 10.712345, speed: 5.1, course: 45.3,
-                                altitude: 12, accuracy: 4)
+        let position = Position(
+            device: "gps-bow", timeMs: 1_784_953_800_000, lat: 59.912345, lon: 10.712345, speed: 5.1, course: 45.3,
+            altitude: 12, accuracy: 4)
         var bytes: [UInt8] = []
         let framing = TraccarProtocol.PipelinedFraming(target: target)
         let count = framing.append(position, to: &bytes)
@@ -98,7 +100,8 @@ import GeoRelayTestKit
         let form = traccar.request(for: position)
         #expect(count < form.body.count + 100, "\(count) bytes")
         // A URL with a query of its own keeps it; the canary names no position.
-        let keyed = TraccarProtocol.PipelinedFraming(target: try HTTP1Target(url: "http://traccar.example.org:5055/?key=k"))
+        let keyed = TraccarProtocol.PipelinedFraming(
+            target: try HTTP1Target(url: "http://traccar.example.org:5055/?key=k"))
         var keyedBytes: [UInt8] = []
         _ = keyed.append(position, to: &keyedBytes)
         #expect(String(decoding: keyedBytes, as: UTF8.self).hasPrefix("GET /?key=k&id=gps-bow&"))
@@ -112,8 +115,10 @@ import GeoRelayTestKit
     @Test func pipelineIsATraccarKeyWithADefaultAndBounds() throws {
         #expect(try Configuration.parse("{}").destinations[0].pipeline == 128)
         #expect(try Configuration.parse("{destinations: [{pipeline: 1}]}").destinations[0].pipeline == 1)
-        for (text, message) in [("{destinations: [{pipeline: 0}]}", "destinations[0].pipeline: must be at least 1, got 0"),
-                                ("{destinations: [{pipeline: 5000}]}", "destinations[0].pipeline: must be at most 1024, got 5000")] {
+        for (text, message) in [
+            ("{destinations: [{pipeline: 0}]}", "destinations[0].pipeline: must be at least 1, got 0"),
+            ("{destinations: [{pipeline: 5000}]}", "destinations[0].pipeline: must be at most 1024, got 5000"),
+        ] {
             #expect(throws: ConfigError.self) { try Configuration.parse(text) }
             do { _ = try Configuration.parse(text) } catch { #expect("\(error)".contains(message), "\(error)") }
         }

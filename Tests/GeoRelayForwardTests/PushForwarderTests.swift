@@ -1,10 +1,11 @@
 import Foundation
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Synchronization
+import Testing
+
 @testable import GeoRelayForward
 
 /// A clock the test moves by hand.
@@ -19,7 +20,10 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
     let server: FakePushServer
     let clock = TestClock()
 
-    init(mode: PushSettings.AuthMode = .login, readsAhead: Duration? = nil, configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+    init(
+        mode: PushSettings.AuthMode = .login, readsAhead: Duration? = nil,
+        configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
+    ) async throws {
         server = try FakePushServer(readsAhead: readsAhead)
         var push = PushSettings()
         push.authBaseURL = server.authBaseURL
@@ -42,7 +46,9 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
 
     func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
         let clock = self.clock
-        try await running(try PushForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate, now: { clock.now() }), body)
+        try await running(
+            try PushForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate, now: { clock.now() }),
+            body)
     }
 
     deinit {
@@ -59,8 +65,9 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         let speed: Double = 5 + Double(i % 7) * 0.1
         let course: Double = 45 + Double(i % 5)
         let altitude: Double = 12 + Double(i % 3)
-        return Position(device: device, timeMs: timeMs, lat: lat, lon: lon, speed: speed, course: course, altitude: altitude,
-                        accuracy: 4, battery: 80, alarm: i == alarmAt ? "sos" : nil)
+        return Position(
+            device: device, timeMs: timeMs, lat: lat, lon: lon, speed: speed, course: course, altitude: altitude,
+            accuracy: 4, battery: 80, alarm: i == alarmAt ? "sos" : nil)
     }
 }
 
@@ -92,7 +99,8 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.batches.allSatisfy { $0.encoding == "zstd" })
         // The token was stored for restarts, readable by its owner only.
         let store = TokenStore(spoolPath: f.spool.path, destination: "push")
-        let mode = (try FileManager.default.attributesOfItem(atPath: store.path)[.posixPermissions] as? NSNumber)?.intValue
+        let mode = (try FileManager.default.attributesOfItem(atPath: store.path)[.posixPermissions] as? NSNumber)?
+            .intValue
         #expect(mode == 0o600)
         #expect(store.load()?.loggedIn == true)
     }
@@ -182,7 +190,8 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         }
         var expected = track.map { Timestamp.iso8601(milliseconds: $0.timeMs) }
         expected.remove(at: 37)
-        #expect(DeliveryOrder.problem(f.server.points.map(\.timestamp), expected: expected, onlyNewestAhead: true) == nil)
+        #expect(
+            DeliveryOrder.problem(f.server.points.map(\.timestamp), expected: expected, onlyNewestAhead: true) == nil)
         #expect(f.server.points.first?.timestamp == expected.last, "the current position first")
     }
 
@@ -213,11 +222,16 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         let first = f.server.points.prefix(devices.count)
         #expect(f.server.batches.first?.points == devices.count)
         #expect(Set(first.map(\.trackerId)) == Set(devices.map { "\($0)@alice" }))
-        #expect(first.allSatisfy { $0.timestamp == Timestamp.iso8601(milliseconds: movingTrack("unit00", count: 60).last!.timeMs) })
+        #expect(
+            first.allSatisfy {
+                $0.timestamp == Timestamp.iso8601(milliseconds: movingTrack("unit00", count: 60).last!.timeMs)
+            })
         for device in devices {
             let stamps = f.server.points.filter { $0.trackerId == "\(device)@alice" }.map(\.timestamp)
-            #expect(DeliveryOrder.problem(stamps, expected: movingTrack(device, count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
-                                          onlyNewestAhead: true) == nil)
+            #expect(
+                DeliveryOrder.problem(
+                    stamps, expected: movingTrack(device, count: 60).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
+                    onlyNewestAhead: true) == nil)
         }
     }
 
@@ -234,8 +248,11 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.points.count == devices.count * 1_500, "each position once")
         for device in devices {
             let stamps = f.server.points.filter { $0.trackerId == "\(device)@alice" }.map(\.timestamp)
-            #expect(DeliveryOrder.problem(stamps, expected: movingTrack(device, count: 1_500).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
-                                          onlyNewestAhead: true) == nil)
+            #expect(
+                DeliveryOrder.problem(
+                    stamps,
+                    expected: movingTrack(device, count: 1_500).map { Timestamp.iso8601(milliseconds: $0.timeMs) },
+                    onlyNewestAhead: true) == nil)
         }
     }
 
@@ -248,9 +265,14 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         try await f.withForwarder {
             #expect(await f.server.waitUntil { $0.count >= 501 }, "the window under way")
             f.server.expireAllTokens()
-            #expect(await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)), "every position delivered")
+            #expect(
+                await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)),
+                "every position delivered")
         }
-        #expect(f.server.tokensIssued == 2, "tokens issued: \(f.server.tokensIssued) (one at the start, one after the 401; not one per batch on the wire)")
+        #expect(
+            f.server.tokensIssued == 2,
+            "tokens issued: \(f.server.tokensIssued) (one at the start, one after the 401; not one per batch on the wire)"
+        )
     }
 
     /// A 503 for one batch of a window while those behind it are taken: nothing is lost, the
@@ -262,7 +284,9 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         f.server.queuePushStatuses([nil, nil, 503])
         _ = await f.spool.append(track)
         try await f.withForwarder {
-            #expect(await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)), "every position delivered")
+            #expect(
+                await f.server.waitForAll(["a": Set(track.map(\.timeMs))], timeout: .seconds(30)),
+                "every position delivered")
             let status = try await f.waitForStatus { $0.pending == 0 }
             #expect(status.pending == 0)
         }
@@ -287,7 +311,9 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         let f = try await PushFixture { $0.push?.batchMaxDelaySeconds = 60 }
         _ = await f.spool.append(movingTrack("a", count: 3), receivedMs: WallClock.nowMs() + 3 * 3_600_000)
         try await f.withForwarder {
-            #expect(await f.server.waitUntil(timeout: .seconds(30)) { $0.count >= 3 }, "a 3-position batch waited for the clock")
+            #expect(
+                await f.server.waitUntil(timeout: .seconds(30)) { $0.count >= 3 },
+                "a 3-position batch waited for the clock")
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+
 @testable import GeoRelayForward
 
 /// A spool in a temporary directory and one destination registered in it, in one process: what
@@ -15,8 +16,10 @@ class SpoolFixture: @unchecked Sendable {
     ///   timings are applied, then `configure`.
     ///   - stateInterval: how long the spool holds acknowledgements and parks before it commits them;
     ///     zero commits each at once, the default the relay runs with is 15 s.
-    init(settings: Configuration.DestinationSettings, stateInterval: Duration = .zero,
-         configure: (inout Configuration.DestinationSettings) -> Void) async throws {
+    init(
+        settings: Configuration.DestinationSettings, stateInterval: Duration = .zero,
+        configure: (inout Configuration.DestinationSettings) -> Void
+    ) async throws {
         directory = try TemporaryDirectory()
         var spoolSettings = Spool.Settings(path: directory.file("spool.db"))
         spoolSettings.stateInterval = stateInterval
@@ -24,14 +27,18 @@ class SpoolFixture: @unchecked Sendable {
         self.settings = settings
         self.settings.useTestTimings()
         configure(&self.settings)
-        try await spool.register(destinations: [DestinationRegistration(name: self.settings.name, buffered: self.settings.buffer)])
+        try await spool.register(destinations: [
+            DestinationRegistration(name: self.settings.name, buffered: self.settings.buffer)
+        ])
     }
 
     /// Waits for the spool's view of the destination to satisfy `condition`. The default bound is
     /// generous: under `make test` the CPU-bound suites can hold the test process's two pool
     /// threads for most of a minute, and the forwarders' tasks wait with everything else.
     @discardableResult
-    func waitForStatus(timeout: Duration = .seconds(60), _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+    func waitForStatus(timeout: Duration = .seconds(60), _ condition: (SpoolStatus.Destination) -> Bool) async throws
+        -> SpoolStatus.Destination
+    {
         try await destinationStatus(spool, settings.name, timeout: timeout, condition)
     }
 

@@ -1,6 +1,7 @@
 import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayForward
 
 /// Frames from Traccar's `TeltonikaProtocolDecoderTest` (traccar/traccar,
@@ -9,19 +10,25 @@ enum TraccarTeltonikaFrames {
     /// The identification `verifyNull` expects no position from: IMEI 123456789012345.
     static let identification = "000F313233343536373839303132333435"
     /// Codec 8E, one record (the frame Traccar checks `eyeTemp1` on with model FMB130).
-    static let oneRecord = "00000000000000628e0100000193011f1ec8003fa9def2fc401ea4000d00000400000000000f000700ef0000f00000150500c8000045012a34492a3800000600b5001300b60011004230aa00430fb7004400002a30fb5d000200f10000c74200100000014900000000010000fbff"
+    static let oneRecord =
+        "00000000000000628e0100000193011f1ec8003fa9def2fc401ea4000d00000400000000000f000700ef0000f00000150500c8000045012a34492a3800000600b5001300b60011004230aa00430fb7004400002a30fb5d000200f10000c74200100000014900000000010000fbff"
     /// Codec 8E, one record with a VIN in the variable-length section.
-    static let withVIN = "00000000000000818e0100000166e368a510000f0d8b5b20961c35008d010308000000000014000900ef0000f00100500100150400c800004501001e00002500002900000a00b5000800b60007004230dc0018000000430fcb0044005f001103de001200e50013001200240000000000000001010000113141314a433534343452373235323336370100005e99"
+    static let withVIN =
+        "00000000000000818e0100000166e368a510000f0d8b5b20961c35008d010308000000000014000900ef0000f00100500100150400c800004501001e00002500002900000a00b5000800b60007004230dc0018000000430fcb0044005f001103de001200e50013001200240000000000000001010000113141314a433534343452373235323336370100005e99"
     /// Codec 8E, two records: the second carries only a BLE tag list (IO 11317).
-    static let twoRecords = "000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0"
+    static let twoRecords =
+        "000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0"
     /// Codec 8E; Traccar's test expects `tag1Voltage` 3090.
-    static let tagVoltage = "00000000000000768e010000018fdc4b27cb015b3e33ceefa529030009013f0e0000022400010000000000000000000102240049010f0001c60106babbf36300550202806d0f0001ca01063456555565690202806b0f0001d10106467975425450020280690b0001c90106fa54ba8d00550b0001cf0106cabbf36300550100005455"
+    static let tagVoltage =
+        "00000000000000768e010000018fdc4b27cb015b3e33ceefa529030009013f0e0000022400010000000000000000000102240049010f0001c60106babbf36300550202806d0f0001ca01063456555565690202806b0f0001d10106467975425450020280690b0001c90106fa54ba8d00550b0001cf0106cabbf36300550100005455"
     /// Codec 8E; Traccar's test expects `tag1Battery` 3030.
-    static let tagBattery = "000000000000004b8e010000018368952793000f0e54fc209ab05800b300b40e00002a4f0001000000000000000000012a4f001e011c0001a40110eb47706aa38255aa96f21a154e2d00550d01000e020bd6010000823f"
+    static let tagBattery =
+        "000000000000004b8e010000018368952793000f0e54fc209ab05800b300b40e00002a4f0001000000000000000000012a4f001e011c0001a40110eb47706aa38255aa96f21a154e2d00550d01000e020bd6010000823f"
 
     /// Codec 16, two records, whose CRC is wrong (0x09A5; the bytes give 0xA6DE): Traccar's
     /// test still expects its positions, because the decoder never checks the CRC.
-    static let wrongCRC = "000000000000009D10020000013feb55ff74000f0ea850209a690000AE00B90B00000000070A050001000002000003000004000120000200180000004601290200C700000000004C0000000001003E00000000000000000000015B198C7498000F0DBC502095872F00AE00B90B00000000070A050001000002000003000004000120000200180000004601290200C700000000004C0000000001003E000000000000000002000009A5"
+    static let wrongCRC =
+        "000000000000009D10020000013feb55ff74000f0ea850209a690000AE00B90B00000000070A050001000002000003000004000120000200180000004601290200C700000000004C0000000001003E00000000000000000000015B198C7498000F0DBC502095872F00AE00B90B00000000070A050001000002000003000004000120000200180000004601290200C700000000004C0000000001003E000000000000000002000009A5"
 
     /// Every codec 8, 8E and 16 frame in the test class whose length field matches its size,
     /// whose CRC is right, and that decodes with `protocol.extended` off (Traccar's default).
@@ -76,27 +83,70 @@ func bytes(hex: String) -> [UInt8] {
     /// The records of Traccar's test frames, field by field; the encoder must rebuild each
     /// frame byte for byte (length, both counts, the IO total, the CRC).
     static let rebuilt: [(hex: String, records: [TeltonikaCodec.Record])] = [
-        (TraccarTeltonikaFrames.oneRecord, [
-            .init(timeMs: 1_730_890_637_000, longitudeE7: 1_068_097_266, latitudeE7: -62_906_716, altitude: 13, angle: 0, satellites: 4, io: IO(
-                oneByte: [.init(239, 0), .init(240, 0), .init(21, 5), .init(200, 0), .init(69, 1), .init(10804, 73), .init(10808, 0)],
-                twoBytes: [.init(181, 19), .init(182, 17), .init(66, 12458), .init(67, 4023), .init(68, 0), .init(10800, 64349)],
-                fourBytes: [.init(241, 51010), .init(16, 329)])),
-        ]),
-        (TraccarTeltonikaFrames.withVIN, [
-            .init(timeMs: 1_541_413_578_000, longitudeE7: 252_545_883, latitudeE7: 546_708_533, altitude: 141, angle: 259, satellites: 8, io: IO(
-                oneByte: [.init(239, 0), .init(240, 1), .init(80, 1), .init(21, 4), .init(200, 0), .init(69, 1), .init(30, 0), .init(37, 0), .init(41, 0)],
-                twoBytes: [.init(181, 8), .init(182, 7), .init(66, 12508), .init(24, 0), .init(67, 4043), .init(68, 95), .init(17, 990), .init(18, 229), .init(19, 18), .init(36, 0)],
-                variable: [.init(256, Array("1A1JC5444R7252367".utf8))])),
-        ]),
-        (TraccarTeltonikaFrames.twoRecords, [
-            .init(timeMs: 1_749_827_887_000, longitudeE7: 22_190_583, latitudeE7: 414_349_316, altitude: 24, angle: 119, satellites: 8, io: IO(
-                oneByte: [.init(239, 1), .init(240, 0), .init(21, 5), .init(200, 0), .init(69, 1), .init(1, 1), .init(179, 0), .init(2, 0), .init(3, 0), .init(180, 1), .init(380, 0)],
-                twoBytes: [.init(181, 26), .init(182, 12), .init(66, 14548), .init(67, 0), .init(68, 0)],
-                fourBytes: [.init(241, 21403), .init(16, 61383)],
-                eightBytes: [.init(78, 0)])),
-            .init(timeMs: 1_749_827_870_011, longitudeE7: 22_190_583, latitudeE7: 414_349_316, altitude: 24, angle: 119, satellites: 8, eventID: 11317, io: IO(
-                variable: [.init(11317, bytes(hex: "0124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26"))])),
-        ]),
+        (
+            TraccarTeltonikaFrames.oneRecord,
+            [
+                .init(
+                    timeMs: 1_730_890_637_000, longitudeE7: 1_068_097_266, latitudeE7: -62_906_716, altitude: 13,
+                    angle: 0, satellites: 4,
+                    io: IO(
+                        oneByte: [
+                            .init(239, 0), .init(240, 0), .init(21, 5), .init(200, 0), .init(69, 1), .init(10804, 73),
+                            .init(10808, 0),
+                        ],
+                        twoBytes: [
+                            .init(181, 19), .init(182, 17), .init(66, 12458), .init(67, 4023), .init(68, 0),
+                            .init(10800, 64349),
+                        ],
+                        fourBytes: [.init(241, 51010), .init(16, 329)]))
+            ]
+        ),
+        (
+            TraccarTeltonikaFrames.withVIN,
+            [
+                .init(
+                    timeMs: 1_541_413_578_000, longitudeE7: 252_545_883, latitudeE7: 546_708_533, altitude: 141,
+                    angle: 259, satellites: 8,
+                    io: IO(
+                        oneByte: [
+                            .init(239, 0), .init(240, 1), .init(80, 1), .init(21, 4), .init(200, 0), .init(69, 1),
+                            .init(30, 0), .init(37, 0), .init(41, 0),
+                        ],
+                        twoBytes: [
+                            .init(181, 8), .init(182, 7), .init(66, 12508), .init(24, 0), .init(67, 4043),
+                            .init(68, 95), .init(17, 990), .init(18, 229), .init(19, 18), .init(36, 0),
+                        ],
+                        variable: [.init(256, Array("1A1JC5444R7252367".utf8))]))
+            ]
+        ),
+        (
+            TraccarTeltonikaFrames.twoRecords,
+            [
+                .init(
+                    timeMs: 1_749_827_887_000, longitudeE7: 22_190_583, latitudeE7: 414_349_316, altitude: 24,
+                    angle: 119, satellites: 8,
+                    io: IO(
+                        oneByte: [
+                            .init(239, 1), .init(240, 0), .init(21, 5), .init(200, 0), .init(69, 1), .init(1, 1),
+                            .init(179, 0), .init(2, 0), .init(3, 0), .init(180, 1), .init(380, 0),
+                        ],
+                        twoBytes: [.init(181, 26), .init(182, 12), .init(66, 14548), .init(67, 0), .init(68, 0)],
+                        fourBytes: [.init(241, 21403), .init(16, 61383)],
+                        eightBytes: [.init(78, 0)])),
+                .init(
+                    timeMs: 1_749_827_870_011, longitudeE7: 22_190_583, latitudeE7: 414_349_316, altitude: 24,
+                    angle: 119, satellites: 8, eventID: 11317,
+                    io: IO(
+                        variable: [
+                            .init(
+                                11317,
+                                bytes(
+                                    hex:
+                                        "0124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26"
+                                ))
+                        ])),
+            ]
+        ),
     ]
 
     @Test(arguments: rebuilt.indices)
@@ -106,8 +156,12 @@ func bytes(hex: String) -> [UInt8] {
     }
 
     @Test func identificationIsLengthThenASCII() throws {
-        #expect(try TeltonikaCodec.identification(uniqueID: "123456789012345") == bytes(hex: TraccarTeltonikaFrames.identification))
-        #expect(!TeltonikaCodec.identificationNeedsCompanion(try TeltonikaCodec.identification(uniqueID: "123456789012345")))
+        #expect(
+            try TeltonikaCodec.identification(uniqueID: "123456789012345")
+                == bytes(hex: TraccarTeltonikaFrames.identification))
+        #expect(
+            !TeltonikaCodec.identificationNeedsCompanion(try TeltonikaCodec.identification(uniqueID: "123456789012345"))
+        )
         // 2 + 10 bytes is exactly what Traccar's frame decoder waits for; one less is not.
         #expect(!TeltonikaCodec.identificationNeedsCompanion(try TeltonikaCodec.identification(uniqueID: "0123456789")))
         let short = try TeltonikaCodec.identification(uniqueID: "abc")
@@ -131,7 +185,9 @@ func bytes(hex: String) -> [UInt8] {
     }
 
     @Test func fullFrameHolds255Records() throws {
-        let positions = (0..<255).map { Position(device: "d", timeMs: 1_700_000_000_000 + Int64($0) * 1000, lat: 59.9, lon: 10.7, speed: 3) }
+        let positions = (0..<255).map {
+            Position(device: "d", timeMs: 1_700_000_000_000 + Int64($0) * 1000, lat: 59.9, lon: 10.7, speed: 3)
+        }
         let records = positions.map { TeltonikaCodec.record(from: $0) }
         let frame = TeltonikaCodec.dataFrame(records: records)
         #expect(frame[8] == 0x8E)
@@ -147,36 +203,50 @@ func bytes(hex: String) -> [UInt8] {
 
     @Test func recordsFittingStopsAtTraccarsFrameLimit() {
         // 1 000-byte variable elements: 1 042 bytes a record, so 31 fit in 32 768 bytes.
-        let big = TeltonikaCodec.Record(timeMs: 0, longitudeE7: 0, latitudeE7: 0, satellites: 3, io: IO(variable: [.init(1000, [UInt8](repeating: 0, count: 1000))]))
+        let big = TeltonikaCodec.Record(
+            timeMs: 0, longitudeE7: 0, latitudeE7: 0, satellites: 3,
+            io: IO(variable: [.init(1000, [UInt8](repeating: 0, count: 1000))]))
         #expect(big.encodedSize == 1042)
         let count = TeltonikaCodec.recordsFitting(Array(repeating: big, count: 100))
         #expect(count == 31)
-        #expect(TeltonikaCodec.dataFrame(records: Array(repeating: big, count: count)).count <= TeltonikaCodec.maxFrameBytes)
+        #expect(
+            TeltonikaCodec.dataFrame(records: Array(repeating: big, count: count)).count <= TeltonikaCodec.maxFrameBytes
+        )
     }
 
-    @Test(arguments: [
-        (0.0, UInt16(0)), (0.13, 0), (0.14, 1), (10, 36), (13.9, 50), (-1, 0), (1e6, UInt16.max),
-    ] as [(Double, UInt16)])
+    @Test(
+        arguments: [
+            (0.0, UInt16(0)), (0.13, 0), (0.14, 1), (10, 36), (13.9, 50), (-1, 0), (1e6, UInt16.max),
+        ] as [(Double, UInt16)])
     func speedIsWholeKilometresPerHour(metresPerSecond: Double, kmh: UInt16) {
-        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, speed: metresPerSecond)).speedKmh == kmh)
+        #expect(
+            TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, speed: metresPerSecond))
+                .speedKmh == kmh)
     }
 
-    @Test(arguments: [
-        (0.0, UInt16(0)), (0.4, 0), (359.4, 359), (359.6, 0), (360, 0), (-10, 350), (725, 5),
-    ] as [(Double, UInt16)])
+    @Test(
+        arguments: [
+            (0.0, UInt16(0)), (0.4, 0), (359.4, 359), (359.6, 0), (360, 0), (-10, 350), (725, 5),
+        ] as [(Double, UInt16)])
     func courseIsWholeDegrees(course: Double, angle: UInt16) {
-        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: course)).angle == angle)
+        #expect(
+            TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: course)).angle == angle
+        )
     }
 
-    @Test(arguments: [
-        (12.4, Int16(12)), (-12.6, -13), (40_000, Int16.max), (-40_000, Int16.min),
-    ] as [(Double, Int16)])
+    @Test(
+        arguments: [
+            (12.4, Int16(12)), (-12.6, -13), (40_000, Int16.max), (-40_000, Int16.min),
+        ] as [(Double, Int16)])
     func altitudeIsWholeMetresClamped(altitude: Double, expected: Int16) {
-        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, altitude: altitude)).altitude == expected)
+        #expect(
+            TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, altitude: altitude)).altitude
+                == expected)
     }
 
     @Test func fixedFields() {
-        let record = TeltonikaCodec.record(from: Position(device: "d", timeMs: 1_700_000_000_123, lat: -33.86785, lon: 151.2099342))
+        let record = TeltonikaCodec.record(
+            from: Position(device: "d", timeMs: 1_700_000_000_123, lat: -33.86785, lon: 151.2099342))
         #expect(record.timeMs == 1_700_000_000_123)
         #expect(record.latitudeE7 == -338_678_500)
         #expect(record.longitudeE7 == 1_512_099_342)
@@ -187,19 +257,20 @@ func bytes(hex: String) -> [UInt8] {
         #expect(record.satellites == TeltonikaCodec.defaultSatellites)
     }
 
-    @Test(arguments: [
-        ([], nil, UInt8(3)),
-        ([Attribute("sat", .number(7))], nil, 7),
-        ([Attribute("satellites", .number(11))], nil, 11),
-        ([Attribute("sat", .number(0))], nil, 0),
-        ([Attribute("sat", .number(7.5))], nil, 3),
-        ([Attribute("valid", .bool(false)), Attribute("sat", .number(7))], nil, 0),
-        ([Attribute("valid", .number(0))], nil, 0),
-        ([Attribute("valid", .bool(true)), Attribute("sat", .number(7))], nil, 7),
-        ([Attribute("valid", .number(1))], nil, 3),
-        ([Attribute("sat", .number(7))], 9, 9),
-        ([], 300, 255),
-    ] as [([Attribute], Int?, UInt8)])
+    @Test(
+        arguments: [
+            ([], nil, UInt8(3)),
+            ([Attribute("sat", .number(7))], nil, 7),
+            ([Attribute("satellites", .number(11))], nil, 11),
+            ([Attribute("sat", .number(0))], nil, 0),
+            ([Attribute("sat", .number(7.5))], nil, 3),
+            ([Attribute("valid", .bool(false)), Attribute("sat", .number(7))], nil, 0),
+            ([Attribute("valid", .number(0))], nil, 0),
+            ([Attribute("valid", .bool(true)), Attribute("sat", .number(7))], nil, 7),
+            ([Attribute("valid", .number(1))], nil, 3),
+            ([Attribute("sat", .number(7))], 9, 9),
+            ([], 300, 255),
+        ] as [([Attribute], Int?, UInt8)])
     func satellites(attributes: [Attribute], explicit: Int?, expected: UInt8) {
         let position = Position(device: "d", timeMs: 0, lat: 0, lon: 0, attributes: attributes)
         #expect(TeltonikaCodec.record(from: position, satellites: explicit).satellites == expected)
@@ -227,15 +298,18 @@ func bytes(hex: String) -> [UInt8] {
         #expect(io.eightBytes.isEmpty && io.variable.isEmpty)
     }
 
-    @Test(arguments: [
-        ("general", [TeltonikaCodec.IOElement<UInt8>(236, 1)], UInt16(236), TeltonikaCodec.Priority.high),
-        ("sos", [.init(236, 1)], 236, .panic),
-        ("lowBattery,hardBraking", [.init(236, 1), .init(253, 2)], 236, .high),
-        ("hardAcceleration", [.init(253, 1)], 253, .high),
-        ("hardCornering,hardCornering", [.init(253, 3)], 253, .high),
-        ("", [], 0, .low),
-    ] as [(String, [TeltonikaCodec.IOElement<UInt8>], UInt16, TeltonikaCodec.Priority)])
-    func alarms(alarm: String, elements: [TeltonikaCodec.IOElement<UInt8>], eventID: UInt16, priority: TeltonikaCodec.Priority) {
+    @Test(
+        arguments: [
+            ("general", [TeltonikaCodec.IOElement<UInt8>(236, 1)], UInt16(236), TeltonikaCodec.Priority.high),
+            ("sos", [.init(236, 1)], 236, .panic),
+            ("lowBattery,hardBraking", [.init(236, 1), .init(253, 2)], 236, .high),
+            ("hardAcceleration", [.init(253, 1)], 253, .high),
+            ("hardCornering,hardCornering", [.init(253, 3)], 253, .high),
+            ("", [], 0, .low),
+        ] as [(String, [TeltonikaCodec.IOElement<UInt8>], UInt16, TeltonikaCodec.Priority)])
+    func alarms(
+        alarm: String, elements: [TeltonikaCodec.IOElement<UInt8>], eventID: UInt16, priority: TeltonikaCodec.Priority
+    ) {
         let record = TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, alarm: alarm))
         #expect(record.io.oneByte == elements)
         #expect(record.eventID == eventID)

@@ -1,18 +1,21 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
+
 @testable import GeoRelayForward
 
 /// A spool and a Traccar forwarder on the Teltonika protocol, to the fake Teltonika port, in one process.
 final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeTeltonikaServer
 
-    init(buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero,
-         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+    init(
+        buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero,
+        configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
+    ) async throws {
         server = try FakeTeltonikaServer()
         var settings = Configuration.DestinationSettings()
         settings.traccarProtocol = .teltonika
@@ -55,15 +58,21 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         }
         let stored = f.storedByDevice
         for device in Self.devices {
-            #expect(DeliveryOrder.problem(stored[device] ?? [], expected: movingTrack(device, count: 600).map(\.timeMs), onlyNewestAhead: true) == nil,
-                    "\(device)")
+            #expect(
+                DeliveryOrder.problem(
+                    stored[device] ?? [], expected: movingTrack(device, count: 600).map(\.timeMs), onlyNewestAhead: true
+                ) == nil,
+                "\(device)")
             // Behind by 600 fixes: the newest first, then the history oldest first.
-            #expect(stored[device]?.first == movingTrack(device, count: 600).last?.timeMs, "\(device): the current position first")
+            #expect(
+                stored[device]?.first == movingTrack(device, count: 600).last?.timeMs,
+                "\(device): the current position first")
         }
         let statistics = f.server.statistics
         // One connection per device, identified once, every identification answered 0x01.
         #expect(statistics.connections == Self.devices.count)
-        #expect(statistics.identifications.count == Self.devices.count && statistics.identifications.allSatisfy(\.known))
+        #expect(
+            statistics.identifications.count == Self.devices.count && statistics.identifications.allSatisfy(\.known))
         #expect(Set(f.server.positions.map { "\($0.uniqueId) \($0.connection)" }).count == Self.devices.count)
         // Frames of up to 255 positions: the newest in a frame of its own, then the 599 others in three.
         #expect(statistics.framesAnswered == 4 * Self.devices.count, "\(statistics.framesAnswered) frames")
@@ -75,11 +84,17 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         let status = try reader.status()
         let payload = Int64(statistics.bytesReceived + Self.devices.count + 4 * statistics.framesAnswered)
         #expect(status.counters["forward.payloadBytes.\(f.settings.name)"] == payload)
-        #expect(status.destinations[0].wireBytes > payload + Int64(Self.devices.count) * 3 * 52, "billed \(status.destinations[0].wireBytes) for \(payload) payload bytes")
-        #expect(status.destinations[0].wireBytes < payload * 2, "billed \(status.destinations[0].wireBytes) for \(payload) payload bytes")
+        #expect(
+            status.destinations[0].wireBytes > payload + Int64(Self.devices.count) * 3 * 52,
+            "billed \(status.destinations[0].wireBytes) for \(payload) payload bytes")
+        #expect(
+            status.destinations[0].wireBytes < payload * 2,
+            "billed \(status.destinations[0].wireBytes) for \(payload) payload bytes")
         let sent = movingTrack("a", count: 1)[0]
         let first = try #require(f.server.positions.first { $0.uniqueId == "a" && $0.fixTimeMs == sent.timeMs })
-        #expect(first.lat == sent.lat && first.lon == sent.lon && first.valid && first.satellites == Int(TeltonikaCodec.defaultSatellites))
+        #expect(
+            first.lat == sent.lat && first.lon == sent.lon && first.valid
+                && first.satellites == Int(TeltonikaCodec.defaultSatellites))
         #expect(first.attributes["io113"] == .number(80), "battery level as io113 for a device with no model")
     }
 
@@ -95,7 +110,10 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         #expect(Set(first.map(\.uniqueId)) == Set(devices), "one position of every unit first")
         #expect(first.allSatisfy { $0.fixTimeMs == movingTrack($0.uniqueId, count: 60).last?.timeMs })
         for device in devices {
-            #expect(DeliveryOrder.problem(f.storedByDevice[device] ?? [], expected: movingTrack(device, count: 60).map(\.timeMs), onlyNewestAhead: true) == nil)
+            #expect(
+                DeliveryOrder.problem(
+                    f.storedByDevice[device] ?? [], expected: movingTrack(device, count: 60).map(\.timeMs),
+                    onlyNewestAhead: true) == nil)
         }
     }
 
@@ -104,7 +122,9 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         let f = try await TeltonikaFixture(concurrency: 1)
         try await f.withForwarder {
             for round in 0..<3 {
-                _ = await f.spool.append(movingTrack("356307042441013", count: 10, from: round * 10) + movingTrack("s", count: 10, from: round * 10))
+                _ = await f.spool.append(
+                    movingTrack("356307042441013", count: 10, from: round * 10)
+                        + movingTrack("s", count: 10, from: round * 10))
                 #expect(await f.server.waitUntil { $0.count >= (round + 1) * 20 }, "round \(round) stored")
             }
         }
@@ -138,8 +158,9 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         // A long id (answered alone) and a short one (answered with its first frame, which Traccar drops).
         f.server.setUnknownDevices(["999999999999999", "ghost"])
         try await f.withForwarder {
-            _ = await f.spool.append(movingTrack("999999999999999", count: 20) + movingTrack("ghost", count: 20)
-                                     + movingTrack("356307042441013", count: 20) + movingTrack("real", count: 20))
+            _ = await f.spool.append(
+                movingTrack("999999999999999", count: 20) + movingTrack("ghost", count: 20)
+                    + movingTrack("356307042441013", count: 20) + movingTrack("real", count: 20))
             #expect(await f.server.waitUntil { $0.count >= 40 })
             let status = try await f.waitForStatus { $0.parked == 40 }
             #expect(status.parked == 40)
@@ -181,10 +202,13 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         var expected = track.map(\.timeMs)
         expected.remove(at: bad - 1)
         let stored = f.storedByDevice
-        #expect(DeliveryOrder.problem(stored["356307042441013"] ?? [], expected: expected, onlyNewestAhead: true) == nil,
-                "all but position \(bad), in order, once")
-        #expect(DeliveryOrder.problem(stored["other"] ?? [], expected: movingTrack("other", count: 300, from: 1000).map(\.timeMs)) == nil,
-                "the other device unaffected")
+        #expect(
+            DeliveryOrder.problem(stored["356307042441013"] ?? [], expected: expected, onlyNewestAhead: true) == nil,
+            "all but position \(bad), in order, once")
+        #expect(
+            DeliveryOrder.problem(
+                stored["other"] ?? [], expected: movingTrack("other", count: 300, from: 1000).map(\.timeMs)) == nil,
+            "the other device unaffected")
         // The probe identified once, before the quarantine.
         #expect(f.server.statistics.identifications.filter { $0.uniqueId == TeltonikaProbe.uniqueID }.count == 1)
     }
@@ -214,7 +238,8 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             #expect(down.lastError?.contains("timed out") == true, "\(down.lastError ?? "")")
             #expect(down.pending == 3 && down.quarantined == 0)
             f.server.setBehaviour(.normal)
-            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 3 }, "delivered once the server answers")
+            #expect(
+                await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 3 }, "delivered once the server answers")
             let after = try await f.waitForStatus { $0.pending == 0 }
             #expect(after.quarantined == 0)
         }
@@ -237,7 +262,8 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             let down = try await f.waitForStatus { $0.state == "probing" }
             #expect(down.state == "probing" && down.quarantined == 0, "\(down.lastError ?? "")")
             try f.server.start(port: port)
-            #expect(await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 30 }, "delivered once the server is back")
+            #expect(
+                await f.server.waitUntil(timeout: .seconds(20)) { $0.count >= 30 }, "delivered once the server is back")
             let after = try await f.waitForStatus { $0.pending == 0 }
             #expect(after.quarantined == 0)
         }
@@ -255,7 +281,8 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 3))
             let status = try await f.waitForStatus { $0.lastError != nil }
-            #expect(status.lastError?.contains("answered 7 to a frame of 3 records") == true, "\(status.lastError ?? "")")
+            #expect(
+                status.lastError?.contains("answered 7 to a frame of 3 records") == true, "\(status.lastError ?? "")")
             #expect(status.pending == 3 && status.sent == 0 && status.quarantined == 0)
         }
     }
@@ -272,7 +299,9 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         let received = f.server.positions.filter { $0.uniqueId == device }
         // SOS arrives as Traccar's general alarm, with the panic priority.
         #expect(received.first?.fixTimeMs == backlog[799].timeMs)
-        #expect(received.first?.attributes["alarm"] == .string("general") && received.first?.attributes["priority"] == .number(2))
+        #expect(
+            received.first?.attributes["alarm"] == .string("general")
+                && received.first?.attributes["priority"] == .number(2))
         #expect(received.count == 800, "the alarm once, not again in its turn")
         #expect(Array(received.dropFirst().map(\.fixTimeMs)) == backlog.prefix(799).map(\.timeMs))
     }
@@ -294,7 +323,9 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             #expect(status.replayPending == 0)
         }
         let stored = f.storedByDevice["356307042441013"] ?? []
-        #expect(stored == track.map(\.timeMs), "\(stored.count) stored, first \(stored.first ?? 0), last \(stored.last ?? 0)")
+        #expect(
+            stored == track.map(\.timeMs),
+            "\(stored.count) stored, first \(stored.first ?? 0), last \(stored.last ?? 0)")
     }
 
     /// `buffer: false`: each position goes once when it arrives; what fails is dropped.

@@ -1,9 +1,10 @@
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
+
 @testable import GeoRelayForward
 
 /// `georelay send`'s exchange with the Teltonika port (`TeltonikaUpload`), against servers whose
@@ -16,7 +17,8 @@ import GeoRelayTestKit
     @Test func bothAnswersInOneReadAreDelivered() async throws {
         let position = Position(device: "a", timeMs: 1_700_000_000_000, lat: 59.5, lon: 10.5)
         let identification = try TeltonikaCodec.identification(uniqueID: position.device)
-        try #require(TeltonikaCodec.identificationNeedsCompanion(identification), "the id goes in one write with the frame")
+        try #require(
+            TeltonikaCodec.identificationNeedsCompanion(identification), "the id goes in one write with the frame")
         let frame = TeltonikaCodec.dataFrame(records: [TeltonikaCodec.record(from: position)])
         let received = Mutex<[UInt8]>([])
         let server = try TestTCPListener(name: "teltonika-both-answers") { fd, _ in

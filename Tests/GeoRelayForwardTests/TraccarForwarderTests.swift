@@ -1,18 +1,22 @@
 import CCurl
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// A spool and a forwarder to a fake Traccar server, in one process.
 final class ForwardFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeOsmAndServer
 
-    init(buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline, stateInterval: Duration = .zero,
-         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }) async throws {
+    init(
+        buffer: Bool = true, concurrency: Int = 4, pipeline: Int = Configuration.DestinationSettings().pipeline,
+        stateInterval: Duration = .zero,
+        configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
+    ) async throws {
         server = try FakeOsmAndServer()
         var settings = Configuration.DestinationSettings()
         settings.url = server.url
@@ -56,7 +60,9 @@ func running(_ forwarder: any DestinationForwarder, _ body: () async throws -> V
 
 /// Waits for the spool's view of a destination to satisfy `condition`.
 /// Acknowledgements are committed asynchronously and no event marks that, so this polls, bounded.
-func destinationStatus(_ spool: Spool, _ name: String, timeout: Duration, _ condition: (SpoolStatus.Destination) -> Bool) async throws -> SpoolStatus.Destination {
+func destinationStatus(
+    _ spool: Spool, _ name: String, timeout: Duration, _ condition: (SpoolStatus.Destination) -> Bool
+) async throws -> SpoolStatus.Destination {
     let deadline = ContinuousClock.now + timeout
     while true {
         let status = try spool.makeReader().status().destinations.first { $0.name == name }!
@@ -67,7 +73,9 @@ func destinationStatus(_ spool: Spool, _ name: String, timeout: Duration, _ cond
 
 func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
     (start..<(start + count)).map { i in
-        Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: 59 + Double(i) * 1e-4, lon: 10.5, speed: 2.5, course: Double(i % 360))
+        Position(
+            device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: 59 + Double(i) * 1e-4, lon: 10.5,
+            speed: 2.5, course: Double(i % 360))
     }
 }
 
@@ -93,7 +101,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
         // Keep-alive: one connection per worker, not one per position; pipelined, several requests at once on one.
         #expect(f.server.http.connectionsAccepted <= 4)
-        #expect(pipeline == 1 ? f.server.http.deepestPipeline == 1 : f.server.http.deepestPipeline > 1, "\(f.server.http.deepestPipeline)")
+        #expect(
+            pipeline == 1 ? f.server.http.deepestPipeline == 1 : f.server.http.deepestPipeline > 1,
+            "\(f.server.http.deepestPipeline)")
         let first = try #require(stored.first { $0.uniqueId == "a" && $0.fixTimeMs == track("a", count: 1)[0].timeMs })
         #expect(abs(first.speedKnots - 2.5 / OsmAndQuery.metresPerSecondPerKnot) < 0.001)
         #expect(first.lat == 59)
@@ -129,14 +139,19 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         }
         let first = f.server.positions.prefix(devices.count)
         #expect(Set(first.map(\.uniqueId)) == Set(devices), "one position of every unit first")
-        #expect(first.allSatisfy { $0.fixTimeMs == track($0.uniqueId, count: 60).last?.timeMs && $0.attributes["archive"] == nil })
+        #expect(
+            first.allSatisfy {
+                $0.fixTimeMs == track($0.uniqueId, count: 60).last?.timeMs && $0.attributes["archive"] == nil
+            })
         for device in devices {
             #expect(f.server.deliveryProblem(device, expected: track(device, count: 60).map(\.timeMs)) == nil)
         }
     }
 
     @Test func rotationWrapsRoundTheDevices() {
-        let cursors = (1...100).map { DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil) }
+        let cursors = (1...100).map {
+            DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil)
+        }
         #expect(TraccarForwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
         #expect(TraccarForwarder.inTurn(cursors, after: 64).map(\.deviceID) == Array(65...100) + Array(1...28))
         #expect(TraccarForwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
@@ -174,7 +189,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             }
         }
         #expect(f.server.unknownDeviceRequests >= 1)
-        #expect(f.server.unknownDeviceRequests <= 3, "\(f.server.unknownDeviceRequests) requests for a device the server does not know")
+        #expect(
+            f.server.unknownDeviceRequests <= 3,
+            "\(f.server.unknownDeviceRequests) requests for a device the server does not know")
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real"])
     }
 
@@ -186,7 +203,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline)
         var long = track("long", count: 3)
         long[0].attributes = [Attribute("note", .string(String(repeating: "x", count: 5000)))]
-        long[1].attributes = [Attribute("note", .string(String(repeating: "y", count: 70_000))), Attribute("short", .number(1))]
+        long[1].attributes = [
+            Attribute("note", .string(String(repeating: "y", count: 70_000))), Attribute("short", .number(1)),
+        ]
         try await f.withForwarder {
             _ = await f.spool.append(long)
             #expect(await f.server.waitUntil { $0.count >= 3 }, "every position delivered")
@@ -194,8 +213,12 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(f.server.overlongRequestLines == 0)
         let stored = f.server.positions
         #expect(stored.count == 3)
-        #expect(stored.first?.attributes["note"] == .string(String(repeating: "x", count: 5000)), "kept whole in a form body")
-        #expect(stored.dropFirst().first.map { $0.attributes["note"] == nil && $0.attributes["short"] == .number(1) } == true, "the long attribute left out, the rest kept")
+        #expect(
+            stored.first?.attributes["note"] == .string(String(repeating: "x", count: 5000)),
+            "kept whole in a form body")
+        #expect(
+            stored.dropFirst().first.map { $0.attributes["note"] == nil && $0.attributes["short"] == .number(1) }
+                == true, "the long attribute left out, the rest kept")
     }
 
     @Test func aParkDeadlineBeyondOneParkPeriodIsAClockJumpAndIsIgnored() async throws {
@@ -229,7 +252,8 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             #expect(status.quarantined == 1)
             #expect(status.pending == 0)
         }
-        #expect(f.server.positions.map(\.fixTimeMs) == (track("a", count: 5) + track("a", count: 5, from: 6)).map(\.timeMs))
+        #expect(
+            f.server.positions.map(\.fixTimeMs) == (track("a", count: 5) + track("a", count: 5, from: 6)).map(\.timeMs))
     }
 
     /// Both engines: one request at a time (libcurl) and pipelined.
@@ -369,7 +393,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 @Suite(.offThePool) struct TraccarProtocolTests {
     let traccar = TraccarProtocol(settings: Configuration.DestinationSettings())
 
-    func response(_ status: Int, _ headers: [(String, String)] = [], body: String = "") -> Result<HTTPResponse, CurlError> {
+    func response(_ status: Int, _ headers: [(String, String)] = [], body: String = "") -> Result<
+        HTTPResponse, CurlError
+    > {
         .success(HTTPResponse(status: status, headers: headers, body: Array(body.utf8), wireBytes: 0))
     }
 
@@ -379,11 +405,28 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         if case .unknownDevice = traccar.outcome(of: response(400)) {} else { Issue.record("400") }
         if case .unknownDevice = traccar.outcome(of: response(404)) {} else { Issue.record("404") }
         if case .rejected = traccar.outcome(of: response(413)) {} else { Issue.record("413") }
-        #expect(traccar.outcome(of: response(429, [("Retry-After", "7")])) == .unavailable("HTTP 429", retryAfter: 7, transport: false))
+        #expect(
+            traccar.outcome(of: response(429, [("Retry-After", "7")]))
+                == .unavailable("HTTP 429", retryAfter: 7, transport: false))
         if case .unavailable(_, nil, false) = traccar.outcome(of: response(502)) {} else { Issue.record("502") }
-        if case .unavailable(_, nil, true) = traccar.outcome(of: response(200, [("Content-Type", "text/html")], body: "<html>")) {} else { Issue.record("html") }
-        if case .rejected = traccar.outcome(of: .failure(CurlError(CURLE_GOT_NOTHING, message: "Empty reply from server"))) {} else { Issue.record("52") }
-        if case .unavailable(_, nil, true) = traccar.outcome(of: .failure(CurlError(CURLE_COULDNT_CONNECT, message: "Couldn't connect"))) {} else { Issue.record("7") }
+        if case .unavailable(_, nil, true) = traccar.outcome(
+            of: response(200, [("Content-Type", "text/html")], body: "<html>"))
+        {
+        } else {
+            Issue.record("html")
+        }
+        if case .rejected = traccar.outcome(
+            of: .failure(CurlError(CURLE_GOT_NOTHING, message: "Empty reply from server")))
+        {
+        } else {
+            Issue.record("52")
+        }
+        if case .unavailable(_, nil, true) = traccar.outcome(
+            of: .failure(CurlError(CURLE_COULDNT_CONNECT, message: "Couldn't connect")))
+        {
+        } else {
+            Issue.record("7")
+        }
     }
 
     @Test func formPostWithParametersInTheBodyOnly() {
@@ -402,7 +445,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 
     func moored(_ device: String, seconds: Range<Int>, jitter: Double = 30) -> [Position] {
         seconds.map { i in
-            Position(device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: north(jitter * sin(Double(i) / 7)), lon: 10.7)
+            Position(
+                device: device, timeMs: 1_784_953_800_000 + Int64(i) * 1000, lat: north(jitter * sin(Double(i) / 7)),
+                lon: 10.7)
         }
     }
 
@@ -410,7 +455,11 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         let f = try await ForwardFixture { $0.filter = FilterSettings() }
         var track = moored("a", seconds: 0..<1200)
         // Then under way north at 5 m/s for two minutes.
-        track += (0..<120).map { i in Position(device: "a", timeMs: 1_784_953_800_000 + Int64(1200 + i) * 1000, lat: north(60 + Double(i) * 5), lon: 10.7) }
+        track += (0..<120).map { i in
+            Position(
+                device: "a", timeMs: 1_784_953_800_000 + Int64(1200 + i) * 1000, lat: north(60 + Double(i) * 5),
+                lon: 10.7)
+        }
         _ = await f.spool.append(track)
         try await f.withForwarder {
             let status = try await f.waitForStatus { $0.pending == 0 }

@@ -1,15 +1,18 @@
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayForward
 
 /// A stored position no encoder can carry (a field outside `PositionBounds`, written by an
 /// older version or a bug): no encoder traps on it, and the plan quarantines it with the
 /// reason while the rest of its device flows.
 @Suite(.offThePool) struct UnsendablePositionTests {
-    static let extremes: [Double] = [.nan, .infinity, -.infinity, 1e19, -1e19, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
-                                     9.3e18, -9.3e18, 4e9, -4e9, 65_536, -0.0, .leastNonzeroMagnitude, 359.5, 720]
+    static let extremes: [Double] = [
+        .nan, .infinity, -.infinity, 1e19, -1e19, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
+        9.3e18, -9.3e18, 4e9, -4e9, 65_536, -0.0, .leastNonzeroMagnitude, 359.5, 720,
+    ]
     static let times: [Int64] = [.min, .max, -1, 0, PositionBounds.latestTimeMs + 1, 1_784_953_800_000]
 
     /// Every field at every extreme through the OsmAnd form, the Teltonika record and frame, and
@@ -23,8 +26,12 @@ import GeoRelaySpool
             for value in Self.extremes {
                 let positions = [
                     Position(device: "d", timeMs: time, lat: value, lon: value),
-                    Position(device: "d", timeMs: time, lat: 1, lon: 1, speed: value, course: value, altitude: value, accuracy: value, battery: value,
-                             alarm: "sos", attributes: ["hdop", "pdop", "power", "battery", "odometer", "rssi", "sat", "ignition", "x"].map { Attribute($0, .number(value)) }),
+                    Position(
+                        device: "d", timeMs: time, lat: 1, lon: 1, speed: value, course: value, altitude: value,
+                        accuracy: value, battery: value,
+                        alarm: "sos",
+                        attributes: ["hdop", "pdop", "power", "battery", "odometer", "rssi", "sat", "ignition", "x"].map
+                        { Attribute($0, .number(value)) }),
                 ]
                 for position in positions {
                     _ = OsmAndQuery.encode(position)
@@ -41,20 +48,24 @@ import GeoRelaySpool
     /// The course of 1e19 that crash-looped the relay in the Teltonika encoder now folds.
     @Test func aHugeCourseFoldsInTheTeltonikaRecord() {
         #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: 1e19)).angle < 360)
-        #expect(TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: -1e19)).angle < 360)
+        #expect(
+            TeltonikaCodec.record(from: Position(device: "d", timeMs: 0, lat: 0, lon: 0, course: -1e19)).angle < 360)
     }
 
     @Test func thePlanQuarantinesWhatNoEncoderCanCarryAndTheRestFlows() {
         func stored(_ seq: Int64, course: Double? = nil, time: Int64 = 1_784_953_800_000) -> StoredPosition {
-            StoredPosition(seq: seq, deviceID: 1, receivedMs: 0,
-                           position: Position(device: "d1", timeMs: time + seq * 60_000, lat: 59 + Double(seq) / 100, lon: 10, course: course))
+            StoredPosition(
+                seq: seq, deviceID: 1, receivedMs: 0,
+                position: Position(
+                    device: "d1", timeMs: time + seq * 60_000, lat: 59 + Double(seq) / 100, lon: 10, course: course))
         }
         var ledger = DeliveryLedger(destination: "traccar")
         var update = DeliveryUpdate(destination: "traccar")
         let filter = LocationFilter(settings: FilterSettings())
         // Leading: settled at once. Between two sends: quarantined, passed over with the send before it.
-        let sends = ledger.plan([stored(1, course: 1e19), stored(2), stored(3, course: .nan), stored(4), stored(5, time: .max / 2)],
-                                filter: filter, alreadySent: [], traccarAttributes: true, into: &update)
+        let sends = ledger.plan(
+            [stored(1, course: 1e19), stored(2), stored(3, course: .nan), stored(4), stored(5, time: .max / 2)],
+            filter: filter, alreadySent: [], traccarAttributes: true, into: &update)
         #expect(sends.map(\.stored.seq) == [2, 4])
         #expect(sends.map(\.ackThrough) == [3, 5])
         // Recorded without moving the cursor (it passes them with the send before them: moved to 5
@@ -73,9 +84,12 @@ import GeoRelaySpool
 /// Alarms bypass a spent budget, at most `maxAlarmsPerDeviceHour` a device in any hour.
 @Suite(.offThePool) struct AlarmAllowanceTests {
     func alarm(_ seq: Int64, device: Int64) -> Delivery {
-        Delivery(stored: StoredPosition(seq: seq, deviceID: device, receivedMs: 0,
-                                        position: Position(device: "d\(device)", timeMs: 1_784_953_800_000 + seq * 1000, lat: 1, lon: 1, alarm: "sos")),
-                 ackThrough: seq, stateAfter: FilterState(), kind: .ahead)
+        Delivery(
+            stored: StoredPosition(
+                seq: seq, deviceID: device, receivedMs: 0,
+                position: Position(
+                    device: "d\(device)", timeMs: 1_784_953_800_000 + seq * 1000, lat: 1, lon: 1, alarm: "sos")),
+            ackThrough: seq, stateAfter: FilterState(), kind: .ahead)
     }
 
     @Test func aDeviceRaisingAnAlarmASecondSpendsAtMostItsAllowance() {
@@ -85,8 +99,12 @@ import GeoRelaySpool
         #expect(first.filter { $0.deviceID == 1 }.count == 12)
         #expect(first.contains { $0.deviceID == 2 }, "another device keeps its own allowance")
         #expect(allowance.take([alarm(21, device: 1)], perDeviceHour: 12, nowMs: 3_599_999).isEmpty)
-        #expect(allowance.take([alarm(22, device: 1)], perDeviceHour: 12, nowMs: 3_600_000).count == 1, "an hour on, the first have aged out")
-        #expect(allowance.take([alarm(23, device: 3)], perDeviceHour: 0, nowMs: 0).isEmpty, "0: no alarm bypasses the budget")
+        #expect(
+            allowance.take([alarm(22, device: 1)], perDeviceHour: 12, nowMs: 3_600_000).count == 1,
+            "an hour on, the first have aged out")
+        #expect(
+            allowance.take([alarm(23, device: 3)], perDeviceHour: 0, nowMs: 0).isEmpty,
+            "0: no alarm bypasses the budget")
     }
 }
 
@@ -113,7 +131,8 @@ import GeoRelaySpool
         window.observe(billed: 100 * 250, positions: 100)
         let meter = WireMeter()
         let name = "georelay-budget-test.invalid"
-        _ = try? CurlEasy(meter: meter).perform(HTTPRequest(method: "GET", url: "http://\(name):9/", connectTimeoutSeconds: 2))
+        _ = try? CurlEasy(meter: meter).perform(
+            HTTPRequest(method: "GET", url: "http://\(name):9/", connectTimeoutSeconds: 2))
         let lookup = LookupBill.bytes(host: Substring(name))
         #expect(meter.unbilled() == lookup)
         #expect(window.positions(fitting: 25_416 + Int64(lookup), meter: meter) == 100)

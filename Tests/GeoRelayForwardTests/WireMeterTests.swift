@@ -1,9 +1,10 @@
 import CCurl
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
+
 @testable import GeoRelayForward
 
 /// The bill as the kernel keeps it: TCP_INFO's byte and segment counters per socket.
@@ -11,7 +12,8 @@ import GeoRelayTestKit
     /// The struct the shim spells out reads the kernel's counters where the kernel writes them:
     /// a socket that sent 10,000 bytes says so.
     @Test func theKernelsCountersAreReadWhereTheKernelWritesThem() throws {
-        let (listener, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 1)
+        let (listener, port) = try IPv4Socket.bind(
+            type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 1)
         defer { try? listener.close() }
         let client = try #require(IPv4Socket.connect(host: "127.0.0.1", port: port))
         defer { try? client.close() }
@@ -41,12 +43,15 @@ import GeoRelayTestKit
         defer { server.stop() }
         let meter = WireMeter()
         var easy: CurlEasy? = try CurlEasy(meter: meter)
-        let response = try #require(easy).perform(HTTPRequest(method: "POST", url: server.url, body: Array(repeating: 66, count: 3000)))
+        let response = try #require(easy).perform(
+            HTTPRequest(method: "POST", url: server.url, body: Array(repeating: 66, count: 3000)))
         #expect(response.status == 200)
         let afterRequest = meter.total
         // At least the HTTP bytes and the headers of the handshake's and the data's segments.
-        #expect(afterRequest >= response.wireBytes + 4 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
-        #expect(afterRequest < response.wireBytes + 40 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
+        #expect(
+            afterRequest >= response.wireBytes + 4 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
+        #expect(
+            afterRequest < response.wireBytes + 40 * 52, "billed \(afterRequest) for \(response.wireBytes) HTTP bytes")
         easy = nil // closes the connection: the FIN and its ACKs are billed too
         #expect(meter.total == afterRequest + 4 * 52)
         #expect(meter.take() == meter.total, "nothing taken yet: everything billed is pending")
@@ -59,7 +64,9 @@ import GeoRelayTestKit
         try closed.close() // bound and closed: nothing listens on the port
         let meter = WireMeter()
         let easy = try CurlEasy(meter: meter)
-        #expect(throws: CurlError.self) { try easy.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2)) }
+        #expect(throws: CurlError.self) {
+            try easy.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2))
+        }
         #expect(meter.total >= 52, "billed \(meter.total)")
     }
 
@@ -72,9 +79,12 @@ import GeoRelayTestKit
         let easy = try CurlEasy(meter: meter)
         let name = "georelay-lookup-test.invalid" // a name that resolves nowhere (RFC 6761)
         _ = try? easy.perform(HTTPRequest(method: "GET", url: "http://\(name):\(port)/", connectTimeoutSeconds: 2))
-        #expect(meter.total == LookupBill.bytes(host: Substring(name)), "billed \(meter.total): the lookup and no connection")
+        #expect(
+            meter.total == LookupBill.bytes(host: Substring(name)),
+            "billed \(meter.total): the lookup and no connection")
         let literal = WireMeter()
-        _ = try? CurlEasy(meter: literal).perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2))
+        _ = try? CurlEasy(meter: literal).perform(
+            HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2))
         #expect(literal.total < 300, "an address costs its refused SYN only: \(literal.total)")
     }
 

@@ -1,11 +1,11 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
 import Synchronization
+import Testing
 
 /// The listener in-process, with small limits so each one is reached in a moment: every
 /// request is answered with the right status or the connection closed, and what goes over a
@@ -14,14 +14,19 @@ import Synchronization
     /// A listener on an ephemeral loopback port answering `METHOD PATH BODY-BYTES`.
     final class World: Sendable {
         let listener: HTTPListener
-        init(_ configure: (inout HTTPListener.Limits) -> Void = { _ in },
-             handler: (@Sendable (HTTPListener.Request) -> HTTPListener.Response)? = nil) throws {
+        init(
+            _ configure: (inout HTTPListener.Limits) -> Void = { _ in },
+            handler: (@Sendable (HTTPListener.Request) -> HTTPListener.Response)? = nil
+        ) throws {
             var limits = HTTPListener.Limits()
             configure(&limits)
-            listener = try HTTPListener(listen: "127.0.0.1:0", what: "test.listen", limits: limits, handler: handler ?? { request in
-                HTTPListener.Response(status: 200, reason: "OK", contentType: "text/plain",
-                                      body: Array("\(request.method) \(request.path) \(request.body.count)".utf8))
-            })
+            listener = try HTTPListener(
+                listen: "127.0.0.1:0", what: "test.listen", limits: limits,
+                handler: handler ?? { request in
+                    HTTPListener.Response(
+                        status: 200, reason: "OK", contentType: "text/plain",
+                        body: Array("\(request.method) \(request.path) \(request.body.count)".utf8))
+                })
         }
         deinit { listener.stop() }
 
@@ -81,13 +86,16 @@ import Synchronization
         Malformed("a folded header", "GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", 400),
         Malformed("a negative Content-Length", "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
         Malformed("a Content-Length with letters", "POST / HTTP/1.1\r\nContent-Length: 12abc\r\n\r\n", 400),
-        Malformed("two different Content-Lengths", "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+        Malformed(
+            "two different Content-Lengths", "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            400),
         Malformed("chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501),
         Malformed("HTTP/2.0", "GET / HTTP/2.0\r\n\r\n", 505),
         Malformed("an unknown expectation", "GET / HTTP/1.1\r\nExpect: something\r\n\r\n", 417),
         Malformed("a 9,000-byte target", "GET /\(String(repeating: "a", count: 9000)) HTTP/1.1\r\n\r\n", 414),
         Malformed("101 headers", "GET / HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 101) + "\r\n", 431),
-        Malformed("a 17,000-byte header", "GET / HTTP/1.1\r\nX-Big: \(String(repeating: "b", count: 17_000))\r\n\r\n", 431),
+        Malformed(
+            "a 17,000-byte header", "GET / HTTP/1.1\r\nX-Big: \(String(repeating: "b", count: 17_000))\r\n\r\n", 431),
         Malformed("a body over the limit", "POST / HTTP/1.1\r\nContent-Length: 65537\r\n\r\n", 413),
     ])
     func aMalformedOrOversizedRequestIsAnsweredAndClosed(_ malformed: Malformed) throws {
@@ -112,7 +120,9 @@ import Synchronization
             return
         }
         #expect(answer.status >= 400)
-        #expect(!String(decoding: answer.body, as: UTF8.self).contains("s3cret"), "\(String(decoding: answer.body, as: UTF8.self))")
+        #expect(
+            !String(decoding: answer.body, as: UTF8.self).contains("s3cret"),
+            "\(String(decoding: answer.body, as: UTF8.self))")
     }
 
     /// A gigabyte announced is answered 413 before the body is read: the client sends a few
@@ -130,7 +140,8 @@ import Synchronization
     @Test func pipelinedRequestsAreAnsweredInOrder() throws {
         let world = try World()
         let client = try world.client()
-        let requests = "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz\r\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n"
+        let requests =
+            "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz\r\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n"
         try client.write(Array(requests.utf8))
         var pending: [UInt8] = []
         let answers = (0..<3).map { _ in text(client.readHTTPResponse(pending: &pending)) }
@@ -165,7 +176,10 @@ import Synchronization
         expectClosed(plain, "HTTP/1.0 without keep-alive")
         let kept = try world.client()
         let outcome = kept.exchange("GET /y HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-        guard case .answered(let answer) = outcome else { Issue.record("no answer: \(outcome)"); return }
+        guard case .answered(let answer) = outcome else {
+            Issue.record("no answer: \(outcome)")
+            return
+        }
         #expect(answer.header("connection") == "keep-alive")
         #expect(text(kept.exchange("GET /z HTTP/1.0\r\n\r\n")) == "GET /z 0")
     }
@@ -218,11 +232,12 @@ import Synchronization
     @Test func atTheLimitWithEveryConnectionBusyANewOneIsAnswered503() throws {
         let release = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
-        let world = try World({ $0.maxConnections = 2 }) { _ in
+        let handler: @Sendable (HTTPListener.Request) -> HTTPListener.Response = { _ in
             entered.signal()
             _ = release.wait(timeout: .now() + 10)
             return HTTPListener.Response(status: 200, reason: "OK")
         }
+        let world = try World({ $0.maxConnections = 2 }, handler: handler)
         let busy = try (0..<2).map { _ in try world.client() }
         for client in busy { try client.write(Array("GET / HTTP/1.1\r\n\r\n".utf8)) }
         for index in 0..<2 { #expect(entered.wait(timeout: .now() + 5) == .success, "handler \(index) never started") }

@@ -1,6 +1,6 @@
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
 
 /// One collector's session without a socket: lines in, actions and replies out, on a clock
 /// the test moves.
@@ -8,8 +8,10 @@ import GeoRelayCore
     let clock = ManualClock()
 
     func session(router: SourceRouter? = nil) -> IngestSession {
-        IngestSession(rules: IngestSession.Rules(decoder: LineDecoder(maxFutureSeconds: 600), router: router,
-                                                 clock: clock.ingestClock, maxLineBytes: 1024))
+        IngestSession(
+            rules: IngestSession.Rules(
+                decoder: LineDecoder(maxFutureSeconds: 600), router: router,
+                clock: clock.ingestClock, maxLineBytes: 1024))
     }
 
     func receive(_ line: String, _ session: inout IngestSession) -> [IngestSession.Action] {
@@ -57,15 +59,18 @@ import GeoRelayCore
         _ = receive(#"{"hello":{"device":"gps-bow","ack":true}}"#, &s)
         // Eleven minutes ahead of the clock: refused, in each form, until the clock catches up.
         let ahead = "2026-07-25T04:41:00Z"
-        for line in [#"{"time":"\#(ahead)","lat":59,"lon":10}"#, "id=gps-bow&timestamp=\(ahead)&lat=59&lon=10",
-                     #"{"class":"TPV","mode":3,"time":"\#(ahead)","lat":59,"lon":10}"#] {
+        for line in [
+            #"{"time":"\#(ahead)","lat":59,"lon":10}"#, "id=gps-bow&timestamp=\(ahead)&lat=59&lon=10",
+            #"{"class":"TPV","mode":3,"time":"\#(ahead)","lat":59,"lon":10}"#,
+        ] {
             guard case .reject(let error, _)? = receive(line, &s).first else {
                 Issue.record("\(line) was not refused")
                 continue
             }
             #expect(error.code == "time")
         }
-        let phone = IngestSession.PhoneRequest(isJSON: false, target: "/?id=p&timestamp=\(ahead)&lat=59&lon=10", body: [])
+        let phone = IngestSession.PhoneRequest(
+            isJSON: false, target: "/?id=p&timestamp=\(ahead)&lat=59&lon=10", body: [])
         guard case .reject(let error, _) = s.receive(phone: phone) else {
             Issue.record("the phone's position was not refused")
             return
@@ -76,9 +81,17 @@ import GeoRelayCore
             Issue.record("the phone's position was refused with the clock caught up")
             return
         }
-        #expect(replies(&s) == ["skip hello"] + Array(repeating: "err time fix time 2026-07-25T04:41:00.000Z is more than 600 s ahead of the relay's clock", count: 3))
+        #expect(
+            replies(&s) == ["skip hello"]
+                + Array(
+                    repeating:
+                        "err time fix time 2026-07-25T04:41:00.000Z is more than 600 s ahead of the relay's clock",
+                    count: 3))
         // Out of range in a fix cycle: NMEA is checked by the same rules (RMC's own bounds aside).
-        guard case .reject(let range, _)? = receive(#"{"time":"2026-07-25T04:29:00Z","lat":59,"lon":10,"speed":-1}"#, &s).first else {
+        guard
+            case .reject(let range, _)? = receive(#"{"time":"2026-07-25T04:29:00Z","lat":59,"lon":10,"speed":-1}"#, &s)
+                .first
+        else {
             Issue.record("a negative speed was not refused")
             return
         }
@@ -109,7 +122,11 @@ import GeoRelayCore
 
     @Test func nmeaWithoutAHelloIsRefusedAndAcksOffAreLogged() {
         var s = session()
-        guard case .reject(let error, let log)? = receive("$GPRMC,042900.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A", &s).first else {
+        guard
+            case .reject(let error, let log)? = receive(
+                "$GPRMC,042900.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A", &s
+            ).first
+        else {
             Issue.record("not refused")
             return
         }
@@ -126,9 +143,11 @@ import GeoRelayCore
     /// Issue 13's first bug: a phone listed as a source of a multi-receiver device must be routed
     /// to the device as a collector is (the phone path once never asked the router).
     @Test func aPhoneListedAsADevicesSourceIsRoutedToTheDevice() {
-        let router = SourceRouter(devices: [Configuration.DeviceSources(id: "boat", sources: ["gps-bow", "phone-a"])], logger: .disabled)
+        let router = SourceRouter(
+            devices: [Configuration.DeviceSources(id: "boat", sources: ["gps-bow", "phone-a"])], logger: .disabled)
         let s = session(router: router)
-        let phone = IngestSession.PhoneRequest(isJSON: false, target: "/?id=phone-a&timestamp=1784953740&lat=59.5&lon=10.5", body: [])
+        let phone = IngestSession.PhoneRequest(
+            isJSON: false, target: "/?id=phone-a&timestamp=1784953740&lat=59.5&lon=10.5", body: [])
         guard case .store(let positions, let ticket) = s.receive(phone: phone) else {
             Issue.record("the phone's position was refused")
             return
@@ -138,7 +157,8 @@ import GeoRelayCore
         #expect(ticket.lines.isEmpty, "a phone's answer is its HTTP status, not a reply line")
         // The same router for the socket's sessions: a collector's line is routed the same way.
         var collector = session(router: router)
-        let routed = store(receive(#"{"device":"phone-a","time":1784953741,"lat":59.5,"lon":10.5}"#, &collector), &collector)
+        let routed = store(
+            receive(#"{"device":"phone-a","time":1784953741,"lat":59.5,"lon":10.5}"#, &collector), &collector)
         #expect(routed.first?.map(\.device) == ["phone-a", "boat"])
     }
 }

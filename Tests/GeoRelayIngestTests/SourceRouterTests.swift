@@ -1,6 +1,6 @@
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
 
 /// Multi-source routing on an injected monotonic clock: no real wait for a window to pass.
 @Suite(.offThePool) struct SourceRouterTests {
@@ -22,7 +22,9 @@ import GeoRelayCore
         #expect(router.route(Self.fix("gps-stern"), nowMs: 2000) == nil)
         // …and once the primary has been silent for longer, the backup is the boat.
         let takeover = try #require(router.route(Self.fix("gps-stern", lat: 59.1), nowMs: 2001))
-        #expect(takeover.device == "boat" && takeover.lat == 59.1 && takeover.attributes == [Attribute("source", .string("gps-stern"))])
+        #expect(
+            takeover.device == "boat" && takeover.lat == 59.1
+                && takeover.attributes == [Attribute("source", .string("gps-stern"))])
         #expect(log.messages == ["test: boat: failover from gps-bow to gps-stern"])
         // The primary back: it wins again at once.
         #expect(router.route(Self.fix("gps-bow"), nowMs: 2500) != nil)

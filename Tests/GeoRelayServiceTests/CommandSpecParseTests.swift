@@ -1,5 +1,6 @@
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelayService
 
 /// The parser, on the real command table: what `georelay <command> ...` accepts and how it refuses.
@@ -24,7 +25,8 @@ import Testing
     }
 
     @Test func equalsFormAndSeparateValueParseAlike() throws {
-        let split = try parse("replay", ["--destination", "traccar", "--since", "1700000000", "--device", "boat", "--all"])
+        let split = try parse(
+            "replay", ["--destination", "traccar", "--since", "1700000000", "--device", "boat", "--all"])
         let joined = try parse("replay", ["--destination=traccar", "--since=1700000000", "--device=boat", "--all"])
         #expect(split == joined)
         #expect(joined.requiredText("--destination") == "traccar")
@@ -83,10 +85,16 @@ import Testing
         ("send", ["--device", "x", "--lat", "91", "--lon", "1"], "--lat '91' is not within -90...90"),
         ("send", ["--device", "x", "--lat", "1", "--lon", "-180.5"], "--lon '-180.5' is not within -180...180"),
         ("send", ["--device", "x", "--lat", "nan", "--lon", "1"], "--lat 'nan' is not a number"),
-        ("replay", ["--destination", "a", "--since", "yesterday"], "--since 'yesterday' is not a time (ISO 8601 with a zone, or Unix seconds)"),
+        (
+            "replay", ["--destination", "a", "--since", "yesterday"],
+            "--since 'yesterday' is not a time (ISO 8601 with a zone, or Unix seconds)"
+        ),
         ("export", ["--format", "kml"], "--format 'kml' is not one of gpx, geojson, csv"),
         ("run", ["--log-level", "loud"], "--log-level 'loud' is not one of error, warning, notice, info, debug"),
-        ("collect", ["--device", "x", "--serial", "/dev/ttyS0", "--baud", "fast"], "--baud 'fast' is not a positive whole number"),
+        (
+            "collect", ["--device", "x", "--serial", "/dev/ttyS0", "--baud", "fast"],
+            "--baud 'fast' is not a positive whole number"
+        ),
     ])
     func aValueOfTheWrongKindIsAUsageErrorNamingIt(command: String, arguments: [String], message: String) throws {
         #expect(try error(command, arguments) == UsageError(command: command, message))
@@ -94,13 +102,16 @@ import Testing
 
     @Test func valuesArriveTyped() throws {
         #expect(try parse("logs", ["--limit", "25"]).integer("--limit") == 25)
-        #expect(try parse("replay", ["--destination", "a", "--since", "2026-07-25T04:30:05Z"]).requiredTime("--since") == 1_784_953_805_000)
+        #expect(
+            try parse("replay", ["--destination", "a", "--since", "2026-07-25T04:30:05Z"]).requiredTime("--since")
+                == 1_784_953_805_000)
         #expect(try parse("run", ["--log-level", "debug"]).text("--log-level") == "debug")
         #expect(try parse("status", []).flag("--json") == false)
     }
 
     @Test func aRequiredOptionOrWordMustBeThere() throws {
-        #expect(try error("send", ["--device", "x", "--lon", "1"]) == UsageError(command: "send", "--lat DEG is required"))
+        #expect(
+            try error("send", ["--device", "x", "--lon", "1"]) == UsageError(command: "send", "--lat DEG is required"))
         #expect(try error("export", []) == UsageError(command: "export", "--format gpx|geojson|csv is required"))
         #expect(try error("duty", []) == UsageError(command: "duty", "missing on|off"))
         #expect(try error("token", ["--destination", "gw"]) == UsageError(command: "token", "missing refresh"))
@@ -119,14 +130,27 @@ import Testing
     }
 
     @Test func constraintsOverSeveralOptions() throws {
-        #expect(try error("status", ["--json", "--watch"]) == UsageError(command: "status", "--json and --watch cannot be combined"))
-        #expect(try error("status", ["--health", "--watch"]) == UsageError(command: "status", "--health and --watch cannot be combined"))
-        #expect(try error("logs", ["--clear", "--limit", "3"]) == UsageError(command: "logs", "--clear and --limit cannot be combined"))
-        #expect(try error("collect", ["--device", "x"])
-            == UsageError(command: "collect", "give a source: --serial, --udp, --tcp, --gpsd, --file or -"))
-        #expect(try error("collect", ["--device", "x", "--udp", "1", "-"]) == UsageError(command: "collect", "give one source, not --udp and -"))
-        #expect(try error("collect", ["--device", "x", "--udp", "1", "--baud", "9600"]) == UsageError(command: "collect", "--baud only goes with --serial"))
-        #expect(try error("collect", ["--device", "x", "-", "--realtime"]) == UsageError(command: "collect", "--realtime only goes with --file"))
+        #expect(
+            try error("status", ["--json", "--watch"])
+                == UsageError(command: "status", "--json and --watch cannot be combined"))
+        #expect(
+            try error("status", ["--health", "--watch"])
+                == UsageError(command: "status", "--health and --watch cannot be combined"))
+        #expect(
+            try error("logs", ["--clear", "--limit", "3"])
+                == UsageError(command: "logs", "--clear and --limit cannot be combined"))
+        #expect(
+            try error("collect", ["--device", "x"])
+                == UsageError(command: "collect", "give a source: --serial, --udp, --tcp, --gpsd, --file or -"))
+        #expect(
+            try error("collect", ["--device", "x", "--udp", "1", "-"])
+                == UsageError(command: "collect", "give one source, not --udp and -"))
+        #expect(
+            try error("collect", ["--device", "x", "--udp", "1", "--baud", "9600"])
+                == UsageError(command: "collect", "--baud only goes with --serial"))
+        #expect(
+            try error("collect", ["--device", "x", "-", "--realtime"])
+                == UsageError(command: "collect", "--realtime only goes with --file"))
     }
 
     @Test func helpAnywhereWinsOverEveryOtherCheck() throws {
@@ -140,13 +164,20 @@ import Testing
             let help = command.help
             #expect(help.hasPrefix("usage: georelay \(command.name)"), "\(command.name)")
             for option in command.options {
-                #expect(help.contains(option.name) && help.contains(option.help), "\(command.name) --help lacks \(option.name)")
+                #expect(
+                    help.contains(option.name) && help.contains(option.help),
+                    "\(command.name) --help lacks \(option.name)")
             }
             for positional in command.positionals {
-                #expect(help.contains(positional.choices.joined(separator: "|")), "\(command.name) --help lacks \(positional.name)")
+                #expect(
+                    help.contains(positional.choices.joined(separator: "|")),
+                    "\(command.name) --help lacks \(positional.name)")
             }
         }
-        #expect(try spec("send").usageLine == "usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]")
+        #expect(
+            try spec("send").usageLine
+                == "usage: georelay send --device ID --lat DEG --lon DEG [--alarm NAME] [--destination NAME] [--config PATH]"
+        )
         #expect(try spec("duty").usageLine == "usage: georelay duty on|off [--destination NAME] [--config PATH]")
         #expect(try spec("collect").usageLine.hasSuffix("[--config PATH] [-]"))
         #expect(try spec("status").usageLine == "usage: georelay status [--json | --watch] [--health] [--config PATH]")

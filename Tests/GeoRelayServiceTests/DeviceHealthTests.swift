@@ -1,13 +1,14 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayService
 
 /// Each health check on injected inputs: free bytes, adjtimex's answer, fix and success ages.
 @Suite(.offThePool) struct DeviceHealthTests {
-    static let now: Int64 = 1_790_000_000_000  // 2026-09-21
+    static let now: Int64 = 1_790_000_000_000 // 2026-09-21
     static let gib: Int64 = 1 << 30
     static let minute: Int64 = 60_000
 
@@ -33,13 +34,16 @@ import GeoRelaySpool
 
     @Test(arguments: diskCases)
     func disk(_ c: DiskCase) {
-        let check = HealthChecks.disk(space: .success(DiskSpace(availableBytes: c.free, totalBytes: c.total)), fileBytes: c.fileBytes,
-                                      walBytes: c.walBytes, maxBytes: Self.gib)
+        let check = HealthChecks.disk(
+            space: .success(DiskSpace(availableBytes: c.free, totalBytes: c.total)), fileBytes: c.fileBytes,
+            walBytes: c.walBytes, maxBytes: Self.gib)
         #expect(check.state == c.expected, "\(check.summary)")
     }
 
     @Test func diskThatCannotBeMeasuredIsDegradedAndSaysWhy() {
-        let check = HealthChecks.disk(space: .failure(DiskSpaceError(message: "statvfs /x: No such file or directory")), fileBytes: 0, walBytes: 0, maxBytes: Self.gib)
+        let check = HealthChecks.disk(
+            space: .failure(DiskSpaceError(message: "statvfs /x: No such file or directory")), fileBytes: 0,
+            walBytes: 0, maxBytes: Self.gib)
         #expect(check.state == .degraded)
         #expect(check.summary.contains("statvfs /x"))
     }
@@ -66,16 +70,19 @@ import GeoRelaySpool
         (.unsynchronised(maxErrorMs: 16_000), Int64?(5 * minute), .ok),
     ])
     func clock(sync: ClockSync, fixOffset: Int64?, expected: HealthState) {
-        let check = HealthChecks.clock(sync: sync, nowMs: Self.now, newestFixMs: fixOffset.map { Self.now + $0 }, jump: nil)
+        let check = HealthChecks.clock(
+            sync: sync, nowMs: Self.now, newestFixMs: fixOffset.map { Self.now + $0 }, jump: nil)
         #expect(check.state == expected, "\(check.summary)")
     }
 
     @Test func clockNeverSetIsFailingAndAJumpIsShown() {
-        let unset = HealthChecks.clock(sync: .unsynchronised(maxErrorMs: 16_000), nowMs: 86_400_000, newestFixMs: nil, jump: nil)
+        let unset = HealthChecks.clock(
+            sync: .unsynchronised(maxErrorMs: 16_000), nowMs: 86_400_000, newestFixMs: nil, jump: nil)
         #expect(unset.state == .failing)
         #expect(unset.summary.contains("before 2025"))
-        let jumped = HealthChecks.clock(sync: .synchronised(maxErrorMs: 5), nowMs: Self.now, newestFixMs: nil,
-                                        jump: ClockJump(byMs: 3 * 3_600_000, atMs: Self.now - Self.minute))
+        let jumped = HealthChecks.clock(
+            sync: .synchronised(maxErrorMs: 5), nowMs: Self.now, newestFixMs: nil,
+            jump: ClockJump(byMs: 3 * 3_600_000, atMs: Self.now - Self.minute))
         #expect(jumped.state == .ok)
         #expect(jumped.summary.contains("jumped by +3 h at "), "\(jumped.summary)")
     }
@@ -97,8 +104,10 @@ import GeoRelaySpool
         let path = "/tmp/georelay-health-\(getpid())-\(Self.now)"
         defer { unlink(path + ".health") }
         let file = HealthFile(socketPath: path)
-        let report = HealthReport(parts: [HealthReport.Part(key: "ingest", name: "ingest loop", lastTurnMs: 10)], stallAfterMs: 30_000, atMs: 20,
-                                  clockJump: ClockJump(byMs: 7200, atMs: Self.now))
+        let report = HealthReport(
+            parts: [HealthReport.Part(key: "ingest", name: "ingest loop", lastTurnMs: 10)], stallAfterMs: 30_000,
+            atMs: 20,
+            clockJump: ClockJump(byMs: 7200, atMs: Self.now))
         try file.write(report)
         #expect(file.read()?.report == report)
     }
@@ -108,8 +117,9 @@ import GeoRelaySpool
     static let rolloverMs = WeekRollover.periodMs
 
     @Test func rolledOverReceiverIsNamedWhileItsNewestFixIsRolledOver() {
-        let rolled = ReceiverRecord(name: "gps-old", lastFixMs: Self.now - Self.rolloverMs, lastReceivedMs: Self.now - 1000,
-                                    newestFixMs: Self.now - Self.rolloverMs, newestReceivedMs: Self.now - 1000, rolloverFixes: 12)
+        let rolled = ReceiverRecord(
+            name: "gps-old", lastFixMs: Self.now - Self.rolloverMs, lastReceivedMs: Self.now - 1000,
+            newestFixMs: Self.now - Self.rolloverMs, newestReceivedMs: Self.now - 1000, rolloverFixes: 12)
         let check = HealthChecks.sources([rolled], nowMs: Self.now)
         #expect(check.state == .degraded)
         #expect(check.summary.contains("gps-old dates its fixes 1024 weeks back"), "\(check.summary)")
@@ -130,8 +140,10 @@ import GeoRelaySpool
         (Int64?(1 * minute), .ok),
     ])
     func untimedReceiver(lastReceivedAge: Int64?, expected: HealthState) {
-        let receiver = ReceiverRecord(name: "gpsd0", lastFixMs: lastReceivedAge.map { Self.now - $0 }, lastReceivedMs: lastReceivedAge.map { Self.now - $0 },
-                                      untimedFixes: 40)
+        let receiver = ReceiverRecord(
+            name: "gpsd0", lastFixMs: lastReceivedAge.map { Self.now - $0 },
+            lastReceivedMs: lastReceivedAge.map { Self.now - $0 },
+            untimedFixes: 40)
         let check = HealthChecks.sources([receiver], nowMs: Self.now)
         #expect(check.state == expected, "\(check.summary)")
         #expect(check.summary.contains("gpsd0"))
@@ -163,7 +175,9 @@ import GeoRelaySpool
         /// How long ago the oldest waiting position arrived.
         var waitingFor: Int64?
         var expected: HealthState
-        var description: String { "\(destination.state), \(destination.pending) waiting, success \(destination.lastSuccessMs.map { "\($0)" } ?? "never"), waiting \(waitingFor.map { "\($0)" } ?? "-")" }
+        var description: String {
+            "\(destination.state), \(destination.pending) waiting, success \(destination.lastSuccessMs.map { "\($0)" } ?? "never"), waiting \(waitingFor.map { "\($0)" } ?? "-")"
+        }
     }
 
     static let linkCases: [LinkCase] = [
@@ -172,28 +186,39 @@ import GeoRelaySpool
         LinkCase(destination: destination("backoff", pending: 5, lastSuccessAgo: 5 * minute), expected: .degraded),
         LinkCase(destination: destination("probing", pending: 5, lastSuccessAgo: 2 * 3_600_000), expected: .failing),
         // Never delivered: how long the oldest waiting position has been there decides.
-        LinkCase(destination: destination("backoff", pending: 5, lastSuccessAgo: nil), waitingFor: 5 * minute, expected: .degraded),
-        LinkCase(destination: destination("backoff", pending: 5, lastSuccessAgo: nil), waitingFor: 3 * 3_600_000, expected: .failing),
+        LinkCase(
+            destination: destination("backoff", pending: 5, lastSuccessAgo: nil), waitingFor: 5 * minute,
+            expected: .degraded),
+        LinkCase(
+            destination: destination("backoff", pending: 5, lastSuccessAgo: nil), waitingFor: 3 * 3_600_000,
+            expected: .failing),
         LinkCase(destination: destination("backoff", pending: 5, lastSuccessAgo: nil), expected: .degraded),
         LinkCase(destination: destination("auth-failed", pending: 0, lastSuccessAgo: 1000), expected: .failing),
     ]
 
     @Test(arguments: linkCases)
     func links(_ c: LinkCase) {
-        let check = HealthChecks.links([c.destination], waitingSinceMs: c.waitingFor.map { ["traccar": Self.now - $0] } ?? [:], running: true, nowMs: Self.now)
+        let check = HealthChecks.links(
+            [c.destination], waitingSinceMs: c.waitingFor.map { ["traccar": Self.now - $0] } ?? [:], running: true,
+            nowMs: Self.now)
         #expect(check.state == c.expected, "\(check.summary)")
-        if c.expected != .ok { #expect(check.summary.hasPrefix("traccar: ") && check.summary.contains("HTTP 502"), "\(check.summary)") }
+        if c.expected != .ok {
+            #expect(check.summary.hasPrefix("traccar: ") && check.summary.contains("HTTP 502"), "\(check.summary)")
+        }
     }
 
     @Test func linksAreNotJudgedWithTheRelayDown() {
-        let check = HealthChecks.links([Self.destination("backoff", pending: 5, lastSuccessAgo: 5 * 3_600_000)], running: false, nowMs: Self.now)
+        let check = HealthChecks.links(
+            [Self.destination("backoff", pending: 5, lastSuccessAgo: 5 * 3_600_000)], running: false, nowMs: Self.now)
         #expect(check.state == .ok)
     }
 
     // MARK: The whole
 
     @Test func theBoxIsAsBadAsItsWorstCheckAndExitsAccordingly() {
-        let stalled = HealthReport(parts: [HealthReport.Part(key: "writer", name: "spool writer", lastTurnMs: 0)], stallAfterMs: 2000, atMs: 5000)
+        let stalled = HealthReport(
+            parts: [HealthReport.Part(key: "writer", name: "spool writer", lastTurnMs: 0)], stallAfterMs: 2000,
+            atMs: 5000)
         let loops = HealthChecks.loops(running: true, health: .known(stalled))
         #expect(loops.state == .failing)
         #expect(loops.summary.hasPrefix("spool writer stalled: no turn for 5 s"))
@@ -217,9 +242,12 @@ import GeoRelaySpool
     @Test func spoolCheck() {
         #expect(HealthChecks.spool(readError: nil, problems: nil).state == .ok)
         #expect(HealthChecks.spool(readError: nil, problems: []).state == .ok)
-        let broken = HealthChecks.spool(readError: nil, problems: ["*** in database main ***\nPage 7: btreeInitPage() returns error code 11"])
+        let broken = HealthChecks.spool(
+            readError: nil, problems: ["*** in database main ***\nPage 7: btreeInitPage() returns error code 11"])
         #expect(broken.state == .failing)
         #expect(broken.summary.hasPrefix("quick_check found a problem: "))
-        #expect(HealthChecks.spool(readError: "no spool at /x", problems: nil).summary == "spool unreadable: no spool at /x")
+        #expect(
+            HealthChecks.spool(readError: "no spool at /x", problems: nil).summary == "spool unreadable: no spool at /x"
+        )
     }
 }

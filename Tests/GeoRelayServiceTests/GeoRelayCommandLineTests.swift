@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelayService
 
 /// A temporary directory whose two files stand in for the terminal; removed at the end.
@@ -12,8 +13,9 @@ final class ConsoleFiles {
     init() throws {
         var template = Array("/tmp/grcli.XXXXXX".utf8CString)
         directory = String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
-        console = Console(standardOutput: try FileOutput(creatingAt: "\(directory)/out"),
-                          standardError: try FileOutput(creatingAt: "\(directory)/err"))
+        console = Console(
+            standardOutput: try FileOutput(creatingAt: "\(directory)/out"),
+            standardError: try FileOutput(creatingAt: "\(directory)/err"))
     }
 
     var stdout: String { (try? String(contentsOfFile: "\(directory)/out", encoding: .utf8)) ?? "" }
@@ -34,8 +36,8 @@ final class ConsoleFiles {
 @Suite(.offThePool) struct GeoRelayCommandLineTests {
     @Test func exitCodesAreTheSysexitsValues() {
         #expect(ExitCode.allCases.map(\.rawValue) == [0, 1, 2, 64, 78])
-        #expect(ExitCode.usage.rawValue == 64)          // EX_USAGE
-        #expect(ExitCode.configuration.rawValue == 78)  // EX_CONFIG
+        #expect(ExitCode.usage.rawValue == 64) // EX_USAGE
+        #expect(ExitCode.configuration.rawValue == 78) // EX_CONFIG
     }
 
     @Test func helpListsEveryCommandAndExitsZero() async throws {
@@ -54,7 +56,8 @@ final class ConsoleFiles {
         for command in GeoRelayCommandLine.commands {
             let files = try ConsoleFiles()
             // The configuration named does not exist: help must not need it.
-            #expect(await files.run([command.name, "--config", "\(files.directory)/missing.json5", "--help"]) == .success)
+            #expect(
+                await files.run([command.name, "--config", "\(files.directory)/missing.json5", "--help"]) == .success)
             #expect(files.stdout == command.help)
             let other = try ConsoleFiles()
             #expect(await other.run(["help", command.name]) == .success)
@@ -66,8 +69,14 @@ final class ConsoleFiles {
         ([String](), "georelay: no command given (try georelay --help)"),
         (["frobnicate"], "georelay: unknown command 'frobnicate' (try georelay --help)"),
         (["help", "frobnicate"], "georelay: help takes one command's name, not 'frobnicate' (try georelay --help)"),
-        (["logs", "--limit", "abc"], "georelay: logs: --limit 'abc' is not a positive whole number (try georelay logs --help)"),
-        (["logs", "--limit=3", "--limit=4"], "georelay: logs: --limit given more than once (try georelay logs --help)"),
+        (
+            ["logs", "--limit", "abc"],
+            "georelay: logs: --limit 'abc' is not a positive whole number (try georelay logs --help)"
+        ),
+        (
+            ["logs", "--limit=3", "--limit=4"],
+            "georelay: logs: --limit given more than once (try georelay logs --help)"
+        ),
         (["status", "--bogus"], "georelay: status: unknown option '--bogus' (try georelay status --help)"),
     ])
     func usageErrorsExit64WithOneLine(arguments: [String], message: String) async throws {
@@ -95,12 +104,18 @@ final class ConsoleFiles {
     @Test func aDestinationTheConfigurationLacksIsAUsageError() async throws {
         let files = try ConsoleFiles()
         let path = "\(files.directory)/georelay.json5"
-        try "{ spool: { path: '\(files.directory)/spool.db' }, destinations: [{ name: 'traccar', url: 'http://127.0.0.1:1' }] }"
+        try
+            "{ spool: { path: '\(files.directory)/spool.db' }, destinations: [{ name: 'traccar', url: 'http://127.0.0.1:1' }] }"
             .write(toFile: path, atomically: true, encoding: .utf8)
         #expect(await files.run(["replay", "--config", path, "--destination", "nowhere", "--since", "0"]) == .usage)
-        #expect(files.stderr.contains("replay: --destination 'nowhere' is not a destination of the configuration (traccar)"))
+        #expect(
+            files.stderr.contains("replay: --destination 'nowhere' is not a destination of the configuration (traccar)")
+        )
         let send = try ConsoleFiles()
-        #expect(await send.run(["send", "--config", path, "--destination", "nowhere", "--device", "x", "--lat", "1", "--lon", "2"]) == .usage)
+        #expect(
+            await send.run([
+                "send", "--config", path, "--destination", "nowhere", "--device", "x", "--lat", "1", "--lon", "2",
+            ]) == .usage)
         #expect(send.stderr.contains("send: --destination 'nowhere'"))
         let duty = try ConsoleFiles()
         #expect(await duty.run(["duty", "on", "--config", path, "--destination", "traccar"]) == .usage)
@@ -110,7 +125,8 @@ final class ConsoleFiles {
     @Test func aCommandThatFailsExitsOneWithItsName() async throws {
         let files = try ConsoleFiles()
         let path = "\(files.directory)/georelay.json5"
-        try "{ spool: { path: '\(files.directory)/no-such-dir/spool.db' } }".write(toFile: path, atomically: true, encoding: .utf8)
+        try "{ spool: { path: '\(files.directory)/no-such-dir/spool.db' } }".write(
+            toFile: path, atomically: true, encoding: .utf8)
         #expect(await files.run(["logs", "--config", path]) == .failure)
         #expect(files.stderr.hasPrefix("georelay: logs: "))
     }
@@ -147,34 +163,48 @@ final class ConsoleFiles {
     }
 
     @Test func statusWatchRedrawsUntilCancelled() async throws {
-        #expect(try await watchEndsWhenCancelled(every: .milliseconds(20), after: 3), "the watch did not end within 60 s of being cancelled")
+        #expect(
+            try await watchEndsWhenCancelled(every: .milliseconds(20), after: 3),
+            "the watch did not end within 60 s of being cancelled")
     }
 
     /// The wait between screens holds no thread: cancelled an hour before its next screen,
     /// the watch ends at once, where a blocking sleep would hold its thread for the hour.
     @Test func statusWatchWaitsWithoutBlockingAThread() async throws {
-        #expect(try await watchEndsWhenCancelled(every: .seconds(3600), after: 1), "the watch's wait did not end within 60 s of being cancelled")
+        #expect(
+            try await watchEndsWhenCancelled(every: .seconds(3600), after: 1),
+            "the watch's wait did not end within 60 s of being cancelled")
     }
 
     /// The README's command table and the parser agree: every command has a row, every row
     /// is a command, and every option a command takes is in its row (`--config` is said once for all).
     @Test func theReadmeDescribesEveryCommandAndOptionTheParserKnows() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         // An escaped `\|` inside a cell (`--json \| --watch`) is not a column.
-        let rows = readme.replacingOccurrences(of: "\\|", with: "/").split(separator: "\n").filter { $0.hasPrefix("| `georelay ") }
-        let documented = rows.compactMap { $0.dropFirst("| `georelay ".count).split(whereSeparator: { $0 == " " || $0 == "`" }).first.map(String.init) }
+        let rows = readme.replacingOccurrences(of: "\\|", with: "/").split(separator: "\n").filter {
+            $0.hasPrefix("| `georelay ")
+        }
+        let documented = rows.compactMap {
+            $0.dropFirst("| `georelay ".count).split(whereSeparator: { $0 == " " || $0 == "`" }).first.map(String.init)
+        }
         #expect(documented.sorted() == GeoRelayCommandLine.commands.map(\.name).sorted())
         for command in GeoRelayCommandLine.commands {
             guard let row = rows.first(where: { $0.hasPrefix("| `georelay \(command.name)") }) else { continue }
             for option in command.options where option.name != OptionSpec.configuration.name {
-                #expect(row.contains("`\(option.name)") || row.contains(" \(option.name) ") || row.contains("[\(option.name)"),
-                        "README's row for \(command.name) does not mention \(option.name)")
+                #expect(
+                    row.contains("`\(option.name)") || row.contains(" \(option.name) ")
+                        || row.contains("[\(option.name)"),
+                    "README's row for \(command.name) does not mention \(option.name)")
             }
             // The synopsis cell names no option the parser would refuse.
             let synopsis = row.split(separator: "|", omittingEmptySubsequences: false)[1]
-            for word in synopsis.split(whereSeparator: { " `[]".contains($0) }) where word.hasPrefix("-") && word.count > 1 {
-                #expect(command.option(named: String(word)) != nil, "README's \(command.name) synopsis has \(word), which the parser does not know")
+            for word in synopsis.split(whereSeparator: { " `[]".contains($0) })
+            where word.hasPrefix("-") && word.count > 1 {
+                #expect(
+                    command.option(named: String(word)) != nil,
+                    "README's \(command.name) synopsis has \(word), which the parser does not know")
             }
         }
         #expect(readme.contains("\(OptionSpec.configuration.name) PATH"))

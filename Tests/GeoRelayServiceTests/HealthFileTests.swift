@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelayService
 
 @Suite(.offThePool) struct HealthFileTests {
@@ -12,7 +13,9 @@ import GeoRelayCore
 
     /// A planted or corrupt file (it may sit in world-writable `/dev/shm`) with numbers no Int64
     /// holds is "not one of ours", not a crash of `georelay status`.
-    @Test(arguments: [#""atMs":1e400"#, #""atMs":9.3e18"#, #""atMs":-9.2233720368547758e18"#, #""pid":1e10"#, #""stallAfterMs":NaN"#])
+    @Test(arguments: [
+        #""atMs":1e400"#, #""atMs":9.3e18"#, #""atMs":-9.2233720368547758e18"#, #""pid":1e10"#, #""stallAfterMs":NaN"#,
+    ])
     func numbersNoInt64HoldsMakeTheFileUnreadable(field: String) throws {
         let dir = directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -20,7 +23,8 @@ import GeoRelayCore
         let name = String(field.split(separator: ":")[0])
         var fields = [#""pid":1"#, #""atMs":5000"#, #""stallAfterMs":2000"#].filter { !$0.hasPrefix(name) }
         fields.append(field)
-        try Data(("{" + fields.joined(separator: ",") + #","parts":[]}"#).utf8).write(to: URL(fileURLWithPath: file.path))
+        try Data(("{" + fields.joined(separator: ",") + #","parts":[]}"#).utf8).write(
+            to: URL(fileURLWithPath: file.path))
         #expect(file.read() == nil)
         _ = StatusReport.health(from: file, nowMs: 5000)
     }
@@ -52,17 +56,25 @@ import GeoRelayCore
         let dir = directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = HealthFile(socketPath: dir + "/r.sock")
-        #expect(StatusReport.health(from: file, nowMs: 5000) == .unknown("the relay publishes no health (no readable \(file.path))"))
+        #expect(
+            StatusReport.health(from: file, nowMs: 5000)
+                == .unknown("the relay publishes no health (no readable \(file.path))"))
         try file.write(report(at: 5000, ingest: 4900, writer: 4000))
         // Written at 5000: at 5500 the writer's last turn (4000) is 1.5 s old, alive; at 6500, 2.5 s: stalled.
-        guard case .known(let fresh) = StatusReport.health(from: file, nowMs: 5500), case .known(let later) = StatusReport.health(from: file, nowMs: 6500) else {
+        guard case .known(let fresh) = StatusReport.health(from: file, nowMs: 5500),
+            case .known(let later) = StatusReport.health(from: file, nowMs: 6500)
+        else {
             Issue.record("a fresh file is known")
             return
         }
         #expect(fresh.isHealthy)
         #expect(later.stalled.map(\.key) == ["writer"])
         // Not rewritten within the stall limit: the monitor itself is not running.
-        #expect(StatusReport.health(from: file, nowMs: 7100) == .unknown("the relay's health report is 2.1 s old: its monitor is not running"))
-        #expect(StatusReport.health(from: file, nowMs: 100) == .unknown("the relay's health report is from before a reboot"))
+        #expect(
+            StatusReport.health(from: file, nowMs: 7100)
+                == .unknown("the relay's health report is 2.1 s old: its monitor is not running"))
+        #expect(
+            StatusReport.health(from: file, nowMs: 100) == .unknown("the relay's health report is from before a reboot")
+        )
     }
 }

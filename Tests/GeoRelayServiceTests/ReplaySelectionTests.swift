@@ -1,8 +1,9 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestTraits
+import Testing
+
 @testable import GeoRelayService
 
 /// `georelay replay` through a destination's filter decides as the destination did: over whole
@@ -38,8 +39,10 @@ import GeoRelaySpool
         spool.close()
         world.configuration.devices = [Configuration.DeviceSources(id: "boatx", sources: ["gps-bow"])]
         let filter = LocationFilter(settings: FilterSettings())
-        let selection = ReplaySelection(sinceMs: positions[0].timeMs - 5000, untilMs: positions[59].timeMs, filter: filter)
-        let report = try await Commands.queueReplay(configuration: world.configuration, destination: "traccar", selection: selection)
+        let selection = ReplaySelection(
+            sinceMs: positions[0].timeMs - 5000, untilMs: positions[59].timeMs, filter: filter)
+        let report = try await Commands.queueReplay(
+            configuration: world.configuration, destination: "traccar", selection: selection)
         let reader = try SpoolReader.open(path: world.configuration.spool.path)
         let queued = try reader.replayQueue(destination: "traccar", limit: 100).map(\.position.timeMs)
         #expect(report.considered == 60)
@@ -58,9 +61,11 @@ import GeoRelaySpool
         _ = await spool.append((0..<20).map { Self.fix($0) } + (0..<20).map { Self.fix($0, device: "dinghy") })
         spool.close()
         let selection = ReplaySelection(sinceMs: Self.fix(5).timeMs, untilMs: Self.fix(14).timeMs, device: "dinghy")
-        let report = try await Commands.queueReplay(configuration: world.configuration, destination: "traccar", selection: selection)
+        let report = try await Commands.queueReplay(
+            configuration: world.configuration, destination: "traccar", selection: selection)
         #expect(report.queued == 10 && report.considered == 10 && report.evicted.isEmpty)
-        let queued = try SpoolReader.open(path: world.configuration.spool.path).replayQueue(destination: "traccar", limit: 100)
+        let queued = try SpoolReader.open(path: world.configuration.spool.path).replayQueue(
+            destination: "traccar", limit: 100)
         #expect(queued.map(\.position.device) == Array(repeating: "dinghy", count: 10))
     }
 }

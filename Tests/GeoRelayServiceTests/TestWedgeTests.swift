@@ -1,17 +1,21 @@
+import GeoRelayService
 import GeoRelayTestTraits
 import Testing
-import GeoRelayService
 
 @Suite(.offThePool) struct TestWedgeTests {
     @Test func parsesPartsDurationsAndDelays() throws {
         #expect(try TestWedge.parse("ingest:3") == [TestWedge(part: .ingest, duration: .seconds(3))])
-        #expect(try TestWedge.parse("writer:8@3,ingest:0.5@12") == [
-            TestWedge(part: .writer, duration: .seconds(8), after: .seconds(3)),
-            TestWedge(part: .ingest, duration: .milliseconds(500), after: .seconds(12)),
-        ])
+        #expect(
+            try TestWedge.parse("writer:8@3,ingest:0.5@12") == [
+                TestWedge(part: .writer, duration: .seconds(8), after: .seconds(3)),
+                TestWedge(part: .ingest, duration: .milliseconds(500), after: .seconds(12)),
+            ])
     }
 
-    @Test(arguments: ["forwarder:3", "ingest", "ingest:", "ingest:0", "ingest:-1", "ingest:x", "ingest:3@", "ingest:3@-1", "ingest:99999", "ingest:3@y"])
+    @Test(arguments: [
+        "forwarder:3", "ingest", "ingest:", "ingest:0", "ingest:-1", "ingest:x", "ingest:3@", "ingest:3@-1",
+        "ingest:99999", "ingest:3@y",
+    ])
     func refusesWhatItCannotRead(_ spec: String) {
         #expect(throws: RelayError.self) { try TestWedge.parse(spec) }
     }
@@ -19,7 +23,13 @@ import GeoRelayService
     @Test func isInertUnlessTestHooksAreOn() throws {
         #expect(try TestWedge.schedule(environment: [:]) == ([], false))
         #expect(try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3"]) == ([], true))
-        #expect(try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "yes"]) == ([], true))
-        #expect(try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "1"]) == ([TestWedge(part: .ingest, duration: .seconds(3))], false))
+        #expect(
+            try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "yes"]) == (
+                [], true
+            ))
+        #expect(
+            try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "1"]) == (
+                [TestWedge(part: .ingest, duration: .seconds(3))], false
+            ))
     }
 }

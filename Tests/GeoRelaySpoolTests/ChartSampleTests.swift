@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// The status page's reads: the chart's samples (held state, bounded in the transaction that
@@ -19,12 +20,15 @@ import GeoRelayCore
         // Two days at one sample per 5 minutes, in batches as the sampler would send them.
         for step in 0..<576 {
             let t = start + Int64(step) * 300_000
-            spool.record(chartSamples: [ChartSample(destination: "a", timeMs: t, pending: step, wireBytes: Int64(step) * 100),
-                                        ChartSample(destination: "b", timeMs: t, pending: 0, wireBytes: 0)])
+            spool.record(chartSamples: [
+                ChartSample(destination: "a", timeMs: t, pending: step, wireBytes: Int64(step) * 100),
+                ChartSample(destination: "b", timeMs: t, pending: 0, wireBytes: 0),
+            ])
         }
         // Held like acknowledgements: a commit of positions does not carry them.
         _ = await spool.append([fix("x", 1)])
-        #expect(try SpoolReader.open(path: fixture.settings.path).chartSamples()["a"] == nil, "the samples are still held")
+        #expect(
+            try SpoolReader.open(path: fixture.settings.path).chartSamples()["a"] == nil, "the samples are still held")
         await spool.flush()
         let samples = try SpoolReader.open(path: fixture.settings.path).chartSamples()
         #expect(Set(samples.keys) == ["a", "b"])
@@ -69,14 +73,20 @@ import GeoRelayCore
         inRecent.reset()
         let newest = try #require(try reader.newestFix(device: "boat"))
         #expect(newest.timeMs == positions.last!.timeMs && newest.speed == 1.5)
-        let track = try reader.track(device: "boat", sinceMs: newest.timeMs - 6 * 3_600_000, untilMs: newest.timeMs, maxPoints: 500)
+        let track = try reader.track(
+            device: "boat", sinceMs: newest.timeMs - 6 * 3_600_000, untilMs: newest.timeMs, maxPoints: 500)
         #expect(track.count <= 500 && track.count > 400, "\(track.count) points")
         #expect(track.map(\.timeMs) == track.map(\.timeMs).sorted())
-        #expect(newest.timeMs - track.last!.timeMs < 6 * 3_600_000 / 500, "the track ends within one step of the newest fix")
-        #expect(!track.contains { (1_784_953_800_000 + 9_000_000..<1_784_953_800_000 + 12_600_000).contains($0.timeMs) })
+        #expect(
+            newest.timeMs - track.last!.timeMs < 6 * 3_600_000 / 500, "the track ends within one step of the newest fix"
+        )
+        #expect(
+            !track.contains { (1_784_953_800_000 + 9_000_000..<1_784_953_800_000 + 12_600_000).contains($0.timeMs) })
         // A window of the unmerged fixes alone is drawn from `recent`.
-        let fresh = try reader.track(device: "boat", sinceMs: newestFixes.first!.timeMs, untilMs: newest.timeMs, maxPoints: 10)
-        #expect(fresh.count == 10 && fresh.first?.timeMs == newestFixes.first!.timeMs, "\(fresh.count) fixes from recent")
+        let fresh = try reader.track(
+            device: "boat", sinceMs: newestFixes.first!.timeMs, untilMs: newest.timeMs, maxPoints: 10)
+        #expect(
+            fresh.count == 10 && fresh.first?.timeMs == newestFixes.first!.timeMs, "\(fresh.count) fixes from recent")
         #expect(try reader.newestFix(device: "nobody") == nil)
         #expect(try reader.track(device: "nobody", sinceMs: 0, untilMs: .max).isEmpty)
         spool.close()

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// The commit window on an injected clock: a group waits only for its company, and never longer
@@ -14,12 +15,21 @@ import GeoRelayCore
         let units = ["a", "b", "c", "d"]
         // The first round: "a" is heard first and commits alone; the group "b" opens waits for
         // "a" (heard 250 ms before) and takes c and d with it.
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 0); #expect(commit) }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 0)
+            #expect(commit)
+        }
         window.close()
         for (i, unit) in units.enumerated().dropFirst() {
-            do { let commit = window.append(devices: [unit], count: 1, alarm: false, nowNs: UInt64(i) * 250 * ms); #expect(!commit) }
+            do {
+                let commit = window.append(devices: [unit], count: 1, alarm: false, nowNs: UInt64(i) * 250 * ms)
+                #expect(!commit)
+            }
         }
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1000 * ms); #expect(commit, "b's group commits with a's next fix") }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1000 * ms)
+            #expect(commit, "b's group commits with a's next fix")
+        }
         window.close()
         // From then on each group, opened by whoever comes first, waits for the other three.
         for round in 1...3 {
@@ -38,7 +48,10 @@ import GeoRelayCore
     @Test func aUnitAloneNeverWaits() {
         var window = CommitWindow(lengthNs: 900 * ms)
         for i in 0..<10 {
-            do { let commit = window.append(devices: ["phone"], count: 1, alarm: false, nowNs: UInt64(i) * 20 * ms); #expect(commit, "a phone uploading its backlog") }
+            do {
+                let commit = window.append(devices: ["phone"], count: 1, alarm: false, nowNs: UInt64(i) * 20 * ms)
+                #expect(commit, "a phone uploading its backlog")
+            }
             window.close()
         }
     }
@@ -49,7 +62,10 @@ import GeoRelayCore
         _ = window.append(devices: ["b"], count: 1, alarm: false, nowNs: 100 * ms)
         window.close()
         // b has been quiet for more than a window: a commits alone again.
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1_100 * ms); #expect(commit) }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1_100 * ms)
+            #expect(commit)
+        }
     }
 
     @Test func theWindowEndsAtItsDeadlineWhenTheCompanyDoesNotCome() {
@@ -57,7 +73,10 @@ import GeoRelayCore
         _ = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 0)
         _ = window.append(devices: ["b"], count: 1, alarm: false, nowNs: 100 * ms)
         window.close()
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 500 * ms); #expect(!commit) }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 500 * ms)
+            #expect(!commit)
+        }
         #expect(!window.isDue(nowNs: 1_399 * ms))
         #expect(window.isDue(nowNs: 1_400 * ms))
     }
@@ -67,16 +86,28 @@ import GeoRelayCore
         _ = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 0)
         _ = window.append(devices: ["b"], count: 1, alarm: false, nowNs: 100 * ms)
         window.close()
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: true, nowNs: 500 * ms); #expect(commit, "an SOS does not wait for company") }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: true, nowNs: 500 * ms)
+            #expect(commit, "an SOS does not wait for company")
+        }
         window.close()
-        do { let commit = window.append(devices: ["a"], count: 10, alarm: false, nowNs: 600 * ms); #expect(!commit) }
-        do { let commit = window.append(devices: ["a"], count: CommitWindow.maxPositions, alarm: false, nowNs: 601 * ms); #expect(commit) }
+        do {
+            let commit = window.append(devices: ["a"], count: 10, alarm: false, nowNs: 600 * ms)
+            #expect(!commit)
+        }
+        do {
+            let commit = window.append(devices: ["a"], count: CommitWindow.maxPositions, alarm: false, nowNs: 601 * ms)
+            #expect(commit)
+        }
     }
 
     @Test func aZeroWindowCommitsEveryGroupAtOnce() {
         var window = CommitWindow(lengthNs: 0)
         _ = window.append(devices: ["b"], count: 1, alarm: false, nowNs: 0)
-        do { let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1); #expect(commit) }
+        do {
+            let commit = window.append(devices: ["a"], count: 1, alarm: false, nowNs: 1)
+            #expect(commit)
+        }
     }
 }
 
@@ -90,7 +121,10 @@ import GeoRelayCore
         let spool = try fixture.open()
         try await spool.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
         let stored = await spool.append([fix("a", 1)])
-        guard case .stored(let seq)? = stored.first else { Issue.record("not stored: \(stored)"); return }
+        guard case .stored(let seq)? = stored.first else {
+            Issue.record("not stored: \(stored)")
+            return
+        }
         // Committed before answered: a second connection sees it.
         #expect(try SpoolReader.open(path: fixture.settings.path).status().rows == 1)
         var update = DeliveryUpdate(destination: "traccar")

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// The ring behind `recent`: seq `s` in slot `s % slots`, live above the merged watermark,
@@ -11,8 +12,9 @@ import GeoRelayCore
 
     /// A position as a GPS unit sends it (speed, course, altitude, accuracy).
     private func unitFix(_ device: String, _ second: Int64) -> Position {
-        Position(device: device, timeMs: 1_784_953_800_000 + second * 1000, lat: 59.123456 + Double(second) * 1e-5,
-                 lon: 10.654321, speed: 5.25, course: 181.5, altitude: 12.5, accuracy: 3.5)
+        Position(
+            device: device, timeMs: 1_784_953_800_000 + second * 1000, lat: 59.123456 + Double(second) * 1e-5,
+            lon: 10.654321, speed: 5.25, course: 181.5, altitude: 12.5, accuracy: 3.5)
     }
 
     private func scalars(_ spool: Spool, _ sql: String) throws -> [Int64] {
@@ -34,11 +36,15 @@ import GeoRelayCore
         let spool = try fixture.open()
         defer { spool.close() }
         _ = await spool.append([unitFix("a", 0)])
-        let before = try scalars(spool, "SELECT (SELECT page_count FROM pragma_page_count), (SELECT freelist_count FROM pragma_freelist_count)")
+        let before = try scalars(
+            spool,
+            "SELECT (SELECT page_count FROM pragma_page_count), (SELECT freelist_count FROM pragma_freelist_count)")
         for second in 1...300 {
             #expect(await spool.append([unitFix("a", Int64(second))]) == [.stored(seq: Int64(second) + 1)])
         }
-        let after = try scalars(spool, "SELECT (SELECT page_count FROM pragma_page_count), (SELECT freelist_count FROM pragma_freelist_count)")
+        let after = try scalars(
+            spool,
+            "SELECT (SELECT page_count FROM pragma_page_count), (SELECT freelist_count FROM pragma_freelist_count)")
         #expect(after == before, "pages and free pages (before, after): \(before) \(after)")
         #expect(try scalars(spool, "SELECT count(*) FROM recent_slots") == [Int64(slots)])
     }
@@ -79,21 +85,34 @@ import GeoRelayCore
         for batch in stride(from: 0, to: slots, by: 512) {
             _ = await spool.append((batch..<(batch + 512)).map { unitFix("a", Int64($0)) })
         }
-        #expect(try scalars(spool, "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions)") == [Int64(slots), 0],
-                "a full ring, nothing merged yet")
+        #expect(
+            try scalars(spool, "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions)") == [
+                Int64(slots), 0,
+            ],
+            "a full ring, nothing merged yet")
         let next = Int64(slots) + 1
-        #expect(await spool.append([unitFix("b", 0), unitFix("b", 1)]) == [.stored(seq: next), .stored(seq: next + 1)])
-        #expect(try scalars(spool, "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions), (SELECT seq FROM recent_merged)")
+        #expect(
+            await spool.append([unitFix("b", 0), unitFix("b", 1)]) == [.stored(seq: next), .stored(seq: next + 1)])
+        #expect(
+            try scalars(
+                spool,
+                "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions), (SELECT seq FROM recent_merged)"
+            )
                 == [2, Int64(slots), Int64(slots)])
-        #expect(try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 0") == [next], "seq \(next) wrapped round into slot 0")
-        #expect(try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 2") == [3], "the next slot still holds its merged row")
+        #expect(
+            try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 0") == [next],
+            "seq \(next) wrapped round into slot 0")
+        #expect(
+            try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 2") == [3],
+            "the next slot still holds its merged row")
         let reader = try spool.makeReader()
         #expect(try allSeqs(reader) == Array(1...(next + 1)), "every seq once, in order, across both tables")
         let status = try reader.status()
         #expect(status.rows == slots + 2 && status.destinations.first?.pending == slots + 2)
         #expect(status.counters["spool.merges"] == 1)
         // Resends of the merged and of the live are both found.
-        #expect(await spool.append([unitFix("a", 0), unitFix("b", 1)]) == [.duplicate(seq: 1), .duplicate(seq: next + 1)])
+        #expect(
+            await spool.append([unitFix("a", 0), unitFix("b", 1)]) == [.duplicate(seq: 1), .duplicate(seq: next + 1)])
     }
 
     /// A group that fails after a full ring merged inside it undoes the merge too: the writer reads
@@ -110,7 +129,11 @@ import GeoRelayCore
         broken.lat = .nan
         let failed = await spool.append([unitFix("b", 0), broken])
         #expect(failed.allSatisfy { if case .failed = $0 { true } else { false } }, "\(failed)")
-        #expect(try scalars(spool, "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions), (SELECT seq FROM recent_merged)")
+        #expect(
+            try scalars(
+                spool,
+                "SELECT (SELECT count(*) FROM recent), (SELECT count(*) FROM positions), (SELECT seq FROM recent_merged)"
+            )
                 == [Int64(slots), 0, 0], "the merge was rolled back with the group")
         let next = Int64(slots) + 1
         #expect(await spool.append([unitFix("b", 0), unitFix("a", 5)]) == [.stored(seq: next), .duplicate(seq: 6)])
@@ -128,7 +151,8 @@ import GeoRelayCore
         try spool.withWriterConnection { db in try db.execute("UPDATE recent_slots SET seq = 5000 WHERE slot = 1") }
         let refused = await spool.append([unitFix("a", 1)])
         #expect(refused.allSatisfy { if case .failed = $0 { true } else { false } }, "\(refused)")
-        #expect(try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 1") == [5000], "the live slot kept its row")
+        #expect(
+            try scalars(spool, "SELECT seq FROM recent_slots WHERE slot = 1") == [5000], "the live slot kept its row")
         // Read back after the failure, the writer knows the row and goes on above it.
         #expect(await spool.append([unitFix("a", 1)]) == [.stored(seq: 5001)])
     }
@@ -145,7 +169,8 @@ import GeoRelayCore
             for migration in Schema.migrations.prefix(10) { try db.execute(migration) }
             try db.execute("PRAGMA user_version = 10")
             // Device a: seqs 1 and 2 merged, 3 and 4 waiting; device b: 5 waiting. Totals cover `positions` only.
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO devices(name, last_seq, last_fix_ms, last_received_ms, received) VALUES('a', 2, \(fix("a", 1).timeMs), \(now), 2), ('b', 0, NULL, NULL, 0);
                 INSERT INTO destinations(name, start_seq) VALUES('down', 0);
                 INSERT INTO cursors(destination, device_id, acked_seq, settled) VALUES('down', 1, 1, 1);
@@ -156,7 +181,11 @@ import GeoRelayCore
         }
         let spool = try fixture.open()
         defer { spool.close() }
-        #expect(try scalars(spool, "SELECT (SELECT count(*) FROM positions), (SELECT count(*) FROM recent), (SELECT seq FROM recent_merged)") == [5, 0, 5])
+        #expect(
+            try scalars(
+                spool,
+                "SELECT (SELECT count(*) FROM positions), (SELECT count(*) FROM recent), (SELECT seq FROM recent_merged)"
+            ) == [5, 0, 5])
         let reader = try spool.makeReader()
         #expect(try reader.positions(deviceID: 1, device: "a", after: 0, limit: 10).map(\.seq) == [1, 2, 3, 4])
         #expect(try reader.positions(deviceID: 2, device: "b", after: 0, limit: 10).map(\.position.speed) == [1.5])
@@ -166,6 +195,7 @@ import GeoRelayCore
         #expect(await spool.append([fix("a", 3), fix("b", 1)]) == [.duplicate(seq: 4), .stored(seq: 6)])
         status = try reader.status()
         #expect(status.rows == 6 && status.destinations.first?.pending == 5)
-        #expect(try scalars(spool, "SELECT count(*), (SELECT count(*) FROM recent) FROM recent_slots") == [Int64(slots), 1])
+        #expect(
+            try scalars(spool, "SELECT count(*), (SELECT count(*) FROM recent) FROM recent_slots") == [Int64(slots), 1])
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// New positions wait in `recent` and move into `positions` in bulk: wherever a position
@@ -22,19 +23,24 @@ import GeoRelayCore
             let spool = try fixture.open()
             #expect(await spool.append([fix("a", 10), fix("a", 11)]) == [.stored(seq: 1), .stored(seq: 2)])
             #expect(try rows(spool) == (2, 0), "a commit stores into recent only")
-            #expect(await spool.append([fix("a", 11), fix("a", 10, lat: 61)]) == [.duplicate(seq: 2), .conflict(seq: 1)])
+            #expect(
+                await spool.append([fix("a", 11), fix("a", 10, lat: 61)]) == [.duplicate(seq: 2), .conflict(seq: 1)])
             spool.close()
         }
         let spool = try fixture.open()
         defer { spool.close() }
         #expect(try rows(spool) == (0, 2), "closing merged recent into positions")
         // Merged: found through the unique index; an older fix that is new is stored.
-        #expect(await spool.append([fix("a", 11), fix("a", 10, lat: 61), fix("a", 5), fix("a", 12)])
+        #expect(
+            await spool.append([fix("a", 11), fix("a", 10, lat: 61), fix("a", 5), fix("a", 12)])
                 == [.duplicate(seq: 2), .conflict(seq: 1), .stored(seq: 3), .stored(seq: 4)])
         let reader = try spool.makeReader()
         #expect(try reader.positions(deviceID: 1, device: "a", after: 0, limit: 10).map(\.seq) == [1, 2, 3, 4])
         var exported: [Int64] = []
-        try reader.forEachPosition(deviceID: 1, device: "a", sinceMs: nil, untilMs: nil) { exported.append($0.timeMs); return true }
+        try reader.forEachPosition(deviceID: 1, device: "a", sinceMs: nil, untilMs: nil) {
+            exported.append($0.timeMs)
+            return true
+        }
         #expect(exported == [5, 10, 11, 12].map { fix("a", $0).timeMs }, "an export reads both tables in fix order")
     }
 
@@ -48,9 +54,11 @@ import GeoRelayCore
             try await spool.register(destinations: [DestinationRegistration(name: "down", buffered: true)])
             _ = await spool.append([fix("a", 0), fix("b", 0), fix("a", 1)])
             // The files as a power cut would leave them: committed, in the WAL, not merged.
-            try FileManager.default.createDirectory(atPath: crashed.directory + "/spool", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: crashed.directory + "/spool", withIntermediateDirectories: true)
             for suffix in ["", "-wal"] {
-                try FileManager.default.copyItem(atPath: fixture.settings.path + suffix, toPath: crashed.settings.path + suffix)
+                try FileManager.default.copyItem(
+                    atPath: fixture.settings.path + suffix, toPath: crashed.settings.path + suffix)
             }
             spool.close()
         }
@@ -78,13 +86,15 @@ import GeoRelayCore
         let total = slots + 500
         var stored = 0
         for batch in stride(from: 0, to: total, by: 500) {
-            let results = await spool.append((batch..<min(total, batch + 500)).map { fix($0 % 2 == 0 ? "a" : "b", Int64($0 / 2)) })
+            let results = await spool.append(
+                (batch..<min(total, batch + 500)).map { fix($0 % 2 == 0 ? "a" : "b", Int64($0 / 2)) })
             stored += results.filter { if case .stored = $0 { true } else { false } }.count
         }
         #expect(stored == total)
         let split = try rows(spool)
-        #expect(split.merged == slots && split.recent == total - slots,
-                "one merge when the ring of \(slots) was full, the rest still recent: \(split)")
+        #expect(
+            split.merged == slots && split.recent == total - slots,
+            "one merge when the ring of \(slots) was full, the rest still recent: \(split)")
         let reader = try spool.makeReader()
         var seqs: [Int64] = []
         var after: Int64 = 0
@@ -94,8 +104,13 @@ import GeoRelayCore
             seqs += page.map(\.seq)
             after = last.seq
         }
-        #expect(seqs == Array(stride(from: Int64(1), through: Int64(total), by: 2)), "device a's seqs, in order, across both tables")
-        #expect(try reader.positions(after: Int64(total) - 3, limit: 10).map(\.seq) == [Int64(total) - 2, Int64(total) - 1, Int64(total)])
+        #expect(
+            seqs == Array(stride(from: Int64(1), through: Int64(total), by: 2)),
+            "device a's seqs, in order, across both tables")
+        #expect(
+            try reader.positions(after: Int64(total) - 3, limit: 10).map(\.seq) == [
+                Int64(total) - 2, Int64(total) - 1, Int64(total),
+            ])
         #expect(try reader.status().destinations.first?.pending == total)
         #expect(try reader.status().devices.map(\.received) == [Int64(total / 2), Int64(total / 2)])
     }
@@ -112,8 +127,11 @@ import GeoRelayCore
             // Received now: with no destination they count as delivered, and retention (which may
             // run while a loaded machine holds this test) keeps them only while they are recent.
             let now = WallClock.nowMs()
-            try db.execute("INSERT INTO devices(name, last_seq, last_fix_ms, last_received_ms, received) VALUES('a', 2, \(fix("a", 1).timeMs), \(now), 2)")
-            try db.execute("""
+            try db.execute(
+                "INSERT INTO devices(name, last_seq, last_fix_ms, last_received_ms, received) VALUES('a', 2, \(fix("a", 1).timeMs), \(now), 2)"
+            )
+            try db.execute(
+                """
                 INSERT INTO positions(device_id, fix_ms, received_ms, lat, lon) VALUES(1, \(fix("a", 0).timeMs), \(now), 59, 10), (1, \(fix("a", 1).timeMs), \(now), 59, 10)
                 """)
         }

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// The replay queue as storage: the writer stores the seqs it is given for a destination, each
@@ -19,7 +20,9 @@ import GeoRelayCore
         #expect(try await spool.queueReplay(destination: "traccar", seqs: [seqs[5], seqs[7]]) == 1)
         let queued = try spool.makeReader().replayQueue(destination: "traccar", limit: 100).map(\.seq)
         #expect(queued == [seqs[2], seqs[5], seqs[7]])
-        await #expect(throws: SpoolError.self) { try await spool.queueReplay(destination: "elsewhere", seqs: [seqs[0]]) }
+        await #expect(throws: SpoolError.self) {
+            try await spool.queueReplay(destination: "elsewhere", seqs: [seqs[0]])
+        }
         spool.close()
     }
 
@@ -31,7 +34,9 @@ import GeoRelayCore
 
     /// The daemon's writer, five positions of "boat" stored for "traccar", then a command's
     /// writer opened beside it (as `replay` and `logs --clear` open theirs).
-    private func daemonAndCommand() async throws -> (fixture: SpoolFixture, daemon: Spool, command: Spool, seqs: [Int64]) {
+    private func daemonAndCommand() async throws -> (
+        fixture: SpoolFixture, daemon: Spool, command: Spool, seqs: [Int64]
+    ) {
         let fixture = SpoolFixture()
         let daemon = try fixture.open()
         try await daemon.register(destinations: [DestinationRegistration(name: "traccar", buffered: true)])
@@ -64,11 +69,12 @@ import GeoRelayCore
         #expect(try daemon.makeReader().replayQueue(destination: "traccar", limit: 100).count == 5)
         // The command's writer did none of the daemon's upkeep: the recent positions the daemon's
         // writer keeps in memory are still where it left them.
-        #expect(try daemon.withWriterConnection { db in
-            let count = try db.statement("SELECT count(*) FROM recent")
-            _ = try count.step()
-            return count.int64(0)
-        } == 500)
+        #expect(
+            try daemon.withWriterConnection { db in
+                let count = try db.statement("SELECT count(*) FROM recent")
+                _ = try count.step()
+                return count.int64(0)
+            } == 500)
         daemon.close()
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GeoRelayTestTraits
 import Testing
+
 @testable import GeoRelaySpool
 
 /// Resets go through the one `check()`: a failed step is thrown once, by the step, and the

@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// A spool in its own temporary directory.
@@ -90,9 +91,10 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         defer { spool.close() }
-        let full = Position(device: "x", timeMs: 1_784_953_800_123, lat: -33.5, lon: 151.25, speed: 2, course: 359.5, altitude: -3,
-                            accuracy: 4.5, battery: 12, charging: false, alarm: "sos",
-                            attributes: [Attribute("k", .string("v")), Attribute("n", .number(1.5)), Attribute("b", .bool(true))])
+        let full = Position(
+            device: "x", timeMs: 1_784_953_800_123, lat: -33.5, lon: 151.25, speed: 2, course: 359.5, altitude: -3,
+            accuracy: 4.5, battery: 12, charging: false, alarm: "sos",
+            attributes: [Attribute("k", .string("v")), Attribute("n", .number(1.5)), Attribute("b", .bool(true))])
         _ = await spool.append([full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)])
         let rows = try spool.makeReader().positions(after: 0, limit: 10)
         #expect(rows.map(\.position) == [full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)])
@@ -117,7 +119,9 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         _ = await spool.append([fix("old", 0)])
         try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true)])
         _ = await spool.append([fix("a", 0), fix("a", 1), fix("b", 0)])
-        try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true), DestinationRegistration(name: "two", buffered: true)])
+        try await spool.register(destinations: [
+            DestinationRegistration(name: "one", buffered: true), DestinationRegistration(name: "two", buffered: true),
+        ])
         _ = await spool.append([fix("a", 2)])
         let reader = try spool.makeReader()
         // "one" sees everything after it was added; "two" only what came after it.
@@ -143,7 +147,8 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         spool.record(unreached)
         _ = await spool.append([])
         let after = try #require(try reader.status().destinations.first { $0.name == "one" })
-        #expect(after.pending == 1 && after.quarantined == 2, "pending \(after.pending), quarantined \(after.quarantined)")
+        #expect(
+            after.pending == 1 && after.quarantined == 2, "pending \(after.pending), quarantined \(after.quarantined)")
         let two = try #require(status.destinations.first { $0.name == "two" })
         #expect(two.pending == 1)
 
@@ -164,7 +169,9 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         _ = await spool.append((0..<20).map { fix("a", Int64($0)) } + [fix("b", 0), fix("b", 1), fix("c", 0)])
         let reader = try spool.makeReader()
         let cursors = try reader.pendingDevices(destination: "one")
-        let (a, b) = (try #require(cursors.first { $0.device == "a" }), try #require(cursors.first { $0.device == "b" }))
+        let (a, b) = (
+            try #require(cursors.first { $0.device == "a" }), try #require(cursors.first { $0.device == "b" })
+        )
         let c = try #require(cursors.first { $0.device == "c" })
         var steady = DeliveryUpdate(destination: "one")
         steady.acknowledged = [(b.deviceID, b.ackedSeq + 1)]
@@ -174,18 +181,26 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         drain.drain = true
         spool.record(drain)
         // Both go in the drain's commit (held state is written as one); the steady state alone waits.
-        #expect(waitUntil("the drain's acknowledgement committed") { (try? reader.pendingDevices(destination: "one").contains { $0.device == "a" }) == false })
+        #expect(
+            waitUntil("the drain's acknowledgement committed") {
+                (try? reader.pendingDevices(destination: "one").contains { $0.device == "a" }) == false
+            })
         // The round after a drain ends it (its last few positions, or the live fix): as prompt, so
         // `status` shows the backlog drained within a second, not an interval later.
         var end = DeliveryUpdate(destination: "one")
         end.acknowledged = [(c.deviceID, c.lastSeq)]
         spool.record(end)
-        #expect(waitUntil("the drain's end committed") { (try? reader.pendingDevices(destination: "one").contains { $0.device == "c" }) == false })
+        #expect(
+            waitUntil("the drain's end committed") {
+                (try? reader.pendingDevices(destination: "one").contains { $0.device == "c" }) == false
+            })
         var later = DeliveryUpdate(destination: "one")
         later.acknowledged = [(b.deviceID, b.lastSeq)]
         spool.record(later)
         _ = await spool.append([fix("c", 0)]) // a group commits; the held steady state does not go with it
-        #expect(try reader.pendingDevices(destination: "one").contains { $0.device == "b" }, "the steady state's acknowledgement is held")
+        #expect(
+            try reader.pendingDevices(destination: "one").contains { $0.device == "b" },
+            "the steady state's acknowledgement is held")
     }
 
     /// What a reload relies on: the new forwarders read cursors past every acknowledgement the old ones recorded.
@@ -227,7 +242,9 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         defer { spool.close() }
-        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "rt", buffered: false)])
+        try await spool.register(destinations: [
+            DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "rt", buffered: false),
+        ])
         let receivedLongAgo = WallClock.nowMs() - 200 * 3_600_000
         _ = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)], receivedMs: receivedLongAgo)
         _ = await spool.append([fix("a", 3)])
@@ -248,8 +265,11 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         defer { spool.close() }
-        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "e", buffered: true)])
-        _ = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)], receivedMs: WallClock.nowMs() - 200 * 3_600_000)
+        try await spool.register(destinations: [
+            DestinationRegistration(name: "d", buffered: true), DestinationRegistration(name: "e", buffered: true),
+        ])
+        _ = await spool.append(
+            [fix("a", 0), fix("a", 1), fix("a", 2)], receivedMs: WallClock.nowMs() - 200 * 3_600_000)
         _ = await spool.append([fix("a", 3)])
         var d = DeliveryUpdate(destination: "d")
         d.sentAhead = [1, 4]
@@ -329,7 +349,9 @@ func fill(_ spool: Spool) async -> [AppendResult] {
             spool.log(LogEntry(timeMs: Int64(i), level: .info, message: "entry \(i)"))
         }
         _ = await spool.append([])
-        try spool.withWriterConnection { db in try db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(SpoolWriter.logCapacity)") }
+        try spool.withWriterConnection { db in
+            try db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(SpoolWriter.logCapacity)")
+        }
         let entries = try spool.makeReader().logEntries()
         #expect(entries.count == SpoolWriter.logCapacity)
         #expect(entries.last?.message == "entry \(SpoolWriter.logCapacity + 1_499)")

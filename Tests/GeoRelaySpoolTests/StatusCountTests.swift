@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// Status counts pending positions and rows from running totals (stored minus settled,
@@ -12,7 +13,8 @@ import GeoRelayCore
     /// Pending per destination and rows, counted the slow way.
     private func counted(_ spool: Spool) throws -> (pending: [String: Int], rows: Int) {
         try spool.withWriterConnection { db in
-            let pending = try db.statement("""
+            let pending = try db.statement(
+                """
                 SELECT dst.name, (SELECT count(*) FROM (
                     SELECT seq, device_id FROM positions UNION ALL SELECT seq, device_id FROM recent) p
                     JOIN devices d ON d.id = p.device_id AND d.hidden = 0
@@ -30,11 +32,15 @@ import GeoRelayCore
         }
     }
 
-    private func expectTotalsMatch(_ spool: Spool, _ step: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    private func expectTotalsMatch(_ spool: Spool, _ step: String, sourceLocation: SourceLocation = #_sourceLocation)
+        throws
+    {
         let status = try spool.makeReader().status()
         let truth = try counted(spool)
         var fromTotals: [String: Int] = [:]
-        for destination in status.destinations where destination.buffered { fromTotals[destination.name] = destination.pending }
+        for destination in status.destinations where destination.buffered {
+            fromTotals[destination.name] = destination.pending
+        }
         #expect(fromTotals == truth.pending, "pending after \(step)", sourceLocation: sourceLocation)
         #expect(status.rows == truth.rows, "rows after \(step)", sourceLocation: sourceLocation)
     }
@@ -60,7 +66,10 @@ import GeoRelayCore
             spool.record(stale)
             await spool.flush()
             try expectTotalsMatch(spool, "acknowledgements")
-            try await spool.register(destinations: [DestinationRegistration(name: "one", buffered: true), DestinationRegistration(name: "two", buffered: true)])
+            try await spool.register(destinations: [
+                DestinationRegistration(name: "one", buffered: true),
+                DestinationRegistration(name: "two", buffered: true),
+            ])
             _ = await spool.append([fix("a", 5000), fix("late", 0)])
             try expectTotalsMatch(spool, "a destination added later")
             spool.close()

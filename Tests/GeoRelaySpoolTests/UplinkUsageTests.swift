@@ -1,7 +1,8 @@
 import Foundation
+import GeoRelayCore
 import GeoRelayTestTraits
 import Testing
-import GeoRelayCore
+
 @testable import GeoRelaySpool
 
 /// Wire bytes per uplink and UTC day: held state, summed per day and month, two months kept.
@@ -11,12 +12,16 @@ import GeoRelayCore
         fixture.settings.stateInterval = .seconds(60)
         let spool = try fixture.open()
         spool.record(uplinkUsage: [UplinkUsage(uplink: "iridium", day: "2026-11-30", bytes: 700)])
-        spool.record(uplinkUsage: [UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 100),
-                                   UplinkUsage(uplink: "starlink", day: "2026-12-01", bytes: 5_000)])
+        spool.record(uplinkUsage: [
+            UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 100),
+            UplinkUsage(uplink: "starlink", day: "2026-12-01", bytes: 5_000),
+        ])
         spool.record(uplinkUsage: [UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 23)])
         // Held like acknowledgements: a commit of positions does not carry them.
         _ = await spool.append([fix("x", 1)])
-        #expect(try SpoolReader.open(path: fixture.settings.path).uplinkUsage(day: "2026-12-01").isEmpty, "the usage is still held")
+        #expect(
+            try SpoolReader.open(path: fixture.settings.path).uplinkUsage(day: "2026-12-01").isEmpty,
+            "the usage is still held")
         await spool.flush()
         let usage = try SpoolReader.open(path: fixture.settings.path).uplinkUsage(day: "2026-12-01")
         #expect(usage["iridium"]?.today == 123 && usage["iridium"]?.month == 123, "November is not December's")
@@ -28,7 +33,12 @@ import GeoRelayCore
         var day = Date(timeIntervalSince1970: 1_796_083_200) // 2026-12-01
         for _ in 0..<70 {
             day += 86_400
-            spool.record(uplinkUsage: [UplinkUsage(uplink: "iridium", day: String(Timestamp.iso8601(milliseconds: Int64(day.timeIntervalSince1970 * 1000)).prefix(10)), bytes: 1)])
+            spool.record(uplinkUsage: [
+                UplinkUsage(
+                    uplink: "iridium",
+                    day: String(Timestamp.iso8601(milliseconds: Int64(day.timeIntervalSince1970 * 1000)).prefix(10)),
+                    bytes: 1)
+            ])
         }
         await spool.flush()
         let kept = try spool.makeReader().uplinkUsage(day: "2027-02-09")

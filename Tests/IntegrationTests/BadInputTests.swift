@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// Issue 6, scenario 5: hostile input on the socket. Each case is answered with its own error,
 /// the connection that sent it lives on where the protocol allows, a well-behaved collector is
@@ -21,7 +21,9 @@ import GeoRelayTestKit
         nul += [0, 0, 0]
         nul += text(#""lat":1,"lon":2}"#)
         cases.append(("NUL bytes", nul, "parse"))
-        cases.append(("deeply nested JSON", text(String(repeating: "[", count: 3000) + String(repeating: "]", count: 3000)), nil))
+        cases.append(
+            ("deeply nested JSON", text(String(repeating: "[", count: 3000) + String(repeating: "]", count: 3000)), nil)
+        )
         cases.append(("1e999", text(#"{"device":"a","time":1784953800,"lat":1e999,"lon":2}"#), nil))
         cases.append(("NaN", text(#"{"device":"a","time":1784953800,"lat":NaN,"lon":2}"#), "parse"))
         cases.append(("latitude 91", text(#"{"device":"a","time":1784953800,"lat":91,"lon":2}"#), "range"))
@@ -31,7 +33,11 @@ import GeoRelayTestKit
         cases.append(("time as object", text(#"{"device":"a","time":{},"lat":1,"lon":2}"#), "time"))
         cases.append(("lat as string", text(#"{"device":"a","time":1784953800,"lat":"north","lon":2}"#), nil))
         cases.append(("OsmAnd query without id", text("timestamp=1784953800&lat=1&lon=2"), "device"))
-        cases.append(("NMEA with a bad checksum", Array("$GPRMC,123004.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A*00\r\n".utf8), "checksum"))
+        cases.append(
+            (
+                "NMEA with a bad checksum",
+                Array("$GPRMC,123004.00,A,5930.000,N,01042.000,E,010.0,090.0,250726,,,A*00\r\n".utf8), "checksum"
+            ))
         return cases
     }()
 
@@ -55,9 +61,11 @@ import GeoRelayTestKit
         try client.write(#"{"device":"a","time":1784953800,"lat":-0,"lon":-0.0}"# + "\n")
         #expect(client.readLine() == "ok 1")
         guard case .object(let rejected) = try #require(try world.statusJSON()["ingest"]?["rejected"]) else {
-            Issue.record("status has no ingest.rejected object"); return
+            Issue.record("status has no ingest.rejected object")
+            return
         }
-        let total = rejected.members.compactMap { (member: (key: String, value: JSONValue)) in member.value.number }.reduce(0, +)
+        let total = rejected.members.compactMap { (member: (key: String, value: JSONValue)) in member.value.number }
+            .reduce(0, +)
         #expect(total == Double(Self.cases.count))
     }
 
@@ -75,10 +83,11 @@ import GeoRelayTestKit
         let noisy = try world.client()
         let huge = try world.client()
         let silent = try UnixLineClient(path: world.socketPath, receiveTimeoutSeconds: 2) // connects, says nothing
-        let hugeLine = Array(#"{"device":"huge","time":1784953800,"lat":1,"lon":2,"pad":""#.utf8)
+        let hugeLine =
+            Array(#"{"device":"huge","time":1784953800,"lat":1,"lon":2,"pad":""#.utf8)
             + [UInt8](repeating: UInt8(ascii: "x"), count: 10_000_000) + Array("\"}\n".utf8)
         let writers = [Thread { try? noisy.write(noise) }, Thread { try? huge.write(hugeLine) }]
-        writers.forEach { $0.start() }
+        for writer in writers { writer.start() }
 
         // The good collector keeps being answered while the others do their worst.
         for second in 1...200 {
@@ -93,7 +102,9 @@ import GeoRelayTestKit
         #expect(hugeReply.hasPrefix("err too-long"), "huge line: \(hugeReply)")
         #expect(await world.server.waitUntil { $0.filter { $0.uniqueId == "good" }.count >= 201 })
         let peak = try residentBytes(pid: relay.pid)
-        print("bad input: 201 good positions delivered beside 4 MiB of noise and a 10 MB line; relay RSS \(baseline >> 10) KiB -> \(peak >> 10) KiB")
+        print(
+            "bad input: 201 good positions delivered beside 4 MiB of noise and a 10 MB line; relay RSS \(baseline >> 10) KiB -> \(peak >> 10) KiB"
+        )
         // Nothing close to the 14 MB thrown at it is held: lines are bounded by maxLineBytes.
         #expect(peak - baseline < 8 << 20, "RSS grew from \(baseline) to \(peak)")
         _ = silent
@@ -107,7 +118,8 @@ import GeoRelayTestKit
         try world.start()
         let client = try world.client()
         let nowSeconds = Int(Date().timeIntervalSince1970)
-        let behind = nowSeconds - 3 * 3600, ahead = nowSeconds + 3 * 3600
+        let behind = nowSeconds - 3 * 3600
+        let ahead = nowSeconds + 3 * 3600
         try client.write(#"{"device":"slow","time":\#(behind),"lat":1,"lon":2}"# + "\n")
         try client.write(#"{"device":"fast","time":\#(ahead),"lat":1,"lon":2}"# + "\n")
         #expect(client.readLine() == "ok 1")

@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// Issue 6, scenario 8, the relay's side: its own wall clock steps while it runs (libfaketime,
 /// with the monotonic clocks left real). Forward by 25 h: positions keep their fix times, both
@@ -21,17 +21,23 @@ import GeoRelayTestKit
     static let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
     @Test func theRelaysOwnClockSteppingLosesNothingAndRefusesNobody() async throws {
-        try #require(FileManager.default.fileExists(atPath: Self.library), "libfaketime missing (make test installs faketime)")
+        try #require(
+            FileManager.default.fileExists(atPath: Self.library), "libfaketime missing (make test installs faketime)")
         let world = try RelayWorld()
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(moreDestinations: pushDestination(push).replacingOccurrences(of: "maxDelaySeconds: 0", with: "maxDelaySeconds: 1"))
+        try world.writeConfig(
+            moreDestinations: pushDestination(push).replacingOccurrences(
+                of: "maxDelaySeconds: 0", with: "maxDelaySeconds: 1"))
         let offset = world.directory.file("clock-offset")
         try "+0".write(toFile: offset, atomically: true, encoding: .utf8)
         func step(_ text: String) throws { try text.write(toFile: offset, atomically: true, encoding: .utf8) }
-        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, environment: [
-            "LD_PRELOAD": Self.library, "FAKETIME_TIMESTAMP_FILE": offset, "FAKETIME_NO_CACHE": "1", "DONT_FAKE_MONOTONIC": "1",
-        ])
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+            environment: [
+                "LD_PRELOAD": Self.library, "FAKETIME_TIMESTAMP_FILE": offset, "FAKETIME_NO_CACHE": "1",
+                "DONT_FAKE_MONOTONIC": "1",
+            ])
         let client = try world.client()
 
         // Fixes stamped by a collector whose clock is right: the test's own.
@@ -42,7 +48,8 @@ import GeoRelayTestKit
                 sent.append(ms)
                 try client.write(#"{"device":"ship","time":\#(ms / 1000),"lat":59.9,"lon":10.7,"speed":3}"# + "\n")
                 // One missing answer ends the test: waiting out the reply timeout for each of the rest would take minutes.
-                let reply = try #require(client.readLine(), "fix \(Timestamp.iso8601(milliseconds: ms)): no answer within 30 s")
+                let reply = try #require(
+                    client.readLine(), "fix \(Timestamp.iso8601(milliseconds: ms)): no answer within 30 s")
                 #expect(reply.hasPrefix("ok "), "fix \(Timestamp.iso8601(milliseconds: ms)): \(reply)")
             }
         }
@@ -51,7 +58,10 @@ import GeoRelayTestKit
             async let traccarDelivered = world.server.waitForAll(expected, timeout: .seconds(20))
             async let gatewayDelivered = push.waitForAll(expected, timeout: .seconds(20))
             let (atTraccar, atGateway) = await (traccarDelivered, gatewayDelivered)
-            #expect(atTraccar && atGateway, "\(label): Traccar \(atTraccar), gateway \(atGateway); the relay said:\n\(relay.stderrText().suffix(4000))")
+            #expect(
+                atTraccar && atGateway,
+                "\(label): Traccar \(atTraccar), gateway \(atGateway); the relay said:\n\(relay.stderrText().suffix(4000))"
+            )
         }
 
         try write(10)
@@ -61,7 +71,9 @@ import GeoRelayTestKit
         try step("+25h")
         try write(10)
         await delivered("after the clock went forward 25 h")
-        #expect(push.tokensIssued == tokens, "the token was refreshed because the wall clock moved, not because 24 h passed")
+        #expect(
+            push.tokensIssued == tokens, "the token was refreshed because the wall clock moved, not because 24 h passed"
+        )
         #expect(Set(world.server.positions.map(\.fixTimeMs)) == Set(sent), "fix times are the collector's")
 
         // 28 h back: the relay's clock is now 3 h behind the collector's.
@@ -70,6 +82,8 @@ import GeoRelayTestKit
         #expect(relay.process.isRunning)
         #expect(push.problems.isEmpty, "\(push.problems)")
         try expectNoSecrets(world, relay: relay, push: push)
-        print("clock steps: relay clock +25 h then -28 h while running; \(sent.count) positions all answered ok, the first 20 delivered to both destinations with their own fix times, \(push.tokensIssued - tokens) token refreshes")
+        print(
+            "clock steps: relay clock +25 h then -28 h while running; \(sent.count) positions all answered ok, the first 20 delivered to both destinations with their own fix times, \(push.tokensIssued - tokens) token refreshes"
+        )
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// `georelay collect` as a real process between a source and the real relay.
 @Suite(.offThePool) struct CollectTests {
@@ -51,8 +51,10 @@ import GeoRelayTestKit
         (start..<(start + count)).flatMap { s in
             let minutes = String(format: "%06.3f", 30.0 + Double(s) * 0.001)
             let time = String(format: "1230%02d.00", s)
-            return [nmea("GPRMC,\(time),A,59\(minutes),N,01042.000,E,005.0,090.0,250726,,,A"),
-                    nmea("GPGGA,\(time),59\(minutes),N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,")]
+            return [
+                nmea("GPRMC,\(time),A,59\(minutes),N,01042.000,E,005.0,090.0,250726,,,A"),
+                nmea("GPGGA,\(time),59\(minutes),N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,"),
+            ]
         }
     }
 
@@ -76,7 +78,10 @@ import GeoRelayTestKit
         let mux = try LineServer()
         defer { mux.stop() }
         let process = try collector(world, ["--device", "bow", "--tcp", "127.0.0.1:\(mux.port)"])
-        defer { process.terminate(); process.waitUntilExit() }
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
         #expect(await mux.waitForClient())
         mux.send(cycles(0))
         #expect(await world.server.waitUntil { $0.count >= 2 })
@@ -84,14 +89,18 @@ import GeoRelayTestKit
         // read what was said meanwhile, so it holds those lines while the relay is gone.
         relay.signal(SIGKILL)
         mux.send(cycles(3))
-        #expect(await mux.waitUntilClientsHaveRead(), "the collector did not read the lines sent while the relay was down within 10 s")
+        #expect(
+            await mux.waitUntilClientsHaveRead(),
+            "the collector did not read the lines sent while the relay was down within 10 s")
         try world.start()
         mux.send(cycles(6))
         #expect(await world.server.waitUntil(timeout: .seconds(20)) { Set($0.map(\.fixTimeMs)).count >= 8 })
         let times = Set(world.server.positions.map(\.fixTimeMs))
         // Every complete cycle sent while the collector ran arrived (the last one may still be open).
         for second in 0..<8 {
-            #expect(times.contains(Timestamp.milliseconds(fromISO8601: String(format: "2026-07-25T12:30:%02d.000Z", second))!))
+            #expect(
+                times.contains(
+                    Timestamp.milliseconds(fromISO8601: String(format: "2026-07-25T12:30:%02d.000Z", second))!))
         }
     }
 
@@ -101,7 +110,10 @@ import GeoRelayTestKit
         // Port 0: the kernel gives the collector a free port, read back from its socket once bound;
         // datagrams sent from then on wait in that socket's queue, so one round is enough.
         let process = try collector(world, ["--device", "aft", "--udp", "127.0.0.1:0"])
-        defer { process.terminate(); process.waitUntilExit() }
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
         let port = try #require(await boundUDPPort(of: process), "the collector bound no UDP port within 10 s")
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(fd) }
@@ -111,9 +123,14 @@ import GeoRelayTestKit
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         for line in cycles(0, count: 3) {
             let bytes = Array((line + "\r\n").utf8)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
         }
-        #expect(await world.server.waitUntil { $0.count >= 2 }, "positions from the datagrams did not arrive within 30 s")
+        #expect(
+            await world.server.waitUntil { $0.count >= 2 }, "positions from the datagrams did not arrive within 30 s")
         #expect(world.server.positions.allSatisfy { $0.uniqueId == "aft" })
     }
 
@@ -122,8 +139,12 @@ import GeoRelayTestKit
         try world.start()
         let gpsd = try LineServer()
         defer { gpsd.stop() }
-        let process = try collector(world, ["--device", "/dev/ttyUSB0=bow,/dev/ttyUSB1=stern", "--gpsd", "127.0.0.1:\(gpsd.port)"])
-        defer { process.terminate(); process.waitUntilExit() }
+        let process = try collector(
+            world, ["--device", "/dev/ttyUSB0=bow,/dev/ttyUSB1=stern", "--gpsd", "127.0.0.1:\(gpsd.port)"])
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
         #expect(await gpsd.waitForClient())
         // Like gpsd, report only once the client has asked to watch.
         #expect(await gpsd.waitForRequest { $0.hasPrefix("?WATCH=") } != nil, "no ?WATCH within 10 s of connecting")
@@ -140,7 +161,9 @@ import GeoRelayTestKit
 
     @Test func anUnopenableSourceExitsNonZeroWithAReason() throws {
         let world = try RelayWorld()
-        let result = try RelayProcess.command(["collect", "--device", "x", "--serial", "/dev/does-not-exist", "--socket", world.socketPath], directory: world.directory.path)
+        let result = try RelayProcess.command(
+            ["collect", "--device", "x", "--serial", "/dev/does-not-exist", "--socket", world.socketPath],
+            directory: world.directory.path)
         #expect(result.status == 1)
         #expect(result.stderr.contains("cannot open /dev/does-not-exist"))
     }
@@ -149,11 +172,14 @@ import GeoRelayTestKit
 @Suite(.offThePool) struct MultiSourceTests {
     @Test func theBestReceiverFeedsTheDeviceAndTheBackupTakesOverWhenItFallsSilent() async throws {
         let world = try RelayWorld()
-        try world.writeConfig(topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 1 }],"#)
+        try world.writeConfig(
+            topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 1 }],"#)
         try world.start()
         let client = try world.client()
         // Both receivers report; only the primary's positions become the boat's.
-        try client.write(line("gps-bow", 0, lat: 59.0) + line("gps-stern", 0, lat: 59.1) + line("gps-bow", 1, lat: 59.0) + line("gps-stern", 1, lat: 59.1))
+        try client.write(
+            line("gps-bow", 0, lat: 59.0) + line("gps-stern", 0, lat: 59.1) + line("gps-bow", 1, lat: 59.0)
+                + line("gps-stern", 1, lat: 59.1))
         #expect(client.readLines(4).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await world.server.waitUntil { $0.count >= 2 })
         // The primary falls silent for longer than failoverSeconds. A real wait, not a guess at when
@@ -167,7 +193,8 @@ import GeoRelayTestKit
         let stored = world.server.positions.sorted { $0.fixTimeMs < $1.fixTimeMs }
         #expect(stored.map(\.uniqueId) == ["boat", "boat", "boat"])
         #expect(stored.map(\.lat) == [59.0, 59.0, 59.1])
-        #expect(stored.map { $0.attributes["source"] } == [.string("gps-bow"), .string("gps-bow"), .string("gps-stern")])
+        #expect(
+            stored.map { $0.attributes["source"] } == [.string("gps-bow"), .string("gps-bow"), .string("gps-stern")])
         let status = try world.statusJSON()
         let boat = try #require(status["devices"]?.array?.first { $0["name"]?.string == "boat" })
         let sources = try #require(boat["sources"]?.array)

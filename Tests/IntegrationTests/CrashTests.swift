@@ -1,10 +1,10 @@
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
 
 /// The promise: a position answered `ok` is never lost, whatever happens to the relay.
 @Suite(.offThePool) struct CrashTests {
@@ -29,8 +29,9 @@ import GeoRelayTestKit
             startBurst(burst, devices: devices, clients: clients, written: &written)
             // Read every collector's replies in turn, until all are in or the killed relay's end closes.
             for (index, device) in devices.enumerated() {
-                let i = readAcknowledgements(clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
-                                             into: &acknowledged, counting: acks)
+                let i = readAcknowledgements(
+                    clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
+                    into: &acknowledged, counting: acks)
                 if i < written[device]! { cutShort += 1 }
             }
             relay.process.waitUntilExit()
@@ -41,7 +42,9 @@ import GeoRelayTestKit
         #expect(total > 0)
         // The kills must have landed while collectors were still being answered.
         #expect(cutShort > 0)
-        print("crash test: \(total) acknowledged of \(written.values.reduce(0, +)) written; \(cutShort) collector streams cut by SIGKILL")
+        print(
+            "crash test: \(total) acknowledged of \(written.values.reduce(0, +)) written; \(cutShort) collector streams cut by SIGKILL"
+        )
         let expected = acknowledged
         let arrived = await world.server.waitForAll(expected, timeout: .seconds(120))
         #expect(arrived, "acknowledged positions missing at the server")

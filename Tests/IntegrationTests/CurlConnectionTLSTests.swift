@@ -1,8 +1,8 @@
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
 
 /// `CurlConnection` over TLS, through the self-signed proxy of `TLSTests`: curl does the
 /// handshake and the certificate checks with the same options as `CurlEasy`, and pipelined
@@ -26,7 +26,9 @@ import GeoRelayTestKit
         let exchange = PipelinedExchange(on: connection, sending: out, expecting: 20)
 
         #expect(exchange.end == .open)
-        #expect(exchange.responses.map { String(decoding: $0.response.body, as: UTF8.self) } == (0..<20).map { "seq=\($0)" })
+        #expect(
+            exchange.responses.map { String(decoding: $0.response.body, as: UTF8.self) } == (0..<20).map { "seq=\($0)" }
+        )
         #expect(server.connectionsAccepted == 1, "one TLS connection, so one upstream connection from the proxy")
         #expect(connection.bytesSent == out.count)
     }

@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// A tmpfs with a size limit, mounted for one test and unmounted after it.
 final class SmallFilesystem {
@@ -15,7 +15,11 @@ final class SmallFilesystem {
         parent = try TemporaryDirectory()
         path = parent.file("fs")
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard (try? RelayProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700", "georelay-test", path]))?.status == 0 else {
+        guard
+            (try? RelayProcess.run(
+                "/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700", "georelay-test", path]))?.status
+                == 0
+        else {
             return nil
         }
     }
@@ -47,7 +51,9 @@ final class SmallFilesystem {
 @Suite(.offThePool) struct DiskFullTests {
     @Test func aFullDiskAnswersSpoolFullLosesNothingAndResumesWhenSpaceIsFreed() async throws {
         guard let filesystem = try SmallFilesystem(megabytes: 16) else {
-            print("disk full: SKIPPED, this machine does not allow mounting a tmpfs (needs root); run as root to cover scenario 4")
+            print(
+                "disk full: SKIPPED, this machine does not allow mounting a tmpfs (needs root); run as root to cover scenario 4"
+            )
             return
         }
         let world = try RelayWorld(spoolDirectory: filesystem.path)
@@ -69,9 +75,13 @@ final class SmallFilesystem {
             next += 500
             let answers = try writeInBatches(client, device: "a", from: range.lowerBound, count: 500)
             for (i, answer) in zip(range, answers) {
-                if answer.hasPrefix("ok ") { acknowledged.insert(fixTimeMs(i)) }
-                else if answer.hasPrefix("err spool-full") { full += 1 }
-                else { Issue.record("line \(i): unexpected answer \(answer)") }
+                if answer.hasPrefix("ok ") {
+                    acknowledged.insert(fixTimeMs(i))
+                } else if answer.hasPrefix("err spool-full") {
+                    full += 1
+                } else {
+                    Issue.record("line \(i): unexpected answer \(answer)")
+                }
             }
             return answers
         }
@@ -95,7 +105,9 @@ final class SmallFilesystem {
         relay.signal(SIGTERM)
         try world.start()
         #expect(try world.statusJSON()["destinations"]?.array?.first?["pending"]?.number == 0)
-        print("disk full: \(stored) positions stored before the 16 MiB tmpfs filled, \(full) answered err spool-full, ingest resumed when space was freed, all \(expected.count) acknowledged delivered")
+        print(
+            "disk full: \(stored) positions stored before the 16 MiB tmpfs filled, \(full) answered err spool-full, ingest resumed when space was freed, all \(expected.count) acknowledged delivered"
+        )
     }
 
     /// With a quota and `drop-oldest`, ingest never refuses: the oldest undelivered positions make
@@ -105,7 +117,8 @@ final class SmallFilesystem {
         let proxy = try FaultProxy(targetPort: world.server.http.port)
         defer { proxy.stop() }
         proxy.setMode(.refuse)
-        try world.writeConfig(spool: #"maxBytes: 1048576, whenFull: "drop-oldest""#, traccarURL: "http://127.0.0.1:\(proxy.port)/")
+        try world.writeConfig(
+            spool: #"maxBytes: 1048576, whenFull: "drop-oldest""#, traccarURL: "http://127.0.0.1:\(proxy.port)/")
         try world.start()
         let answers = try writeInBatches(try world.client(), device: "a", count: 20_000)
         #expect(answers.count == 20_000)
@@ -120,6 +133,8 @@ final class SmallFilesystem {
         proxy.setMode(.pass)
         let newest = fixTimeMs(19_999)
         #expect(await world.server.waitUntil(timeout: .seconds(60)) { $0.contains { $0.fixTimeMs == newest } })
-        print("quota drop-oldest: 20,000 answered ok into a 1 MiB spool, \(Int(dropped)) oldest dropped, \(Int(fileBytes)) bytes on disk, the newest delivered")
+        print(
+            "quota drop-oldest: 20,000 answered ok into a 1 MiB spool, \(Int(dropped)) oldest dropped, \(Int(fileBytes)) bytes on disk, the newest delivered"
+        )
     }
 }

@@ -1,8 +1,8 @@
 import Foundation
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
 
 @Suite(.offThePool) struct ExportTests {
     func spooledWorld() throws -> RelayWorld {
@@ -11,7 +11,9 @@ import GeoRelayTestKit
         let client = try world.client()
         var lines = ""
         for i in 0..<20 {
-            lines += #"{"device":"boat & co","time":\#(1_784_953_800 + i),"lat":59.\#(100 + i),"lon":10.5,"alt":12.5,"speed":2.5,"course":90,"accuracy":4\#(i == 5 ? #","alarm":"sos""# : "")}"# + "\n"
+            lines +=
+                #"{"device":"boat & co","time":\#(1_784_953_800 + i),"lat":59.\#(100 + i),"lon":10.5,"alt":12.5,"speed":2.5,"course":90,"accuracy":4\#(i == 5 ? #","alarm":"sos""# : "")}"#
+                + "\n"
         }
         lines += #"{"device":"buoy","time":1784953800,"lat":-33.5,"lon":151.25}"# + "\n"
         try client.write(lines)
@@ -34,7 +36,9 @@ import GeoRelayTestKit
             print("../shared/testdata/gpx/gpx-1.1.xsd is absent: the GPX schema validation is skipped")
             return
         }
-        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint"), "xmllint missing (make test installs libxml2-utils)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint"),
+            "xmllint missing (make test installs libxml2-utils)")
         let xmllint = try RelayProcess.run("/usr/bin/xmllint", ["--noout", "--schema", schema, file])
         #expect(xmllint.status == 0, "\(xmllint.stderr)")
     }
@@ -44,14 +48,16 @@ import GeoRelayTestKit
         let geojson = try world.command(["export", "--format", "geojson"])
         #expect(geojson.status == 0)
         guard case .object(let collection) = try JSONParser.parse(geojson.stdout),
-              case .array(let features)? = collection["features"] else {
+            case .array(let features)? = collection["features"]
+        else {
             Issue.record("not a FeatureCollection")
             return
         }
         #expect(collection["type"] == .string("FeatureCollection"))
         #expect(features.count == 2)
         guard case .object(let boat) = features[0], case .object(let geometry)? = boat["geometry"],
-              case .array(let coordinates)? = geometry["coordinates"], case .array(let first)? = coordinates.first else {
+            case .array(let coordinates)? = geometry["coordinates"], case .array(let first)? = coordinates.first
+        else {
             Issue.record("no LineString")
             return
         }
@@ -62,7 +68,9 @@ import GeoRelayTestKit
         #expect(point["type"] == .string("Point"))
         #expect(point["coordinates"] == .array([.number(151.25), .number(-33.5)]))
 
-        let csv = try world.command(["export", "--format", "csv", "--device", "boat & co", "--since", "2026-07-25T04:30:05Z"])
+        let csv = try world.command([
+            "export", "--format", "csv", "--device", "boat & co", "--since", "2026-07-25T04:30:05Z",
+        ])
         let rows = csv.stdout.split(separator: "\n")
         #expect(rows.first == "device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm")
         #expect(rows.count == 1 + 15)
@@ -75,8 +83,9 @@ import GeoRelayTestKit
         let world = try RelayWorld()
         let relay = try world.start()
         let client = try world.client()
-        try client.write(#"{"device":"=HYPERLINK(1)","time":1784953800,"lat":1,"lon":2,"alarm":"@SUM(1)"}"# + "\n"
-                         + #"{"device":"-2+3","time":1784953800,"lat":-1,"lon":-2,"alarm":"+cmd"}"# + "\n")
+        try client.write(
+            #"{"device":"=HYPERLINK(1)","time":1784953800,"lat":1,"lon":2,"alarm":"@SUM(1)"}"# + "\n"
+                + #"{"device":"-2+3","time":1784953800,"lat":-1,"lon":-2,"alarm":"+cmd"}"# + "\n")
         let replies = client.readLines(2)
         #expect(replies.allSatisfy { $0.hasPrefix("ok ") }, "\(replies)")
         relay.signal(SIGTERM)
@@ -111,7 +120,10 @@ import GeoRelayTestKit
         let port = world.server.http.port
         world.server.http.stop()
         let since = Timestamp.iso8601(milliseconds: fixTimeMs(0) - 100_000)
-        let result = try world.command(["replay", "--destination", "traccar", "--since", since, "--until", Timestamp.iso8601(milliseconds: fixTimeMs(9)), "--all"])
+        let result = try world.command([
+            "replay", "--destination", "traccar", "--since", since, "--until",
+            Timestamp.iso8601(milliseconds: fixTimeMs(9)), "--all",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("queued 10 of 10 positions for traccar"))
         #expect(result.stdout.contains("boat: nothing before"))
@@ -121,7 +133,9 @@ import GeoRelayTestKit
         try client.write(line("boat", 10))
         _ = client.readLine()
         try world.server.http.start(port: port)
-        #expect(await world.server.waitUntil { $0.count >= 11 }, "the live position and the history within 30 s of the server's return")
+        #expect(
+            await world.server.waitUntil { $0.count >= 11 },
+            "the live position and the history within 30 s of the server's return")
         let stored = world.server.positions
         #expect(stored.first?.fixTimeMs == fixTimeMs(10))
         #expect(stored.first?.attributes["archive"] == nil)

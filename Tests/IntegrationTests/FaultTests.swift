@@ -1,10 +1,10 @@
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
 
 /// Breaking things on purpose (issue 6's suite, first scenario): the relay is
 /// killed with SIGKILL at random moments while 8 collectors write and both a
@@ -19,10 +19,11 @@ import GeoRelayTestKit
         defer { push.http.stop() }
         let teltonika = try FakeTeltonikaServer()
         defer { teltonika.stop() }
-        try world.writeConfig(moreDestinations: pushDestination(push) + """
-            { name: "teltonika", protocol: "teltonika", url: "tcp://127.0.0.1:\(teltonika.port)", filter: { mode: "all" },
-              backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } },
-            """)
+        try world.writeConfig(
+            moreDestinations: pushDestination(push) + """
+                { name: "teltonika", protocol: "teltonika", url: "tcp://127.0.0.1:\(teltonika.port)", filter: { mode: "all" },
+                  backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } },
+                """)
         let devices = (0..<8).map { "unit\($0)" }
         let burst = 300
         var acknowledged: [String: Set<Int64>] = [:]
@@ -37,8 +38,9 @@ import GeoRelayTestKit
             startBurst(burst, devices: devices, clients: clients, written: &written)
             var cut = false
             for (index, device) in devices.enumerated() {
-                let i = readAcknowledgements(clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
-                                             into: &acknowledged, counting: acks)
+                let i = readAcknowledgements(
+                    clients[index], device: device, lines: (written[device]! - burst)..<written[device]!,
+                    into: &acknowledged, counting: acks)
                 if i < written[device]! { cut = true }
             }
             relay.process.waitUntilExit()
@@ -48,7 +50,8 @@ import GeoRelayTestKit
         let final = try world.start()
         let expected = acknowledged
         let total = expected.values.reduce(0) { $0 + $1.count }
-        print("fault test: \(Self.cycles) SIGKILL cycles, \(killedMidStream) mid-stream; \(total) positions acknowledged")
+        print(
+            "fault test: \(Self.cycles) SIGKILL cycles, \(killedMidStream) mid-stream; \(total) positions acknowledged")
         // Every acknowledged position reaches both destinations, at least once. Both are awaited
         // at once: the relay feeds them side by side, so a stall costs one bound, not two.
         async let traccar = world.server.waitForAll(expected, timeout: .seconds(120))
@@ -86,7 +89,8 @@ import GeoRelayTestKit
         let world = try RelayWorld()
         // A link that takes about 25 s (the short form) to carry the backlog: many lives of 3 s.
         // (Its bandwidth is shared by the four connections, as a real link's is.)
-        let proxy = try FaultProxy(targetPort: world.server.http.port, bytesPerSecond: long ? 1_600_000 : 256_000, latencyMs: 20)
+        let proxy = try FaultProxy(
+            targetPort: world.server.http.port, bytesPerSecond: long ? 1_600_000 : 256_000, latencyMs: 20)
         defer { proxy.stop() }
         try world.writeConfig(spool: "stateSyncSeconds: 15", traccarURL: "http://127.0.0.1:\(proxy.port)/")
         world.server.setBehaviour(.status(503, headers: []))
@@ -107,7 +111,9 @@ import GeoRelayTestKit
         }
         let unique = Set(world.server.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count
         let duplicates = world.server.positions.count - unique
-        print("fault test: \(backlog) positions drained through \(kills) kills 3 s apart at the default state interval; \(duplicates) duplicates (\(kills > 0 ? duplicates / kills : 0) a kill)")
+        print(
+            "fault test: \(backlog) positions drained through \(kills) kills 3 s apart at the default state interval; \(duplicates) duplicates (\(kills > 0 ? duplicates / kills : 0) a kill)"
+        )
         #expect(unique == backlog, "\(unique) of \(backlog) delivered after \(kills) lives of 3 s")
         let arrivals = world.server.firstArrivals
         for device in devices {

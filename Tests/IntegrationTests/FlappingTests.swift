@@ -1,10 +1,10 @@
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
 
 /// Issue 6, scenario 2: the uplink flaps. Both destinations sit behind fault proxies that go
 /// down and up together on a seeded random schedule, cycling through every way a link breaks,
@@ -24,11 +24,16 @@ import GeoRelayTestKit
         // 20 ms each way on top of the faults: requests are never instant on a real uplink.
         let traccarProxy = try FaultProxy(targetPort: world.server.http.port, latencyMs: 20)
         let pushProxy = try FaultProxy(targetPort: push.http.port, latencyMs: 20)
-        defer { traccarProxy.stop(); pushProxy.stop() }
+        defer {
+            traccarProxy.stop()
+            pushProxy.stop()
+        }
         // Timeouts short enough that a black hole costs seconds; a backoff ceiling the probes must beat.
-        let link = "timeoutSeconds: 2, connectTimeoutSeconds: 1, backoff: { minSeconds: 0.5, maxSeconds: \(Self.backoffMax) }, probe: { intervalSeconds: 1 }"
-        try world.writeConfig(moreDestinations: pushDestination(push, via: "http://127.0.0.1:\(pushProxy.port)", link: link),
-                              traccarURL: "http://127.0.0.1:\(traccarProxy.port)/", link: link)
+        let link =
+            "timeoutSeconds: 2, connectTimeoutSeconds: 1, backoff: { minSeconds: 0.5, maxSeconds: \(Self.backoffMax) }, probe: { intervalSeconds: 1 }"
+        try world.writeConfig(
+            moreDestinations: pushDestination(push, via: "http://127.0.0.1:\(pushProxy.port)", link: link),
+            traccarURL: "http://127.0.0.1:\(traccarProxy.port)/", link: link)
         let relay = try world.start()
 
         let devices = (0..<4).map { "flap\($0)" }
@@ -61,8 +66,9 @@ import GeoRelayTestKit
                 acknowledged.withLock { $0[device] = mine }
             }
         }
-        let schedule = await FaultProxy.flap([traccarProxy, pushProxy], seed: 0x6E0_2E1A7, up: Self.period, down: Self.period,
-                                             downModes: FaultProxy.Mode.allDown, seconds: Self.seconds)
+        let schedule = await FaultProxy.flap(
+            [traccarProxy, pushProxy], seed: 0x6E0_2E1A7, up: Self.period, down: Self.period,
+            downModes: FaultProxy.Mode.allDown, seconds: Self.seconds)
         let recovered = WallClock.monotonicNs()
         writing.store(false, ordering: .relaxed)
         await withCheckedContinuation { continuation in collectors.notify(queue: .global()) { continuation.resume() } }
@@ -84,7 +90,8 @@ import GeoRelayTestKit
 
         let status = try world.statusJSON()
         for destination in status["destinations"]?.array ?? [] {
-            #expect(destination["quarantined"]?.number == 0, "\(destination["name"]?.string ?? "?") quarantined positions")
+            #expect(
+                destination["quarantined"]?.number == 0, "\(destination["name"]?.string ?? "?") quarantined positions")
         }
         let arrivals = world.server.firstArrivals
         for device in devices {
@@ -97,15 +104,19 @@ import GeoRelayTestKit
         // the 2 s request timeout at 10 positions/s) and the suspect's retry; per push batch, the
         // batch and curl's resend.
         let outages = schedule.filter { $0.mode.isDown }.count
-        let traccar = traccarProxy.counters, gateway = pushProxy.counters
-        #expect(traccar.payloadsWhileDown <= outages * devices.count * (2 * 10 + 3), "\(traccar.requestsWhileDown) over \(outages) outages")
+        let traccar = traccarProxy.counters
+        let gateway = pushProxy.counters
+        #expect(
+            traccar.payloadsWhileDown <= outages * devices.count * (2 * 10 + 3),
+            "\(traccar.requestsWhileDown) over \(outages) outages")
         #expect(gateway.payloadsWhileDown <= outages * 2 + 2, "\(gateway.requestsWhileDown) over \(outages) outages")
 
         try expectNoSecrets(world, relay: relay, push: push)
         let duplicates = arrivals.duplicates
         let peak = try residentBytes(pid: relay.pid, peak: true)
         let downSeconds = schedule.filter { $0.mode.isDown }.reduce(0) { $0 + $1.seconds }
-        print("""
+        print(
+            """
             flapping: \(outages) outages (\(Int(downSeconds)) s down of \(Int(Self.seconds)) s); \(sent) sent, \(total) acknowledged, \
             delivered to both, 0 lost, \(duplicates) duplicates at Traccar, \(String(format: "%.1f", drainSeconds)) s to drain, peak RSS \(peak >> 20) MiB; \
             while down Traccar got \(traccar.bytesUpWhileDown) B (\(traccar.requestsWhileDown)), the gateway \(gateway.bytesUpWhileDown) B (\(gateway.requestsWhileDown))

@@ -1,11 +1,11 @@
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
 
 /// Issue 6, scenario 7: the relay restarts, under load, on a spool holding 1,000,000 positions
 /// (a fleet of 100 units after a long outage). It accepts collectors again within a second of
@@ -25,7 +25,10 @@ import GeoRelayTestKit
             batch.reserveCapacity(backlogDevices * 100)
             for device in 0..<backlogDevices {
                 for s in second..<(second + 100) {
-                    batch.append(Position(device: "unit\(device)", timeMs: fixTimeMs(s), lat: 59 + Double(s) * 1e-5, lon: 10 + Double(device) * 1e-3, speed: 1.5))
+                    batch.append(
+                        Position(
+                            device: "unit\(device)", timeMs: fixTimeMs(s), lat: 59 + Double(s) * 1e-5,
+                            lon: 10 + Double(device) * 1e-3, speed: 1.5))
                 }
             }
             _ = await spool.append(batch)
@@ -84,7 +87,9 @@ import GeoRelayTestKit
                 DispatchQueue.global().async(group: collectors) {
                     var i = first
                     while let reply = client.readLine() {
-                        if reply.hasPrefix("ok ") { _ = acknowledged.withLock { $0[device, default: []].insert(fixTimeMs(i)) } }
+                        if reply.hasPrefix("ok ") {
+                            _ = acknowledged.withLock { $0[device, default: []].insert(fixTimeMs(i)) }
+                        }
                         i += 1
                     }
                 }
@@ -95,7 +100,9 @@ import GeoRelayTestKit
             let bound = remaining(atMost: .seconds(30))
             let seconds = Double(bound.components.seconds) + Double(bound.components.attoseconds) / 1e18
             let ended = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: collectors.wait(timeout: .now() + seconds) == .success) }
+                DispatchQueue.global().async {
+                    continuation.resume(returning: collectors.wait(timeout: .now() + seconds) == .success)
+                }
             }
             try #require(ended, "the live collectors' streams did not end within \(bound) of \(after)")
         }
@@ -117,7 +124,10 @@ import GeoRelayTestKit
             let bound = remaining(atMost: Self.drainBound)
             let drained = await world.server.waitUntil(timeout: bound) { $0.count >= target }
             drainSeconds.append(Double(WallClock.monotonicNs() - began) / 1e9)
-            try #require(drained, "drain \(chunk) of \(cycles + 1): \(world.server.positions.count) of \(target) positions at Traccar after \(bound)")
+            try #require(
+                drained,
+                "drain \(chunk) of \(cycles + 1): \(world.server.positions.count) of \(target) positions at Traccar after \(bound)"
+            )
         }
 
         var relay = try start()
@@ -140,7 +150,9 @@ import GeoRelayTestKit
         // Live devices are served while the backlog drains, not after it.
         let liveBound = remaining(atMost: .seconds(60))
         let liveArrived = await world.server.waitForAll(live, timeout: liveBound)
-        #expect(liveArrived, "live collectors' positions waited behind the backlog (not all at Traccar within \(liveBound))")
+        #expect(
+            liveArrived, "live collectors' positions waited behind the backlog (not all at Traccar within \(liveBound))"
+        )
         peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
 
         // Ledger for the backlog: each device's current position first, then its history: the
@@ -152,12 +164,15 @@ import GeoRelayTestKit
             let times = firsts[device] ?? []
             let history = DeliveryOrder.history(times)
             #expect(world.server.orderProblem(device, archive: false) == nil)
-            #expect(history == (0..<history.count).map(fixTimeMs), "\(device): a gap or a reordering in the history that arrived")
+            #expect(
+                history == (0..<history.count).map(fixTimeMs),
+                "\(device): a gap or a reordering in the history that arrived")
         }
         // Bounded: holding the backlog would take hundreds of MiB.
         #expect(peakRSS < 96 << 20, "peak RSS \(peakRSS >> 20) MiB")
         #expect(acceptSeconds.allSatisfy { $0 < 1 }, "accepting after \(acceptSeconds) s")
-        print("""
+        print(
+            """
             large spool: \(total) spooled in \(String(format: "%.1f", fillSeconds)) s; accepting \(acceptSeconds.map { String(format: "%.2f", $0) }.joined(separator: " and ")) s \
             after each start (\(cycles) after a SIGKILL mid-drain); 60,000 drained in \(drainSeconds.map { String(format: "%.1f", $0) }.joined(separator: " and ")) s; \
             \(delivered) delivered without a gap incl. \(liveTotal) live positions \

@@ -1,8 +1,8 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// The power-cut filesystem itself (`LazyFS`, `Tests/Helpers/lazyfs/lazyfs.c`): what survives a
 /// cut is what was fsynced, file data by the file's fsync, names by the directory's.
@@ -148,7 +148,7 @@ import GeoRelayTestKit
 
 // MARK: - Plain system calls, so that what is fsynced is exactly what the test says
 
-fileprivate func write(_ text: String, to path: String, fsync sync: Bool) throws {
+private func write(_ text: String, to path: String, fsync sync: Bool) throws {
     let fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0o600)
     guard fd >= 0 else { throw RelayProcessError(message: "open \(path): errno \(errno)") }
     defer { close(fd) }
@@ -159,7 +159,7 @@ fileprivate func write(_ text: String, to path: String, fsync sync: Bool) throws
     if sync, fsync(fd) != 0 { throw RelayProcessError(message: "fsync \(path): errno \(errno)") }
 }
 
-fileprivate func append(_ text: String, to path: String, fsync sync: Bool) throws {
+private func append(_ text: String, to path: String, fsync sync: Bool) throws {
     let fd = open(path, O_WRONLY | O_APPEND)
     guard fd >= 0 else { throw RelayProcessError(message: "open \(path): errno \(errno)") }
     defer { close(fd) }
@@ -177,8 +177,8 @@ func syncDirectory(_ path: String) throws {
     guard fsync(fd) == 0 else { throw RelayProcessError(message: "fsync \(path): errno \(errno)") }
 }
 
-fileprivate func contents(_ path: String) throws -> String {
+private func contents(_ path: String) throws -> String {
     try String(contentsOfFile: path, encoding: .utf8)
 }
 
-fileprivate func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+private func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }

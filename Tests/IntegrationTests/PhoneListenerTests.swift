@@ -1,10 +1,10 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// A free TCP port on loopback (bound and released; the relay binds it next).
 func freePort() -> Int {
@@ -13,17 +13,23 @@ func freePort() -> Int {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
 @Suite(.offThePool) struct PhoneListenerTests {
     func post(_ url: String, body: String, type: String, agent: String = "TraccarClient/9") throws -> Int {
         let easy = try CurlEasy()
-        let response = try easy.perform(HTTPRequest(method: body.isEmpty ? "GET" : "POST", url: url,
-                                                    headers: [("Content-Type", type), ("User-Agent", agent)], body: Array(body.utf8)))
+        let response = try easy.perform(
+            HTTPRequest(
+                method: body.isEmpty ? "GET" : "POST", url: url,
+                headers: [("Content-Type", type), ("User-Agent", agent)], body: Array(body.utf8)))
         return response.status
     }
 
@@ -32,20 +38,30 @@ func freePort() -> Int {
         // fake's port before it is bound (the relay then refused its config as pointing at itself).
         let world = try RelayWorld()
         let port = freePort()
-        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "phone-2", "phone-3", "p"] }"#)
+        try world.writeConfig(
+            ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "phone-2", "phone-3", "p"] }"#)
         try world.start()
         // The relay is up when its socket accepts; the phone port is bound just after.
         try awaitListening(port: port)
         let base = "http://127.0.0.1:\(port)"
         // The query form (GET), the form body (POST), and the JSON body of current Traccar Client apps.
-        #expect(try post(base + "/?id=phone-1&timestamp=1784953800&lat=59.5&lon=10.5&speed=10&batt=70", body: "", type: "text/plain") == 200)
-        #expect(try post(base + "/", body: "id=phone-2&timestamp=1784953801&lat=59.6&lon=10.6&alarm=sos", type: "application/x-www-form-urlencoded") == 200)
-        let json = #"{"device_id":"phone-3","location":{"timestamp":"2026-07-25T04:30:02.000Z","coords":{"latitude":59.7,"longitude":10.7,"accuracy":5,"speed":2.5,"heading":-1,"altitude":12},"is_moving":false,"battery":{"level":0.85,"is_charging":true},"extras":{"trip":"A"}}}"#
+        #expect(
+            try post(
+                base + "/?id=phone-1&timestamp=1784953800&lat=59.5&lon=10.5&speed=10&batt=70", body: "",
+                type: "text/plain") == 200)
+        #expect(
+            try post(
+                base + "/", body: "id=phone-2&timestamp=1784953801&lat=59.6&lon=10.6&alarm=sos",
+                type: "application/x-www-form-urlencoded") == 200)
+        let json =
+            #"{"device_id":"phone-3","location":{"timestamp":"2026-07-25T04:30:02.000Z","coords":{"latitude":59.7,"longitude":10.7,"accuracy":5,"speed":2.5,"heading":-1,"altitude":12},"is_moving":false,"battery":{"level":0.85,"is_charging":true},"extras":{"trip":"A"}}}"#
         #expect(try post(base + "/", body: json, type: "application/json") == 200)
         // Unusable requests are refused; a request from a georelay is a loop.
         #expect(try post(base + "/?id=phone-1&timestamp=1784953803", body: "", type: "text/plain") == 400)
         #expect(try post(base + "/", body: #"{"device_id":"x"}"#, type: "application/json") == 400)
-        #expect(try post(base + "/?id=p&timestamp=1784953804&lat=1&lon=1", body: "", type: "text/plain", agent: "georelay") == 508)
+        #expect(
+            try post(base + "/?id=p&timestamp=1784953804&lat=1&lon=1", body: "", type: "text/plain", agent: "georelay")
+                == 508)
 
         #expect(await world.server.waitUntil { $0.count >= 3 })
         let byId = Dictionary(uniqueKeysWithValues: world.server.positions.map { ($0.uniqueId, $0) })
@@ -68,16 +84,22 @@ func freePort() -> Int {
         let world = try RelayWorld()
         let port = freePort()
         try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#)
-        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#,
-                              topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "phone-a"], failoverSeconds: 10 }],"#)
+        try world.writeConfig(
+            ingest: #"http: { listen: "127.0.0.1:\#(port)" }"#,
+            topLevel: #"devices: [{ id: "boat", sources: ["gps-bow", "phone-a"], failoverSeconds: 10 }],"#)
         try world.start()
         // The relay is up when its socket accepts; the phone port is bound just after.
         try awaitListening(port: port)
         let base = "http://127.0.0.1:\(port)"
         for second in 0..<3 {
-            #expect(try post(base + "/?id=phone-a&timestamp=\(1_784_953_800 + second)&lat=59.5&lon=10.5", body: "", type: "text/plain") == 200)
+            #expect(
+                try post(
+                    base + "/?id=phone-a&timestamp=\(1_784_953_800 + second)&lat=59.5&lon=10.5", body: "",
+                    type: "text/plain") == 200)
         }
-        #expect(await world.server.waitUntil { $0.count >= 3 }, "the phone's positions never reached the server under its device")
+        #expect(
+            await world.server.waitUntil { $0.count >= 3 },
+            "the phone's positions never reached the server under its device")
         let stored = world.server.positions
         #expect(stored.allSatisfy { $0.uniqueId == "boat" }, "\(stored.map(\.uniqueId))")
         #expect(stored.allSatisfy { $0.attributes["source"] == .string("phone-a") })
@@ -89,7 +111,9 @@ func freePort() -> Int {
     @Test func thePhonePortTakesOnlyItsOwnDevicesAtABoundedRate() async throws {
         let world = try RelayWorld()
         let port = freePort()
-        try world.writeConfig(ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "gps-bow"], maxRequestsPerSecond: 1 }"#)
+        try world.writeConfig(
+            ingest: #"http: { listen: "127.0.0.1:\#(port)", devices: ["phone-1", "gps-bow"], maxRequestsPerSecond: 1 }"#
+        )
         try world.start()
         try awaitListening(port: port)
         let base = "http://127.0.0.1:\(port)"
@@ -103,7 +127,12 @@ func freePort() -> Int {
         #expect(try post(base + "/?id=phone-1&timestamp=1784953801&lat=1&lon=1", body: "", type: "text/plain") == 200)
         // A burst of ten at one a second: the rest of a fast burst is answered 429.
         var statuses: [Int] = []
-        for second in 2..<20 { statuses.append(try post(base + "/?id=phone-1&timestamp=\(1_784_953_800 + second)&lat=1&lon=1", body: "", type: "text/plain")) }
+        for second in 2..<20 {
+            statuses.append(
+                try post(
+                    base + "/?id=phone-1&timestamp=\(1_784_953_800 + second)&lat=1&lon=1", body: "", type: "text/plain")
+            )
+        }
         #expect(statuses.contains(429), "\(statuses)")
         #expect(statuses.filter { $0 == 200 }.count <= 11, "\(statuses)")
         #expect(await world.server.waitUntil { $0.count >= 2 })
@@ -117,7 +146,9 @@ func freePort() -> Int {
         let world = try RelayWorld()
         let port = freePort()
         try world.writeConfig(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#)
-        try world.writeConfig(ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#, moreDestinations: #"{ name: "self", url: "http://127.0.0.1:\#(port)" },"#)
+        try world.writeConfig(
+            ingest: #"http: { listen: "0.0.0.0:\#(port)" }"#,
+            moreDestinations: #"{ name: "self", url: "http://127.0.0.1:\#(port)" },"#)
         let result = try world.command(["run"])
         #expect(result.status == 78)
         #expect(result.stderr.contains("destinations[1].url: points at this relay's own phone listener"))

@@ -1,12 +1,12 @@
 import Foundation
-import Glibc
-import Synchronization
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Synchronization
+import Testing
 
 /// Issue 12, scenario "a power cut, not only a crash". `kill -9` proves the relay's own logic but
 /// not its fsync discipline: the kernel keeps every write of a killed process. Here the spool and
@@ -19,7 +19,9 @@ import GeoRelayTestKit
         do {
             return try LazyFS()
         } catch let error as LazyFSUnavailable {
-            print("power cut \(test): SKIPPED, \(error.reason); run as root where /dev/fuse exists, after make deps, to cover it")
+            print(
+                "power cut \(test): SKIPPED, \(error.reason); run as root where /dev/fuse exists, after make deps, to cover it"
+            )
             return nil
         }
     }
@@ -39,7 +41,8 @@ import GeoRelayTestKit
         }
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
+        try world.writeConfig(
+            spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
         let scratch = try TemporaryDirectory()
         let devices = (0..<4).map { "boat\($0)" }
         let burst = 600
@@ -57,7 +60,8 @@ import GeoRelayTestKit
             let acks = AcknowledgementCounter()
             let target = Int.random(in: 1...(burst * devices.count))
             cutPower(filesystem: filesystem.daemonPID, relay: relay.pid, whenAcknowledged: target) { acks.value }
-            let answered = try writeWithWindows(clients, devices: devices, from: written, count: burst, window: 20, counting: acks)
+            let answered = try writeWithWindows(
+                clients, devices: devices, from: written, count: burst, window: 20, counting: acks)
             // Every device writes the same lines, so one fix time starts this cut's positions for all of them.
             let firstFix = fixTimeMs(written[devices[0], default: 0])
             var answeredNow: [String: Set<Int64>] = [:]
@@ -76,20 +80,27 @@ import GeoRelayTestKit
             // This cut's positions one by one; the earlier ones by their number (the export at the end checks each).
             let lost = answeredNow.reduce(0) { $0 + $1.value.subtracting(disk.positions[$1.key] ?? []).count }
             try #require(lost == 0, "cut \(cut): \(lost) positions answered ok are not on the disk")
-            try #require(disk.rows >= total, "cut \(cut): the disk holds \(disk.rows) positions, \(total) were answered ok")
+            try #require(
+                disk.rows >= total, "cut \(cut): the disk holds \(disk.rows) positions, \(total) were answered ok")
             #expect(disk.cursorsAhead.isEmpty, "cut \(cut): delivery state past the spool: \(disk.cursorsAhead)")
             #expect(disk.tokenFile != .unreadable, "cut \(cut): the token file does not parse")
             // Once the token is on the disk it stays there, and a relay that finds it does not log in again.
             #expect(!(tokenWasDurable && disk.tokenFile != .valid), "cut \(cut): the token file was lost")
-            #expect(!tokenWasDurable || push.tokensIssued == tokensBefore, "cut \(cut): the relay authenticated again with a token on the disk")
+            #expect(
+                !tokenWasDurable || push.tokensIssued == tokensBefore,
+                "cut \(cut): the relay authenticated again with a token on the disk")
             if disk.tokenFile == .valid { tokenFilesAfterCuts += 1 }
             tokenWasDurable = disk.tokenFile == .valid
             // The operator's view opens it too, before the relay touches it again; what it shows
             // pending is what the destinations were still draining when the power went.
             let status = try world.statusJSON()
             #expect(status["spool"]?["rows"]?.number == Double(disk.rows), "cut \(cut): status and the disk disagree")
-            if status["destinations"]?.array?.contains(where: { ($0["pending"]?.number ?? 0) > 0 }) == true { whileDraining += 1 }
-            if cut % 50 == 0, cut < Self.cuts { print("power cut: \(cut) of \(Self.cuts) cuts, \(total) acknowledged, \(ContinuousClock.now - started)") }
+            if status["destinations"]?.array?.contains(where: { ($0["pending"]?.number ?? 0) > 0 }) == true {
+                whileDraining += 1
+            }
+            if cut % 50 == 0, cut < Self.cuts {
+                print("power cut: \(cut) of \(Self.cuts) cuts, \(total) acknowledged, \(ContinuousClock.now - started)")
+            }
         }
         let cutsTook = ContinuousClock.now - started
         let final = try world.start()
@@ -122,8 +133,10 @@ import GeoRelayTestKit
         let gatewayDuplicates = push.points.count - Set(push.points.map { "\($0.trackerId) \($0.timestamp)" }).count
         #expect(midStream > 0)
         // The relay authenticates within a cycle's first tenth: some cut came after its token was saved.
-        #expect(tokenFilesAfterCuts > 0, "no cut left a token file: a restart after each power cut costs an authentication")
-        print("""
+        #expect(
+            tokenFilesAfterCuts > 0, "no cut left a token file: a restart after each power cut costs an authentication")
+        print(
+            """
             power cut: \(Self.cuts) cuts (\(midStream) mid-stream, \(whileDraining) while a destination drained) in \(cutsTook); \
             \(total) positions acknowledged, 0 lost; duplicates \(arrivals.duplicates) at Traccar, \(gatewayDuplicates) at the gateway; \
             \(push.tokensIssued) tokens issued, a token file after \(tokenFilesAfterCuts) cuts
@@ -143,12 +156,15 @@ import GeoRelayTestKit
         }
         let push = try FakePushServer()
         defer { push.http.stop() }
-        try world.writeConfig(spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
+        try world.writeConfig(
+            spool: "stateSyncSeconds: 15, commitWindowMs: 900", moreDestinations: pushDestination(push))
         let relay = try world.start()
         let client = try world.client()
         try client.write(line("boat", 0))
         #expect(client.readLine()?.hasPrefix("ok ") == true)
-        #expect(await push.waitForAll(["boat": [fixTimeMs(0)]], timeout: .seconds(30)), "the first position never reached the gateway")
+        #expect(
+            await push.waitForAll(["boat": [fixTimeMs(0)]], timeout: .seconds(30)),
+            "the first position never reached the gateway")
         let refresh = try world.command(["token", "refresh"])
         #expect(refresh.status == 0, "\(refresh.stderr)")
         let store = TokenStore(spoolPath: world.spoolPath, destination: "gw")
@@ -157,14 +173,19 @@ import GeoRelayTestKit
         filesystem.cut()
         relay.signal(SIGKILL)
         try filesystem.remount()
-        #expect(store.load()?.value == refreshed, "after the cut the token file holds \(store.load() == nil ? "nothing" : "the token from before the refresh")")
+        #expect(
+            store.load()?.value == refreshed,
+            "after the cut the token file holds \(store.load() == nil ? "nothing" : "the token from before the refresh")"
+        )
         #expect(push.tokensIssued == 2)
     }
 }
 
 /// SIGKILLs the filesystem's daemon and the relay, back to back, from a thread as soon as
 /// `acknowledged()` reaches `target` (or after 30 s): the power cut.
-func cutPower(filesystem: Int32, relay: Int32, whenAcknowledged target: Int, _ acknowledged: @escaping @Sendable () -> Int) {
+func cutPower(
+    filesystem: Int32, relay: Int32, whenAcknowledged target: Int, _ acknowledged: @escaping @Sendable () -> Int
+) {
     Thread {
         let deadline = Date().addingTimeInterval(30)
         while acknowledged() < target, Date() < deadline { usleep(200) }
@@ -178,8 +199,10 @@ func cutPower(filesystem: Int32, relay: Int32, whenAcknowledged target: Int, _ a
 /// answers in many group commits, so a cut at a random acknowledgement lands mid-stream.
 /// Returns per device the fix times answered `ok` and how many replies came before the end of
 /// the stream; waits at most 60 s for the collectors.
-func writeWithWindows(_ clients: [UnixLineClient], devices: [String], from start: [String: Int], count: Int, window: Int,
-                      counting acks: AcknowledgementCounter) throws -> [String: (acknowledged: [Int64], replies: Int)] {
+func writeWithWindows(
+    _ clients: [UnixLineClient], devices: [String], from start: [String: Int], count: Int, window: Int,
+    counting acks: AcknowledgementCounter
+) throws -> [String: (acknowledged: [Int64], replies: Int)] {
     let results = Mutex<[String: (acknowledged: [Int64], replies: Int)]>([:])
     let done = DispatchSemaphore(value: 0)
     for (client, device) in zip(clients, devices) {
@@ -190,7 +213,9 @@ func writeWithWindows(_ clients: [UnixLineClient], devices: [String], from start
             var next = first
             writing: while next < first + count {
                 let size = min(window, first + count - next)
-                guard (try? client.write((next..<(next + size)).map { line(device, $0) }.joined())) != nil else { break }
+                guard (try? client.write((next..<(next + size)).map { line(device, $0) }.joined())) != nil else {
+                    break
+                }
                 for i in next..<(next + size) {
                     guard let reply = client.readLine() else { break writing }
                     replies += 1
@@ -220,7 +245,9 @@ final class AcknowledgementCounter: Sendable {
 
 /// Waits (at most 30 s) for a killed relay to be gone.
 func awaitExit(_ relay: RelayProcess, what: String) throws {
-    guard relay.process.exited(within: .seconds(30)) else { throw RelayProcessError(message: "waited 30 s for \(what) to exit") }
+    guard relay.process.exited(within: .seconds(30)) else {
+        throw RelayProcessError(message: "waited 30 s for \(what) to exit")
+    }
 }
 
 /// What a power cut left on the disk, read from a copy of the backing directory so that the
@@ -241,14 +268,17 @@ struct DurableState {
     init(backing: String, scratch: TemporaryDirectory, fixTimesFrom: Int64) throws {
         let manager = FileManager.default
         let copy = scratch.file("spool.db")
-        for suffix in ["", "-wal", "-shm"] where manager.fileExists(atPath: copy + suffix) { try manager.removeItem(atPath: copy + suffix) }
+        for suffix in ["", "-wal", "-shm"] where manager.fileExists(atPath: copy + suffix) {
+            try manager.removeItem(atPath: copy + suffix)
+        }
         // The -shm file is rebuilt from the WAL by whoever opens the database first.
         for suffix in ["", "-wal"] where manager.fileExists(atPath: "\(backing)/spool.db\(suffix)") {
             try manager.copyItem(atPath: "\(backing)/spool.db\(suffix)", toPath: copy + suffix)
         }
         let token = "\(backing)/gw.token"
         if manager.fileExists(atPath: token) {
-            tokenFile = TokenStore(spoolPath: "\(backing)/spool.db", destination: "gw").load() == nil ? .unreadable : .valid
+            tokenFile =
+                TokenStore(spoolPath: "\(backing)/spool.db", destination: "gw").load() == nil ? .unreadable : .valid
         }
         guard manager.fileExists(atPath: copy) else { return }
         do {
@@ -260,18 +290,22 @@ struct DurableState {
             let count = try db.statement("SELECT (SELECT count(*) FROM positions) + (SELECT count(*) FROM recent)")
             if try count.step() { rows = count.int(0) }
             // A position lives in `positions` or, until the writer merges it, in `recent`.
-            let recent = try db.statement("""
+            let recent = try db.statement(
+                """
                 SELECT d.name, p.fix_ms FROM positions p JOIN devices d ON d.id = p.device_id WHERE p.fix_ms >= ?1
                 UNION ALL SELECT d.name, p.fix_ms FROM recent p JOIN devices d ON d.id = p.device_id WHERE p.fix_ms >= ?1
                 """)
             recent.bind(1, fixTimesFrom)
             while try recent.step() { positions[recent.text(0) ?? "", default: []].insert(recent.int64(1)) }
-            let cursors = try db.statement("""
+            let cursors = try db.statement(
+                """
                 SELECT c.destination, c.device_id, c.acked_seq FROM cursors c
                 WHERE c.acked_seq > max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
                                         coalesce((SELECT max(seq) FROM recent), 0))
                 """)
-            while try cursors.step() { cursorsAhead.append("\(cursors.text(0) ?? "") device \(cursors.int64(1)) at \(cursors.int64(2))") }
+            while try cursors.step() {
+                cursorsAhead.append("\(cursors.text(0) ?? "") device \(cursors.int64(1)) at \(cursors.int64(2))")
+            }
         } catch {
             integrity = "\(error)"
         }

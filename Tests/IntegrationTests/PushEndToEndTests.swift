@@ -1,10 +1,10 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// The real binary with a push destination (and a Traccar one beside it).
 @Suite(.offThePool) struct PushEndToEndTests {
@@ -52,7 +52,9 @@ import GeoRelayTestKit
         #expect(push.tokensIssued == issuedBefore + 1)
 
         // `send` to the push destination.
-        #expect(try world.command(["send", "--device", "mast", "--lat", "1", "--lon", "2", "--destination", "gw"]).status == 0)
+        #expect(
+            try world.command(["send", "--device", "mast", "--lat", "1", "--lon", "2", "--destination", "gw"]).status
+                == 0)
         #expect(await push.waitUntil { $0.contains { $0.trackerId == "mast@alice" } })
 
         let status = try world.statusJSON()
@@ -64,8 +66,11 @@ import GeoRelayTestKit
         relay.signal(SIGTERM)
         // No secret anywhere an operator or a log collector can see.
         let token = TokenStore(spoolPath: world.spoolPath, destination: "gw")
-        #expect((try FileManager.default.attributesOfItem(atPath: token.path)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-        try expectNoSecrets(world, relay: relay, push: push, alsoIn: [on.stdout, on.stderr, refresh.stdout, refresh.stderr])
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: token.path)[.posixPermissions] as? NSNumber)?.intValue
+                == 0o600)
+        try expectNoSecrets(
+            world, relay: relay, push: push, alsoIn: [on.stdout, on.stderr, refresh.stdout, refresh.stderr])
     }
 
     @Test func tokenModeAuthFailureShowsInStatusAndPositionsKeepSpooling() async throws {
@@ -74,10 +79,11 @@ import GeoRelayTestKit
         defer { push.http.stop() }
         let tokenPath = world.directory.file("caller.token")
         try "not-a-valid-token".write(toFile: tokenPath, atomically: true, encoding: .utf8)
-        try world.writeConfig(moreDestinations: """
-            { name: "gw", type: "push", url: "\(push.pushURL)", tenant: "acme", username: "alice",
-              auth: { mode: "token", token: { file: "\(tokenPath)" } }, batch: { maxDelaySeconds: 0 }, probe: { intervalSeconds: 1 }, filter: { mode: "all" } },
-            """)
+        try world.writeConfig(
+            moreDestinations: """
+                { name: "gw", type: "push", url: "\(push.pushURL)", tenant: "acme", username: "alice",
+                  auth: { mode: "token", token: { file: "\(tokenPath)" } }, batch: { maxDelaySeconds: 0 }, probe: { intervalSeconds: 1 }, filter: { mode: "all" } },
+                """)
         try world.start()
         let client = try world.client()
         try client.write((0..<5).map { line("a", $0) }.joined())
@@ -97,7 +103,10 @@ import GeoRelayTestKit
 
     @Test func invalidPushConfigurationIsRefusedWithTheSDKCode() throws {
         let world = try RelayWorld()
-        try world.writeConfig(moreDestinations: #"{ name: "gw", type: "push", url: "https://gw.example.com/p", tenant: "acme", auth: { mode: "token", token: "t" } },"#)
+        try world.writeConfig(
+            moreDestinations:
+                #"{ name: "gw", type: "push", url: "https://gw.example.com/p", tenant: "acme", auth: { mode: "token", token: "t" } },"#
+        )
         let result = try world.command(["run"])
         #expect(result.status == 78)
         #expect(result.stderr.contains("destinations[1].username: USERNAME_REQUIRED"))

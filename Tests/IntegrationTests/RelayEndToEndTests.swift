@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 @Suite(.offThePool) struct RelayEndToEndTests {
     @Test func positionsWrittenToTheSocketArriveAtTraccarAsSent() async throws {
@@ -11,9 +11,13 @@ import GeoRelayTestKit
         try world.start()
         let client = try world.client()
         try client.write(#"{"hello":{"device":"gps-bow","ack":true}}"# + "\n")
-        try client.write(#"{"time":"2026-07-25T04:30:00Z","lat":59.5,"lon":10.25,"speed":5.144444444444445,"course":271,"alt":3,"accuracy":4,"batt":88,"charge":true,"attributes":{"hdop":0.8}}"# + "\n")
+        try client.write(
+            #"{"time":"2026-07-25T04:30:00Z","lat":59.5,"lon":10.25,"speed":5.144444444444445,"course":271,"alt":3,"accuracy":4,"batt":88,"charge":true,"attributes":{"hdop":0.8}}"#
+                + "\n")
         try client.write("id=phone-1&timestamp=1784953801&lat=-33.5&lon=151.25&speed=4&bearing=10&alarm=sos\r\n")
-        try client.write(#"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:30:02.000Z","lat":59.6,"lon":10.3}"# + "\n")
+        try client.write(
+            #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T04:30:02.000Z","lat":59.6,"lon":10.3}"#
+                + "\n")
         let replies = client.readLines(4)
         #expect(replies == ["skip hello", "ok 1", "ok 2", "ok 3"])
         #expect(await world.server.waitUntil { $0.count >= 3 })
@@ -44,7 +48,8 @@ import GeoRelayTestKit
         let world = try RelayWorld(ingest: "maxLineBytes: 256")
         try world.start()
         let client = try world.client()
-        let long = #"{"device":"a","time":1784953800,"lat":1,"lon":2,"pad":""# + String(repeating: "x", count: 300) + "\"}\n"
+        let long =
+            #"{"device":"a","time":1784953800,"lat":1,"lon":2,"pad":""# + String(repeating: "x", count: 300) + "\"}\n"
         try client.write(#"{"device":"a","time":1784953800,"lat":1,"lon":2"# + "\n")
         try client.write(#"{"device":"a","time":1784953800,"lat":95,"lon":2}"# + "\n")
         try client.write(#"{"device":"a","lat":1,"lon":2}"# + "\n")
@@ -85,15 +90,21 @@ import GeoRelayTestKit
             lines += sentence("GPGGA,1230\(second).00,59\(minutes),N,01042.000,E,1,09,0.8,12.\(i),M,20.0,M,,")
             lines += sentence("GPGSV,1,1,01,01,40,083,46")
         }
-        lines += sentence("GPGGA,123007.00,5930.030,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,").dropLast(2) + "*00\r\n" // bad checksum
+        // A bad checksum.
+        lines += sentence("GPGGA,123007.00,5930.030,N,01042.000,E,1,09,0.8,12.0,M,20.0,M,,").dropLast(2) + "*00\r\n"
         try client.write(lines)
         client.finishWriting()
         let replies = client.readLines(10)
-        #expect(replies == ["ok 1", "ok 1", "skip GSV", "ok 2", "ok 2", "skip GSV", "ok 3", "ok 3", "skip GSV"] + [replies.last ?? ""])
+        #expect(
+            replies == ["ok 1", "ok 1", "skip GSV", "ok 2", "ok 2", "skip GSV", "ok 3", "ok 3", "skip GSV"] + [
+                replies.last ?? ""
+            ])
         #expect(replies.last?.hasPrefix("err checksum") == true)
         #expect(await world.server.waitUntil { $0.count >= 3 })
         let stored = world.server.positions
-        #expect(stored.map(\.fixTimeMs) == [4, 5, 6].map { Timestamp.milliseconds(fromISO8601: "2026-07-25T12:30:0\($0)Z")! })
+        #expect(
+            stored.map(\.fixTimeMs)
+                == [4, 5, 6].map { Timestamp.milliseconds(fromISO8601: "2026-07-25T12:30:0\($0)Z")! })
         #expect(abs(stored[0].lat - (59 + 30.0 / 60)) < 1e-9)
         #expect(abs(stored[0].speedKnots - 10) < 1e-6)
         #expect(stored[1].altitude == 12.1)
@@ -161,7 +172,11 @@ import GeoRelayTestKit
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(world.socketPath.utf8)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         close(fd)
         #expect(FileManager.default.fileExists(atPath: world.socketPath))
         try world.start()
@@ -215,7 +230,10 @@ import GeoRelayTestKit
         // The new destination starts with what arrives after it was added.
         var ready = false
         for _ in 0..<200 where !ready {
-            ready = (try? world.statusJSON()["destinations"]?.array?.contains { $0["name"]?.string == "backup" && $0["state"]?.string != "not started" }) == true
+            ready =
+                (try? world.statusJSON()["destinations"]?.array?.contains {
+                    $0["name"]?.string == "backup" && $0["state"]?.string != "not started"
+                }) == true
             if !ready { try await Task.sleep(for: .milliseconds(25)) }
         }
         #expect(ready)
@@ -298,8 +316,11 @@ import GeoRelayTestKit
         for device in ["a", "b"] {
             // Each once; after the outage the current position first, the rest as history.
             #expect(world.server.deliveryProblem(device, expected: (0...50).map(fixTimeMs)) == nil)
-            #expect(world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs).prefix(2) == [fixTimeMs(0), fixTimeMs(50)],
-                    "\(device): the current position first after the outage")
+            #expect(
+                world.server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs).prefix(2) == [
+                    fixTimeMs(0), fixTimeMs(50),
+                ],
+                "\(device): the current position first after the outage")
         }
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import Glibc
 import Synchronization
+import Testing
 
 /// A temporary directory with a config, a fake Traccar server and the real relay binary.
 final class RelayWorld: @unchecked Sendable {
@@ -27,8 +27,12 @@ final class RelayWorld: @unchecked Sendable {
     }
 
     /// - Parameter traccarURL: where the "traccar" destination sends (a fault proxy); the fake server by default.
-    func writeConfig(spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "", topLevel: String = "",
-                     traccarURL: String? = nil, link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }") throws {
+    func writeConfig(
+        spool: String = "", destination: String = "", ingest: String = "", moreDestinations: String = "",
+        topLevel: String = "",
+        traccarURL: String? = nil,
+        link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }"
+    ) throws {
         // Tests read status right after acting: the relay's default holds acknowledgements and counters
         // for up to 15 s (flash wear), which the crash and power-cut tests ask for by name.
         let spool = spool.contains("stateSyncSeconds") ? spool : "stateSyncSeconds: 0, \(spool)"
@@ -51,7 +55,8 @@ final class RelayWorld: @unchecked Sendable {
     /// Starts the relay on this world's config; throws when its socket does not accept within `timeout`.
     @discardableResult
     func start(timeout: Duration = .seconds(30)) throws -> RelayProcess {
-        let process = try RelayProcess(configPath: configPath, socketPath: socketPath, directory: directory.path, startTimeout: timeout)
+        let process = try RelayProcess(
+            configPath: configPath, socketPath: socketPath, directory: directory.path, startTimeout: timeout)
         relay = process
         return process
     }
@@ -95,8 +100,10 @@ final class RelayWorld: @unchecked Sendable {
 
 /// A push destination "gw" on the fake gateway (its API key read from `GEORELAY_FAULT_API_KEY`),
 /// optionally reached through a proxy at `base` (scheme, host and port).
-func pushDestination(_ push: FakePushServer, via base: String? = nil,
-                     link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }") -> String {
+func pushDestination(
+    _ push: FakePushServer, via base: String? = nil,
+    link: String = "backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 }"
+) -> String {
     TestEnvironment.set("GEORELAY_FAULT_API_KEY", push.expected.apiKey)
     func routed(_ url: String) -> String { base.map { url.replacingOccurrences(of: push.http.url, with: $0) } ?? url }
     return """
@@ -110,10 +117,15 @@ func pushDestination(_ push: FakePushServer, via base: String? = nil,
 /// The suite's standing security check: neither the API key nor any token the gateway issued
 /// appears where an operator or a log collector can see it (the relay's stderr, `logs`,
 /// `status`, `status --json`, and whatever other output a test adds).
-func expectNoSecrets(_ world: RelayWorld, relay: RelayProcess, push: FakePushServer, alsoIn more: [String] = [],
-                     sourceLocation: SourceLocation = #_sourceLocation) throws {
-    let visible = ([relay.stderrText(), try world.command(["logs"]).stdout, try world.command(["status"]).stdout,
-                    try world.command(["status", "--json"]).stdout] + more).joined(separator: "\n")
+func expectNoSecrets(
+    _ world: RelayWorld, relay: RelayProcess, push: FakePushServer, alsoIn more: [String] = [],
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let visible =
+        ([
+            relay.stderrText(), try world.command(["logs"]).stdout, try world.command(["status"]).stdout,
+            try world.command(["status", "--json"]).stdout,
+        ] + more).joined(separator: "\n")
     #expect(!visible.isEmpty, sourceLocation: sourceLocation)
     for secret in [push.expected.apiKey] + push.issuedTokens {
         #expect(!visible.contains(secret), "a secret appears in logs or status", sourceLocation: sourceLocation)
@@ -163,8 +175,10 @@ func fixTimeMs(_ second: Int) -> Int64 { Int64(1_784_953_800 + second) * 1000 }
 /// Reads a collector's replies to `lines` (positions made by `line(device, i)`), recording each
 /// `ok` as acknowledged; returns the first line with no reply (`lines.upperBound` when all came),
 /// less when a killed relay closed the socket mid-stream.
-func readAcknowledgements(_ client: UnixLineClient, device: String, lines: Range<Int>,
-                          into acknowledged: inout [String: Set<Int64>], counting acks: borrowing Atomic<Int>) -> Int {
+func readAcknowledgements(
+    _ client: UnixLineClient, device: String, lines: Range<Int>,
+    into acknowledged: inout [String: Set<Int64>], counting acks: borrowing Atomic<Int>
+) -> Int {
     var i = lines.lowerBound
     while i < lines.upperBound, let reply = client.readLine() {
         if reply.hasPrefix("ok ") {
@@ -181,7 +195,8 @@ func residentBytes(pid: Int32, peak: Bool = false) throws -> Int {
     let key = peak ? "VmHWM:" : "VmRSS:"
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
     guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }),
-          let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
+        let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    else {
         throw RelayProcessError(message: "no \(key) in /proc/\(pid)/status")
     }
     return kB * 1024

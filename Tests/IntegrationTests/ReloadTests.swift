@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// Issue 12, part 3: a reload resends nothing. 15 SIGHUPs spread over a drain of 3,200 positions
 /// from 4 devices to a slow Traccar (and a push gateway): a reload lets what is in flight be
@@ -28,18 +28,25 @@ import GeoRelayTestKit
         let latencyMs = pipeline > 1 ? 25 : 4
         let traccarProxy = try FaultProxy(targetPort: world.server.http.port, latencyMs: latencyMs)
         let pushProxy = try FaultProxy(targetPort: push.http.port, latencyMs: 25)
-        defer { traccarProxy.stop(); pushProxy.stop() }
+        defer {
+            traccarProxy.stop()
+            pushProxy.stop()
+        }
         // Small push batches, so the gateway is still draining while the reloads come.
         let gateway = pushDestination(push, via: "http://127.0.0.1:\(pushProxy.port)")
-            .replacingOccurrences(of: "batch: { maxDelaySeconds: 0 }", with: "batch: { maxDelaySeconds: 0, maxPositions: 25 }")
-        try world.writeConfig(destination: "pipeline: \(pipeline)", moreDestinations: gateway,
-                              traccarURL: "http://127.0.0.1:\(traccarProxy.port)/")
+            .replacingOccurrences(
+                of: "batch: { maxDelaySeconds: 0 }", with: "batch: { maxDelaySeconds: 0, maxPositions: 25 }")
+        try world.writeConfig(
+            destination: "pipeline: \(pipeline)", moreDestinations: gateway,
+            traccarURL: "http://127.0.0.1:\(traccarProxy.port)/")
         let relay = try world.start()
 
         var expected: [String: Set<Int64>] = [:]
         for device in Self.devices {
             let answers = try writeInBatches(try world.client(), device: device, count: Self.perDevice)
-            #expect(answers.allSatisfy { $0.hasPrefix("ok ") }, "\(device): \(answers.filter { !$0.hasPrefix("ok ") }.prefix(3))")
+            #expect(
+                answers.allSatisfy { $0.hasPrefix("ok ") },
+                "\(device): \(answers.filter { !$0.hasPrefix("ok ") }.prefix(3))")
             expected[device] = Set((0..<Self.perDevice).map(fixTimeMs))
         }
         let total = Self.devices.count * Self.perDevice
@@ -63,8 +70,10 @@ import GeoRelayTestKit
 
         let arrivals = world.server.firstArrivals
         for device in Self.devices {
-            #expect(DeliveryOrder.problem(arrivals.byDevice[device] ?? [], expected: (0..<Self.perDevice).map(fixTimeMs)) == nil,
-                    "\(device): first arrivals out of order or missing")
+            #expect(
+                DeliveryOrder.problem(arrivals.byDevice[device] ?? [], expected: (0..<Self.perDevice).map(fixTimeMs))
+                    == nil,
+                "\(device): first arrivals out of order or missing")
         }
         var seen = Set<String>()
         let points = push.points
@@ -73,7 +82,8 @@ import GeoRelayTestKit
         #expect(push.problems.isEmpty, "\(push.problems)")
         let log = relay.stderrText()
         let abandoned = log.split(separator: "\n").filter { $0.contains("abandon") }
-        print("""
+        print(
+            """
             reload (pipeline \(pipeline), \(latencyMs) ms each way): \(Self.reloads) SIGHUPs over \(total) positions from \
             \(Self.devices.count) devices in \(String(format: "%.1f", seconds)) s; \(arrivals.duplicates) duplicates at Traccar, \
             \(gatewayDuplicates) at the gateway; \(abandoned.count) abandonments logged
@@ -100,7 +110,9 @@ import GeoRelayTestKit
         _ = try writeInBatches(client, device: "a", from: 10, count: 5)
         // A request that never gets an answer leaves no trace but the count: poll it, bounded.
         let deadline = ContinuousClock.now + .seconds(10)
-        while world.server.requestCount == requestsBefore, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        while world.server.requestCount == requestsBefore, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         try #require(world.server.requestCount > requestsBefore, "no request reached the hanging server within 10 s")
 
         let signalled = ContinuousClock.now
@@ -129,7 +141,9 @@ import GeoRelayTestKit
         let deadline = ContinuousClock.now + timeout
         while relay.stderrText().components(separatedBy: text).count - 1 < count {
             guard ContinuousClock.now < deadline else {
-                throw RelayProcessError(message: "\"\(text)\" not logged \(count) times within \(timeout): \(relay.stderrText().suffix(2000))")
+                throw RelayProcessError(
+                    message:
+                        "\"\(text)\" not logged \(count) times within \(timeout): \(relay.stderrText().suffix(2000))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }

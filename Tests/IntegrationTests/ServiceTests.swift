@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// Running as a systemd service: the notify protocol, `georelay check`.
 @Suite(.offThePool) struct ServiceTests {
@@ -11,8 +11,9 @@ import GeoRelayTestKit
         let world = try RelayWorld()
         let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
         func next() -> String { notify.next(timeout: .seconds(10))?.message ?? "" }
-        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
-                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
         let first = next()
         #expect(first.hasPrefix("READY=1"))
         #expect(next() == "WATCHDOG=1" || first.contains("WATCHDOG"))
@@ -24,10 +25,11 @@ import GeoRelayTestKit
 
     @Test func checkPrintsEffectiveValuesWithSecretsMasked() throws {
         let world = try RelayWorld()
-        try world.writeConfig(moreDestinations: """
-            { name: "gw", type: "push", url: "https://gw.example.com/p", tenant: "acme", username: "alice",
-              auth: { mode: "token", token: "super-secret-token" } },
-            """)
+        try world.writeConfig(
+            moreDestinations: """
+                { name: "gw", type: "push", url: "https://gw.example.com/p", tenant: "acme", username: "alice",
+                  auth: { mode: "token", token: "super-secret-token" } },
+                """)
         let result = try world.command(["check"])
         #expect(result.status == 0)
         #expect(result.stdout.contains(#""token": "<secret>""#))
@@ -63,7 +65,9 @@ import GeoRelayTestKit
             if key.contains("{") {
                 try #require(key.hasSuffix("}"), "unclosed labels: \(line)")
                 let labels = key.drop { $0 != "{" }.dropFirst().dropLast()
-                try #require(labels.split(separator: ",").allSatisfy { $0.contains("=\"") && $0.hasSuffix("\"") }, "bad labels: \(line)")
+                try #require(
+                    labels.split(separator: ",").allSatisfy { $0.contains("=\"") && $0.hasSuffix("\"") },
+                    "bad labels: \(line)")
             }
             samples[key] = value
         }
@@ -79,8 +83,12 @@ import GeoRelayTestKit
         try world.writeConfig(topLevel: metrics)
         let relay = try world.start()
         let easy = try GeoRelayForwardCurl()
-        #expect(try parse(try easy.get("http://127.0.0.1:\(port)/metrics")).keys.contains(#"georelay_destination_pending{destination="traccar"}"#))
-        try world.writeConfig(moreDestinations: #"{ name: "second", url: "\#(world.server.url)", filter: { mode: "all" } },"#, topLevel: metrics)
+        #expect(
+            try parse(try easy.get("http://127.0.0.1:\(port)/metrics")).keys.contains(
+                #"georelay_destination_pending{destination="traccar"}"#))
+        try world.writeConfig(
+            moreDestinations: #"{ name: "second", url: "\#(world.server.url)", filter: { mode: "all" } },"#,
+            topLevel: metrics)
         relay.signal(SIGHUP)
         let deadline = ContinuousClock.now + .seconds(20)
         while !relay.stderrText().contains("destinations traccar, second"), ContinuousClock.now < deadline {
@@ -88,7 +96,9 @@ import GeoRelayTestKit
         }
         #expect(relay.stderrText().contains("reloaded"), "no reload within 20 s: \(relay.stderrText().suffix(800))")
         let samples = try parse(try easy.get("http://127.0.0.1:\(port)/metrics"))
-        #expect(samples.keys.contains(#"georelay_destination_pending{destination="second"}"#), "the added destination is scraped: \(samples.keys.sorted().filter { $0.contains("pending") })")
+        #expect(
+            samples.keys.contains(#"georelay_destination_pending{destination="second"}"#),
+            "the added destination is scraped: \(samples.keys.sorted().filter { $0.contains("pending") })")
     }
 
     @Test func metricsAndHealthzAreServed() async throws {
@@ -116,7 +126,8 @@ import GeoRelayTestKit
         #expect((samples["georelay_spool_bytes"] ?? 0) > 0)
         // The device health checks: every check has its gauge, and a delivering relay's loops and links are ok.
         for check in ["loops", "spool", "disk", "clock", "sources", "links"] {
-            #expect(samples["georelay_health_check{check=\"\(check)\"}"] != nil, "no georelay_health_check for \(check)")
+            #expect(
+                samples["georelay_health_check{check=\"\(check)\"}"] != nil, "no georelay_health_check for \(check)")
         }
         #expect(samples["georelay_health_check{check=\"loops\"}"] == 0)
         #expect(samples["georelay_health_check{check=\"links\"}"] == 0)

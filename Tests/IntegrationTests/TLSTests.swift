@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// A self-signed HTTPS server in front of the fake Traccar server: a certificate made by
 /// `openssl` for 127.0.0.1 and a TLS-terminating proxy (`Tests/Helpers/tls_proxy.py`).
@@ -17,11 +17,16 @@ final class SelfSignedServer {
     init(targetPort: Int) throws {
         directory = try TemporaryDirectory()
         certificate = directory.file("cert.pem")
-        let openssl = try RelayProcess.run("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", directory.file("key.pem"), "-out", certificate, "-days", "2",
-            "-subj", "/CN=georelay-test", "-addext", "subjectAltName=IP:127.0.0.1"])
-        guard openssl.status == 0 else { throw RelayProcessError(message: "openssl could not make a certificate: \(openssl.stderr)") }
+        let openssl = try RelayProcess.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", directory.file("key.pem"), "-out", certificate, "-days", "2",
+                "-subj", "/CN=georelay-test", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
+        guard openssl.status == 0 else {
+            throw RelayProcessError(message: "openssl could not make a certificate: \(openssl.stderr)")
+        }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Helpers/tls_proxy.py").path
         proxy.executableURL = URL(fileURLWithPath: "/usr/bin/python3")

@@ -1,7 +1,7 @@
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
 
 /// The real binary with `protocol: "teltonika"`: the configuration reaches the Teltonika
 /// transport, over plain TCP and over TLS (the self-signed proxy of `TLSTests` in front of the
@@ -37,7 +37,9 @@ import GeoRelayTestKit
         port.setUnknownDevices(["ghost"])
         let world = try RelayWorld()
         try world.writeConfig(destination: #"protocol: "teltonika","#, traccarURL: "tcp://127.0.0.1:\(port.port)")
-        let sent = try world.command(["send", "--device", "356307042441013", "--lat", "59.5", "--lon", "10.5", "--alarm", "sos"])
+        let sent = try world.command([
+            "send", "--device", "356307042441013", "--lat", "59.5", "--lon", "10.5", "--alarm", "sos",
+        ])
         #expect(sent.status == 0, "\(sent.stdout) \(sent.stderr)")
         let stored = try #require(port.positions.first)
         #expect(stored.uniqueId == "356307042441013" && stored.lat == 59.5 && stored.lon == 10.5)
@@ -53,7 +55,9 @@ import GeoRelayTestKit
         let tls = try SelfSignedServer(targetPort: port.port)
         defer { tls.stop() }
         let world = try RelayWorld()
-        try world.writeConfig(destination: #"protocol: "teltonika", caFile: "\#(tls.certificate)","#, traccarURL: "tls://127.0.0.1:\(tls.port)")
+        try world.writeConfig(
+            destination: #"protocol: "teltonika", caFile: "\#(tls.certificate)","#,
+            traccarURL: "tls://127.0.0.1:\(tls.port)")
         try world.start()
         try send(world, "a", count: 5)
         #expect(await port.waitUntil { $0.count >= 5 }, "every position stored through TLS")
@@ -73,7 +77,9 @@ import GeoRelayTestKit
             $0["destinations"]?.array?.first?["lastError"]?.string?.contains("certificate") == true
         }
         let destination = status["destinations"]?.array?.first
-        #expect(destination?["lastError"]?.string?.contains("certificate") == true, "\(destination?["lastError"]?.string ?? "")")
+        #expect(
+            destination?["lastError"]?.string?.contains("certificate") == true,
+            "\(destination?["lastError"]?.string ?? "")")
         #expect(destination?["pending"]?.number == 1)
         #expect(port.statistics.connections == 0 && port.positions.isEmpty)
     }

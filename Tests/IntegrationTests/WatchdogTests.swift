@@ -1,9 +1,9 @@
 import Foundation
-import Glibc
-import GeoRelayTestTraits
-import Testing
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
+import Glibc
+import Testing
 
 /// The systemd watchdog means it: keep-alives only while the ingest loop and the spool
 /// writer turn over, and `/healthz` and `status` say the same.
@@ -23,9 +23,12 @@ import GeoRelayTestKit
         let world = try RelayWorld()
         try world.writeConfig(topLevel: #"metrics: { listen: "127.0.0.1:\#(port)" },"#)
         let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
-        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
-                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000",
-                                                   "GEORELAY_TEST_HOOKS": "1", "GEORELAY_TEST_WEDGE": "\(part):8@3"])
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+            environment: [
+                "NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000",
+                "GEORELAY_TEST_HOOKS": "1", "GEORELAY_TEST_WEDGE": "\(part):8@3",
+            ])
         world.relay = relay
         // Connected before the wedge: a wedged loop would not answer the hello.
         let client = try world.client()
@@ -40,7 +43,9 @@ import GeoRelayTestKit
         var before: [ContinuousClock.Instant] = []
         var stall: FakeNotifySocket.Datagram?
         while stall == nil {
-            let datagram = try #require(notify.next(timeout: Self.datagramWait), "no datagram within \(Self.datagramWait) before the stall; stderr: \(relay.stderrText())")
+            let datagram = try #require(
+                notify.next(timeout: Self.datagramWait),
+                "no datagram within \(Self.datagramWait) before the stall; stderr: \(relay.stderrText())")
             if datagram.message == "WATCHDOG=1" { before.append(datagram.at) }
             if datagram.message.hasPrefix("STATUS="), datagram.message.contains("stalled") { stall = datagram }
         }
@@ -52,7 +57,9 @@ import GeoRelayTestKit
         #expect(wedged.status == 503)
         #expect(wedged.body.hasPrefix("\(name) stalled: no turn for "), "healthz body: \(wedged.body)")
         let metrics = try easy.get("http://127.0.0.1:\(port)/metrics")
-        #expect(metrics.contains("georelay_loop_up{loop=\"\(part)\"} 0\n") && metrics.contains("georelay_loop_up{loop=\"\(other)\"} 1\n"))
+        #expect(
+            metrics.contains("georelay_loop_up{loop=\"\(part)\"} 0\n")
+                && metrics.contains("georelay_loop_up{loop=\"\(other)\"} 1\n"))
         let during = try world.statusJSON()
         #expect(during["health"]?["state"]?.string == "stalled")
         #expect(during["health"]?[part]?["state"]?.string == "stalled")
@@ -65,7 +72,9 @@ import GeoRelayTestKit
         var recovered = false
         var after: ContinuousClock.Instant?
         while after == nil {
-            let datagram = try #require(notify.next(timeout: Self.datagramWait), "no datagram within \(Self.datagramWait) after the stall; stderr: \(relay.stderrText())")
+            let datagram = try #require(
+                notify.next(timeout: Self.datagramWait),
+                "no datagram within \(Self.datagramWait) after the stall; stderr: \(relay.stderrText())")
             if datagram.message == "WATCHDOG=1" {
                 #expect(recovered, "a keep-alive went out while the \(name) was stalled")
                 after = datagram.at
@@ -75,11 +84,14 @@ import GeoRelayTestKit
         // The wedge lasts 8 s, its detection takes at most the 2 s limit and a check.
         let gap = try #require(before.last).duration(to: try #require(after))
         #expect(gap >= .seconds(4), "keep-alives paused for only \(gap)")
-        #expect(client.readLine()?.hasPrefix("ok ") == true, "the position written during the wedge is answered after it")
+        #expect(
+            client.readLine()?.hasPrefix("ok ") == true, "the position written during the wedge is answered after it")
         #expect(try easy.fetch(healthz) == (200, "ok\n"))
         let healthy = try await world.waitForStatus { $0["health"]?["state"]?.string == "ok" }
         #expect(healthy["health"]?[part]?["state"]?.string == "alive")
-        #expect(try #require(notify.next(timeout: .seconds(3))).message == "WATCHDOG=1", "keep-alives keep coming after the recovery")
+        #expect(
+            try #require(notify.next(timeout: .seconds(3))).message == "WATCHDOG=1",
+            "keep-alives keep coming after the recovery")
 
         relay.signal(SIGTERM)
         // One report per episode, in the log, saying what follows from it.
@@ -87,7 +99,9 @@ import GeoRelayTestKit
         #expect(stderr.components(separatedBy: "\(name) stalled: no turn for ").count == 2, "stderr: \(stderr)")
         #expect(stderr.contains("withholding the watchdog keep-alive"))
         #expect(stderr.components(separatedBy: "\(name) turning over again").count == 2)
-        #expect(!FileManager.default.fileExists(atPath: world.socketPath + ".health"), "the health file is removed at a clean stop")
+        #expect(
+            !FileManager.default.fileExists(atPath: world.socketPath + ".health"),
+            "the health file is removed at a clean stop")
         let down = try world.statusJSON()
         #expect(down["health"]?["state"]?.string == "unknown")
         #expect(down["health"]?["reason"]?.string == "the relay is not running")
@@ -99,8 +113,9 @@ import GeoRelayTestKit
     @Test func aNotifySocketNobodyReadsNeverHoldsTheStop() async throws {
         let world = try RelayWorld()
         let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
-        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
-                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "100000"])
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "100000"])
         world.relay = relay
         #expect(try #require(notify.next(timeout: Self.datagramWait)).message.hasPrefix("READY=1"))
         // The scenario itself: two seconds unread, forty keep-alives at one per 50 ms, four times the queue.
@@ -108,20 +123,25 @@ import GeoRelayTestKit
         let client = try world.client()
         try client.write(line("boat", 1))
         #expect(client.readLine()?.hasPrefix("ok ") == true, "the relay still answers with its notify socket full")
-        #expect(relay.signal(SIGTERM, within: .seconds(10)), "SIGTERM did not stop the relay within 10 s; stderr: \(relay.stderrText())")
+        #expect(
+            relay.signal(SIGTERM, within: .seconds(10)),
+            "SIGTERM did not stop the relay within 10 s; stderr: \(relay.stderrText())")
         #expect(relay.exitStatus == 0)
         var queued = 0
         while notify.next(timeout: .milliseconds(100)) != nil { queued += 1 }
-        let limit = Int((try? String(contentsOfFile: "/proc/sys/net/unix/max_dgram_qlen", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 10
+        let limit =
+            Int(
+                (try? String(contentsOfFile: "/proc/sys/net/unix/max_dgram_qlen", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 10
         #expect(queued >= limit, "the queue was full (\(limit) datagrams) while nobody read it: \(queued) were queued")
     }
 
     @Test func theWedgeHookIsInertWithoutTestHooks() async throws {
         let world = try RelayWorld()
         let notify = try FakeNotifySocket(path: world.directory.file("notify.sock"))
-        let relay = try RelayProcess(configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
-                                     environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000", "GEORELAY_TEST_WEDGE": "ingest:30"])
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path,
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000", "GEORELAY_TEST_WEDGE": "ingest:30"])
         world.relay = relay
         #expect(try #require(notify.next(timeout: Self.datagramWait)).message.hasPrefix("READY=1"))
         // A wedged loop would not answer the hello, nor the position.
@@ -137,8 +157,9 @@ import GeoRelayTestKit
 
     @Test func aMalformedWedgeIsRefusedAtStart() throws {
         let world = try RelayWorld()
-        let result = try RelayProcess.run(RelayProcess.binary, ["run", "--config", world.configPath], directory: world.directory.path,
-                                          environment: ["GEORELAY_TEST_HOOKS": "1", "GEORELAY_TEST_WEDGE": "forwarder:3"], timeout: .seconds(30))
+        let result = try RelayProcess.run(
+            RelayProcess.binary, ["run", "--config", world.configPath], directory: world.directory.path,
+            environment: ["GEORELAY_TEST_HOOKS": "1", "GEORELAY_TEST_WEDGE": "forwarder:3"], timeout: .seconds(30))
         #expect(result.status != 0)
         #expect(result.stderr.contains("GEORELAY_TEST_WEDGE 'forwarder:3'"))
     }

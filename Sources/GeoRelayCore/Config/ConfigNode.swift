@@ -32,24 +32,40 @@ package struct ConfigNode {
 
     package mutating func optionalString(_ key: String) throws(ConfigError) -> String? {
         guard let value = value(key) else { return nil }
-        guard case .string(let s) = value else { throw ConfigError(path: child(key), "expected a string, got \(value.kindName)") }
+        guard case .string(let s) = value else {
+            throw ConfigError(path: child(key), "expected a string, got \(value.kindName)")
+        }
         return s
     }
 
     package mutating func bool(_ key: String, default fallback: Bool) throws(ConfigError) -> Bool {
         guard let value = value(key) else { return fallback }
-        guard case .bool(let b) = value else { throw ConfigError(path: child(key), "expected true or false, got \(value.kindName)") }
+        guard case .bool(let b) = value else {
+            throw ConfigError(path: child(key), "expected true or false, got \(value.kindName)")
+        }
         return b
     }
 
-    package mutating func number(_ key: String, default fallback: Double, min: Double? = nil, max: Double? = nil) throws(ConfigError) -> Double {
+    package mutating func number(_ key: String, default fallback: Double, min: Double? = nil, max: Double? = nil)
+        throws(ConfigError) -> Double
+    {
         guard let value = value(key) else { return fallback }
-        guard case .number(let n) = value, n.isFinite else { throw ConfigError(path: child(key), "expected a number, got \(value.kindName)") }
-        if let min, n < min { throw ConfigError(path: child(key), "must be at least \(JSONValue.format(number: min)), got \(JSONValue.format(number: n))") }
+        guard case .number(let n) = value, n.isFinite else {
+            throw ConfigError(path: child(key), "expected a number, got \(value.kindName)")
+        }
+        if let min, n < min {
+            throw ConfigError(
+                path: child(key),
+                "must be at least \(JSONValue.format(number: min)), got \(JSONValue.format(number: n))")
+        }
         // A key without a maximum of its own still has one: a value of 1e99 meant as "never"
         // would otherwise pass `georelay check` and trap when converted to milliseconds at run time.
         let max = max ?? Self.largestNumber
-        if n > max { throw ConfigError(path: child(key), "must be at most \(JSONValue.format(number: max)), got \(JSONValue.format(number: n))") }
+        if n > max {
+            throw ConfigError(
+                path: child(key), "must be at most \(JSONValue.format(number: max)), got \(JSONValue.format(number: n))"
+            )
+        }
         return n
     }
 
@@ -57,13 +73,18 @@ package struct ConfigNode {
     /// bytes a terabyte), which every conversion to milliseconds or nanoseconds holds.
     package static let largestNumber: Double = 1e12
 
-    package mutating func integer(_ key: String, default fallback: Int, min: Int? = nil, max: Int? = nil) throws(ConfigError) -> Int {
+    package mutating func integer(_ key: String, default fallback: Int, min: Int? = nil, max: Int? = nil)
+        throws(ConfigError) -> Int
+    {
         let n = try number(key, default: Double(fallback), min: min.map(Double.init), max: max.map(Double.init))
-        guard n == n.rounded(), abs(n) < 9e15 else { throw ConfigError(path: child(key), "expected a whole number, got \(n)") }
+        guard n == n.rounded(), abs(n) < 9e15 else {
+            throw ConfigError(path: child(key), "expected a whole number, got \(n)")
+        }
         return Int(n)
     }
 
-    package mutating func choice<T: RawRepresentable>(_ key: String, default fallback: T) throws(ConfigError) -> T where T.RawValue == String, T: CaseIterable {
+    package mutating func choice<T: RawRepresentable>(_ key: String, default fallback: T) throws(ConfigError) -> T
+    where T.RawValue == String, T: CaseIterable {
         guard let raw = try optionalString(key) else { return fallback }
         guard let choice = T(rawValue: raw) else {
             let allowed = T.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
@@ -78,7 +99,9 @@ package struct ConfigNode {
 
     package mutating func array(_ key: String) throws(ConfigError) -> [JSONValue]? {
         guard let value = value(key) else { return nil }
-        guard case .array(let items) = value else { throw ConfigError(path: child(key), "expected an array, got \(value.kindName)") }
+        guard case .array(let items) = value else {
+            throw ConfigError(path: child(key), "expected an array, got \(value.kindName)")
+        }
         return items
     }
 

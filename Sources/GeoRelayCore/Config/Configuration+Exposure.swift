@@ -24,7 +24,8 @@ extension Configuration {
     package func exposureWarning(path: String) -> String? {
         let keys = plainSecretKeys
         guard !keys.isEmpty, let mode = FileStatus.permissions(atPath: path), mode & 0o004 != 0 else { return nil }
-        return "\(path) holds secrets in plain text (\(keys.joined(separator: ", "))) and every user of this machine can read it "
+        return
+            "\(path) holds secrets in plain text (\(keys.joined(separator: ", "))) and every user of this machine can read it "
             + "(mode \(String(mode & 0o777, radix: 8))): chmod o-r \(path), or move them to { env: ... } or { file: ... }"
     }
 

@@ -28,7 +28,10 @@ extension Configuration {
             case interface
         }
 
-        package init(name: String, interface: String, metered: Bool = false, budget: Budget? = nil, send: Send = Send(), count: Counting = .relay) {
+        package init(
+            name: String, interface: String, metered: Bool = false, budget: Budget? = nil, send: Send = Send(),
+            count: Counting = .relay
+        ) {
             self.name = name
             self.interface = interface
             self.metered = metered
@@ -78,7 +81,8 @@ extension Configuration {
 
         /// What is left of the nearer limit, and whether that is the day's (on a tie, the day's).
         package func left(today: Int64, month: Int64) -> (bytes: Int64, day: Bool) {
-            let day = dayBytes.map { $0 - today } ?? .max, month = monthBytes.map { $0 - month } ?? .max
+            let day = dayBytes.map { $0 - today } ?? .max
+            let month = monthBytes.map { $0 - month } ?? .max
             return day <= month ? (day, true) : (month, false)
         }
     }
@@ -92,8 +96,12 @@ extension Configuration {
             guard !name.isEmpty else { throw ConfigError(path: node.child("name"), "an uplink needs a name") }
             let interface = try node.string("interface", default: "")
             // IFNAMSIZ is 16 with its NUL; a name with '/' or a space is never an interface.
-            guard !interface.isEmpty, interface.utf8.count <= 15, !interface.contains(where: { $0 == "/" || $0.isWhitespace }) else {
-                throw ConfigError(path: node.child("interface"), "\"\(interface)\" is not a network interface name (up to 15 characters, no '/' or spaces)")
+            guard !interface.isEmpty, interface.utf8.count <= 15,
+                !interface.contains(where: { $0 == "/" || $0.isWhitespace })
+            else {
+                throw ConfigError(
+                    path: node.child("interface"),
+                    "\"\(interface)\" is not a network interface name (up to 15 characters, no '/' or spaces)")
             }
             let metered = try node.bool("metered", default: false)
             let counting: Uplink.Counting = try node.choice("count", default: .relay)
@@ -101,9 +109,13 @@ extension Configuration {
             var send = Send()
             if node.contains("send") {
                 var policy = try node.node("send")
-                send.minIntervalSeconds = try policy.number("minIntervalSeconds", default: send.minIntervalSeconds, min: 1, max: 31_536_000)
-                if policy.contains("latestSeconds") { send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1, max: 31_536_000) }
-                send.maxAlarmsPerDeviceHour = try policy.integer("maxAlarmsPerDeviceHour", default: send.maxAlarmsPerDeviceHour, min: 0, max: 3600)
+                send.minIntervalSeconds = try policy.number(
+                    "minIntervalSeconds", default: send.minIntervalSeconds, min: 1, max: 31_536_000)
+                if policy.contains("latestSeconds") {
+                    send.latestSeconds = try policy.number("latestSeconds", default: 0, min: 1, max: 31_536_000)
+                }
+                send.maxAlarmsPerDeviceHour = try policy.integer(
+                    "maxAlarmsPerDeviceHour", default: send.maxAlarmsPerDeviceHour, min: 0, max: 3600)
                 try policy.finish()
             }
             try node.finish()
@@ -111,9 +123,11 @@ extension Configuration {
                 throw ConfigError(path: node.child("name"), "duplicate uplink name \"\(name)\"")
             }
             if let other = uplinks.first(where: { $0.interface == interface }) {
-                throw ConfigError(path: node.child("interface"), "interface \(interface) is already uplink \"\(other.name)\"")
+                throw ConfigError(
+                    path: node.child("interface"), "interface \(interface) is already uplink \"\(other.name)\"")
             }
-            uplinks.append(Uplink(name: name, interface: interface, metered: metered, budget: budget, send: send, count: counting))
+            uplinks.append(
+                Uplink(name: name, interface: interface, metered: metered, budget: budget, send: send, count: counting))
         }
         return uplinks
     }

@@ -180,18 +180,24 @@ extension Configuration {
 
         var spool = try root.node("spool")
         config.spool.path = try spool.string("path", default: config.spool.path)
-        config.spool.retainHours = try spool.number("retainHours", default: config.spool.retainHours, min: 0, max: 87_600)
+        config.spool.retainHours = try spool.number(
+            "retainHours", default: config.spool.retainHours, min: 0, max: 87_600)
         config.spool.maxBytes = Int64(try spool.integer("maxBytes", default: Int(config.spool.maxBytes), min: 1 << 20))
         config.spool.whenFull = try spool.choice("whenFull", default: config.spool.whenFull)
-        config.spool.commitWindowMs = try spool.integer("commitWindowMs", default: config.spool.commitWindowMs, min: 0, max: 5000)
-        config.spool.stateSyncSeconds = try spool.number("stateSyncSeconds", default: config.spool.stateSyncSeconds, min: 0, max: 300)
+        config.spool.commitWindowMs = try spool.integer(
+            "commitWindowMs", default: config.spool.commitWindowMs, min: 0, max: 5000)
+        config.spool.stateSyncSeconds = try spool.number(
+            "stateSyncSeconds", default: config.spool.stateSyncSeconds, min: 0, max: 300)
         try spool.finish()
 
         var ingest = try root.node("ingest")
         config.ingest.socket = try ingest.string("socket", default: config.ingest.socket)
-        config.ingest.maxLineBytes = try ingest.integer("maxLineBytes", default: config.ingest.maxLineBytes, min: 256, max: 1 << 20)
-        config.ingest.maxFutureSeconds = try ingest.integer("maxFutureSeconds", default: config.ingest.maxFutureSeconds, min: 0)
-        config.ingest.maxConnections = try ingest.integer("maxConnections", default: config.ingest.maxConnections, min: 1, max: 65536)
+        config.ingest.maxLineBytes = try ingest.integer(
+            "maxLineBytes", default: config.ingest.maxLineBytes, min: 256, max: 1 << 20)
+        config.ingest.maxFutureSeconds = try ingest.integer(
+            "maxFutureSeconds", default: config.ingest.maxFutureSeconds, min: 0)
+        config.ingest.maxConnections = try ingest.integer(
+            "maxConnections", default: config.ingest.maxConnections, min: 1, max: 65536)
         var nmea = try ingest.node("nmea")
         if nmea.contains("hdopAccuracyMeters") {
             config.ingest.nmeaAccuracyPerHDOP = try nmea.number("hdopAccuracyMeters", default: 0, min: 0.1, max: 100)
@@ -205,8 +211,12 @@ extension Configuration {
             case .array(let items):
                 var ids: Set<String> = []
                 for (index, item) in items.enumerated() {
-                    guard case .string(let id) = item, !id.isEmpty, id.utf8.count <= 128, !ControlEscaping.containsControl(id) else {
-                        throw ConfigError(path: "ingest.http.devices[\(index)]", "expected a device id (at most 128 bytes, no control characters)")
+                    guard case .string(let id) = item, !id.isEmpty, id.utf8.count <= 128,
+                        !ControlEscaping.containsControl(id)
+                    else {
+                        throw ConfigError(
+                            path: "ingest.http.devices[\(index)]",
+                            "expected a device id (at most 128 bytes, no control characters)")
                     }
                     ids.insert(id)
                 }
@@ -215,7 +225,8 @@ extension Configuration {
                 throw ConfigError(path: "ingest.http.devices", "expected a list of device ids, or \"*\" for any")
             }
         }
-        config.ingest.httpRequestsPerSecond = try http.integer("maxRequestsPerSecond", default: config.ingest.httpRequestsPerSecond, min: 1, max: 10_000)
+        config.ingest.httpRequestsPerSecond = try http.integer(
+            "maxRequestsPerSecond", default: config.ingest.httpRequestsPerSecond, min: 1, max: 10_000)
         try http.finish()
         try ingest.finish()
         if config.ingest.socket.utf8.count > 107 {
@@ -227,13 +238,16 @@ extension Configuration {
             for (index, item) in items.enumerated() {
                 let destination = try DestinationSettings(try ConfigNode(item, path: "destinations[\(index)]"))
                 if config.destinations.contains(where: { $0.name == destination.name }) {
-                    throw ConfigError(path: "destinations[\(index)].name", "duplicate destination name \"\(destination.name)\"")
+                    throw ConfigError(
+                        path: "destinations[\(index)].name", "duplicate destination name \"\(destination.name)\"")
                 }
                 config.destinations.append(destination)
             }
         }
         // An accuracy level judges NMEA-derived positions by the receiver's UERE, as ingest does.
-        for index in config.destinations.indices { config.destinations[index].filter.accuracyPerHDOP = config.ingest.nmeaAccuracyPerHDOP }
+        for index in config.destinations.indices {
+            config.destinations[index].filter.accuracyPerHDOP = config.ingest.nmeaAccuracyPerHDOP
+        }
         if let items = try root.array("uplinks") { config.uplinks = try parseUplinks(items) }
         var metrics = try root.node("metrics")
         config.metricsListen = try metrics.optionalString("listen")
@@ -243,14 +257,20 @@ extension Configuration {
         if let listen = config.uiListen {
             try Self.validateListen(listen, at: ui.child("listen"))
             if listen == config.ingest.httpListen {
-                throw ConfigError(path: ui.child("listen"), "\(listen) is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's")
+                throw ConfigError(
+                    path: ui.child("listen"),
+                    "\(listen) is the phone listener's (ingest.http.listen): the page needs a port of its own, or metrics.listen's"
+                )
             }
         }
         if let items = try ui.array("hosts") {
             config.uiHosts = []
             for (index, item) in items.enumerated() {
-                guard case .string(let name) = item, !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }) else {
-                    throw ConfigError(path: "ui.hosts[\(index)]", "expected a host name, as a browser's address bar has it")
+                guard case .string(let name) = item, !name.isEmpty,
+                    name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") })
+                else {
+                    throw ConfigError(
+                        path: "ui.hosts[\(index)]", "expected a host name, as a browser's address bar has it")
                 }
                 config.uiHosts.append(name.lowercased())
             }
@@ -262,11 +282,19 @@ extension Configuration {
                 var node = try ConfigNode(item, path: "devices[\(index)]")
                 let id = try node.optionalString("id") ?? ""
                 if id.isEmpty { throw ConfigError(path: node.child("id"), "a device id is required") }
-                guard let list = try node.array("sources"), !list.isEmpty else { throw ConfigError(path: node.child("sources"), "expected a list of source device ids, best first") }
+                guard let list = try node.array("sources"), !list.isEmpty else {
+                    throw ConfigError(path: node.child("sources"), "expected a list of source device ids, best first")
+                }
                 var sources: [String] = []
                 for (position, value) in list.enumerated() {
-                    guard case .string(let source) = value, !source.isEmpty else { throw ConfigError(path: "\(node.child("sources"))[\(position)]", "expected a source device id") }
-                    guard source != id, seen.insert(source).inserted else { throw ConfigError(path: "\(node.child("sources"))[\(position)]", "\"\(source)\" is already a source or is the device itself") }
+                    guard case .string(let source) = value, !source.isEmpty else {
+                        throw ConfigError(path: "\(node.child("sources"))[\(position)]", "expected a source device id")
+                    }
+                    guard source != id, seen.insert(source).inserted else {
+                        throw ConfigError(
+                            path: "\(node.child("sources"))[\(position)]",
+                            "\"\(source)\" is already a source or is the device itself")
+                    }
                     sources.append(source)
                 }
                 let failover = try node.number("failoverSeconds", default: 10, min: 1, max: 86_400)
@@ -290,25 +318,32 @@ extension Configuration {
         guard let colon = listen.lastIndex(of: ":") else {
             throw ConfigError(path: path, "expected HOST:PORT, e.g. \"0.0.0.0:8080\", got \"\(listen)\"")
         }
-        let host = listen[..<colon], portText = listen[listen.index(after: colon)...]
+        let host = listen[..<colon]
+        let portText = listen[listen.index(after: colon)...]
         guard let port = Int(portText), (1...65535).contains(port) else {
             throw ConfigError(path: path, "expected a port from 1 to 65535 after the colon, got \"\(portText)\"")
         }
         var address = in_addr()
         guard host.isEmpty || inet_pton(AF_INET, String(host), &address) == 1 else {
-            throw ConfigError(path: path, "expected an IPv4 address (or nothing, for every interface) before the colon, got \"\(host)\"")
+            throw ConfigError(
+                path: path,
+                "expected an IPv4 address (or nothing, for every interface) before the colon, got \"\(host)\"")
         }
     }
 
     /// A destination on this machine at the phone listener's port would send the
     /// relay's own positions back into it, for ever.
     func refuseLoops() throws(ConfigError) {
-        guard let listen = ingest.httpListen, let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else { return }
+        guard let listen = ingest.httpListen, let colon = listen.lastIndex(of: ":"),
+            let port = Int(listen[listen.index(after: colon)...])
+        else { return }
         let local: Set<String> = ["127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"]
         for (index, destination) in destinations.enumerated() {
             guard let url = URL(string: destination.url), let host = url.host, local.contains(host) else { continue }
             if (url.port ?? (url.scheme == "https" ? 443 : 80)) == port {
-                throw ConfigError(path: "destinations[\(index)].url", "points at this relay's own phone listener (ingest.http.listen \(listen)): positions would loop")
+                throw ConfigError(
+                    path: "destinations[\(index)].url",
+                    "points at this relay's own phone listener (ingest.http.listen \(listen)): positions would loop")
             }
         }
     }
@@ -348,11 +383,13 @@ extension Configuration.DestinationSettings {
         buffer = try node.bool("buffer", default: buffer)
         concurrency = try node.integer("concurrency", default: concurrency, min: 1, max: 64)
         requestTimeoutSeconds = try node.number("timeoutSeconds", default: requestTimeoutSeconds, min: 1, max: 3_600)
-        connectTimeoutSeconds = try node.number("connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1, max: 3_600)
+        connectTimeoutSeconds = try node.number(
+            "connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1, max: 3_600)
         parkSeconds = try node.number("unknownDeviceRetrySeconds", default: parkSeconds, min: 1, max: 604_800)
         var backoff = try node.node("backoff")
         backoffMinSeconds = try backoff.number("minSeconds", default: backoffMinSeconds, min: 0.1, max: 86_400)
-        backoffMaxSeconds = try backoff.number("maxSeconds", default: backoffMaxSeconds, min: backoffMinSeconds, max: 86_400)
+        backoffMaxSeconds = try backoff.number(
+            "maxSeconds", default: backoffMaxSeconds, min: backoffMinSeconds, max: 86_400)
         try backoff.finish()
         var probe = try node.node("probe")
         probeURL = try probe.optionalString("url")
@@ -368,7 +405,9 @@ extension Configuration.DestinationSettings {
         }
         tls.insecure = try node.bool("insecure", default: false)
         if tls.insecure, tls.caFile != nil {
-            throw ConfigError(path: node.child("insecure"), "insecure: true turns verification off, so caFile would be ignored; keep one")
+            throw ConfigError(
+                path: node.child("insecure"),
+                "insecure: true turns verification off, so caFile would be ignored; keep one")
         }
         try node.finish()
     }
@@ -376,17 +415,23 @@ extension Configuration.DestinationSettings {
     /// `tcp://host:port` or `tls://host:port` (a Teltonika port; 5027 when no port is given).
     static func validateTCPURL(_ text: String, at path: String) throws(ConfigError) {
         if let scheme = URL(string: text)?.scheme?.lowercased(), scheme == "http" || scheme == "https" {
-            throw ConfigError(path: path, #"protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#)
+            throw ConfigError(
+                path: path,
+                #"protocol "teltonika" speaks TCP to Traccar's Teltonika port: use tcp://host:5027 or tls://host:port; http:// and https:// URLs are for protocol "osmand""#
+            )
         }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "tcp" || scheme == "tls",
-              let host = url.host, !host.isEmpty, url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
-            throw ConfigError(path: path, "expected a tcp://host:port or tls://host:port URL for the Teltonika protocol")
+            let host = url.host, !host.isEmpty, url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil
+        else {
+            throw ConfigError(
+                path: path, "expected a tcp://host:port or tls://host:port URL for the Teltonika protocol")
         }
     }
 
     static func validateURL(_ text: String, at path: String) throws(ConfigError) {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw ConfigError(path: path, "expected an http:// or https:// URL with a host")
         }
     }

@@ -54,11 +54,15 @@ extension FilterSettings {
             guard let value = node.value(key) else { return fallback }
             guard case .number(let n) = value, n.isFinite, n >= 0, n <= ConfigNode.largestNumber else {
                 let prefix = code.map { "\($0): " } ?? ""
-                throw ConfigError(path: node.child(key), "\(prefix)expected a number, 0 or more, got \(value.kindName == "a number" ? "a number outside 0...1e12" : value.kindName)")
+                throw ConfigError(
+                    path: node.child(key),
+                    "\(prefix)expected a number, 0 or more, got \(value.kindName == "a number" ? "a number outside 0...1e12" : value.kindName)"
+                )
             }
             return n
         }
-        filter.distanceMeters = try nonNegative("distanceMeters", filter.distanceMeters, code: "INVALID_DISTANCE_FILTER")
+        filter.distanceMeters = try nonNegative(
+            "distanceMeters", filter.distanceMeters, code: "INVALID_DISTANCE_FILTER")
         filter.intervalSeconds = try nonNegative("intervalSeconds", filter.intervalSeconds)
         filter.angleDegrees = try nonNegative("angleDegrees", filter.angleDegrees)
         filter.stopDetection = try node.bool("stopDetection", default: filter.stopDetection)
@@ -72,7 +76,10 @@ extension FilterSettings {
             // `highest` is the navigation level (every fix); the others thin by the rules as well.
             let implied: Mode = accuracy == .highest ? .all : .filtered
             if explicitMode, filter.mode != implied {
-                throw ConfigError(path: node.child("accuracy"), "\"\(accuracy.rawValue)\" means mode \"\(implied.rawValue)\", but mode is \"\(filter.mode.rawValue)\": give one of the two")
+                throw ConfigError(
+                    path: node.child("accuracy"),
+                    "\"\(accuracy.rawValue)\" means mode \"\(implied.rawValue)\", but mode is \"\(filter.mode.rawValue)\": give one of the two"
+                )
             }
             filter.accuracy = accuracy
             filter.mode = implied

@@ -68,7 +68,8 @@ extension PushSettings {
         var push = PushSettings()
         func required(_ key: String, _ value: String?, at path: String? = nil) throws(ConfigError) -> String {
             guard let value, !value.trimmingWhitespace.isEmpty else {
-                throw ConfigError(path: path ?? node.child(key), "CONFIGURATION_ERROR: \(key) is required and may not be blank")
+                throw ConfigError(
+                    path: path ?? node.child(key), "CONFIGURATION_ERROR: \(key) is required and may not be blank")
             }
             return value
         }
@@ -96,18 +97,24 @@ extension PushSettings {
         try paths.finish()
 
         var batch = try node.node("batch")
-        push.batchMaxPositions = try batch.integer("maxPositions", default: push.batchMaxPositions, min: 1, max: 100_000)
+        push.batchMaxPositions = try batch.integer(
+            "maxPositions", default: push.batchMaxPositions, min: 1, max: 100_000)
         push.batchMaxBytes = try batch.integer("maxBytes", default: push.batchMaxBytes, min: 1024, max: 64 << 20)
-        push.batchMaxDelaySeconds = try batch.number("maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0, max: 86_400)
+        push.batchMaxDelaySeconds = try batch.number(
+            "maxDelaySeconds", default: push.batchMaxDelaySeconds, min: 0, max: 86_400)
         push.batchInFlight = try batch.integer("inFlight", default: push.batchInFlight, min: 1, max: 64)
         try batch.finish()
         push.compression = try node.choice("compression", default: push.compression)
         if case .string(let text)? = node.value("zstdLevel") {
-            guard text == "auto" else { throw ConfigError(path: node.child("zstdLevel"), "expected \"auto\" or a level from 1 to 22, got \"\(text)\"") }
+            guard text == "auto" else {
+                throw ConfigError(
+                    path: node.child("zstdLevel"), "expected \"auto\" or a level from 1 to 22, got \"\(text)\"")
+            }
         } else if node.contains("zstdLevel") {
             push.zstdLevel = try node.integer("zstdLevel", default: 7, min: 1, max: 22)
         }
-        push.tokenRefreshSeconds = try node.number("tokenRefreshSeconds", default: push.tokenRefreshSeconds, min: 60, max: 31_536_000)
+        push.tokenRefreshSeconds = try node.number(
+            "tokenRefreshSeconds", default: push.tokenRefreshSeconds, min: 60, max: 31_536_000)
 
         _ = try required("tenant", push.tenant)
         switch push.authMode {
@@ -118,14 +125,18 @@ extension PushSettings {
             try Configuration.DestinationSettings.validateURL(registration, at: node.child("registrationBaseUrl"))
             _ = try required("clientId", push.clientID)
             guard let apiKey = push.apiKey else {
-                throw ConfigError(path: node.child("apiKey"), "CONFIGURATION_ERROR: apiKey is required and may not be blank")
+                throw ConfigError(
+                    path: node.child("apiKey"), "CONFIGURATION_ERROR: apiKey is required and may not be blank")
             }
             if case .literal(let value) = apiKey.source {
                 _ = try required("apiKey", value)
             }
         case .token:
             guard let token = push.token else {
-                throw ConfigError(path: auth.child("token"), "CALLER_ACCESS_TOKEN_REQUIRED: token mode needs auth.token (a string, {\"env\": ...} or {\"file\": ...})")
+                throw ConfigError(
+                    path: auth.child("token"),
+                    "CALLER_ACCESS_TOKEN_REQUIRED: token mode needs auth.token (a string, {\"env\": ...} or {\"file\": ...})"
+                )
             }
             if case .literal(let value) = token.source, value.trimmingWhitespace.isEmpty {
                 throw ConfigError(path: auth.child("token"), "CALLER_ACCESS_TOKEN_REQUIRED: auth.token is blank")

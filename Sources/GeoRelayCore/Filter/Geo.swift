@@ -7,9 +7,11 @@ package enum Geo {
 
     /// Haversine distance in metres.
     package static func distance(lat1: Double, lon1: Double, lat2: Double, lon2: Double) -> Double {
-        let φ1 = lat1 * .pi / 180, φ2 = lat2 * .pi / 180
-        let dφ = (lat2 - lat1) * .pi / 180, dλ = (lon2 - lon1) * .pi / 180
-        let a = sin(dφ / 2) * sin(dφ / 2) + cos(φ1) * cos(φ2) * sin(dλ / 2) * sin(dλ / 2)
+        let phi1 = lat1 * .pi / 180
+        let phi2 = lat2 * .pi / 180
+        let dPhi = (lat2 - lat1) * .pi / 180
+        let dLambda = (lon2 - lon1) * .pi / 180
+        let a = sin(dPhi / 2) * sin(dPhi / 2) + cos(phi1) * cos(phi2) * sin(dLambda / 2) * sin(dLambda / 2)
         return 2 * earthRadiusMeters * atan2(sqrt(a), sqrt(max(0, 1 - a)))
     }
 

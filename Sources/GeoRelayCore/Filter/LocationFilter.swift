@@ -85,7 +85,9 @@ package struct LocationFilter: Sendable {
     /// Whether the destination's accuracy level takes the fix (alarms always; a fix with neither
     /// accuracy nor HDOP is not judged): what a position sent ahead of its backlog must pass too.
     package func accurateEnough(_ position: Position) -> Bool {
-        guard position.alarm == nil, let bound = settings.accuracy?.boundMeters, let metres = horizontalAccuracy(position) else { return true }
+        guard position.alarm == nil, let bound = settings.accuracy?.boundMeters,
+            let metres = horizontalAccuracy(position)
+        else { return true }
         return metres <= bound
     }
 
@@ -94,7 +96,8 @@ package struct LocationFilter: Sendable {
     private func horizontalAccuracy(_ p: Position) -> Double? {
         if let accuracy = p.accuracy { return accuracy }
         guard let perHDOP = settings.accuracyPerHDOP,
-              case .number(let hdop)? = p.attributes.last(where: { $0.key == "hdop" })?.value else { return nil }
+            case .number(let hdop)? = p.attributes.last(where: { $0.key == "hdop" })?.value
+        else { return nil }
         return hdop * perHDOP
     }
 
@@ -115,7 +118,9 @@ package struct LocationFilter: Sendable {
             return nil
         }
         if Geo.distance(lat1: anchorLat, lon1: anchorLon, lat2: p.lat, lon2: p.lon) <= settings.stationaryRadiusMeters {
-            if !state.stopped, p.timeMs.saturatingMinus(state.anchorSinceMs) >= Int64(settings.stopTimeoutSeconds * 1000) {
+            if !state.stopped,
+                p.timeMs.saturatingMinus(state.anchorSinceMs) >= Int64(settings.stopTimeoutSeconds * 1000)
+            {
                 state.stopped = true
                 return false
             }
@@ -139,14 +144,17 @@ package struct LocationFilter: Sendable {
     private func rulesHold(_ p: Position, _ state: FilterState) -> Bool {
         guard let last = state.lastSentMs else { return true }
         if settings.distanceMeters > 0,
-           Geo.distance(lat1: state.lastSentLat, lon1: state.lastSentLon, lat2: p.lat, lon2: p.lon) >= settings.distanceMeters {
+            Geo.distance(lat1: state.lastSentLat, lon1: state.lastSentLon, lat2: p.lat, lon2: p.lon)
+                >= settings.distanceMeters
+        {
             return true
         }
         if settings.intervalSeconds > 0, p.timeMs.saturatingMinus(last) >= Int64(settings.intervalSeconds * 1000) {
             return true
         }
         if settings.angleDegrees > 0, let course = p.course, let lastCourse = state.lastSentCourse,
-           Geo.courseChange(course, lastCourse) >= settings.angleDegrees {
+            Geo.courseChange(course, lastCourse) >= settings.angleDegrees
+        {
             return true
         }
         return false

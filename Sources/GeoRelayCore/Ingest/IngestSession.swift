@@ -46,8 +46,10 @@ package struct IngestSession: Sendable {
         /// tells it which ids collectors feed.
         package var phones: PhoneAdmission?
 
-        package init(decoder: LineDecoder, router: SourceRouter? = nil, clock: IngestClock = .system,
-                     maxLineBytes: Int, nmeaAccuracyPerHDOP: Double? = nil) {
+        package init(
+            decoder: LineDecoder, router: SourceRouter? = nil, clock: IngestClock = .system,
+            maxLineBytes: Int, nmeaAccuracyPerHDOP: Double? = nil
+        ) {
             self.decoder = decoder
             self.router = router
             self.clock = clock
@@ -115,7 +117,11 @@ package struct IngestSession: Sendable {
         var line = raw
         if let last = line.last, last == 0x0D { line = UnsafeBufferPointer(rebasing: line[0..<(line.count - 1)]) }
         if line.count > rules.maxLineBytes {
-            return [refuse(.tooLong("line of \(line.count) bytes is longer than \(rules.maxLineBytes) (ingest.maxLineBytes)"), line: line)]
+            return [
+                refuse(
+                    .tooLong("line of \(line.count) bytes is longer than \(rules.maxLineBytes) (ingest.maxLineBytes)"),
+                    line: line)
+            ]
         }
         do throws(IngestError) {
             switch try rules.decoder.decode(line, defaultDevice: device) {
@@ -181,7 +187,10 @@ package struct IngestSession: Sendable {
                 position = try TraccarClientJSON.decode(String(decoding: request.body, as: UTF8.self))
             } else {
                 // As Traccar: the URL's parameters, or the body's when the URL has none.
-                var query = request.target.firstIndex(of: "?").map { String(request.target[request.target.index(after: $0)...]) } ?? ""
+                var query =
+                    request.target.firstIndex(of: "?").map {
+                        String(request.target[request.target.index(after: $0)...])
+                    } ?? ""
                 if query.isEmpty { query = String(decoding: request.body, as: UTF8.self) }
                 position = try OsmAndQuery.decode(query, defaultDevice: nil)
             }

@@ -37,7 +37,9 @@ package final class PhoneAdmission: Sendable {
         switch allowed {
         case .any: break
         case .listed(let ids):
-            guard ids.contains(device) else { return .device("the phone port does not take this device id (ingest.http.devices)") }
+            guard ids.contains(device) else {
+                return .device("the phone port does not take this device id (ingest.http.devices)")
+            }
         }
         if socketDevices.withLock({ $0.contains(device) }) {
             return .device("a collector feeds this device id through the socket; the phone port does not take it")

@@ -38,7 +38,9 @@ package struct JSONParser {
     }
 
     /// Parses exactly one value; anything but whitespace (and JSON5 comments) after it is an error.
-    package static func parse(_ bytes: UnsafeBufferPointer<UInt8>, options: Options = Options()) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: UnsafeBufferPointer<UInt8>, options: Options = Options()) throws(JSONParseError)
+        -> JSONValue
+    {
         var parser = JSONParser(bytes: bytes, options: options)
         try parser.skipWhitespace()
         let value = try parser.parseValue()
@@ -71,12 +73,20 @@ package struct JSONParser {
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString(quote: c))
         case UInt8(ascii: "'") where options.json5: return .string(try parseString(quote: c))
-        case UInt8(ascii: "t"): try expectWord("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectWord("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectWord("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectWord("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectWord("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectWord("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
         default:
-            if options.json5, c == UInt8(ascii: "+") || c == UInt8(ascii: ".") || c == UInt8(ascii: "I") || c == UInt8(ascii: "N") {
+            if options.json5,
+                c == UInt8(ascii: "+") || c == UInt8(ascii: ".") || c == UInt8(ascii: "I") || c == UInt8(ascii: "N")
+            {
                 return .number(try parseNumber())
             }
             throw error("unexpected '\(printable(c))', expected a value")
@@ -94,10 +104,16 @@ package struct JSONParser {
         index += 1
         var members: [(key: String, value: JSONValue)] = []
         try skipWhitespace()
-        if peek(UInt8(ascii: "}")) { index += 1; return .object(JSONObject(members)) }
+        if peek(UInt8(ascii: "}")) {
+            index += 1
+            return .object(JSONObject(members))
+        }
         while true {
             try skipWhitespace()
-            if options.json5, peek(UInt8(ascii: "}")), !members.isEmpty { index += 1; break }
+            if options.json5, peek(UInt8(ascii: "}")), !members.isEmpty {
+                index += 1
+                break
+            }
             let keyStart = index
             let key = try parseKey()
             if members.contains(where: { $0.key == key }) {
@@ -111,8 +127,14 @@ package struct JSONParser {
             let value = try parseValue()
             members.append((key, value))
             try skipWhitespace()
-            if peek(UInt8(ascii: ",")) { index += 1; continue }
-            if peek(UInt8(ascii: "}")) { index += 1; break }
+            if peek(UInt8(ascii: ",")) {
+                index += 1
+                continue
+            }
+            if peek(UInt8(ascii: "}")) {
+                index += 1
+                break
+            }
             throw error(index < bytes.count ? "expected ',' or '}' in object" : "unexpected end of input in object")
         }
         return .object(JSONObject(members))
@@ -138,14 +160,26 @@ package struct JSONParser {
         index += 1
         var items: [JSONValue] = []
         try skipWhitespace()
-        if peek(UInt8(ascii: "]")) { index += 1; return .array(items) }
+        if peek(UInt8(ascii: "]")) {
+            index += 1
+            return .array(items)
+        }
         while true {
             try skipWhitespace()
-            if options.json5, peek(UInt8(ascii: "]")), !items.isEmpty { index += 1; break }
+            if options.json5, peek(UInt8(ascii: "]")), !items.isEmpty {
+                index += 1
+                break
+            }
             items.append(try parseValue())
             try skipWhitespace()
-            if peek(UInt8(ascii: ",")) { index += 1; continue }
-            if peek(UInt8(ascii: "]")) { index += 1; break }
+            if peek(UInt8(ascii: ",")) {
+                index += 1
+                continue
+            }
+            if peek(UInt8(ascii: "]")) {
+                index += 1
+                break
+            }
             throw error(index < bytes.count ? "expected ',' or ']' in array" : "unexpected end of input in array")
         }
         return .array(items)
@@ -180,7 +214,10 @@ package struct JSONParser {
                 throw error("unterminated string")
             }
             let c = bytes[index]
-            if c == quote { index += 1; break }
+            if c == quote {
+                index += 1
+                break
+            }
             if c < 0x20 { throw error("control character in string") }
             if c != UInt8(ascii: "\\") {
                 out.append(c)
@@ -202,7 +239,9 @@ package struct JSONParser {
             case UInt8(ascii: "u"):
                 var scalar = try parseHex4()
                 if (0xD800..<0xDC00).contains(scalar) {
-                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                        bytes[index + 1] == UInt8(ascii: "u")
+                    else {
                         throw error("unpaired surrogate in string")
                     }
                     index += 2
@@ -218,13 +257,17 @@ package struct JSONParser {
             }
         }
         // Through Result: Swift 6.0's withUnsafeBufferPointer only rethrows (`any Error`).
-        let result = out.withUnsafeBufferPointer { buffer in Result { () throws(JSONParseError) in try utf8String(buffer, ascii: false, at: start) } }
+        let result = out.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParseError) in try utf8String(buffer, ascii: false, at: start) }
+        }
         return try result.get()
     }
 
     /// RFC 8259 requires UTF-8; a line with broken bytes is refused rather than silently repaired
     /// with U+FFFD, so what reaches a server is exactly what the collector meant or nothing.
-    private func utf8String(_ bytes: UnsafeBufferPointer<UInt8>, ascii: Bool, at start: Int) throws(JSONParseError) -> String {
+    private func utf8String(_ bytes: UnsafeBufferPointer<UInt8>, ascii: Bool, at start: Int) throws(JSONParseError)
+        -> String
+    {
         if ascii { return String(decoding: bytes, as: UTF8.self) }
         guard let s = String(validating: bytes, as: UTF8.self) else {
             var copy = self
@@ -248,15 +291,24 @@ package struct JSONParser {
     private mutating func parseNumber() throws(JSONParseError) -> Double {
         let start = index
         var negative = false
-        if peek(UInt8(ascii: "-")) { negative = true; index += 1 } else if options.json5, peek(UInt8(ascii: "+")) { index += 1 }
+        if peek(UInt8(ascii: "-")) {
+            negative = true
+            index += 1
+        } else if options.json5, peek(UInt8(ascii: "+")) {
+            index += 1
+        }
         if options.json5 {
             if matchWord("Infinity") { return negative ? -.infinity : .infinity }
             if matchWord("NaN") { return .nan }
-            if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "0"), bytes[index + 1] | 0x20 == UInt8(ascii: "x") {
+            if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "0"), bytes[index + 1] | 0x20 == UInt8(ascii: "x")
+            {
                 index += 2
                 var value: Double = 0
                 let digitsStart = index
-                while index < bytes.count, let d = hexValue(bytes[index]) { value = value * 16 + Double(d); index += 1 }
+                while index < bytes.count, let d = hexValue(bytes[index]) {
+                    value = value * 16 + Double(d)
+                    index += 1
+                }
                 if index == digitsStart { throw error("expected hexadecimal digits") }
                 return negative ? -value : value
             }
@@ -306,7 +358,9 @@ package struct JSONParser {
                 } else if bytes[index + 1] == UInt8(ascii: "*") {
                     let start = index
                     index += 2
-                    while index + 1 < bytes.count, !(bytes[index] == UInt8(ascii: "*") && bytes[index + 1] == UInt8(ascii: "/")) { index += 1 }
+                    while index + 1 < bytes.count,
+                        !(bytes[index] == UInt8(ascii: "*") && bytes[index + 1] == UInt8(ascii: "/"))
+                    { index += 1 }
                     if index + 1 >= bytes.count {
                         index = start
                         throw error("unterminated comment")
@@ -339,7 +393,8 @@ package struct JSONParser {
     private func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
 
     private func isIdentifierStart(_ c: UInt8) -> Bool {
-        (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z")) || c == UInt8(ascii: "_") || c == UInt8(ascii: "$")
+        (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z")) || c == UInt8(ascii: "_")
+            || c == UInt8(ascii: "$")
     }
 
     private func hexValue(_ c: UInt8) -> UInt8? {

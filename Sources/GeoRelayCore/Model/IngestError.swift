@@ -4,7 +4,10 @@
 /// caller, and `code` is a short bounded string safe for status counters.
 package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     private enum Code: String, Sendable {
-        case parse, range, time, device, tooLong = "too-long", spoolFull = "spool-full", `internal`, unsupported, checksum
+        case parse, range, time, device
+        case tooLong = "too-long"
+        case spoolFull = "spool-full"
+        case `internal`, unsupported, checksum
     }
 
     private let _code: Code
@@ -41,7 +44,9 @@ package struct IngestError: Error, Sendable, Equatable, CustomStringConvertible 
     package static func checksum(_ message: String) -> IngestError { IngestError(.checksum, message) }
 
     /// Every code, for status tables that list zero counts too.
-    package static let allCodes = ["parse", "range", "time", "device", "too-long", "spool-full", "internal", "unsupported", "checksum"]
+    package static let allCodes = [
+        "parse", "range", "time", "device", "too-long", "spool-full", "internal", "unsupported", "checksum",
+    ]
 
     package var description: String { "\(code) \(message)" }
 }

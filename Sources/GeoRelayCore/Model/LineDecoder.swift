@@ -53,7 +53,8 @@ package struct LineDecoder: Sendable {
         case _ where first < 0x20 || first >= 0x7F:
             // Binary frames a receiver interleaves with NMEA: a sentence after them still counts.
             guard let dollar = body.firstIndex(of: UInt8(ascii: "$")) else { return .skip("binary") }
-            return .nmea(try NMEASentence.parse(String(decoding: UnsafeBufferPointer(rebasing: body[dollar...]), as: UTF8.self)))
+            return .nmea(
+                try NMEASentence.parse(String(decoding: UnsafeBufferPointer(rebasing: body[dollar...]), as: UTF8.self)))
         default:
             let text = String(decoding: body, as: UTF8.self)
             return .position(try OsmAndQuery.decode(text, defaultDevice: defaultDevice))
@@ -115,7 +116,8 @@ package struct LineDecoder: Sendable {
             for member in fields.members {
                 // Found by the fuzzer: a nameless attribute cannot be sent as an OsmAnd parameter.
                 guard !member.key.isEmpty else { throw .parse("attributes: an attribute needs a name") }
-                position.attributes.append(Attribute(member.key, try scalar(member.value, at: "attributes.\(member.key)")))
+                position.attributes.append(
+                    Attribute(member.key, try scalar(member.value, at: "attributes.\(member.key)")))
             }
         }
         // Any other scalar key is kept as an attribute, as Traccar keeps unknown OsmAnd parameters.
@@ -145,10 +147,13 @@ package struct LineDecoder: Sendable {
         // a crew expects at sea. gpsd's `altMSL` (`alt` before gpsd 3.20) is that; `altHAE` is
         // above the WGS 84 ellipsoid, tens of metres off, and is converted with `geoidSep` or
         // left out rather than mixed in.
-        let altHAE = try reader.number("altHAE"), alt = try reader.number("alt"), altMSL = try reader.number("altMSL")
+        let altHAE = try reader.number("altHAE")
+        let alt = try reader.number("alt")
+        let altMSL = try reader.number("altMSL")
         let geoidSeparation = try reader.number("geoidSep")
         position.altitude = altMSL ?? alt ?? altHAE.flatMap { hae in geoidSeparation.map { hae - $0 } }
-        let eph = try reader.number("eph"), epx = try reader.number("epx")
+        let eph = try reader.number("eph")
+        let epx = try reader.number("epx")
         position.accuracy = eph ?? epx
         return .position(position)
     }
@@ -188,14 +193,17 @@ package struct LineDecoder: Sendable {
     /// line's, a fix cycle's, a phone's); `decode` only reads what the line says.
     package func validated(_ position: Position, nowMs: Int64) throws(IngestError) -> Position {
         if ControlEscaping.containsControl(position.device) {
-            throw .device("device id \"\(ControlEscaping.escape(String(position.device.prefix(40))))\" holds control characters")
+            throw .device(
+                "device id \"\(ControlEscaping.escape(String(position.device.prefix(40))))\" holds control characters")
         }
         if let alarm = position.alarm, ControlEscaping.containsControl(alarm) {
             throw .parse("alarm \"\(ControlEscaping.escape(String(alarm.prefix(40))))\" holds control characters")
         }
         if let problem = PositionBounds.problem(in: position) { throw problem }
         if nowMs >= WallClock.plausibleMs, position.timeMs > nowMs + maxFutureMs {
-            throw .time("fix time \(Timestamp.iso8601(milliseconds: position.timeMs)) is more than \(maxFutureMs / 1000) s ahead of the relay's clock")
+            throw .time(
+                "fix time \(Timestamp.iso8601(milliseconds: position.timeMs)) is more than \(maxFutureMs / 1000) s ahead of the relay's clock"
+            )
         }
         var normalised = position
         normalised.course = position.course.flatMap(PositionBounds.folded(course:))
@@ -260,7 +268,9 @@ struct FieldReader {
         guard let (name, value) = first(key, []) else { return nil }
         switch value {
         case .number(let n):
-            guard let ms = Timestamp.milliseconds(fromUnix: n) else { throw .time("\(prefix)\(name): \(n) is not a Unix time") }
+            guard let ms = Timestamp.milliseconds(fromUnix: n) else {
+                throw .time("\(prefix)\(name): \(n) is not a Unix time")
+            }
             return ms
         case .string(let s):
             if let ms = Timestamp.milliseconds(fromISO8601: s) { return ms }

@@ -40,7 +40,9 @@ package enum OsmAndQuery {
             switch key {
             case "id", "deviceid": device = value
             case "timestamp":
-                guard let ms = timestamp(value) else { throw .time("timestamp: \"\(value.prefix(40))\" is not a Unix time or ISO 8601 date") }
+                guard let ms = timestamp(value) else {
+                    throw .time("timestamp: \"\(value.prefix(40))\" is not a Unix time or ISO 8601 date")
+                }
                 timeMs = ms
             case "lat": lat = try number(key, value)
             case "lon": lon = try number(key, value)
@@ -133,10 +135,12 @@ package enum OsmAndQuery {
         var encoded = encode(p)
         guard encoded.utf8.count > maxBytes else { return encoded }
         var trimmed = p
-        while encoded.utf8.count > maxBytes, let longest = trimmed.attributes.indices.max(by: {
-            trimmed.attributes[$0].key.utf8.count + trimmed.attributes[$0].value.text.utf8.count
-                < trimmed.attributes[$1].key.utf8.count + trimmed.attributes[$1].value.text.utf8.count
-        }) {
+        while encoded.utf8.count > maxBytes,
+            let longest = trimmed.attributes.indices.max(by: {
+                trimmed.attributes[$0].key.utf8.count + trimmed.attributes[$0].value.text.utf8.count
+                    < trimmed.attributes[$1].key.utf8.count + trimmed.attributes[$1].value.text.utf8.count
+            })
+        {
             trimmed.attributes.remove(at: longest)
             encoded = encode(trimmed)
         }
@@ -155,7 +159,8 @@ package enum OsmAndQuery {
     ]
 
     private static func isUnreserved(_ c: UInt8) -> Bool {
-        (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) || c == 0x2D || c == 0x2E || c == 0x5F || c == 0x7E
+        (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) || c == 0x2D || c == 0x2E || c == 0x5F
+            || c == 0x7E
     }
 
     package static func percentEncode(_ s: String) -> String {

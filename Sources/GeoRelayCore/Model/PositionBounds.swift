@@ -74,12 +74,16 @@ package enum PositionBounds {
     /// of bounds, a name with a control character.
     package static func problem(in attribute: Attribute) -> IngestError? {
         if ControlEscaping.containsControl(attribute.key) {
-            return .parse("attribute \"\(ControlEscaping.escape(String(attribute.key.prefix(40))))\": a name may not hold control characters")
+            return .parse(
+                "attribute \"\(ControlEscaping.escape(String(attribute.key.prefix(40))))\": a name may not hold control characters"
+            )
         }
         guard case .number(let n) = attribute.value else { return nil }
         if attribute.key == "hdop" { return check("hdop", n, hdop) }
         guard n.isFinite, abs(n) < attributeMagnitude else {
-            return .range("\(ControlEscaping.escape(String(attribute.key.prefix(40)))) \(describe(n)) is not a finite number below 1e15")
+            return .range(
+                "\(ControlEscaping.escape(String(attribute.key.prefix(40)))) \(describe(n)) is not a finite number below 1e15"
+            )
         }
         return nil
     }
@@ -87,7 +91,8 @@ package enum PositionBounds {
     private static func check(_ name: String, _ value: Double, _ bounds: ClosedRange<Double>) -> IngestError? {
         guard value.isFinite else { return .range("\(name) is not a finite number") }
         guard bounds.contains(value) else {
-            return .range("\(name) \(describe(value)) outside \(describe(bounds.lowerBound))...\(describe(bounds.upperBound))")
+            return .range(
+                "\(name) \(describe(value)) outside \(describe(bounds.lowerBound))...\(describe(bounds.upperBound))")
         }
         return nil
     }

@@ -31,15 +31,17 @@ package enum Timestamp {
             return v
         }
         guard b.count >= 20,
-              let year = digits(0, 4), b[4] == UInt8(ascii: "-"),
-              let month = digits(5, 2), b[7] == UInt8(ascii: "-"),
-              let day = digits(8, 2), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
-              let hour = digits(11, 2), b[13] == UInt8(ascii: ":"),
-              let minute = digits(14, 2), b[16] == UInt8(ascii: ":"),
-              let second = digits(17, 2)
+            let year = digits(0, 4), b[4] == UInt8(ascii: "-"),
+            let month = digits(5, 2), b[7] == UInt8(ascii: "-"),
+            let day = digits(8, 2),
+            b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
+            let hour = digits(11, 2), b[13] == UInt8(ascii: ":"),
+            let minute = digits(14, 2), b[16] == UInt8(ascii: ":"),
+            let second = digits(17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              hour < 24, minute < 60, second < 61 else { return nil }
+            hour < 24, minute < 60, second < 61
+        else { return nil }
         var i = 19
         var fractionMs = 0.0
         if i < b.count, b[i] == UInt8(ascii: ".") || b[i] == UInt8(ascii: ",") {
@@ -89,7 +91,8 @@ package enum Timestamp {
             let s = String(v)
             return s.count >= n ? s : String(repeating: "0", count: n - s.count) + s
         }
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(millis, 3))Z"
+        return
+            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(millis, 3))Z"
     }
 
     /// 0000-01-01T00:00:00Z, the first instant a four-digit year writes.

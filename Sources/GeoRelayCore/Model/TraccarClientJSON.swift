@@ -10,13 +10,17 @@ package enum TraccarClientJSON {
             throw .parse("JSON body: \(error.message)")
         }
         guard case .object(let root) = value else { throw .parse("JSON body: expected an object") }
-        guard case .string(let device)? = root["device_id"], !device.isEmpty else { throw .device("JSON body: no device_id") }
+        guard case .string(let device)? = root["device_id"], !device.isEmpty else {
+            throw .device("JSON body: no device_id")
+        }
         guard case .object(let location)? = root["location"] else { throw .parse("JSON body: no location") }
-        guard case .string(let stamp)? = location["timestamp"], let timeMs = Timestamp.milliseconds(fromISO8601: stamp) else {
+        guard case .string(let stamp)? = location["timestamp"], let timeMs = Timestamp.milliseconds(fromISO8601: stamp)
+        else {
             throw .time("JSON body: location.timestamp missing or not ISO 8601 with a zone")
         }
         guard case .object(let coords)? = location["coords"],
-              case .number(let lat)? = coords["latitude"], case .number(let lon)? = coords["longitude"] else {
+            case .number(let lat)? = coords["latitude"], case .number(let lon)? = coords["longitude"]
+        else {
             throw .parse("JSON body: location.coords.latitude and longitude are required")
         }
         func number(_ object: JSONObject, _ key: String) -> Double? {
@@ -33,8 +37,12 @@ package enum TraccarClientJSON {
             if let level = number(battery, "level"), level >= 0 { position.battery = (level * 100).rounded() }
             if battery["is_charging"] == .bool(true) { position.charging = true }
         }
-        if case .bool(let moving)? = location["is_moving"] { position.attributes.append(Attribute("motion", .bool(moving))) }
-        if case .string(let event)? = location["event"] { position.attributes.append(Attribute("event", .string(event))) }
+        if case .bool(let moving)? = location["is_moving"] {
+            position.attributes.append(Attribute("motion", .bool(moving)))
+        }
+        if case .string(let event)? = location["event"] {
+            position.attributes.append(Attribute("event", .string(event)))
+        }
         var extras = JSONObject()
         if case .object(let object)? = location["extras"] { extras = object }
         if case .string(let alarm)? = location["alarm"] ?? extras["alarm"] { position.alarm = alarm }

@@ -59,8 +59,10 @@ package struct NMEAAssembler: Sendable {
         case "RMC": return rmc(sentence, device: device)
         case "GGA": return gga(sentence, device: device)
         case "ZDA":
-            if let time = sentence.timeOfDayMs(0), let day = sentence.number(1), let month = sentence.number(2), let year = sentence.number(3),
-               (1...31).contains(day), (1...12).contains(month), (1980...9999).contains(year) {
+            if let time = sentence.timeOfDayMs(0), let day = sentence.number(1), let month = sentence.number(2),
+                let year = sentence.number(3),
+                (1...31).contains(day), (1...12).contains(month), (1980...9999).contains(year)
+            {
                 // The year is bounded before it becomes an Int: found by the fuzzer (a 10-digit year overflowed).
                 dateMs = Int64(Timestamp.daysFromCivil(year: Int(year), month: Int(month), day: Int(day))) * 86_400_000
                 dateTimeOfDayMs = time
@@ -83,7 +85,8 @@ package struct NMEAAssembler: Sendable {
         if time == lastEmittedTimeOfDayMs, pending == nil { return [.skip("same-fix")] }
         let actions = startCycle(at: time, device: device)
         guard s.field(1) == "A", let lat = s.coordinate(2, degreeDigits: 2), let lon = s.coordinate(4, degreeDigits: 3),
-              abs(lat) <= 90, abs(lon) <= 180 else {
+            abs(lat) <= 90, abs(lon) <= 180
+        else {
             // A void RMC cannot add to a cycle, but it does end one waiting for it.
             if let held = pending, held.timeOfDayMs == time, held.hasGGA, let position = emit(held, device: device) {
                 pending = nil
@@ -92,8 +95,10 @@ package struct NMEAAssembler: Sendable {
             return actions + [.skip("no-fix")]
         }
         var day: Int64?
-        if let date = s.field(8), date.count == 6, let dd = Int(date.prefix(2)), let mm = Int(date.dropFirst(2).prefix(2)), let yy = Int(date.suffix(2)),
-           (1...31).contains(dd), (1...12).contains(mm) {
+        if let date = s.field(8), date.count == 6, let dd = Int(date.prefix(2)),
+            let mm = Int(date.dropFirst(2).prefix(2)), let yy = Int(date.suffix(2)),
+            (1...31).contains(dd), (1...12).contains(mm)
+        {
             day = Int64(Timestamp.daysFromCivil(year: yy < 80 ? 2000 + yy : 1900 + yy, month: mm, day: dd)) * 86_400_000
             dateMs = day
             dateTimeOfDayMs = time
@@ -113,8 +118,10 @@ package struct NMEAAssembler: Sendable {
         guard let time = s.timeOfDayMs(0) else { return [.skip("no-time")] }
         if time == lastEmittedTimeOfDayMs, pending == nil { return [.skip("same-fix")] }
         let actions = startCycle(at: time, device: device)
-        guard let quality = s.number(5), quality > 0, let lat = s.coordinate(1, degreeDigits: 2), let lon = s.coordinate(3, degreeDigits: 3),
-              abs(lat) <= 90, abs(lon) <= 180 else {
+        guard let quality = s.number(5), quality > 0, let lat = s.coordinate(1, degreeDigits: 2),
+            let lon = s.coordinate(3, degreeDigits: 3),
+            abs(lat) <= 90, abs(lon) <= 180
+        else {
             if let held = pending, held.timeOfDayMs == time, held.hasRMC, let position = emit(held, device: device) {
                 pending = nil
                 return actions + [.complete(position)]
@@ -177,8 +184,9 @@ package struct NMEAAssembler: Sendable {
 
     private func position(from fix: Pending, device: String) -> Position? {
         guard let day = fix.dayMs else { return nil }
-        var position = Position(device: device, timeMs: day + fix.timeOfDayMs, lat: fix.lat, lon: fix.lon,
-                                speed: fix.speed, course: fix.course, altitude: fix.altitude)
+        var position = Position(
+            device: device, timeMs: day + fix.timeOfDayMs, lat: fix.lat, lon: fix.lon,
+            speed: fix.speed, course: fix.course, altitude: fix.altitude)
         if let hdop = fix.hdop {
             position.attributes.append(Attribute("hdop", .number(hdop)))
             if let factor = accuracyPerHDOP { position.accuracy = hdop * factor }

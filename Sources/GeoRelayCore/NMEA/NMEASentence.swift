@@ -13,7 +13,9 @@ package struct NMEASentence: Sendable, Equatable {
         guard let dollar = line.firstIndex(where: { $0 == "$" }) else { throw .parse("not an NMEA sentence") }
         var body = line[line.index(after: dollar)...]
         while let last = body.last, last == "\r" || last == "\n" || last == " " { body = body.dropLast() }
-        guard body.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { throw .parse("NMEA sentence with non-printable bytes") }
+        guard body.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            throw .parse("NMEA sentence with non-printable bytes")
+        }
         if let star = body.lastIndex(of: "*") {
             let given = body[body.index(after: star)...]
             let data = body[..<star]
@@ -22,13 +24,16 @@ package struct NMEASentence: Sendable, Equatable {
             }
             let actual = data.utf8.reduce(UInt8(0)) { $0 ^ $1 }
             guard actual == expected else {
-                throw .checksum("checksum *\(given) does not match the sentence (computed \(String(actual, radix: 16, uppercase: true)))")
+                throw .checksum(
+                    "checksum *\(given) does not match the sentence (computed \(String(actual, radix: 16, uppercase: true)))"
+                )
             }
             body = data
         }
         var fields = body.split(separator: ",", omittingEmptySubsequences: false)
         guard let address = fields.first, address.count == 5 || (address.first == "P" && address.count >= 4),
-              address.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+            address.allSatisfy({ $0.isLetter || $0.isNumber })
+        else {
             throw .parse("NMEA address \"\(fields.first?.prefix(8) ?? "")\" is not a talker and sentence type")
         }
         fields.removeFirst()
@@ -55,7 +60,8 @@ package struct NMEASentence: Sendable, Equatable {
             // Digits only, read as milliseconds here: `Double(".5e17")` would take an exponent
             // (found by a hostile line: `000000.5e17` overflowed the conversion to milliseconds).
             guard digits[6] == UInt8(ascii: "."), digits.count > 7, digits.count <= 16,
-                  digits[7...].allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+                digits[7...].allSatisfy({ $0 >= 48 && $0 <= 57 })
+            else { return nil }
             var scale: Int64 = 100
             var fraction: Int64 = 0
             for digit in digits[7...] {
@@ -72,8 +78,9 @@ package struct NMEASentence: Sendable, Equatable {
     /// `ddmm.mmmm` + `N`/`S` (or `dddmm.mmmm` + `E`/`W`) as signed degrees.
     package func coordinate(_ index: Int, degreeDigits: Int) -> Double? {
         guard let text = field(index), let hemisphere = field(index + 1), text.count > degreeDigits + 1,
-              let degrees = Double(text.prefix(degreeDigits)), let minutes = Double(text.dropFirst(degreeDigits)),
-              minutes >= 0, minutes < 60, degrees >= 0 else { return nil }
+            let degrees = Double(text.prefix(degreeDigits)), let minutes = Double(text.dropFirst(degreeDigits)),
+            minutes >= 0, minutes < 60, degrees >= 0
+        else { return nil }
         let value = degrees + minutes / 60
         switch hemisphere {
         case "N", "E": return value

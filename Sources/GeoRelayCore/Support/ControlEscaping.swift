@@ -42,7 +42,8 @@ package enum ControlEscaping {
     /// crew's screen.
     package static func escapeLines(_ text: String) -> String {
         if isClean(text.replacing("\n", with: "")) { return text }
-        return text.split(separator: "\n", omittingEmptySubsequences: false).map { escape(String($0)) }.joined(separator: "\n")
+        return text.split(separator: "\n", omittingEmptySubsequences: false).map { escape(String($0)) }.joined(
+            separator: "\n")
     }
 
     /// C0, DEL, C1, and U+2028/U+2029 (line and paragraph separator).

@@ -31,8 +31,11 @@ package final class FileDescriptor: Sendable {
     }
 
     /// A new socket, close-on-exec (`SOCK_CLOEXEC` is always added).
-    package static func socket(_ domain: Int32, _ type: Int32, context: @autoclosure () -> String = "") throws(SystemError) -> FileDescriptor {
-        FileDescriptor(adopting: try syscall("socket", context()) { Glibc.socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), 0) })
+    package static func socket(_ domain: Int32, _ type: Int32, context: @autoclosure () -> String = "")
+        throws(SystemError) -> FileDescriptor
+    {
+        FileDescriptor(
+            adopting: try syscall("socket", context()) { Glibc.socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), 0) })
     }
 
     /// The descriptor's number for a system call; -1 once closed.
@@ -77,30 +80,39 @@ package final class FileDescriptor: Sendable {
     /// Sends what a socket takes now of `bytes`, never raising `SIGPIPE` (a peer gone is an
     /// `EPIPE` error): the count taken, possibly short, or `.wouldBlock` when it takes nothing.
     package func send(_ bytes: UnsafeRawBufferPointer, flags: Int32 = 0) throws(SystemError) -> IOResult<Int> {
-        try syscall(blocking: true, "send") { Glibc.send(number, bytes.baseAddress, bytes.count, flags | Int32(MSG_NOSIGNAL)) }
+        try syscall(blocking: true, "send") {
+            Glibc.send(number, bytes.baseAddress, bytes.count, flags | Int32(MSG_NOSIGNAL))
+        }
     }
 
     /// Writes all of `bytes` to a blocking file, pipe or eventfd, however many calls it takes
     /// (a write may take only part: a signal mid-way, a file system near its quota).
-    package func writeAll(_ bytes: UnsafeRawBufferPointer, context: @autoclosure () -> String = "") throws(SystemError) {
+    package func writeAll(_ bytes: UnsafeRawBufferPointer, context: @autoclosure () -> String = "") throws(SystemError)
+    {
         try writeCompletely(bytes, call: "write", context()) { Glibc.write(number, $0.baseAddress, $0.count) }
     }
 
     /// Writes all of `bytes` (see `writeAll(_:context:)`).
     package func writeAll(_ bytes: [UInt8], context: @autoclosure () -> String = "") throws(SystemError) {
-        let result = bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try writeAll(raw, context: context()) } }
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try writeAll(raw, context: context()) }
+        }
         try result.get()
     }
 
     /// Sends all of `bytes` (see `sendAll(_:context:)`).
     package func sendAll(_ bytes: [UInt8], context: @autoclosure () -> String = "") throws(SystemError) {
-        let result = bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try sendAll(raw, context: context()) } }
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try sendAll(raw, context: context()) }
+        }
         try result.get()
     }
 
     /// Sends all of `bytes` on a blocking socket, however many calls it takes, without `SIGPIPE`.
     package func sendAll(_ bytes: UnsafeRawBufferPointer, context: @autoclosure () -> String = "") throws(SystemError) {
-        try writeCompletely(bytes, call: "send", context()) { Glibc.send(number, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        try writeCompletely(bytes, call: "send", context()) {
+            Glibc.send(number, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
     }
 }
 

@@ -12,13 +12,16 @@ package enum FuzzTargets {
     /// connection's are, on a fixed clock; every position it would store must be sound, and
     /// once each is stored every reply is known (nothing waits for ever).
     package static func lines(_ bytes: UnsafeRawBufferPointer) {
-        let rules = IngestSession.Rules(decoder: LineDecoder(), clock: IngestClock(wallMs: { nowMs }, monotonicMs: { 0 }),
-                                        maxLineBytes: 8192)
+        let rules = IngestSession.Rules(
+            decoder: LineDecoder(), clock: IngestClock(wallMs: { nowMs }, monotonicMs: { 0 }),
+            maxLineBytes: 8192)
         var session = IngestSession(rules: rules)
         // A connection that said hello with acks on, so NMEA sentences have a device and every
         // line has a reply; the input can say hello again.
         _ = #"{"hello":{"device":"nmea","ack":true}}"#.utf8CString.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: UInt8.self) { session.receive(line: UnsafeBufferPointer(rebasing: $0.dropLast())) }
+            buffer.withMemoryRebound(to: UInt8.self) {
+                session.receive(line: UnsafeBufferPointer(rebasing: $0.dropLast()))
+            }
         }
         var seq: Int64 = 0
         func perform(_ actions: [IngestSession.Action]) {
@@ -33,7 +36,9 @@ package enum FuzzTargets {
             Array(line).withUnsafeBufferPointer { perform(session.receive(line: $0)) }
         }
         perform(session.finish())
-        precondition(session.unresolved == 0, "\(session.unresolved) replies still pending after every store and the end of input")
+        precondition(
+            session.unresolved == 0,
+            "\(session.unresolved) replies still pending after every store and the end of input")
         // One reply per line at most (a hello can turn them off), each one of the three kinds,
         // and no `ok` for a seq never given: nothing a line holds can forge an acknowledgement.
         var output: [UInt8] = []
@@ -43,11 +48,16 @@ package enum FuzzTargets {
         precondition(replies.count <= lines.count + 1, "\(replies.count) replies to \(lines.count) lines")
         for reply in replies {
             let text = String(decoding: reply, as: UTF8.self)
-            precondition(reply.allSatisfy { $0 >= 0x20 && $0 != 0x7F }, "a reply with a control character: \(text.debugDescription)")
+            precondition(
+                reply.allSatisfy { $0 >= 0x20 && $0 != 0x7F },
+                "a reply with a control character: \(text.debugDescription)")
             if text.hasPrefix("ok ") {
-                precondition(Int64(text.dropFirst(3)).map { (1...seq).contains($0) } ?? false, "a forged acknowledgement: \(text)")
+                precondition(
+                    Int64(text.dropFirst(3)).map { (1...seq).contains($0) } ?? false,
+                    "a forged acknowledgement: \(text)")
             } else {
-                precondition(text.hasPrefix("err ") || text.hasPrefix("skip "), "a reply of no kind: \(text.debugDescription)")
+                precondition(
+                    text.hasPrefix("err ") || text.hasPrefix("skip "), "a reply of no kind: \(text.debugDescription)")
             }
         }
     }
@@ -58,14 +68,17 @@ package enum FuzzTargets {
     /// problem for every position ingest would refuse.
     package static func encoders(_ bytes: UnsafeRawBufferPointer) {
         var reader = BitReader(bytes)
-        var position = Position(device: "fuzz", timeMs: Int64(bitPattern: reader.next()),
-                                lat: reader.double(), lon: reader.double())
+        var position = Position(
+            device: "fuzz", timeMs: Int64(bitPattern: reader.next()),
+            lat: reader.double(), lon: reader.double())
         position.speed = reader.optionalDouble()
         position.course = reader.optionalDouble()
         position.altitude = reader.optionalDouble()
         position.accuracy = reader.optionalDouble()
         position.battery = reader.optionalDouble()
-        position.attributes = [Attribute("hdop", .number(reader.double())), Attribute("odometer", .number(reader.double()))]
+        position.attributes = [
+            Attribute("hdop", .number(reader.double())), Attribute("odometer", .number(reader.double())),
+        ]
         _ = OsmAndQuery.encode(position)
         _ = Timestamp.iso8601(milliseconds: position.timeMs)
         var out: [UInt8] = []
@@ -82,7 +95,8 @@ package enum FuzzTargets {
             precondition((0..<360).contains(folded), "course \(course) folded to \(folded)")
         }
         if PositionBounds.problem(in: position) == nil {
-            precondition(position.lat.isFinite && position.lon.isFinite && position.timeMs >= 0, "bounds passed \(position)")
+            precondition(
+                position.lat.isFinite && position.lon.isFinite && position.timeMs >= 0, "bounds passed \(position)")
         }
     }
 
@@ -110,12 +124,15 @@ package enum FuzzTargets {
 
     private static func check(_ position: Position) {
         precondition(PositionBounds.problem(in: position) == nil, "accepted a position out of bounds: \(position)")
-        precondition(position.course.map { (0..<360).contains($0) } ?? true, "accepted a course not folded: \(position)")
+        precondition(
+            position.course.map { (0..<360).contains($0) } ?? true, "accepted a course not folded: \(position)")
         precondition(!position.device.isEmpty, "accepted a position without a device")
         let query = OsmAndQuery.encode(position)
         do {
             let back = try OsmAndQuery.decode(query, defaultDevice: nil)
-            precondition(back.device == position.device, "device \(position.device) came back as \(back.device) through \(query)")
+            precondition(
+                back.device == position.device, "device \(position.device) came back as \(back.device) through \(query)"
+            )
         } catch {
             preconditionFailure("the OsmAnd form of an accepted position does not decode: \(query): \(error)")
         }

@@ -9,7 +9,9 @@ package enum IPv4Socket {
     ///
     /// Every step is checked: a socket whose `SO_REUSEADDR` or `getsockname` failed would be
     /// refused after a restart or report port 0, and either is better said here.
-    package static func bind(type: Int32, host: String, port: UInt16, backlog: Int32? = nil) throws(SystemError) -> (descriptor: FileDescriptor, port: Int) {
+    package static func bind(type: Int32, host: String, port: UInt16, backlog: Int32? = nil) throws(SystemError) -> (
+        descriptor: FileDescriptor, port: Int
+    ) {
         let place = "\(host):\(port)"
         let socket = try FileDescriptor.socket(AF_INET, type, context: place)
         var one: Int32 = 1
@@ -19,14 +21,18 @@ package enum IPv4Socket {
         var address = Self.address(host: host, port: port)
         try syscall("bind", place) {
             withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         if let backlog { try syscall("listen", place) { listen(socket.number, backlog) } }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         try syscall("getsockname", place) {
-            withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket.number, $0, &length) } }
+            withUnsafeMutablePointer(to: &actual) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket.number, $0, &length) }
+            }
         }
         return (socket, Int(UInt16(bigEndian: actual.sin_port)))
     }
@@ -38,7 +44,9 @@ package enum IPv4Socket {
         // Not through syscall(): a connect interrupted by a signal goes on in the background,
         // and calling it again answers EALREADY, not the outcome.
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(socket.number, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             let code = errno
@@ -55,7 +63,9 @@ package enum IPv4Socket {
         func text(_ get: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> String {
             var address = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let result = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get(fd, $0, &length) } }
+            let result = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get(fd, $0, &length) }
+            }
             guard result == 0, address.sin_family == sa_family_t(AF_INET) else { return "" }
             var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
             guard inet_ntop(AF_INET, &address.sin_addr, &buffer, socklen_t(buffer.count)) != nil else { return "" }

@@ -3,7 +3,11 @@ import Glibc
 
 /// Severity of a log event, numbered as syslog and journald number them.
 package enum LogLevel: Int, Sendable, Comparable, CaseIterable {
-    case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+    case error = 3
+    case warning = 4
+    case notice = 5
+    case info = 6
+    case debug = 7
 
     package var name: String {
         switch self {
@@ -65,7 +69,8 @@ package struct Logger: Sendable {
         // Control characters are made visible here, once for every sink: a value from outside
         // quoted in a message must not end the line, forge a journald `<0>` prefix or drive a terminal.
         let text = ControlEscaping.escape(message())
-        let entry = LogEntry(timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? text : "\(label): \(text)")
+        let entry = LogEntry(
+            timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? text : "\(label): \(text)")
         for sink in sinks { sink.record(entry) }
     }
 
@@ -86,7 +91,8 @@ package struct StandardErrorLogSink: LogSink {
     }
 
     package func record(_ entry: LogEntry) {
-        let line = journal
+        let line =
+            journal
             ? "<\(entry.level.rawValue)>\(entry.message)\n"
             : "\(Timestamp.iso8601(milliseconds: entry.timeMs)) \(entry.level.name) \(entry.message)\n"
         FileOutput.standardError.write(line)

@@ -26,12 +26,14 @@ package func startThread(named name: String, _ body: @escaping @Sendable () -> V
     }
     let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
     var thread = pthread_t()
-    let created = pthread_create(&thread, nil, { argument in
-        let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
-        georelay_name_this_thread(start.kernelName)
-        start.body()
-        return nil
-    }, start)
+    let created = pthread_create(
+        &thread, nil,
+        { argument in
+            let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
+            georelay_name_this_thread(start.kernelName)
+            start.body()
+            return nil
+        }, start)
     // Only a process out of threads or memory gets here: nothing can go on without the thread.
     precondition(created == 0, "pthread_create failed (\(created)) for \(name)")
     pthread_detach(thread)

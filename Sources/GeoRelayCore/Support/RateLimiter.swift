@@ -22,7 +22,6 @@ package struct RateLimiter {
     }
 }
 
-
 /// A token bucket per client address: each may make `perSecond` requests a second on average,
 /// `burst` at once. A client past it is told to come back later (`429`), and one flooding host
 /// cannot take the port from the phones on the same Wi-Fi. Memory stays bounded: past 4,096

@@ -35,7 +35,9 @@ extension IOResult: Equatable where Value: Equatable {}
 /// descriptor, where `EAGAIN` is an answer rather than an error, goes through
 /// `syscall(blocking:_:_:_:)` instead.
 @discardableResult
-package func syscall<T: FixedWidthInteger>(_ name: String, _ context: @autoclosure () -> String = "", _ body: () -> T) throws(SystemError) -> T {
+package func syscall<T: FixedWidthInteger>(_ name: String, _ context: @autoclosure () -> String = "", _ body: () -> T)
+    throws(SystemError) -> T
+{
     while true {
         let result = body()
         if result >= 0 { return result }

@@ -54,7 +54,8 @@ package final class WakeSignal: Sendable {
                 if let timeout {
                     let (seconds, attoseconds) = timeout.components
                     // At most a day: nothing waits longer, and a longer Duration would overflow nanoseconds.
-                    let nanoseconds = max(0, Int(min(max(seconds, 0), 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+                    let nanoseconds = max(
+                        0, Int(min(max(seconds, 0), 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
                     DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
                         expire(generation)
                     }

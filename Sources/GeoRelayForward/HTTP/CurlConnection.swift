@@ -1,6 +1,6 @@
 import CCurl
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// One connection to a destination that libcurl opens and secures but does not speak HTTP on:
 /// a `CURLOPT_CONNECT_ONLY` easy handle. libcurl does DNS, TCP, the TLS handshake and the
@@ -42,7 +42,10 @@ package final class CurlConnection {
     ///   - tls: how an HTTPS server is verified, as for `CurlEasy`.
     ///   - connectTimeoutSeconds: the bound on DNS, TCP and the TLS handshake together.
     ///   - meter: what the connection costs the link is billed there.
-    package init(url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10, meter: WireMeter? = nil) throws(CurlError) {
+    package init(
+        url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10,
+        meter: WireMeter? = nil
+    ) throws(CurlError) {
         _ = CurlEasy.globalInit
         guard let handle = curl_easy_init() else {
             errorBuffer.deallocate()
@@ -138,7 +141,9 @@ package final class CurlConnection {
     /// ready, so the next `send` or `receive` reports it.
     /// - Important: see the type's note on TLS: drain `receive` before waiting for readable.
     /// - Returns: which of the asked conditions hold; both false when the time ran out.
-    package func wait(readable: Bool, writable: Bool, timeout: Duration) throws(CurlError) -> (readable: Bool, writable: Bool) {
+    package func wait(readable: Bool, writable: Bool, timeout: Duration) throws(CurlError) -> (
+        readable: Bool, writable: Bool
+    ) {
         precondition(isConnected, "CurlConnection.wait before connect()")
         precondition(readable || writable, "CurlConnection.wait for nothing")
         precondition(timeout >= .zero, "CurlConnection.wait: negative timeout")
@@ -161,8 +166,10 @@ package final class CurlConnection {
             throw CurlError(CURLE_RECV_ERROR, message: "poll: the connection's socket is closed")
         }
         let failed = revents & (Int32(POLLERR) | Int32(POLLHUP)) != 0
-        return (readable && (revents & Int32(POLLIN) != 0 || failed),
-                writable && (revents & Int32(POLLOUT) != 0 || failed))
+        return (
+            readable && (revents & Int32(POLLIN) != 0 || failed),
+            writable && (revents & Int32(POLLOUT) != 0 || failed)
+        )
     }
 
     /// poll's timeout: rounded up, so a wait never returns early and spins.

@@ -1,6 +1,6 @@
 import CCurl
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// An HTTP request as the forwarders make them.
@@ -12,8 +12,10 @@ package struct HTTPRequest: Sendable {
     package var timeoutSeconds: Double
     package var connectTimeoutSeconds: Double
 
-    package init(method: String = "POST", url: String, headers: [(String, String)] = [], body: [UInt8] = [],
-                 timeoutSeconds: Double = 30, connectTimeoutSeconds: Double = 10) {
+    package init(
+        method: String = "POST", url: String, headers: [(String, String)] = [], body: [UInt8] = [],
+        timeoutSeconds: Double = 30, connectTimeoutSeconds: Double = 10
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -117,30 +119,32 @@ package final class CurlEasy {
         try check(georelay_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
         try check(georelay_curl_setopt_string(handle, CURLOPT_USERAGENT, "georelay"))
         let opaque = Unmanaged.passUnretained(sink).toOpaque()
-        try check(georelay_curl_setopt_write_function(handle) { data, size, count, user in
-            let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-            let n = size * count
-            if sink.body.count + n > sink.maxBody { return 0 }
-            if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n)) }
-            return n
-        })
+        try check(
+            georelay_curl_setopt_write_function(handle) { data, size, count, user in
+                let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+                let n = size * count
+                if sink.body.count + n > sink.maxBody { return 0 }
+                if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n)) }
+                return n
+            })
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, opaque))
-        try check(georelay_curl_setopt_header_function(handle) { data, size, count, user in
-            let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-            let n = size * count
-            guard let data else { return n }
-            let bytes = UnsafeRawBufferPointer(start: data, count: n)
-            if bytes.starts(with: "HTTP/".utf8) {
-                sink.headers.removeAll()
-            } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-                let name = String(decoding: bytes[..<colon], as: UTF8.self)
-                var value = bytes[(colon + 1)...]
-                while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-                while let last = value.last, last == 10 || last == 13 || last == 32 { value = value.dropLast() }
-                sink.headers.append((name, String(decoding: value, as: UTF8.self)))
-            }
-            return n
-        })
+        try check(
+            georelay_curl_setopt_header_function(handle) { data, size, count, user in
+                let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+                let n = size * count
+                guard let data else { return n }
+                let bytes = UnsafeRawBufferPointer(start: data, count: n)
+                if bytes.starts(with: "HTTP/".utf8) {
+                    sink.headers.removeAll()
+                } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+                    let name = String(decoding: bytes[..<colon], as: UTF8.self)
+                    var value = bytes[(colon + 1)...]
+                    while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+                    while let last = value.last, last == 10 || last == 13 || last == 32 { value = value.dropLast() }
+                    sink.headers.append((name, String(decoding: value, as: UTF8.self)))
+                }
+                return n
+            })
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, opaque))
     }
 
@@ -166,14 +170,19 @@ package final class CurlEasy {
             lookups?.host(of: request.url)
         }
         try check(georelay_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000)))
-        try check(georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
+        try check(
+            georelay_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeoutSeconds * 1000)))
         if headerListFor.map({ !$0.elementsEqual(request.headers, by: ==) }) ?? true {
             // Every path checks, not only the pipelined one: a token from a file or an auth server
             // with a CR or LF would add a header of the server's choosing. The value is not named:
             // it may be a secret.
-            for (name, value) in request.headers where name.isEmpty || !name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte)
-                || !value.utf8.allSatisfy(HTTP1ResponseParser.isFieldValueByte) {
-                throw CurlError(CURLE_BAD_FUNCTION_ARGUMENT, message: "header \(ControlEscaping.escape(name)) holds a character HTTP does not allow; not sent")
+            for (name, value) in request.headers
+            where name.isEmpty || !name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte)
+                || !value.utf8.allSatisfy(HTTP1ResponseParser.isFieldValueByte)
+            {
+                throw CurlError(
+                    CURLE_BAD_FUNCTION_ARGUMENT,
+                    message: "header \(ControlEscaping.escape(name)) holds a character HTTP does not allow; not sent")
             }
             curl_slist_free_all(headerList)
             headerList = nil
@@ -188,9 +197,12 @@ package final class CurlEasy {
         switch request.method {
         case "POST":
             try check(georelay_curl_setopt_long(handle, CURLOPT_POST, 1))
-            try check(body.withUnsafeBytes { raw in
-                georelay_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
-            })
+            try check(
+                body.withUnsafeBytes { raw in
+                    georelay_curl_setopt_pointer(
+                        handle, CURLOPT_POSTFIELDS,
+                        UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                })
             try check(georelay_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
         case "GET":
             try check(georelay_curl_setopt_long(handle, CURLOPT_HTTPGET, 1))
@@ -207,17 +219,21 @@ package final class CurlEasy {
             return
         }
         try check(georelay_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-        try check(georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
-            Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
-        })
-        try check(georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
+        try check(
+            georelay_curl_setopt_xferinfo_function(handle) { user, _, _, _, _ in
+                Unmanaged<AbortFlag>.fromOpaque(user!).takeUnretainedValue().isSet ? 1 : 0
+            })
+        try check(
+            georelay_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(abort).toOpaque()))
     }
 
     /// The outcome of the transfer that just ended with `code`.
     func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
         if let meter {
             var active: curl_socket_t = -1
-            if georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active) == CURLE_OK, active != -1 { meter.sample(active) }
+            if georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active) == CURLE_OK, active != -1 {
+                meter.sample(active)
+            }
         }
         do throws(CurlError) {
             try check(code, errorBuffer)
@@ -238,8 +254,10 @@ package final class CurlEasy {
     }
 
     private func wireBytes() -> Int {
-        var requestSize = 0, headerSize = 0
-        var uploaded: curl_off_t = 0, downloaded: curl_off_t = 0
+        var requestSize = 0
+        var headerSize = 0
+        var uploaded: curl_off_t = 0
+        var downloaded: curl_off_t = 0
         _ = georelay_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize)
         _ = georelay_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &headerSize)
         _ = georelay_curl_getinfo_off(handle, CURLINFO_SIZE_UPLOAD_T, &uploaded)

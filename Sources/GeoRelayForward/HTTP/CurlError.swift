@@ -40,7 +40,8 @@ package struct CurlError: Error, Sendable, CustomStringConvertible {
     package var isNoResponse: Bool { code == .easy(CURLE_GOT_NOTHING) }
     package var isTimeout: Bool { code == .easy(CURLE_OPERATION_TIMEDOUT) }
     package var isConnectFailure: Bool {
-        code == .easy(CURLE_COULDNT_CONNECT) || code == .easy(CURLE_COULDNT_RESOLVE_HOST) || code == .easy(CURLE_COULDNT_RESOLVE_PROXY)
+        code == .easy(CURLE_COULDNT_CONNECT) || code == .easy(CURLE_COULDNT_RESOLVE_HOST)
+            || code == .easy(CURLE_COULDNT_RESOLVE_PROXY)
     }
 }
 

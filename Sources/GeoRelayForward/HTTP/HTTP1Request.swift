@@ -79,21 +79,27 @@ package struct HTTP1Target: Sendable, Hashable {
         var hostEnd: Int
         if authority.first == UInt8(ascii: "[") {
             guard let close = authority.firstIndex(of: UInt8(ascii: "]")), close > authority.startIndex + 1,
-                  authority[(authority.startIndex + 1)..<close].allSatisfy({ Self.hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }),
-                  authority[(authority.startIndex + 1)..<close].contains(UInt8(ascii: ":"))
+                authority[(authority.startIndex + 1)..<close].allSatisfy({
+                    Self.hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
+                }),
+                authority[(authority.startIndex + 1)..<close].contains(UInt8(ascii: ":"))
             else { throw .invalidHost }
             hostEnd = close + 1
             guard hostEnd == authority.endIndex || authority[hostEnd] == UInt8(ascii: ":") else { throw .invalidHost }
         } else {
             hostEnd = authority.firstIndex(of: UInt8(ascii: ":")) ?? authority.endIndex
             let name = authority[authority.startIndex..<hostEnd]
-            guard !name.isEmpty, name.allSatisfy(Self.isHostNameByte), name.first != UInt8(ascii: "-") else { throw .invalidHost }
+            guard !name.isEmpty, name.allSatisfy(Self.isHostNameByte), name.first != UInt8(ascii: "-") else {
+                throw .invalidHost
+            }
         }
         host = String(decoding: authority[authority.startIndex..<hostEnd], as: UTF8.self)
         let defaultPort = isTLS ? 443 : 80
         if hostEnd < authority.endIndex {
             let digits = authority[(hostEnd + 1)...]
-            guard (1...5).contains(digits.count), digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { throw .invalidPort }
+            guard (1...5).contains(digits.count),
+                digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            else { throw .invalidPort }
             let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             guard (1...65535).contains(value) else { throw .invalidPort }
             port = value
@@ -116,16 +122,18 @@ package struct HTTP1Target: Sendable, Hashable {
 
     /// Whether `bytes` start with the lowercase `prefix`, ignoring the case of letters (schemes are case-insensitive).
     private static func hasPrefix(_ bytes: [UInt8], _ prefix: String) -> Bool {
-        bytes.count >= prefix.utf8.count && zip(bytes, prefix.utf8).allSatisfy { byte, expected in
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == expected : byte == expected
-        }
+        bytes.count >= prefix.utf8.count
+            && zip(bytes, prefix.utf8).allSatisfy { byte, expected in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == expected : byte == expected
+            }
     }
 
     /// A DNS name or IPv4 address: letters, digits, `-`, `.`, `_`, `~` (no percent-encoded names).
     private static func isHostNameByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             true
         default:
             false
@@ -144,11 +152,13 @@ package struct HTTP1Target: Sendable, Hashable {
                 continue
             }
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
-                 UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
-                 UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
-                 UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
+                UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+                UInt8(ascii: ")"),
+                UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
+                UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
                 i += 1
             default:
                 return false
@@ -182,7 +192,9 @@ package struct HTTP1Request: Sendable {
 
     /// - Parameter headers: sent in this order on every request; Host, Content-Length and
     ///   Transfer-Encoding are refused (the framing owns them).
-    package init(method: String = "POST", target: HTTP1Target, headers: [(String, String)] = []) throws(HTTP1RequestError) {
+    package init(method: String = "POST", target: HTTP1Target, headers: [(String, String)] = [])
+        throws(HTTP1RequestError)
+    {
         guard !method.isEmpty, method.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte) else { throw .invalidMethod }
         var head: [UInt8] = []
         head.append(contentsOf: method.utf8)
@@ -194,7 +206,8 @@ package struct HTTP1Request: Sendable {
         for (name, value) in headers {
             guard !name.isEmpty, name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte) else { throw .invalidHeaderName }
             guard value.utf8.allSatisfy(HTTP1ResponseParser.isFieldValueByte) else { throw .invalidHeaderValue }
-            for reserved in ["host", "content-length", "transfer-encoding"] where HTTPResponse.sameName(name, reserved) {
+            for reserved in ["host", "content-length", "transfer-encoding"] where HTTPResponse.sameName(name, reserved)
+            {
                 throw .reservedHeader
             }
             head.append(contentsOf: name.utf8)

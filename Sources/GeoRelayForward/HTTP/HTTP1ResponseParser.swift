@@ -280,7 +280,8 @@ package struct HTTP1ResponseParser: Sendable {
         var keepAlive = !current.connectionClose && (!current.isHTTP10 || current.connectionKeepAlive)
         if case .untilClose = state { keepAlive = false }
         let response = HTTP1Response(
-            response: HTTPResponse(status: current.status, headers: current.headers, body: current.body, wireBytes: current.wireBytes),
+            response: HTTPResponse(
+                status: current.status, headers: current.headers, body: current.body, wireBytes: current.wireBytes),
             keepAlive: keepAlive)
         current = Pending()
         state = .statusLine
@@ -357,8 +358,8 @@ package struct HTTP1ResponseParser: Sendable {
     private mutating func parseStatusLine(_ line: Range<Int>) throws(HTTP1ParseError) {
         let s = line.lowerBound
         guard line.count >= 12, matchesExactly(s..<(s + 7), "HTTP/1."),
-              buffer[s + 7] == .zero || buffer[s + 7] == .one, buffer[s + 8] == .space,
-              let status = threeDigits(at: s + 9), (100...599).contains(status)
+            buffer[s + 7] == .zero || buffer[s + 7] == .one, buffer[s + 8] == .space,
+            let status = threeDigits(at: s + 9), (100...599).contains(status)
         else { throw .malformedStatusLine }
         if line.count > 12 {
             guard buffer[s + 12] == .space else { throw .malformedStatusLine }
@@ -405,12 +406,14 @@ package struct HTTP1ResponseParser: Sendable {
                 if matches(element, "keep-alive") { current.connectionKeepAlive = true }
             }
         }
-        current.headers.append((String(decoding: buffer[name], as: UTF8.self), String(decoding: buffer[value], as: UTF8.self)))
+        current.headers.append(
+            (String(decoding: buffer[name], as: UTF8.self), String(decoding: buffer[value], as: UTF8.self)))
     }
 
     /// The value without surrounding spaces and tabs; only visible characters, spaces, tabs and obs-text inside.
     private func trimmedValue(_ range: Range<Int>) throws(HTTP1ParseError) -> Range<Int> {
-        var start = range.lowerBound, end = range.upperBound
+        var start = range.lowerBound
+        var end = range.upperBound
         while start < end, buffer[start] == .space || buffer[start] == .tab { start += 1 }
         while end > start, buffer[end - 1] == .space || buffer[end - 1] == .tab { end -= 1 }
         for i in start..<end where !Self.isFieldValueByte(buffer[i]) { throw .malformedHeaderField }
@@ -452,7 +455,8 @@ package struct HTTP1ResponseParser: Sendable {
         guard !value.isEmpty, position <= value.upperBound else { return nil }
         var end = position
         while end < value.upperBound, buffer[end] != .comma { end += 1 }
-        var a = position, b = end
+        var a = position
+        var b = end
         while a < b, buffer[a] == .space || buffer[a] == .tab { a += 1 }
         while b > a, buffer[b - 1] == .space || buffer[b - 1] == .tab { b -= 1 }
         position = end + 1
@@ -512,11 +516,14 @@ package struct HTTP1ResponseParser: Sendable {
     /// tchar (RFC 9110 §5.6.2).
     static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
             true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"),
+            UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
             true
         default:
             false
@@ -538,14 +545,14 @@ package struct HTTP1ResponseParser: Sendable {
     }
 }
 
-private extension UInt8 {
-    static var cr: UInt8 { 13 }
-    static var lf: UInt8 { 10 }
-    static var space: UInt8 { 32 }
-    static var tab: UInt8 { 9 }
-    static var colon: UInt8 { 58 }
-    static var comma: UInt8 { 44 }
-    static var semicolon: UInt8 { 59 }
-    static var zero: UInt8 { 48 }
-    static var one: UInt8 { 49 }
+extension UInt8 {
+    fileprivate static var cr: UInt8 { 13 }
+    fileprivate static var lf: UInt8 { 10 }
+    fileprivate static var space: UInt8 { 32 }
+    fileprivate static var tab: UInt8 { 9 }
+    fileprivate static var colon: UInt8 { 58 }
+    fileprivate static var comma: UInt8 { 44 }
+    fileprivate static var semicolon: UInt8 { 59 }
+    fileprivate static var zero: UInt8 { 48 }
+    fileprivate static var one: UInt8 { 49 }
 }

@@ -36,7 +36,9 @@ package final class HTTPWorker: Sendable {
     /// Performs `request` to its end whatever becomes of the calling task: only `abandon`
     /// (checked by curl's progress callback, within about a second) ends it early. For a
     /// payload whose answer must be read even while its sender is finishing.
-    package func perform(_ request: HTTPRequest, unlessAbandoned abandon: AbortFlag) async -> Result<HTTPResponse, CurlError> {
+    package func perform(_ request: HTTPRequest, unlessAbandoned abandon: AbortFlag) async -> Result<
+        HTTPResponse, CurlError
+    > {
         await easy.run { easy -> Result<HTTPResponse, CurlError> in
             do throws(CurlError) {
                 return .success(try easy.perform(request, abort: abandon))

@@ -45,12 +45,17 @@ package final class PipelinedConnection {
 
     /// - Parameters:
     ///   - timeoutSeconds: the longest the oldest request may go without any byte moving.
-    package init(url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, timeoutSeconds: Double, meter: WireMeter?) {
+    package init(
+        url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, timeoutSeconds: Double,
+        meter: WireMeter?
+    ) {
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
         // A timeout outside 1 s…1 day (or not a number) is held to it; 30 s where it cannot be read.
-        self.timeout = .milliseconds(CheckedNumbers.milliseconds(seconds: timeoutSeconds.isFinite ? max(1, min(timeoutSeconds, 86_400)) : 30) ?? 30_000)
+        self.timeout = .milliseconds(
+            CheckedNumbers.milliseconds(seconds: timeoutSeconds.isFinite ? max(1, min(timeoutSeconds, 86_400)) : 30)
+                ?? 30_000)
         self.meter = meter
     }
 
@@ -89,7 +94,8 @@ package final class PipelinedConnection {
                 // The connection ended before the oldest request's answer began.
                 close()
                 if unanswered[0].retried {
-                    throw CurlError(CURLE_GOT_NOTHING, message: "the server closed the connection twice without answering")
+                    throw CurlError(
+                        CURLE_GOT_NOTHING, message: "the server closed the connection twice without answering")
                 }
                 // Only the oldest was first on the wire; the others rode behind it.
                 unanswered[0].retried = true
@@ -115,8 +121,10 @@ package final class PipelinedConnection {
     private func answer(on connection: CurlConnection, abort: AbortFlag?) throws(CurlError) -> HTTPResponse? {
         do {
             return try read(on: connection, abort: abort)
-        } catch where !openedForBurst && !error.isTimeout && error.code != .easy(CURLE_ABORTED_BY_CALLBACK)
-            && parser.bufferedBytes == 0 && connection.bytesReceived == receivedAtLastAnswer {
+        } catch
+            where !openedForBurst && !error.isTimeout && error.code != .easy(CURLE_ABORTED_BY_CALLBACK)
+            && parser.bufferedBytes == 0 && connection.bytesReceived == receivedAtLastAnswer
+        {
             // A reused connection the server had closed while idle answers the first write with a
             // reset: the request goes again on a new one, as libcurl retries it.
             return nil
@@ -173,7 +181,8 @@ package final class PipelinedConnection {
             if waited >= timeout {
                 throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "no answer in \(timeout.components.seconds) s")
             }
-            _ = try connection.wait(readable: true, writable: written < output.count, timeout: min(.milliseconds(500), timeout - waited))
+            _ = try connection.wait(
+                readable: true, writable: written < output.count, timeout: min(.milliseconds(500), timeout - waited))
             hasWaited = true
         }
     }

@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// A pipe the engine's poll watches, so another thread can end a wait (shutdown, an alarm).
 final class WakePipe: Sendable {

@@ -1,7 +1,7 @@
 import CCurl
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// What one destination's connections cost on the link, counted as a metered plan bills it:
@@ -84,8 +84,9 @@ package final class WireMeter: Sendable {
         guard let last = state.live[fd] else { return }
         let counts = georelay_read_tcp_counts(fd)
         guard counts.ok != 0 else { return }
-        let now = Snapshot(bytesSent: counts.bytes_sent, bytesReceived: counts.bytes_received,
-                           segmentsOut: counts.segs_out, segmentsIn: counts.segs_in, headerBytes: last.headerBytes)
+        let now = Snapshot(
+            bytesSent: counts.bytes_sent, bytesReceived: counts.bytes_received,
+            segmentsOut: counts.segs_out, segmentsIn: counts.segs_in, headerBytes: last.headerBytes)
         let billed = now.billed(since: last)
         state.pending &+= billed
         state.total &+= billed
@@ -128,27 +129,34 @@ package final class WireMeter: Sendable {
     /// owner keeps both).
     func attach(to handle: UnsafeMutableRawPointer) throws(CurlError) -> LookupBill {
         let lookups = LookupBill(meter: self)
-        try check(georelay_curl_setopt_resolver_start_function(handle) { _, _, user in
-            let lookups = Unmanaged<LookupBill>.fromOpaque(user!).takeUnretainedValue()
-            lookups.meter.resolving(lookups.bytes)
-            return 0
-        })
-        try check(georelay_curl_setopt_pointer(handle, CURLOPT_RESOLVER_START_DATA, Unmanaged.passUnretained(lookups).toOpaque()))
+        try check(
+            georelay_curl_setopt_resolver_start_function(handle) { _, _, user in
+                let lookups = Unmanaged<LookupBill>.fromOpaque(user!).takeUnretainedValue()
+                lookups.meter.resolving(lookups.bytes)
+                return 0
+            })
+        try check(
+            georelay_curl_setopt_pointer(
+                handle, CURLOPT_RESOLVER_START_DATA, Unmanaged.passUnretained(lookups).toOpaque()))
         let opaque = Unmanaged.passUnretained(self).toOpaque()
-        try check(georelay_curl_setopt_opensocket_function(handle) { user, purpose, address in
-            guard let address, purpose == CURLSOCKTYPE_IPCXN else { return CURL_SOCKET_BAD }
-            let fd = socket(address.pointee.family, address.pointee.socktype | WireMeter.closeOnExec, address.pointee.protocol)
-            guard fd >= 0 else { return CURL_SOCKET_BAD }
-            if address.pointee.protocol == WireMeter.tcp || address.pointee.socktype == WireMeter.stream {
-                Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().opened(fd, family: address.pointee.family)
-            }
-            return fd
-        })
+        try check(
+            georelay_curl_setopt_opensocket_function(handle) { user, purpose, address in
+                guard let address, purpose == CURLSOCKTYPE_IPCXN else { return CURL_SOCKET_BAD }
+                let fd = socket(
+                    address.pointee.family, address.pointee.socktype | WireMeter.closeOnExec, address.pointee.protocol)
+                guard fd >= 0 else { return CURL_SOCKET_BAD }
+                if address.pointee.protocol == WireMeter.tcp || address.pointee.socktype == WireMeter.stream {
+                    Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().opened(
+                        fd, family: address.pointee.family)
+                }
+                return fd
+            })
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, opaque))
-        try check(georelay_curl_setopt_closesocket_function(handle) { user, fd in
-            Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().closing(fd)
-            return Glibc.close(fd)
-        })
+        try check(
+            georelay_curl_setopt_closesocket_function(handle) { user, fd in
+                Unmanaged<WireMeter>.fromOpaque(user!).takeUnretainedValue().closing(fd)
+                return Glibc.close(fd)
+            })
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_CLOSESOCKETDATA, opaque))
         return lookups
     }
@@ -184,7 +192,10 @@ final class LookupBill {
     static func bytes(host: Substring) -> Int {
         let name = host.lowercased()
         if name.isEmpty || name.first == "[" || name.allSatisfy({ $0.isNumber || $0 == "." }) { return 0 }
-        if name == "localhost" || name == "localhost." || name.hasSuffix(".localhost") || name.hasSuffix(".localhost.") { return 0 }
+        if name == "localhost" || name == "localhost." || name.hasSuffix(".localhost") || name.hasSuffix(".localhost.")
+        {
+            return 0
+        }
         // IPv4 20 + UDP 8 + DNS header 12 + the name in labels (+2) + type and class 4 + EDNS OPT 11.
         let question = 55 + name.utf8.count + (name.hasSuffix(".") ? 1 : 2)
         // Two queries, two answers that repeat the question, and their records (A 16, AAAA 28).

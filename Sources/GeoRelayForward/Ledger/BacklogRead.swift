@@ -28,12 +28,16 @@ struct BacklogRead {
     /// - Parameters:
     ///   - batch: the positions a batch holds.
     ///   - bound: the most positions read in all, whatever the filter keeps.
-    init(reader: SpoolReader, cursors: [DeviceCursor], ledger initial: DeliveryLedger, settled initialSettled: DeliveryUpdate,
-         filter: LocationFilter, alreadySent: Set<Int64>, batch: Int, bound: Int) throws(SpoolError) {
+    init(
+        reader: SpoolReader, cursors: [DeviceCursor], ledger initial: DeliveryLedger,
+        settled initialSettled: DeliveryUpdate,
+        filter: LocationFilter, alreadySent: Set<Int64>, batch: Int, bound: Int
+    ) throws(SpoolError) {
         var limit = max(Self.leastRead, batch / max(1, cursors.count))
         var chunks: [(positions: [StoredPosition], full: Bool)] = []
         for cursor in cursors {
-            let positions = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: limit)
+            let positions = try reader.positions(
+                deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: limit)
             chunks.append((positions, positions.count >= limit))
         }
         var read = chunks.reduce(0) { $0 + $1.positions.count }
@@ -44,7 +48,8 @@ struct BacklogRead {
             var settled = initialSettled
             var candidates: [Delivery] = []
             for chunk in chunks {
-                candidates += ledger.plan(chunk.positions, filter: filter, alreadySent: alreadySent, traccarAttributes: false, into: &settled)
+                candidates += ledger.plan(
+                    chunk.positions, filter: filter, alreadySent: alreadySent, traccarAttributes: false, into: &settled)
             }
             let cut = chunks.indices.filter { chunks[$0].full }
             guard candidates.count < batch, !cut.isEmpty, read < bound else {
@@ -62,7 +67,8 @@ struct BacklogRead {
                 // A chunk cut at its limit holds positions; chunks are in the cursors' order.
                 guard let last = chunks[index].positions.last else { continue }
                 let cursor = cursors[index]
-                let more = try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: last.seq, limit: limit)
+                let more = try reader.positions(
+                    deviceID: cursor.deviceID, device: cursor.device, after: last.seq, limit: limit)
                 chunks[index].positions += more
                 chunks[index].full = more.count >= limit
                 read += more.count

@@ -55,16 +55,20 @@ struct DeliveryLedger: Sendable {
 
     /// The alarms to send ahead of their backlogs, and every alarm already sent ahead (which the
     /// backlog skips), from the spool's view of them and what this ledger knows since.
-    mutating func alarms(_ spool: (unsent: [StoredPosition], sent: Set<Int64>)) -> (ahead: [Delivery], sent: Set<Int64>) {
+    mutating func alarms(_ spool: (unsent: [StoredPosition], sent: Set<Int64>)) -> (ahead: [Delivery], sent: Set<Int64>)
+    {
         // Forget what the spool now records; keep what it has not committed yet.
         sentAhead.subtract(spool.sent)
         let sent = spool.sent.union(sentAhead)
         // An alarm this ledger settled in its backlog turn (the spool may not show it yet) is had.
         // One no encoder can carry waits for its backlog turn, which quarantines it.
         let ahead = spool.unsent.filter {
-            !sent.contains($0.seq) && refusedAhead[$0.seq] == nil && $0.seq > acked[$0.deviceID] ?? 0 && PositionBounds.problem(in: $0.position) == nil
+            !sent.contains($0.seq) && refusedAhead[$0.seq] == nil && $0.seq > acked[$0.deviceID] ?? 0
+                && PositionBounds.problem(in: $0.position) == nil
         }.map { alarm in
-            Delivery(stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .ahead)
+            Delivery(
+                stored: alarm, ackThrough: alarm.seq, stateAfter: filters[alarm.deviceID] ?? FilterState(), kind: .ahead
+            )
         }
         return (ahead, sent)
     }
@@ -75,7 +79,9 @@ struct DeliveryLedger: Sendable {
     /// not the relay's: deterministic from what the spool holds, so a restart sends no extra one.
     /// The filter is not asked: this is the still-alive minimum, which goes whatever it says.
     func stillAlive(_ newest: [StoredPosition], minIntervalMs: Int64, sent: Set<Int64>) -> [Delivery] {
-        ahead(newest, sent: sent) { fixMs, newestSent in newestSent.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true }
+        ahead(newest, sent: sent) { fixMs, newestSent in
+            newestSent.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true
+        }
     }
 
     /// How much fix time a device's pending positions span before it counts as behind: more
@@ -90,15 +96,18 @@ struct DeliveryLedger: Sendable {
     /// server then shows where every unit is now first, and the backlog fills in behind it.
     /// A backlog the filter sends nothing of (a vessel moored since) has no newest sent ahead
     /// either: the filter decided the server learns nothing new from it.
-    func behind(_ next: [(positions: [StoredPosition], full: Bool)], filter: LocationFilter, alreadySent: Set<Int64>) -> [Int64] {
+    func behind(_ next: [(positions: [StoredPosition], full: Bool)], filter: LocationFilter, alreadySent: Set<Int64>)
+        -> [Int64]
+    {
         next.compactMap { chunk in
             guard let first = chunk.positions.first, let last = chunk.positions.last else { return nil }
             let state = filters[first.deviceID] ?? FilterState()
             let history = state.newestSentMs.map { first.position.timeMs < $0 } ?? false
             let span = last.position.timeMs.saturatingMinus(first.position.timeMs)
             guard history || chunk.full || span >= Self.behindMs else { return nil }
-            let plan = DevicePlan(chunk.positions, state: state, filter: filter, alreadySent: alreadySent.union(sentAhead),
-                                  refused: refusedAhead, traccarAttributes: false)
+            let plan = DevicePlan(
+                chunk.positions, state: state, filter: filter, alreadySent: alreadySent.union(sentAhead),
+                refused: refusedAhead, traccarAttributes: false)
             return plan.sends.isEmpty ? nil : first.deviceID
         }
     }
@@ -118,7 +127,8 @@ struct DeliveryLedger: Sendable {
     private func ahead(_ newest: [StoredPosition], sent: Set<Int64>, due: (Int64, Int64?) -> Bool) -> [Delivery] {
         newest.compactMap { stored in
             guard !sent.contains(stored.seq), !sentAhead.contains(stored.seq), refusedAhead[stored.seq] == nil,
-                  PositionBounds.problem(in: stored.position) == nil else { return nil }
+                PositionBounds.problem(in: stored.position) == nil
+            else { return nil }
             let state = filters[stored.deviceID] ?? FilterState()
             guard due(stored.position.timeMs, state.newestSentMs) else { return nil }
             return Delivery(stored: stored, ackThrough: stored.seq, stateAfter: state, kind: .ahead)
@@ -141,11 +151,14 @@ struct DeliveryLedger: Sendable {
     ///   - alreadySent: what this destination had ahead of the backlog (as the spool shows it;
     ///     what this ledger sent ahead since is added); skipped here.
     ///   - traccarAttributes: add `motion` and `archive` as Traccar reads them (`DevicePlan`).
-    mutating func plan(_ positions: [StoredPosition], filter: LocationFilter, alreadySent: Set<Int64>,
-                       traccarAttributes: Bool, into update: inout DeliveryUpdate) -> [Delivery] {
+    mutating func plan(
+        _ positions: [StoredPosition], filter: LocationFilter, alreadySent: Set<Int64>,
+        traccarAttributes: Bool, into update: inout DeliveryUpdate
+    ) -> [Delivery] {
         guard let deviceID = positions.first?.deviceID else { return [] }
-        let plan = DevicePlan(positions, state: filters[deviceID] ?? FilterState(), filter: filter,
-                              alreadySent: alreadySent.union(sentAhead), refused: refusedAhead, traccarAttributes: traccarAttributes)
+        let plan = DevicePlan(
+            positions, state: filters[deviceID] ?? FilterState(), filter: filter,
+            alreadySent: alreadySent.union(sentAhead), refused: refusedAhead, traccarAttributes: traccarAttributes)
         if let leading = plan.leading {
             settle(deviceID, through: leading.ackThrough, state: leading.state, into: &update)
         }
@@ -208,7 +221,9 @@ struct DeliveryLedger: Sendable {
             update.replayed.append(seq)
             replaysSettled.insert(seq)
         case .ahead:
-            logger.warning("\(delivery.stored.position.alarm == nil ? "position" : "alarm") \(seq) of \(device) refused ahead of its backlog: \(reason)")
+            logger.warning(
+                "\(delivery.stored.position.alarm == nil ? "position" : "alarm") \(seq) of \(device) refused ahead of its backlog: \(reason)"
+            )
             refusedAhead[seq] = reason
         case .backlog:
             logger.warning("quarantined position \(seq) of \(device): \(reason)")
@@ -218,7 +233,9 @@ struct DeliveryLedger: Sendable {
     }
 
     /// The server does not know the device: it is parked for `seconds` while the others flow.
-    mutating func park(_ delivery: Delivery, seconds: Double, reason: String, logger: Logger, into update: inout DeliveryUpdate) {
+    mutating func park(
+        _ delivery: Delivery, seconds: Double, reason: String, logger: Logger, into update: inout DeliveryUpdate
+    ) {
         logger.warning("parked device \(delivery.device) for \(Int(seconds)) s: \(reason)")
         let until = WallClock.nowMs().saturatingPlus(CheckedNumbers.milliseconds(seconds: seconds) ?? 600_000)
         parks[delivery.deviceID] = .some(until)
@@ -249,7 +266,9 @@ struct DeliveryLedger: Sendable {
         return copy
     }
 
-    private mutating func settle(_ deviceID: Int64, through seq: Int64, state: FilterState, into update: inout DeliveryUpdate) {
+    private mutating func settle(
+        _ deviceID: Int64, through seq: Int64, state: FilterState, into update: inout DeliveryUpdate
+    ) {
         update.acknowledged.append((deviceID, seq))
         update.filterStates.append((deviceID, state))
         acked[deviceID] = max(acked[deviceID] ?? 0, seq)

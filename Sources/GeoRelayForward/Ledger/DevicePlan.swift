@@ -18,8 +18,10 @@ struct DevicePlan: Sendable {
     ///   - traccarAttributes: add `motion` on stop changes and `archive=true` to
     ///     positions older than one the server already has, the key Traccar uses
     ///     for history a device recorded while it could not send.
-    init(_ positions: [StoredPosition], state initial: FilterState, filter: LocationFilter,
-         alreadySent: Set<Int64> = [], refused: [Int64: String] = [:], traccarAttributes: Bool) {
+    init(
+        _ positions: [StoredPosition], state initial: FilterState, filter: LocationFilter,
+        alreadySent: Set<Int64> = [], refused: [Int64: String] = [:], traccarAttributes: Bool
+    ) {
         var state = initial
         for stored in positions {
             if let problem = PositionBounds.problem(in: stored.position) {

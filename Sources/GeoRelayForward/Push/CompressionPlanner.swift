@@ -60,7 +60,8 @@ package struct CompressionPlanner: Sendable {
     /// What a compression at `level` cost and achieved.
     package mutating func recordCompression(level: Int, jsonBytes: Int, compressedBytes: Int, seconds: Double) {
         guard jsonBytes > 4096, seconds.isFinite, seconds >= 0,
-              let estimate = Self.measured.first(where: { $0.level == level })?.estimate else { return }
+            let estimate = Self.measured.first(where: { $0.level == level })?.estimate
+        else { return }
         let bytes = Double(jsonBytes)
         cpuFactor = 0.7 * cpuFactor + 0.3 * (seconds / bytes / estimate.costPerByte)
         ratioFactor = 0.7 * ratioFactor + 0.3 * (Double(compressedBytes) / bytes / estimate.ratio)

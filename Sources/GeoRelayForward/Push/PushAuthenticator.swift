@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Why the destination has no usable token.
 package enum PushAuthError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -38,8 +38,10 @@ package actor PushAuthenticator {
     /// In token mode, the caller's token that the server refused.
     private var refused: String?
 
-    package init(settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
-                 now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) {
+    package init(
+        settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
+        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs
+    ) {
         self.settings = settings
         self.push = settings.push ?? PushSettings()
         self.worker = worker
@@ -84,7 +86,9 @@ package actor PushAuthenticator {
 
     /// Gets a new token now (login mode; `georelay token refresh`).
     package func refresh() async throws(PushAuthError) -> String {
-        guard push.authMode == .login else { throw .rejected("token refresh applies to login mode only; in token mode the caller provides the token") }
+        guard push.authMode == .login else {
+            throw .rejected("token refresh applies to login mode only; in token mode the caller provides the token")
+        }
         return try await obtain()
     }
 
@@ -94,7 +98,8 @@ package actor PushAuthenticator {
     }
 
     private func refreshAt(_ token: PushToken) -> Int64 {
-        var due = token.obtainedMs.saturatingPlus(CheckedNumbers.milliseconds(seconds: push.tokenRefreshSeconds) ?? 3_600_000)
+        var due = token.obtainedMs.saturatingPlus(
+            CheckedNumbers.milliseconds(seconds: push.tokenRefreshSeconds) ?? 3_600_000)
         if let expires = token.expiresMs {
             // Ahead of expiry by a tenth of the lifetime, at most five minutes.
             let margin = min(300_000, max(0, expires.saturatingMinus(token.obtainedMs)) / 10)
@@ -131,13 +136,18 @@ package actor PushAuthenticator {
     /// Token, then login; saved for restarts and for other processes.
     private func obtain() async throws(PushAuthError) -> String {
         let key = try apiKey()
-        let body = JSONValue.object(JSONObject([("clientId", .string(push.clientID ?? "")), ("tenant", .string(push.tenant))])).jsonText
-        let response = try await call(HTTPRequest(
-            method: "POST", url: url(push.authBaseURL, push.tokenPath),
-            headers: [("x-api-key", key), ("Content-Type", "application/json")], body: Array(body.utf8),
-            timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds), what: "token request")
+        let body = JSONValue.object(
+            JSONObject([("clientId", .string(push.clientID ?? "")), ("tenant", .string(push.tenant))])
+        ).jsonText
+        let response = try await call(
+            HTTPRequest(
+                method: "POST", url: url(push.authBaseURL, push.tokenPath),
+                headers: [("x-api-key", key), ("Content-Type", "application/json")], body: Array(body.utf8),
+                timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds),
+            what: "token request")
         guard case .object(let object)? = try? JSONParser.parse(String(decoding: response.body, as: UTF8.self)),
-              case .string(let value)? = object["accessToken"] ?? object["access_token"], !value.isEmpty else {
+            case .string(let value)? = object["accessToken"] ?? object["access_token"], !value.isEmpty
+        else {
             throw .rejected("token request: HTTP \(response.status) without an accessToken in the answer")
         }
         let obtained = now()
@@ -145,16 +155,25 @@ package actor PushAuthenticator {
         switch object["expiresIn"] ?? object["expires_in"] {
         // Checked before any conversion: an `expiresIn` of 1e400 or "nan" trapped here at every login.
         // Out of 0…10 years it means nothing usable: no expiry, refreshed on the configured schedule.
-        case .number(let seconds)?: expires = CheckedNumbers.milliseconds(seconds: seconds).map { obtained.saturatingPlus($0) }
-        case .string(let text)?: expires = Double(text).flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map { obtained.saturatingPlus($0) }
+        case .number(let seconds)?:
+            expires = CheckedNumbers.milliseconds(seconds: seconds).map { obtained.saturatingPlus($0) }
+        case .string(let text)?:
+            expires = Double(text).flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map {
+                obtained.saturatingPlus($0)
+            }
         default: break
         }
         var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: false)
-        let login = JSONValue.object(JSONObject([("username", .string(push.username)), ("tenant", .string(push.tenant))])).jsonText
-        _ = try await call(HTTPRequest(
-            method: "POST", url: url(push.registrationBaseURL, push.loginPath),
-            headers: [("Authorization", "Bearer \(value)"), ("Content-Type", "application/json")], body: Array(login.utf8),
-            timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds), what: "login of \(push.username)")
+        let login = JSONValue.object(
+            JSONObject([("username", .string(push.username)), ("tenant", .string(push.tenant))])
+        ).jsonText
+        _ = try await call(
+            HTTPRequest(
+                method: "POST", url: url(push.registrationBaseURL, push.loginPath),
+                headers: [("Authorization", "Bearer \(value)"), ("Content-Type", "application/json")],
+                body: Array(login.utf8),
+                timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds),
+            what: "login of \(push.username)")
         token.loggedIn = true
         current = token
         if let store {
@@ -178,11 +197,15 @@ package actor PushAuthenticator {
             switch response.status {
             case 200..<300:
                 if TraccarProtocol.looksLikeHTML(response) {
-                    throw .unavailable("\(what): an HTML page instead of the auth server (captive portal?)", retryAfter: nil, transport: true)
+                    throw .unavailable(
+                        "\(what): an HTML page instead of the auth server (captive portal?)", retryAfter: nil,
+                        transport: true)
                 }
                 return response
             case 429, 503:
-                throw .unavailable("\(what): HTTP \(response.status)", retryAfter: TraccarProtocol.retryAfter(response), transport: false)
+                throw .unavailable(
+                    "\(what): HTTP \(response.status)", retryAfter: TraccarProtocol.retryAfter(response),
+                    transport: false)
             case 500..<600, 408:
                 throw .unavailable("\(what): HTTP \(response.status)", retryAfter: nil, transport: false)
             default:

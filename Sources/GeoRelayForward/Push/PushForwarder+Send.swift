@@ -37,8 +37,10 @@ extension PushForwarder {
     /// batch not yet answered. A batch not taken whole first waits for every answer behind it, so
     /// its halves or retry go alone; one that stops the round (no answer, a 503, a token refused
     /// twice) drops the rest, which go again.
-    func sendWindow(_ first: Prepared, token initialToken: String, state initial: DeliveryState, ledger: inout DeliveryLedger,
-                    depth: inout PipelineDepth, refill route: Int?) async -> (SendResult, DeliveryState) {
+    func sendWindow(
+        _ first: Prepared, token initialToken: String, state initial: DeliveryState, ledger: inout DeliveryLedger,
+        depth: inout PipelineDepth, refill route: Int?
+    ) async -> (SendResult, DeliveryState) {
         var state = initial
         var token = initialToken
         let clock = ContinuousClock()
@@ -54,8 +56,10 @@ extension PushForwarder {
         if carriesCurrent(first) { currentAheadAt = clock.now }
         func submit(_ prepared: Prepared, speculative: Bool) async {
             await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
-            window.append(InFlight(prepared: prepared, token: token, bytes: prepared.body.count, sentAt: clock.now,
-                                   behindAnother: window.contains { $0.answer == nil }, speculative: speculative))
+            window.append(
+                InFlight(
+                    prepared: prepared, token: token, bytes: prepared.body.count, sentAt: clock.now,
+                    behindAnother: window.contains { $0.answer == nil }, speculative: speculative))
         }
         await submit(first, speculative: false)
         while !window.isEmpty {
@@ -68,11 +72,12 @@ extension PushForwarder {
                 let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
                 let currentDue = currentAheadAt.map { clock.now - $0 >= giveWay } ?? true
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
-                      gate?.bytesLeft(for: settings.name) == nil, (gate?.routeGeneration(for: settings.name) ?? 0) == route,
-                      let next = try? await prepare(ledger: assumed, state: state, currentAhead: currentDue),
-                      next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
-                      // A replay goes when nothing live waits, alone.
-                      !next.items.contains(where: { $0.delivery.kind == .replay })
+                    gate?.bytesLeft(for: settings.name) == nil,
+                    (gate?.routeGeneration(for: settings.name) ?? 0) == route,
+                    let next = try? await prepare(ledger: assumed, state: state, currentAhead: currentDue),
+                    next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
+                    // A replay goes when nothing live waits, alone.
+                    !next.items.contains(where: { $0.delivery.kind == .replay })
                 else {
                     refilling = false
                     break
@@ -91,8 +96,10 @@ extension PushForwarder {
                     // prepared) came in some time before: spaced from the one before by when it was
                     // read, it made the link look five times faster than it is. Only answers the
                     // reader waited for time the link.
-                    let spacing = sent.behindAnother ? http.arrivedAt.flatMap { at in lastAnswerAt.map { at - $0 } } : nil
-                    depth.answered(bytes: sent.bytes, elapsed: (http.arrivedAt ?? clock.now) - sent.sentAt, spacing: spacing)
+                    let spacing =
+                        sent.behindAnother ? http.arrivedAt.flatMap { at in lastAnswerAt.map { at - $0 } } : nil
+                    depth.answered(
+                        bytes: sent.bytes, elapsed: (http.arrivedAt ?? clock.now) - sent.sentAt, spacing: spacing)
                     lastAnswerAt = http.arrivedAt
                 }
             }
@@ -112,7 +119,8 @@ extension PushForwarder {
                 spool.record(sent.prepared.settled)
                 ledger.apply(sent.prepared.settled)
             }
-            let (result, newState) = await send(sent.prepared, token: &token, state: state, ledger: &ledger, first: answer, firstToken: sent.token)
+            let (result, newState) = await send(
+                sent.prepared, token: &token, state: state, ledger: &ledger, first: answer, firstToken: sent.token)
             state = newState
             // A position refused when sent ahead is to be quarantined in its backlog turn, which
             // the batches behind it, planned as if it were delivered, skip: they are planned again.
@@ -149,8 +157,10 @@ extension PushForwarder {
     /// What the answers settle goes into `ledger` and, through it, to the spool.
     /// - Parameters:
     ///   - first: the answer to the whole batch, sent already (in a window) with `firstToken`.
-    func send(_ prepared: Prepared, token: inout String, state initial: DeliveryState,
-              ledger: inout DeliveryLedger, first: Result<HTTPResponse, CurlError>?, firstToken: String? = nil) async -> (SendResult, DeliveryState) {
+    func send(
+        _ prepared: Prepared, token: inout String, state initial: DeliveryState,
+        ledger: inout DeliveryLedger, first: Result<HTTPResponse, CurlError>?, firstToken: String? = nil
+    ) async -> (SendResult, DeliveryState) {
         let batch = prepared.items
         var state = initial
         var result = SendResult()
@@ -214,11 +224,14 @@ extension PushForwarder {
                 await transport.submit(wire.request(body: body, encoding: state.encoding, token: token))
                 response = await transport.next(unlessAbandoned: shutdown.abandoned)
                 if case .success(let http) = response {
-                    state.planner.recordUpload(bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
+                    state.planner.recordUpload(
+                        bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
                 }
             }
             if shutdown.abandoned.isSet, case .failure = response {
-                logger.warning("abandoned a batch of \(chunk.count) positions in flight, unanswered; it goes again, so the gateway may get it twice")
+                logger.warning(
+                    "abandoned a batch of \(chunk.count) positions in flight, unanswered; it goes again, so the gateway may get it twice"
+                )
                 spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(chunk.count)])
                 break
             }
@@ -235,7 +248,9 @@ extension PushForwarder {
             case .badBatch where chunk.count > 1:
                 pending.append(contentsOf: halves(chunk).reversed())
             case .tooLarge, .badBatch:
-                let reason = wire.outcome(of: response) == .tooLarge ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
+                let reason =
+                    wire.outcome(of: response) == .tooLarge
+                    ? "HTTP 413 for a single position" : "refused by the server (HTTP 400/422)"
                 ledger.refused(chunk[chunk.startIndex].delivery, reason: reason, logger: logger, into: &update)
                 handled += 1
                 result.refused += 1
@@ -244,11 +259,13 @@ extension PushForwarder {
                 pending.append(chunk)
             case .unsupportedEncoding:
                 guard let weaker = state.encoding.weaker else {
-                    result.stop = .unavailable("HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
+                    result.stop = .unavailable(
+                        "HTTP 415 even for an uncompressed JSON body", retryAfter: nil, transport: false)
                     pending.removeAll()
                     break
                 }
-                logger.warning("HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
+                logger.warning(
+                    "HTTP 415 for Content-Encoding \(state.encoding.rawValue): falling back to \(weaker.rawValue)")
                 state.encoding = weaker
                 update.encoding = weaker.rawValue
                 pending.append(chunk)
@@ -285,7 +302,9 @@ extension PushForwarder {
     }
 
     /// JSON, then the chosen compression, off the cooperative pool.
-    func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws -> (body: [UInt8], measurement: CompressionMeasurement?) {
+    func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws
+        -> (body: [UInt8], measurement: CompressionMeasurement?)
+    {
         let (wire, points) = (self.wire, chunk.map(\.point))
         return try await encoder.run { zstd in
             let json = wire.encodeBatch(points)
@@ -297,7 +316,11 @@ extension PushForwarder {
                 let started = WallClock.monotonicNs()
                 let body = try zstd.compress(json, level: level)
                 let seconds = Double(WallClock.monotonicNs() - started) / 1e9
-                return (body, CompressionMeasurement(level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds))
+                return (
+                    body,
+                    CompressionMeasurement(
+                        level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds)
+                )
             }
         }
     }
@@ -309,7 +332,9 @@ extension CompressionPlanner {
     /// spool for this send, the reading and planning before it.
     mutating func record(_ measurement: PushForwarder.CompressionMeasurement?) {
         guard let measurement else { return }
-        recordCompression(level: measurement.level, jsonBytes: measurement.jsonBytes, compressedBytes: measurement.compressedBytes, seconds: measurement.seconds)
+        recordCompression(
+            level: measurement.level, jsonBytes: measurement.jsonBytes, compressedBytes: measurement.compressedBytes,
+            seconds: measurement.seconds)
         if let planning = measurement.planningSeconds { recordPlanning(seconds: planning) }
     }
 }

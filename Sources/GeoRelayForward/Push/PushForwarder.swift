@@ -1,6 +1,6 @@
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// Delivers the spool to a tracking-push endpoint in compressed batches.
 ///
@@ -33,14 +33,17 @@ package final class PushForwarder: DestinationForwarder {
     /// What a position costs on the wire here, to bound a batch by a budget's remainder.
     let budgetWindow = BudgetWindow()
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
-                 now: @escaping @Sendable () -> Int64 = WallClock.steadyMs) throws {
+    package init(
+        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
+        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs
+    ) throws {
         self.settings = settings
         self.gate = gate
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges)
+        self.link = try DestinationLink(
+            settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges)
         self.wire = PushProtocol(settings: settings)
         self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -48,7 +51,8 @@ package final class PushForwarder: DestinationForwarder {
         self.filter = LocationFilter(settings: settings.filter)
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
-            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter), logger: self.logger, now: now)
+            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter),
+            logger: self.logger, now: now)
     }
 
     /// A delivery with its JSON point, encoded once.
@@ -73,15 +77,21 @@ package final class PushForwarder: DestinationForwarder {
             spool.commits.unsubscribe(wake)
         }
         await gate?.firstLook()
-        var state = DeliveryState(encoding: push.compression, maxPositions: push.batchMaxPositions, planner: CompressionPlanner(fixedLevel: push.zstdLevel))
+        var state = DeliveryState(
+            encoding: push.compression, maxPositions: push.batchMaxPositions,
+            planner: CompressionPlanner(fixedLevel: push.zstdLevel))
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
-           let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength {
+            let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength
+        {
             state.encoding = remembered
         }
-        var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
+        var ledger = DeliveryLedger(
+            destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
-        if !settings.buffer { logger.warning("buffer: false is not supported for push destinations; positions queue as usual") }
+        if !settings.buffer {
+            logger.warning("buffer: false is not supported for push destinations; positions queue as usual")
+        }
         /// After backing off without proof that the gateway is back: the next batch holds one position.
         var trial = false
         var budget = BudgetNotice()
@@ -110,7 +120,8 @@ package final class PushForwarder: DestinationForwarder {
                 let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
                 // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
                 let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
-                prepared = try await prepare(ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction)
+                prepared = try await prepare(
+                    ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction)
             } catch {
                 logger.error("cannot read the spool: \(error)")
                 try? await Task.sleep(for: .seconds(5))
@@ -139,10 +150,12 @@ package final class PushForwarder: DestinationForwarder {
             }
             // Full batches go several at a time on one connection; a trial, a budget's remainder or
             // a replay alone.
-            let backlog = prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
+            let backlog =
+                prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
                 && !prepared.items.contains { $0.delivery.kind == .replay }
-            let (result, newState) = await sendWindow(prepared, token: token, state: state, ledger: &ledger, depth: &depth,
-                                                      refill: backlog ? route : nil)
+            let (result, newState) = await sendWindow(
+                prepared, token: token, state: state, ledger: &ledger, depth: &depth,
+                refill: backlog ? route : nil)
             state = newState
             if Task.isCancelled { break }
             switch result.stop {
@@ -155,7 +168,9 @@ package final class PushForwarder: DestinationForwarder {
             case .unavailable(let reason, let retryAfter, let transport):
                 // The path may not be the one that comes back: its round trip is measured anew.
                 depth.reset()
-                trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
+                trial =
+                    await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                    == .trial
             }
         }
     }
@@ -198,16 +213,23 @@ package final class PushForwarder: DestinationForwarder {
     ///   - maxPositions: a smaller batch than the state's (a trial after backing off).
     ///   - currentAhead: whether devices behind send their newest position ahead of the backlog
     ///     (false while a window gives way to the backlog: see `sendWindow`).
-    func prepare(ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
-                 restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true) async throws -> Prepared {
+    func prepare(
+        ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
+        restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true
+    ) async throws -> Prepared {
         let started = WallClock.monotonicNs()
-        let (items, full, settled) = try await nextBatch(ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
-                                                         restriction: restriction, currentAhead: currentAhead)
-        guard !items.isEmpty else { return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: []) }
+        let (items, full, settled) = try await nextBatch(
+            ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
+            restriction: restriction, currentAhead: currentAhead)
+        guard !items.isEmpty else {
+            return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: [])
+        }
         let planning = Double(WallClock.monotonicNs() - started) / 1e9
         var encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         encoded.measurement?.planningSeconds = planning
-        return Prepared(items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body, compression: encoded.measurement)
+        return Prepared(
+            items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body,
+            compression: encoded.measurement)
     }
 
     /// What the forwarder keeps between batches.
@@ -223,8 +245,10 @@ package final class PushForwarder: DestinationForwarder {
     /// each device's part a prefix of its own backlog. Under a `restriction` (a spent uplink
     /// budget): the alarms, else each device's newest position when its still-alive minimum is
     /// due, sent at once; never the backlog or a replay.
-    private func nextBatch(ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
-                           currentAhead: Bool) async throws -> ([Item], Bool, DeliveryUpdate) {
+    private func nextBatch(
+        ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
+        currentAhead: Bool
+    ) async throws -> ([Item], Bool, DeliveryUpdate) {
         let name = settings.name
         let (wire, maxBytes, filter, allowance) = (self.wire, push.batchMaxBytes, self.filter, alarmAllowance)
         return try await reader.run { reader in
@@ -232,7 +256,11 @@ package final class PushForwarder: DestinationForwarder {
             var settled = DeliveryUpdate(destination: name)
             /// Positions that go ahead of the backlog: a batch of their own, sent at once.
             func ahead(_ deliveries: [Delivery]) -> ([Item], Bool, DeliveryUpdate) {
-                (deliveries.prefix(maxPositions).map { Item(delivery: $0, point: wire.encodePoint($0.stored.position)) }, true, settled)
+                (
+                    deliveries.prefix(maxPositions).map {
+                        Item(delivery: $0, point: wire.encodePoint($0.stored.position))
+                    }, true, settled
+                )
             }
             // The devices first: the alarms, read after, then see every position these do (each
             // statement reads its own snapshot; the other order could find an alarm's device
@@ -247,18 +275,24 @@ package final class PushForwarder: DestinationForwarder {
                 return ahead(alarms.ahead)
             }
             if let restriction {
-                return ahead(ledger.stillAlive(try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
+                return ahead(
+                    ledger.stillAlive(
+                        try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
             }
             // Each backlog as far as the batch needs (a few dozen positions of each of forty, or
             // thousands of a lone device's behind the filter), at most a round's worth in all.
-            let backlogs = try BacklogRead(reader: reader, cursors: cursors, ledger: ledger, settled: settled, filter: filter,
-                                           alreadySent: alarms.sent, batch: maxPositions, bound: TraccarForwarder.positionsPerRound)
+            let backlogs = try BacklogRead(
+                reader: reader, cursors: cursors, ledger: ledger, settled: settled, filter: filter,
+                alreadySent: alarms.sent, batch: maxPositions, bound: TraccarForwarder.positionsPerRound)
             // Devices behind (a backlog after an outage, or history already): each one's newest
             // first, as a batch of its own, ahead of every device's history. (Judged against the
             // ledger before the plan moved the filter's memory past what it skips.)
-            let backfilling = currentAhead ? Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent)) : []
+            let backfilling =
+                currentAhead ? Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent)) : []
             if !backfilling.isEmpty {
-                let live = ledger.currentAhead(try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
+                let live = ledger.currentAhead(
+                    try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent,
+                    filter: filter)
                 if !live.isEmpty { return ahead(live) }
             }
             ledger = backlogs.ledger
@@ -291,7 +325,8 @@ package final class PushForwarder: DestinationForwarder {
     private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async -> DestinationLink.Resumption {
         switch error {
         case .unavailable(_, let retryAfter, let transport):
-            return await link.backOff(reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+            return await link.backOff(
+                reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
         case .rejected(let reason):
             let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
             logger.error("authentication failed: \(reason)")

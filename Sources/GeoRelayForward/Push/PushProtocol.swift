@@ -99,8 +99,9 @@ package struct PushProtocol: Sendable {
             ("Content-Type", "application/json"),
         ]
         if encoding != .none { headers.append(("Content-Encoding", encoding.rawValue)) }
-        return HTTPRequest(method: "POST", url: settings.url, headers: headers, body: body,
-                           timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds)
+        return HTTPRequest(
+            method: "POST", url: settings.url, headers: headers, body: body,
+            timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds)
     }
 
     package func outcome(of result: Result<HTTPResponse, CurlError>) -> PushOutcome {
@@ -111,14 +112,18 @@ package struct PushProtocol: Sendable {
             switch response.status {
             case 200..<300:
                 if TraccarProtocol.looksLikeHTML(response) {
-                    return .unavailable("HTTP \(response.status) with an HTML page: not the push endpoint (captive portal?)", retryAfter: nil, transport: true)
+                    return .unavailable(
+                        "HTTP \(response.status) with an HTML page: not the push endpoint (captive portal?)",
+                        retryAfter: nil, transport: true)
                 }
                 return .delivered
             case 401: return .unauthorized
             case 413: return .tooLarge
             case 415: return .unsupportedEncoding
             case 400, 422: return .badBatch("HTTP \(response.status)")
-            case 429, 503: return .unavailable("HTTP \(response.status)", retryAfter: TraccarProtocol.retryAfter(response), transport: false)
+            case 429, 503:
+                return .unavailable(
+                    "HTTP \(response.status)", retryAfter: TraccarProtocol.retryAfter(response), transport: false)
             default: return .unavailable("HTTP \(response.status)", retryAfter: nil, transport: false)
             }
         }

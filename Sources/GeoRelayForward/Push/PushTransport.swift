@@ -31,11 +31,13 @@ final class PushTransport: Sendable {
             target = nil
         }
         if let target {
-            let connection = PipelinedConnection(url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds,
-                                                 timeoutSeconds: settings.requestTimeoutSeconds, meter: meter)
+            let connection = PipelinedConnection(
+                url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds,
+                timeoutSeconds: settings.requestTimeoutSeconds, meter: meter)
             carrier = .pipelined(QueueConfined(label: "georelay.push.\(settings.name)", connection), target)
         } else {
-            carrier = .single(try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls, meter: meter), Queue())
+            carrier = .single(
+                try HTTPWorker(label: "georelay.push.\(settings.name)", tls: settings.tls, meter: meter), Queue())
         }
     }
 
@@ -54,11 +56,14 @@ final class PushTransport: Sendable {
         case .pipelined(let connection, let target):
             var framed: [UInt8] = []
             do {
-                try HTTP1Request(method: request.method, target: target, headers: request.headers).append(body: request.body, to: &framed)
+                try HTTP1Request(method: request.method, target: target, headers: request.headers).append(
+                    body: request.body, to: &framed)
             } catch {
                 // A header value that cannot go on the wire (a token with a line break): the batch
                 // and everything behind it fail, as a connection that broke would.
-                unframed.withLock { $0 = CurlError(CURLE_BAD_FUNCTION_ARGUMENT, message: "a request header cannot be sent: \(error)") }
+                unframed.withLock {
+                    $0 = CurlError(CURLE_BAD_FUNCTION_ARGUMENT, message: "a request header cannot be sent: \(error)")
+                }
                 await connection.run { $0.reset() }
                 return
             }
@@ -74,7 +79,10 @@ final class PushTransport: Sendable {
     func next(unlessAbandoned abandon: AbortFlag) async -> Result<HTTPResponse, CurlError> {
         switch carrier {
         case .pipelined(let connection, _):
-            if let failure = unframed.withLock({ state -> CurlError? in defer { state = nil }; return state }) {
+            if let failure = unframed.withLock({ state -> CurlError? in
+                defer { state = nil }
+                return state
+            }) {
                 await connection.run { $0.reset() }
                 return .failure(failure)
             }

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// A bearer token with what the relay knows about it.
 package struct PushToken: Sendable, Equatable {
@@ -28,15 +28,17 @@ package struct TokenStore: Sendable {
     package func modified() -> Int64? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return Int64(info.st_mtim.tv_sec).multipliedReportingOverflow(by: 1000).partialValue.saturatingPlus(Int64(info.st_mtim.tv_nsec) / 1_000_000)
+        return Int64(info.st_mtim.tv_sec).multipliedReportingOverflow(by: 1000).partialValue.saturatingPlus(
+            Int64(info.st_mtim.tv_nsec) / 1_000_000)
     }
 
     package func load() -> PushToken? {
         guard let data = FileManager.default.contents(atPath: path),
-              case .object(let object)? = try? JSONParser.parse(String(decoding: data, as: UTF8.self)),
-              case .string(let value)? = object["accessToken"], !value.isEmpty,
-              case .number(let obtainedNumber)? = object["obtainedMs"],
-              let obtained = CheckedNumbers.int64(obtainedNumber) else { return nil }
+            case .object(let object)? = try? JSONParser.parse(String(decoding: data, as: UTF8.self)),
+            case .string(let value)? = object["accessToken"], !value.isEmpty,
+            case .number(let obtainedNumber)? = object["obtainedMs"],
+            let obtained = CheckedNumbers.int64(obtainedNumber)
+        else { return nil }
         // A time that does not fit (1e19, 1e400 in a file somebody edited) makes the file unreadable,
         // as any other unreadable token is: a new one is fetched. `Int64(_:)` trapped on it.
         var expires: Int64?

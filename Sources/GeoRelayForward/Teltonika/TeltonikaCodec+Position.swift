@@ -86,7 +86,8 @@ extension TeltonikaCodec {
             latitudeE7: clamped(position.lat * 1e7),
             altitude: clamped(position.altitude ?? 0),
             angle: wholeDegrees(position.course ?? 0),
-            satellites: satelliteCount(explicit: satellites, valid: attribute("valid"), stated: attribute("sat") ?? attribute("satellites")),
+            satellites: satelliteCount(
+                explicit: satellites, valid: attribute("valid"), stated: attribute("sat") ?? attribute("satellites")),
             speedKmh: clamped((position.speed ?? 0) * 3.6),
             eventID: alarm.eventID,
             io: io)
@@ -105,18 +106,21 @@ extension TeltonikaCodec {
     /// IO 236 for the general alarm and for names Traccar's Teltonika decoder has no id
     /// for, IO 253 for the three driving alarms; the event id names the element that
     /// triggered the record, as Teltonika devices do.
-    private static func alarmElements(_ alarm: String?) -> (elements: [IOElement<UInt8>], eventID: UInt16, priority: Priority) {
+    private static func alarmElements(_ alarm: String?) -> (
+        elements: [IOElement<UInt8>], eventID: UInt16, priority: Priority
+    ) {
         let names = (alarm ?? "").split(separator: ",").map { $0.filter { $0 != " " } }.filter { !$0.isEmpty }
         guard !names.isEmpty else { return ([], 0, .low) }
         var general = false
         var driving: [UInt8] = []
         for name in names {
-            let code: UInt8? = switch name {
-            case "hardAcceleration": 1
-            case "hardBraking": 2
-            case "hardCornering": 3
-            default: nil
-            }
+            let code: UInt8? =
+                switch name {
+                case "hardAcceleration": 1
+                case "hardBraking": 2
+                case "hardCornering": 3
+                default: nil
+                }
             if let code {
                 if !driving.contains(code) { driving.append(code) }
             } else {
@@ -194,11 +198,12 @@ extension TeltonikaCodec {
             case (.flag, .bool(let b)): return b ? 1 : 0
             case (.flag, .number(let n)): return n != 0 ? 1 : 0
             case (.scaled(let scale), .number(let n)):
-                let max: UInt64 = switch width {
-                case .one: UInt64(UInt8.max)
-                case .two: UInt64(UInt16.max)
-                case .four: UInt64(UInt32.max)
-                }
+                let max: UInt64 =
+                    switch width {
+                    case .one: UInt64(UInt8.max)
+                    case .two: UInt64(UInt16.max)
+                    case .four: UInt64(UInt32.max)
+                    }
                 return Self.fit((n * scale).rounded(), max: max)
             default: return nil
             }

@@ -77,9 +77,12 @@ package enum TeltonikaCodec {
     /// as one.
     package static func identification(uniqueID: String) throws(TeltonikaCodecError) -> [UInt8] {
         let bytes = Array(uniqueID.utf8)
-        guard !bytes.isEmpty else { throw .identifier("an empty device id cannot identify on Traccar's Teltonika port") }
+        guard !bytes.isEmpty else {
+            throw .identifier("an empty device id cannot identify on Traccar's Teltonika port")
+        }
         guard bytes.allSatisfy({ $0 < 0x80 }) else {
-            throw .identifier("device id \"\(uniqueID.prefix(40))\" is not ASCII; Traccar's Teltonika port reads ids as US-ASCII")
+            throw .identifier(
+                "device id \"\(uniqueID.prefix(40))\" is not ASCII; Traccar's Teltonika port reads ids as US-ASCII")
         }
         // Far above any real id (IMEIs are 15 digits), and keeps the length's high byte off 0xFF,
         // which Traccar's frame decoder takes for a one-byte ping.
@@ -106,7 +109,9 @@ package enum TeltonikaCodec {
         switch byte {
         case 0x01: return .known
         case 0x00: return .unknown
-        default: throw .answer("identification answered 0x\(String(byte, radix: 16, uppercase: true)), not Traccar's 0x00 or 0x01")
+        default:
+            throw .answer(
+                "identification answered 0x\(String(byte, radix: 16, uppercase: true)), not Traccar's 0x00 or 0x01")
         }
     }
 
@@ -121,9 +126,12 @@ package enum TeltonikaCodec {
     /// - Precondition: 1 to 255 records, and at most ``maxFrameBytes`` in all; size batches
     ///   with ``recordsFitting(_:)``.
     package static func dataFrame(records: some Collection<Record>) -> [UInt8] {
-        precondition((1...maxRecordsPerFrame).contains(records.count), "a Teltonika frame holds 1 to 255 records, not \(records.count)")
+        precondition(
+            (1...maxRecordsPerFrame).contains(records.count),
+            "a Teltonika frame holds 1 to 255 records, not \(records.count)")
         let dataLength = 3 + records.reduce(0) { $0 + $1.encodedSize }
-        precondition(dataLength + 12 <= maxFrameBytes, "a Teltonika frame of \(dataLength + 12) bytes exceeds \(maxFrameBytes)")
+        precondition(
+            dataLength + 12 <= maxFrameBytes, "a Teltonika frame of \(dataLength + 12) bytes exceeds \(maxFrameBytes)")
         var out: [UInt8] = []
         out.reserveCapacity(dataLength + 12)
         out.append(contentsOf: [0, 0, 0, 0])
@@ -342,7 +350,9 @@ package struct TeltonikaCodecError: Error, Sendable, Equatable, CustomStringConv
     /// `identifier` (a device id the port cannot carry) or `answer` (bytes that are not Traccar's answer).
     package var code: String { _code.rawValue }
 
-    package static func identifier(_ message: String) -> TeltonikaCodecError { TeltonikaCodecError(.identifier, message) }
+    package static func identifier(_ message: String) -> TeltonikaCodecError {
+        TeltonikaCodecError(.identifier, message)
+    }
     package static func answer(_ message: String) -> TeltonikaCodecError { TeltonikaCodecError(.answer, message) }
 
     package var description: String { "\(code) \(message)" }

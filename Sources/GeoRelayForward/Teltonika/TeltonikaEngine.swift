@@ -1,6 +1,6 @@
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// Sends rounds of positions to Traccar's Teltonika port, on one thread: codec 8 Extended
 /// frames of up to 255 positions, one connection per device.
@@ -60,7 +60,8 @@ final class TeltonikaEngine: TraccarEngine {
     /// 12 KiB, a fraction of a second on a satellite link, so a broken frame costs little to resend,
     /// and the bigger the frame, the fewer round trips a backlog costs (one per frame).
     static func frameEnd(_ records: ArraySlice<TeltonikaCodec.Record>, limit: Int) -> Int {
-        records.startIndex + TeltonikaCodec.recordsFitting(records.prefix(min(limit, TeltonikaCodec.maxRecordsPerFrame)))
+        records.startIndex
+            + TeltonikaCodec.recordsFitting(records.prefix(min(limit, TeltonikaCodec.maxRecordsPerFrame)))
     }
 
     /// One device's part of a round.
@@ -133,7 +134,9 @@ final class TeltonikaEngine: TraccarEngine {
 
         func park(_ work: Work, at index: Int, _ reason: String) {
             if buffered {
-                ledger.park(batches[work.batch].deliveries[index], seconds: parkSeconds, reason: reason, logger: logger, into: &update)
+                ledger.park(
+                    batches[work.batch].deliveries[index], seconds: parkSeconds, reason: reason, logger: logger,
+                    into: &update)
                 flush()
             }
             work.session.close()
@@ -165,7 +168,9 @@ final class TeltonikaEngine: TraccarEngine {
                     return nil
                 }
             }
-            return Work(batch: batch, session: session, records: deliveries.map { TeltonikaCodec.record(from: $0.stored.position) })
+            return Work(
+                batch: batch, session: session,
+                records: deliveries.map { TeltonikaCodec.record(from: $0.stored.position) })
         }
 
         /// Sends the work's next frame, or the probe for its suspect, or marks it done.
@@ -223,8 +228,11 @@ final class TeltonikaEngine: TraccarEngine {
             work.canary = nil
             work.suspect = nil
             if case .identified = event {
-                let reason = "Traccar closed the connection without answering a frame of this position alone, and answers a probe"
-                if buffered { ledger.refused(batches[work.batch].deliveries[index], reason: reason, logger: logger, into: &update) }
+                let reason =
+                    "Traccar closed the connection without answering a frame of this position alone, and answers a probe"
+                if buffered {
+                    ledger.refused(batches[work.batch].deliveries[index], reason: reason, logger: logger, into: &update)
+                }
                 flush()
             } else {
                 fail(work, "no answer to a position nor to a probe: the link, not the payload")
@@ -240,7 +248,8 @@ final class TeltonikaEngine: TraccarEngine {
             case .identified(.unknown):
                 let index = work.inFlight?.range.lowerBound ?? work.next
                 work.inFlight = nil
-                park(work, at: index, "Traccar's Teltonika port does not know the device (identification answered 0x00)")
+                park(
+                    work, at: index, "Traccar's Teltonika port does not know the device (identification answered 0x00)")
             case .acknowledged(let count):
                 guard let frame = work.inFlight else { return }
                 work.inFlight = nil
@@ -274,8 +283,11 @@ final class TeltonikaEngine: TraccarEngine {
                     work.pending.insert(Frame(range: frame.range, attempt: .retry), at: 0)
                 case .closedUnanswered where frame.range.count > 1:
                     let middle = frame.range.lowerBound + frame.range.count / 2
-                    work.pending.insert(contentsOf: [Frame(range: frame.range.lowerBound..<middle, attempt: .split),
-                                                     Frame(range: middle..<frame.range.upperBound, attempt: .split)], at: 0)
+                    work.pending.insert(
+                        contentsOf: [
+                            Frame(range: frame.range.lowerBound..<middle, attempt: .split),
+                            Frame(range: middle..<frame.range.upperBound, attempt: .split),
+                        ], at: 0)
                 case .closedUnanswered:
                     work.suspect = frame.range.lowerBound
                 case .notTraccar(let message), .failed(let message):
@@ -328,11 +340,19 @@ final class TeltonikaEngine: TraccarEngine {
             for work in active {
                 let session = work.canary ?? work.session
                 guard session.isConnected else { continue }
-                descriptors.append(pollfd(fd: session.descriptor, events: Int16(POLLIN) | (session.hasOutput ? Int16(POLLOUT) : 0), revents: 0))
+                descriptors.append(
+                    pollfd(
+                        fd: session.descriptor, events: Int16(POLLIN) | (session.hasOutput ? Int16(POLLOUT) : 0),
+                        revents: 0))
                 if session.isAwaiting { soonest = min(soonest ?? session.lastProgress, session.lastProgress) }
             }
             // Computed in the call, so a poll interrupted by a signal waits only for what is left.
-            var waitMs: Int32 { Int32(soonest.map { max(0, min(1000, Int(clock.now.duration(to: $0 + requestTimeout) / .milliseconds(1)) + 1)) } ?? 1000) }
+            var waitMs: Int32 {
+                Int32(
+                    soonest.map {
+                        max(0, min(1000, Int(clock.now.duration(to: $0 + requestTimeout) / .milliseconds(1)) + 1))
+                    } ?? 1000)
+            }
             do throws(SystemError) {
                 try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }
             } catch {
@@ -361,7 +381,9 @@ final class TeltonikaEngine: TraccarEngine {
         // Shutdown abandons what is in flight (the spool still has it); a finished round keeps its connections.
         for work in active { retire(work) }
         if idle.count > Self.maxIdleConnections {
-            for (deviceID, kept) in idle.sorted(by: { $0.value.round < $1.value.round }).prefix(idle.count - Self.maxIdleConnections) {
+            for (deviceID, kept) in idle.sorted(by: { $0.value.round < $1.value.round }).prefix(
+                idle.count - Self.maxIdleConnections)
+            {
                 update.wireBytes += kept.session.takeWireBytes()
                 kept.session.close()
                 idle[deviceID] = nil

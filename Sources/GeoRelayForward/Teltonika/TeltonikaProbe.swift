@@ -42,7 +42,9 @@ package final class TeltonikaProbe: Sendable {
         }
     }
 
-    private static func run(_ endpoint: TeltonikaSession.Endpoint, timeout: Duration, abort: AbortFlag) -> (answer: ServerCheck.Answer, wireBytes: Int) {
+    private static func run(_ endpoint: TeltonikaSession.Endpoint, timeout: Duration, abort: AbortFlag) -> (
+        answer: ServerCheck.Answer, wireBytes: Int
+    ) {
         guard let session = try? TeltonikaSession(uniqueID: uniqueID, endpoint: endpoint) else { return (.nothing, 0) }
         do throws(CurlError) {
             try session.connect()
@@ -51,11 +53,12 @@ package final class TeltonikaProbe: Sendable {
         }
         let event = session.identify() ?? session.nextEvent(before: .now + timeout, abort: abort)
         session.close()
-        let answer: ServerCheck.Answer = switch event {
-        case .identified?: .server
-        case .broken(.notTraccar)?: .path
-        default: .nothing
-        }
+        let answer: ServerCheck.Answer =
+            switch event {
+            case .identified?: .server
+            case .broken(.notTraccar)?: .path
+            default: .nothing
+            }
         return (answer, session.takeWireBytes())
     }
 }

@@ -74,12 +74,17 @@ final class TeltonikaSession {
             } else if lowered.hasPrefix("tls://") {
                 scheme = "https"
             } else {
-                throw CurlError(CURLE_URL_MALFORMAT, message: "expected a tcp:// or tls:// URL for the Teltonika port, not \(Redaction.url(url))")
+                throw CurlError(
+                    CURLE_URL_MALFORMAT,
+                    message: "expected a tcp:// or tls:// URL for the Teltonika port, not \(Redaction.url(url))")
             }
             var authority = url.dropFirst("tcp://".count)
             while authority.hasSuffix("/") { authority = authority.dropLast() }
-            guard !authority.isEmpty, !authority.contains("/"), !authority.contains("@"), !authority.contains("?") else {
-                throw CurlError(CURLE_URL_MALFORMAT, message: "expected tcp://host:port or tls://host:port, not \(Redaction.url(url))")
+            guard !authority.isEmpty, !authority.contains("/"), !authority.contains("@"), !authority.contains("?")
+            else {
+                throw CurlError(
+                    CURLE_URL_MALFORMAT,
+                    message: "expected tcp://host:port or tls://host:port, not \(Redaction.url(url))")
             }
             // A port follows the last colon, unless that colon is inside an IPv6 literal's brackets.
             let hasPort = authority.lastIndex(of: ":").map { colon in !authority[colon...].contains("]") } ?? false
@@ -130,8 +135,9 @@ final class TeltonikaSession {
     /// Connects (blocking for at most the connect timeout), unless connected already.
     func connect() throws(CurlError) {
         guard connection == nil else { return }
-        let connection = try CurlConnection(url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-                                            meter: endpoint.meter)
+        let connection = try CurlConnection(
+            url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
+            meter: endpoint.meter)
         try connection.connect()
         self.connection = connection
         countedBytes = 0
@@ -141,7 +147,9 @@ final class TeltonikaSession {
     /// Queues a data frame (identifying first on a fresh connection) and sends what the socket takes.
     /// - Precondition: connected, and nothing awaited: frames go one at a time.
     func send(frame: [UInt8]) -> Event? {
-        precondition(connection != nil && awaiting.isEmpty, "TeltonikaSession.send with a frame already in flight or no connection")
+        precondition(
+            connection != nil && awaiting.isEmpty,
+            "TeltonikaSession.send with a frame already in flight or no connection")
         output.removeAll(keepingCapacity: true)
         sentBytes = 0
         if isKnown {
@@ -161,7 +169,9 @@ final class TeltonikaSession {
 
     /// Queues the identification alone (the probe), and sends it.
     func identify() -> Event? {
-        precondition(connection != nil && awaiting.isEmpty && !isKnown, "TeltonikaSession.identify on a busy or identified connection")
+        precondition(
+            connection != nil && awaiting.isEmpty && !isKnown,
+            "TeltonikaSession.identify on a busy or identified connection")
         output = identification
         sentBytes = 0
         awaiting = [.identification]
@@ -196,7 +206,12 @@ final class TeltonikaSession {
                     // The peer closed. Only after a `0x01` with a frame unanswered is that Traccar's refusal.
                     let refusal = isKnown && awaiting.first == .count
                     guard !awaiting.isEmpty else { return events + [fail(.failed("the server closed the connection"))] }
-                    return events + [fail(refusal ? .closedUnanswered : .failed("the server closed the connection before answering the identification"))]
+                    return events + [
+                        fail(
+                            refusal
+                                ? .closedUnanswered
+                                : .failed("the server closed the connection before answering the identification"))
+                    ]
                 }
                 lastProgress = .now
                 input.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<count]))
@@ -302,7 +317,8 @@ final class TeltonikaSession {
         let clock = ContinuousClock()
         while abort?.isSet != true, clock.now < deadline, let connection {
             let slice = min(clock.now.duration(to: deadline), .milliseconds(250))
-            guard let ready = try? connection.wait(readable: true, writable: hasOutput, timeout: max(slice, .zero)) else {
+            guard let ready = try? connection.wait(readable: true, writable: hasOutput, timeout: max(slice, .zero))
+            else {
                 return fail(.failed("the connection's socket failed"))
             }
             if ready.writable, let event = flush() { return event }

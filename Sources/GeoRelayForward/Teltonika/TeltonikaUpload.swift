@@ -30,17 +30,21 @@ package enum TeltonikaUpload {
             case .identified(.known)?:
                 event = nil
             case .identified(.unknown)?:
-                return .unknownDevice("Traccar's Teltonika port does not know the device (identification answered 0x00)")
+                return .unknownDevice(
+                    "Traccar's Teltonika port does not know the device (identification answered 0x00)")
             case .acknowledged(1)?:
                 return .delivered
             case .acknowledged(let count)?:
-                return .unavailable("Traccar answered \(count) to a frame of 1 record", retryAfter: nil, transport: true)
+                return .unavailable(
+                    "Traccar answered \(count) to a frame of 1 record", retryAfter: nil, transport: true)
             case .broken(.closedUnanswered)?:
                 return .rejected("Traccar closed the connection without answering the frame")
             case .broken(.notTraccar(let message))?, .broken(.failed(let message))?:
                 return .unavailable(message, retryAfter: nil, transport: true)
             case nil:
-                return .unavailable("no answer within \(Int(settings.requestTimeoutSeconds)) s: timed out", retryAfter: nil, transport: true)
+                return .unavailable(
+                    "no answer within \(Int(settings.requestTimeoutSeconds)) s: timed out", retryAfter: nil,
+                    transport: true)
             }
         }
     }

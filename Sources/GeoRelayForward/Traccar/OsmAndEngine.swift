@@ -71,7 +71,8 @@ final class OsmAndEngine: TraccarEngine {
         func start(_ slot: Int, _ assignment: Slot) -> Bool {
             let stored = batches[assignment.batch].deliveries[assignment.index].stored
             do throws(CurlError) {
-                try easies[slot].configure(assignment.attempt == .canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
+                try easies[slot].configure(
+                    assignment.attempt == .canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
                 try multi.add(easies[slot])
                 slots[slot] = assignment
                 results[assignment.batch].attempted += 1
@@ -127,7 +128,8 @@ final class OsmAndEngine: TraccarEngine {
                 break
             }
             while let finished = multi.nextFinished() {
-                guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot] else { continue }
+                guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot]
+                else { continue }
                 multi.remove(easies[slot])
                 let delivery = batches[assignment.batch].deliveries[assignment.index]
                 let response = easies[slot].result(finished.code)
@@ -135,11 +137,19 @@ final class OsmAndEngine: TraccarEngine {
                 var outcome = traccar.outcome(of: response)
                 if assignment.attempt == .canary {
                     // Only an answer from the server proves the payload, not the link, was at fault.
-                    outcome = ServerCheck.provesServer(response) ? .rejected("server closed the connection without a response, twice, and answers an empty request")
-                        : .unavailable("no answer to the position nor to an empty request: the link, not the payload", retryAfter: nil, transport: true)
+                    outcome =
+                        ServerCheck.provesServer(response)
+                        ? .rejected(
+                            "server closed the connection without a response, twice, and answers an empty request")
+                        : .unavailable(
+                            "no answer to the position nor to an empty request: the link, not the payload",
+                            retryAfter: nil, transport: true)
                 }
                 if mode == .realTime {
-                    if case .delivered = outcome { update.sent += 1; results[assignment.batch].delivered += 1 }
+                    if case .delivered = outcome {
+                        update.sent += 1
+                        results[assignment.batch].delivered += 1
+                    }
                     advance(slot, assignment)
                     continue
                 }
@@ -155,7 +165,8 @@ final class OsmAndEngine: TraccarEngine {
                     if assignment.attempt != .canary, case .failure = response {
                         // A connection closed with no answer may also be a dying link or a middlebox:
                         // ask once more, then check that the server answers at all before blaming the payload.
-                        let next = Slot(batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
+                        let next = Slot(
+                            batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
                         if start(slot, next) { continue }
                     }
                     ledger.refused(delivery, reason: reason, logger: logger, into: &update)

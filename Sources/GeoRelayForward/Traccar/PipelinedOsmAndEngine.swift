@@ -1,7 +1,7 @@
 import CCurl
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// Sends rounds of OsmAnd requests pipelined on kept-alive connections (HTTP/1.1), on one thread.
 ///
@@ -111,7 +111,9 @@ final class PipelinedOsmAndEngine: TraccarEngine {
 
         /// The lane's next delivery: its own batches first, in order, then a new one.
         func nextDelivery(for lane: Lane) -> Int? {
-            if let batch = lane.batches.first(where: { !stopped[$0] && nextIndex[$0] < batches[$0].deliveries.count }) { return batch }
+            if let batch = lane.batches.first(where: { !stopped[$0] && nextIndex[$0] < batches[$0].deliveries.count }) {
+                return batch
+            }
             while nextBatch < batches.count {
                 let batch = nextBatch
                 nextBatch += 1
@@ -133,7 +135,8 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         func connect(_ lane: Lane) -> String? {
             if lane.connection != nil { return nil }
             do throws(CurlError) {
-                let connection = try CurlConnection(url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
+                let connection = try CurlConnection(
+                    url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
                 try connection.connect()
                 lane.connection = connection
                 lane.lastProgress = clock.now
@@ -156,7 +159,9 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 }
                 var request = suspect
                 let position = batches[suspect.batch].deliveries[suspect.index].stored.position
-                request.bytes = suspect.attempt == .canary ? framing.appendCanary(to: &lane.output)
+                request.bytes =
+                    suspect.attempt == .canary
+                    ? framing.appendCanary(to: &lane.output)
                     : framing.append(position, to: &lane.output)
                 update.wireBytes += request.bytes
                 track(&request)
@@ -166,7 +171,8 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             }
             var room = limit.room(outstanding: outstanding)
             while lane.inFlight.count < windowSize(lane), room > 0, !finishing, !stop.isSet,
-                  let batch = nextDelivery(for: lane) {
+                let batch = nextDelivery(for: lane)
+            {
                 room -= 1
                 if let error = connect(lane) { return fail(batch, error) }
                 let index = nextIndex[batch]
@@ -213,9 +219,13 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 var outcome = traccar.outcome(of: http.response)
                 if request.attempt == .canary {
                     // Only an answer from the server proves the payload, not the link, was at fault.
-                    outcome = ServerCheck.provesServer(.success(http.response))
-                        ? .rejected("server closed the connection without a response, twice, and answers an empty request")
-                        : .unavailable("no answer to the position nor to an empty request: the link, not the payload", retryAfter: nil, transport: true)
+                    outcome =
+                        ServerCheck.provesServer(.success(http.response))
+                        ? .rejected(
+                            "server closed the connection without a response, twice, and answers an empty request")
+                        : .unavailable(
+                            "no answer to the position nor to an empty request: the link, not the payload",
+                            retryAfter: nil, transport: true)
                 }
                 switch outcome {
                 case .delivered:
@@ -266,7 +276,8 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                 if unanswered.count > 1 {
                     brokenWindows += 1
                     if brokenWindows >= 3, oneAtATimeUntil.map({ clock.now >= $0 }) ?? true {
-                        logger.warning("pipelined windows keep breaking (\(message)); one request at a time for 10 minutes")
+                        logger.warning(
+                            "pipelined windows keep breaking (\(message)); one request at a time for 10 minutes")
                         oneAtATimeUntil = clock.now + .seconds(600)
                         brokenWindows = 0
                     }
@@ -306,7 +317,8 @@ final class PipelinedOsmAndEngine: TraccarEngine {
                             if lane.connection == nil { return }
                         }
                     } catch {
-                        return breakConnection(lane, .failed("a response that does not parse: \(error)"), logger: logger)
+                        return breakConnection(
+                            lane, .failed("a response that does not parse: \(error)"), logger: logger)
                     }
                 }
             } catch {
@@ -319,7 +331,9 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             lane.batches.removeAll()
             lane.suspect = nil
             lane.inFlight.removeAll()
-            if let connection = lane.connection, (try? connection.wait(readable: true, writable: false, timeout: .zero))?.readable != false {
+            if let connection = lane.connection,
+                (try? connection.wait(readable: true, writable: false, timeout: .zero))?.readable != false
+            {
                 lane.close()
             }
         }
@@ -334,7 +348,10 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             descriptors.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0))
             for lane in busy {
                 guard let connection = lane.connection else { continue }
-                descriptors.append(pollfd(fd: connection.descriptor, events: Int16(POLLIN) | (lane.hasOutput ? Int16(POLLOUT) : 0), revents: 0))
+                descriptors.append(
+                    pollfd(
+                        fd: connection.descriptor, events: Int16(POLLIN) | (lane.hasOutput ? Int16(POLLOUT) : 0),
+                        revents: 0))
             }
             let soonest = busy.map(\.lastProgress).min()! + requestTimeout
             // Computed in the call, so a poll interrupted by a signal waits only for what is left.

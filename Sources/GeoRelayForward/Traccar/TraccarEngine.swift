@@ -64,8 +64,10 @@ struct ProgressCadence {
 
     mutating func due(_ update: DeliveryUpdate, force: Bool = false) -> Bool {
         let now = ContinuousClock.now
-        guard force || update.acknowledged.count + update.quarantined.count >= Self.positions
-                || (update.wireBytes > 0 && now - last >= Self.interval) else { return false }
+        guard
+            force || update.acknowledged.count + update.quarantined.count >= Self.positions
+                || (update.wireBytes > 0 && now - last >= Self.interval)
+        else { return false }
         last = now
         return true
     }

@@ -11,9 +11,13 @@ extension TraccarForwarder {
     /// could not send) and skips the alarm's own place in the backlog. The
     /// alternative, holding the alarm behind hours of backlog on a slow uplink,
     /// would defeat the point of an alarm.
-    func sendAlarmsFirst(_ alarms: [Delivery], cursors: [DeviceCursor], ledger: inout DeliveryLedger, maxPositions: Int) async -> [DeviceResult] {
+    func sendAlarmsFirst(_ alarms: [Delivery], cursors: [DeviceCursor], ledger: inout DeliveryLedger, maxPositions: Int)
+        async -> [DeviceResult]
+    {
         let batches = DeliveryLedger.byDevice(alarms).compactMap { deliveries in
-            cursors.first { $0.deviceID == deliveries[0].deviceID }.map { DeviceBatch(cursor: $0, deliveries: deliveries) }
+            cursors.first { $0.deviceID == deliveries[0].deviceID }.map {
+                DeviceBatch(cursor: $0, deliveries: deliveries)
+            }
         }
         return await send(batches, mode: .buffered, ledger: &ledger, maxPositions: maxPositions)
     }

@@ -7,8 +7,10 @@ extension TraccarForwarder {
     /// `minIntervalMs` older, both ahead of the backlog as alarms go (the backlog skips them and
     /// later goes as history, `archive=true`). nil: nothing is due; the caller waits for a
     /// commit or a change of the gate.
-    func restrictedRound(_ restriction: UplinkGate.Restriction, ready: [DeviceCursor], readyAlarms: [Delivery], sentAhead: Set<Int64>,
-                         ledger: inout DeliveryLedger, maxPositions: Int) async -> [DeviceResult]? {
+    func restrictedRound(
+        _ restriction: UplinkGate.Restriction, ready: [DeviceCursor], readyAlarms: [Delivery], sentAhead: Set<Int64>,
+        ledger: inout DeliveryLedger, maxPositions: Int
+    ) async -> [DeviceResult]? {
         var ahead = alarmAllowance.take(readyAlarms, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
         if ahead.isEmpty {
             let newest: [StoredPosition]

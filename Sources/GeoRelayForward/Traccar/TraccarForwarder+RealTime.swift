@@ -22,26 +22,34 @@ extension TraccarForwarder {
             await wake.wait()
             guard !Task.isCancelled else { break }
             let from = after
-            guard let batch = try? await reader.run({ try $0.positions(after: from, limit: 10_000) }), let last = batch.last else { continue }
+            guard let batch = try? await reader.run({ try $0.positions(after: from, limit: 10_000) }),
+                let last = batch.last
+            else { continue }
             after = last.seq
             // Per device, in order, through the filter, as a round of the engine.
             var batches: [DeviceBatch] = []
             var attempted = 0
             var untracked = DeliveryUpdate(destination: settings.name)
             for stored in DeliveryLedger.byDevice(batch, \.deviceID) {
-                var deliveries = ledger.plan(stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
+                var deliveries = ledger.plan(
+                    stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
                 if let restriction = gate?.restriction(for: settings.name) {
                     // A spent budget: alarms, and the newest when the still-alive minimum is due.
                     let newestSentMs = ledger.filters[stored[0].deviceID]?.newestSentMs
                     deliveries = deliveries.enumerated().filter { index, delivery in
-                        delivery.stored.position.alarm != nil || (index == deliveries.count - 1
-                            && newestSentMs.map { delivery.stored.position.timeMs.saturatingMinus($0) >= restriction.minIntervalMs } ?? true)
+                        delivery.stored.position.alarm != nil
+                            || (index == deliveries.count - 1
+                                && newestSentMs.map {
+                                    delivery.stored.position.timeMs.saturatingMinus($0) >= restriction.minIntervalMs
+                                } ?? true)
                     }.map(\.element)
                 }
                 // Tried once, whatever happens: the filter moves on as if they were sent.
                 ledger = ledger.assuming(deliveries)
                 attempted += deliveries.count
-                let cursor = DeviceCursor(deviceID: stored[0].deviceID, device: stored[0].position.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil)
+                let cursor = DeviceCursor(
+                    deviceID: stored[0].deviceID, device: stored[0].position.device, ackedSeq: 0, lastSeq: 0,
+                    parkedUntilMs: nil)
                 if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
             }
             let results = await send(batches, mode: .realTime, ledger: &ledger)

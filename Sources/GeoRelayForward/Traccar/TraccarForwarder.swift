@@ -1,7 +1,7 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// Delivers the spool to a Traccar server's OsmAnd port (or its Teltonika port, with
 /// `protocol: "teltonika"`): per device oldest first, except that a device behind has its
@@ -45,7 +45,9 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Devices per round: bounds the memory a round holds with thousands of devices.
     static let devicesPerRound = 64
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil) throws {
+    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil)
+        throws
+    {
         self.settings = settings
         self.gate = gate
         self.spool = spool
@@ -53,15 +55,19 @@ package final class TraccarForwarder: DestinationForwarder {
         let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        self.link = try DestinationLink(settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter), meter: meter,
-                                        linkChanges: gate?.linkChanges)
+        self.link = try DestinationLink(
+            settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter),
+            meter: meter,
+            linkChanges: gate?.linkChanges)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
     }
 
     /// The Teltonika port answers no GET: probed by identifying, unless `probe.url` names an HTTP URL to GET.
-    private static func makeProbe(_ settings: Configuration.DestinationSettings, meter: WireMeter) throws -> DestinationLink.Probe? {
+    private static func makeProbe(_ settings: Configuration.DestinationSettings, meter: WireMeter) throws
+        -> DestinationLink.Probe?
+    {
         guard settings.traccarProtocol == .teltonika, settings.probeURL == nil else { return nil }
         let probe = try TeltonikaProbe(settings: settings, meter: meter)
         return { await probe.check() }
@@ -69,11 +75,14 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
     /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
-    private static func makeEngine(_ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger) throws -> any TraccarEngine {
+    private static func makeEngine(_ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger)
+        throws -> any TraccarEngine
+    {
         if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings, meter: meter) }
         if settings.pipeline > 1, settings.buffer {
             do {
-                return try PipelinedOsmAndEngine(settings: settings, target: try HTTP1Target(url: settings.url), meter: meter)
+                return try PipelinedOsmAndEngine(
+                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter)
             } catch let error as HTTP1RequestError {
                 logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
             }
@@ -114,7 +123,8 @@ package final class TraccarForwarder: DestinationForwarder {
             spool.alarms.unsubscribe(alarmWake)
             spool.commits.unsubscribe(positionWake)
         }
-        var ledger = DeliveryLedger(destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
+        var ledger = DeliveryLedger(
+            destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         var state = DestinationState.online
         /// After backing off without proof that the server is back: the next round is a trial.
@@ -153,7 +163,8 @@ package final class TraccarForwarder: DestinationForwarder {
                 // A deadline more than one park period ahead means the wall clock went back
                 // (NTP catching up after a cold start): the device is tried now rather than
                 // sitting parked for however far the clock jumped.
-                if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs + Int64(settings.parkSeconds * 1000) {
+                if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs + Int64(settings.parkSeconds * 1000)
+                {
                     nextUnpark = min(nextUnpark ?? .max, until)
                     continue
                 }
@@ -170,8 +181,11 @@ package final class TraccarForwarder: DestinationForwarder {
             if let restriction = gate?.restriction(for: name) {
                 // The uplink's budget is spent: alarms and still-alive positions only, no replays.
                 budget.restricted(restriction, link: link, logger: logger)
-                guard let sent = await restrictedRound(restriction, ready: ready, readyAlarms: readyAlarms, sentAhead: alarmsAhead.sent,
-                                                       ledger: &ledger, maxPositions: maxPositions) else {
+                guard
+                    let sent = await restrictedRound(
+                        restriction, ready: ready, readyAlarms: readyAlarms, sentAhead: alarmsAhead.sent,
+                        ledger: &ledger, maxPositions: maxPositions)
+                else {
                     await wake.wait(timeout: .seconds(30))
                     continue
                 }
@@ -191,17 +205,23 @@ package final class TraccarForwarder: DestinationForwarder {
             } else {
                 budget.lifted(link: link, logger: logger)
                 if !readyAlarms.isEmpty {
-                    results = await sendAlarmsFirst(readyAlarms, cursors: ready, ledger: &ledger, maxPositions: maxPositions)
+                    results = await sendAlarmsFirst(
+                        readyAlarms, cursors: ready, ledger: &ledger, maxPositions: maxPositions)
                 } else {
                     let turn = Self.inTurn(ready, after: rotation)
                     rotation = turn.last?.deviceID ?? 0
-                    results = await deliverRound(turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake,
-                                                 positions: positionWake, aheadRound: &aheadRound, maxPositions: maxPositions)
+                    results = await deliverRound(
+                        turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake,
+                        positions: positionWake, aheadRound: &aheadRound, maxPositions: maxPositions)
                 }
             }
             if Task.isCancelled { break }
-            if let failure = results.lazy.compactMap(\.unavailable).first, case .unavailable(let reason, let retryAfter, let transport) = failure {
-                trial = await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff) == .trial
+            if let failure = results.lazy.compactMap(\.unavailable).first,
+                case .unavailable(let reason, let retryAfter, let transport) = failure
+            {
+                trial =
+                    await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
+                    == .trial
                 state = .probing
                 continue
             }
@@ -242,16 +262,22 @@ package final class TraccarForwarder: DestinationForwarder {
     ///     the first of them `liveEdgeInterval` or more after it began, so a live fix waits for at
     ///     most about that, not for a round of history (10 s at 256 kbit/s).
     ///   - aheadRound: how long the last round of current positions took, kept between rounds.
-    private func deliverRound(_ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
-                              alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration,
-                              maxPositions initialMax: Int) async -> [DeviceResult] {
+    private func deliverRound(
+        _ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
+        alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration,
+        maxPositions initialMax: Int
+    ) async -> [DeviceResult] {
         var maxPositions = initialMax
         let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
         let read: [(DeviceCursor, [StoredPosition])]
         do {
             read = try await reader.run { reader in
                 try devices.map { cursor in
-                    (cursor, try reader.positions(deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk))
+                    (
+                        cursor,
+                        try reader.positions(
+                            deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk)
+                    )
                 }
             }
         } catch {
@@ -262,10 +288,13 @@ package final class TraccarForwarder: DestinationForwarder {
         // device's newest goes first, in a round of its own, so the server shows where each unit is
         // now before any device's history, which then fills in oldest first.
         var live: [DeviceResult] = []
-        let backfilling = Set(ledger.behind(read.map { ($0.1, $0.1.count >= chunk) }, filter: filter, alreadySent: sentAhead))
+        let backfilling = Set(
+            ledger.behind(read.map { ($0.1, $0.1.count >= chunk) }, filter: filter, alreadySent: sentAhead))
         if !backfilling.isEmpty {
             do {
-                let newest = try await reader.run { try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) }) }
+                let newest = try await reader.run {
+                    try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) })
+                }
                 let ahead = ledger.currentAhead(newest, sent: sentAhead, filter: filter)
                 if !ahead.isEmpty {
                     let started = ContinuousClock.now
@@ -294,7 +323,8 @@ package final class TraccarForwarder: DestinationForwarder {
         for (cursor, positions) in read {
             // Parked by its current position's answer (the server does not know it): no history now.
             if ledger.isParked(cursor.deviceID, nowMs: nowMs) { continue }
-            var deliveries = ledger.plan(positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
+            var deliveries = ledger.plan(
+                positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
             if pipelined, let window = ledger.window(for: cursor.deviceID), deliveries.count > window {
                 deliveries.removeSubrange(window...)
             }
@@ -302,8 +332,10 @@ package final class TraccarForwarder: DestinationForwarder {
         }
         spool.record(skipped)
         let liveEdge = backfilling.isEmpty ? nil : positions
-        return live + (await send(batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge,
-                                  liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions))
+        return live
+            + (await send(
+                batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge,
+                liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions))
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
@@ -311,12 +343,17 @@ package final class TraccarForwarder: DestinationForwarder {
     /// next round can send it ahead of everything. Cancelling the task (the
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
-    func send(_ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
-              alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
-              maxPositions: Int = .max) async -> [DeviceResult] {
+    func send(
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
+        alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
+        maxPositions: Int = .max
+    ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter, self.budgetWindow)
+        let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (
+            settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter,
+            self.budgetWindow
+        )
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
@@ -348,8 +385,10 @@ package final class TraccarForwarder: DestinationForwarder {
                 }
                 let outcome = await engine.run { engine in
                     var ledger = before
-                    let results = engine.deliver(batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
-                                                 maxPositions: maxPositions, stop: stop, yield: yield, logger: logger) { update in
+                    let results = engine.deliver(
+                        batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
+                        maxPositions: maxPositions, stop: stop, yield: yield, logger: logger
+                    ) { update in
                         var update = update
                         update.drain = drain
                         // On the engine's thread, between its socket calls: every live socket read now.
@@ -370,7 +409,9 @@ package final class TraccarForwarder: DestinationForwarder {
         ledger = after
         let abandoned = results.reduce(0) { $0 + $1.abandoned }
         if abandoned > 0 {
-            logger.warning("abandoned \(abandoned) requests in flight, unanswered; their positions go again, so the server may get them twice")
+            logger.warning(
+                "abandoned \(abandoned) requests in flight, unanswered; their positions go again, so the server may get them twice"
+            )
             spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(abandoned)])
         }
         return results

@@ -49,7 +49,9 @@ package struct TraccarProtocol: Sendable {
             // Traccar answers an empty body or a queued command, never a page:
             // an HTML 200 is a captive portal or a proxy, not the server.
             if Self.looksLikeHTML(response) {
-                return .unavailable("HTTP \(response.status) with an HTML page: not the Traccar server (captive portal?)", retryAfter: nil, transport: true)
+                return .unavailable(
+                    "HTTP \(response.status) with an HTML page: not the Traccar server (captive portal?)",
+                    retryAfter: nil, transport: true)
             }
             return .delivered
         case 400, 404:
@@ -65,14 +67,18 @@ package struct TraccarProtocol: Sendable {
 
     static func looksLikeHTML(_ response: HTTPResponse) -> Bool {
         if let type = response.header("Content-Type"), type.utf8.count >= 4,
-           type.lowercased().contains("html") { return true }
+            type.lowercased().contains("html")
+        {
+            return true
+        }
         let head = response.body.prefix(64).drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         return head.first == UInt8(ascii: "<")
     }
 
     /// `Retry-After` in seconds (the HTTP-date form is rare from these servers and read as absent).
     static func retryAfter(_ response: HTTPResponse) -> Double? {
-        guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingWhitespace), seconds >= 0 else { return nil }
+        guard let value = response.header("Retry-After"), let seconds = Double(value.trimmingWhitespace), seconds >= 0
+        else { return nil }
         return min(seconds, 3600)
     }
 }
@@ -103,7 +109,12 @@ extension TraccarProtocol {
             head = Array("GET ".utf8) + path + [ownQuery ? UInt8(ascii: "&") : UInt8(ascii: "?")]
             tail = Array(" HTTP/1.1\r\nHost: \(target.hostHeader)\r\n\r\n".utf8)
             canary = Array("GET ".utf8) + path + tail
-            formHead = ownQuery ? nil : Array("POST \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\nContent-Type: application/x-www-form-urlencoded\r\n".utf8)
+            formHead =
+                ownQuery
+                ? nil
+                : Array(
+                    "POST \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                        .utf8)
         }
 
         /// Appends the request for `position`; returns its bytes. A GET while its request line
@@ -116,7 +127,9 @@ extension TraccarProtocol {
             let query = OsmAndQuery.encode(position)
             if query.utf8.count <= lineRoom || formHead == nil {
                 buffer.append(contentsOf: head)
-                buffer.append(contentsOf: (query.utf8.count <= lineRoom ? query : OsmAndQuery.encode(position, fitting: lineRoom)).utf8)
+                buffer.append(
+                    contentsOf: (query.utf8.count <= lineRoom ? query : OsmAndQuery.encode(position, fitting: lineRoom))
+                        .utf8)
                 buffer.append(contentsOf: tail)
             } else if let formHead {
                 let body = OsmAndQuery.encode(position, fitting: OsmAndQuery.maxBodyBytes)

@@ -25,7 +25,8 @@ struct BudgetNotice {
     /// No restriction now.
     mutating func lifted(link: DestinationLink, logger: Logger) {
         guard logged != nil else { return }
-        logger.notice("backlog no longer deferred: the uplink's budget is free again, or another uplink carries the traffic")
+        logger.notice(
+            "backlog no longer deferred: the uplink's budget is free again, or another uplink carries the traffic")
         if recorded { link.recordState(.online, error: nil, nextAttemptMs: nil) }
         logged = nil
         recorded = false

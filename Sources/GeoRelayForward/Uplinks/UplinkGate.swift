@@ -97,7 +97,9 @@ package final class UplinkGate: Sendable {
     /// - Parameter routes: per destination, the route its traffic takes now (an uplink's name, or
     ///   how else it leaves); a destination whose route moved gets a new generation, and its
     ///   forwarder is woken to move its connections (``routeGeneration(for:)``).
-    package func set(_ restrictions: [String: Restriction], allowances: [String: Allowance] = [:], routes: [String: String]? = nil) {
+    package func set(
+        _ restrictions: [String: Restriction], allowances: [String: Allowance] = [:], routes: [String: String]? = nil
+    ) {
         let woken: [WakeSignal] = state.withLock { state in
             if !state.looked {
                 state.looked = true
@@ -142,7 +144,9 @@ package final class UplinkGate: Sendable {
     package func spend(_ bytes: Int, destination: String) {
         guard bytes > 0 else { return }
         let woken: [WakeSignal] = state.withLock { state in
-            guard let allowance = state.allowances[destination], let left = state.left[allowance.uplink] else { return [] }
+            guard let allowance = state.allowances[destination], let left = state.left[allowance.uplink] else {
+                return []
+            }
             let now = left - Int64(bytes)
             state.left[allowance.uplink] = now
             guard now <= 0, left > 0 else { return [] }

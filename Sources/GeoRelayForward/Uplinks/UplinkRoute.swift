@@ -1,6 +1,6 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// Which interface, and so which uplink, carries traffic to a destination now, as the kernel
@@ -22,7 +22,9 @@ package enum UplinkRoute {
 
     /// - Parameter addresses: where the running relay keeps what it resolved (`AddressCache`);
     ///   nil resolves afresh, as a one-shot `status` does.
-    package static func answer(for url: String, uplinks: [Configuration.Uplink], addresses: AddressCache? = nil) -> Answer {
+    package static func answer(for url: String, uplinks: [Configuration.Uplink], addresses: AddressCache? = nil)
+        -> Answer
+    {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             return .unknown("no host in the destination's URL")
         }
@@ -67,7 +69,10 @@ package enum UplinkRoute {
         }
         defer { freeaddrinfo(list) }
         var address = Address(storage: sockaddr_storage(), length: first.pointee.ai_addrlen)
-        withUnsafeMutableBytes(of: &address.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen))) }
+        withUnsafeMutableBytes(of: &address.storage) {
+            $0.copyMemory(
+                from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen)))
+        }
         return .success(address)
     }
 
@@ -79,7 +84,8 @@ package enum UplinkRoute {
     /// The interface the kernel would send a datagram to `address` from (`host` names it in errors).
     package static func interface(toward address: Address, host: String) -> Result<String, Failure> {
         var address = address
-        guard let socket = try? FileDescriptor.socket(Int32(address.storage.ss_family), Int32(SOCK_DGRAM.rawValue)) else {
+        guard let socket = try? FileDescriptor.socket(Int32(address.storage.ss_family), Int32(SOCK_DGRAM.rawValue))
+        else {
             return .failure(Failure(message: "no socket: \(String(cString: strerror(errno)))"))
         }
         defer { try? socket.close() }
@@ -110,13 +116,16 @@ package enum UplinkRoute {
         var entry = list
         while let current = entry {
             defer { entry = current.pointee.ifa_next }
-            guard let candidate = current.pointee.ifa_addr, Int32(candidate.pointee.sa_family) == Int32(wanted.ss_family) else { continue }
+            guard let candidate = current.pointee.ifa_addr,
+                Int32(candidate.pointee.sa_family) == Int32(wanted.ss_family)
+            else { continue }
             if sameHost(candidate, &wanted) { return String(cString: current.pointee.ifa_name) }
         }
         return nil
     }
 
-    private static func sameHost(_ candidate: UnsafeMutablePointer<sockaddr>, _ wanted: inout sockaddr_storage) -> Bool {
+    private static func sameHost(_ candidate: UnsafeMutablePointer<sockaddr>, _ wanted: inout sockaddr_storage) -> Bool
+    {
         withUnsafeBytes(of: &wanted) { wantedBytes in
             switch Int32(candidate.pointee.sa_family) {
             case AF_INET:
@@ -155,8 +164,11 @@ package final class AddressCache: Sendable {
     private let resolve: @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure>
     private let nowNs: @Sendable () -> UInt64
 
-    package init(resolve: @escaping @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> = UplinkRoute.resolve,
-                 nowNs: @escaping @Sendable () -> UInt64 = WallClock.monotonicNs) {
+    package init(
+        resolve: @escaping @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> = UplinkRoute
+            .resolve,
+        nowNs: @escaping @Sendable () -> UInt64 = WallClock.monotonicNs
+    ) {
         self.resolve = resolve
         self.nowNs = nowNs
     }

@@ -5,7 +5,9 @@ extension CommandSpec {
     package var usageLine: String {
         var parts = ["usage: georelay", name]
         parts += positionals.filter(\.required).map { $0.choices.joined(separator: "|") }
-        func text(_ option: OptionSpec) -> String { option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name }
+        func text(_ option: OptionSpec) -> String {
+            option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name
+        }
         // Options of which at most one may be given share a bracket: `[--json | --watch]`.
         let groups = constraints.compactMap { constraint -> [String]? in
             guard case .atMostOne(let names) = constraint else { return nil }
@@ -19,7 +21,8 @@ extension CommandSpec {
                 // An option in two groups (`--watch` with `--json` and with `--health`) is shown once,
                 // in the first: `[--json | --watch] [--health]`.
                 let unshown = group.filter { !shown.contains($0) }
-                parts.append("[" + unshown.compactMap { self.option(named: $0).map(text) }.joined(separator: " | ") + "]")
+                parts.append(
+                    "[" + unshown.compactMap { self.option(named: $0).map(text) }.joined(separator: " | ") + "]")
                 shown.formUnion(group)
             } else {
                 parts.append("[\(text(option))]")
@@ -33,7 +36,10 @@ extension CommandSpec {
     package var help: String {
         var rows: [(String, String)] = positionals.map { ($0.choices.joined(separator: "|"), $0.help) }
         rows += options.map { option in
-            (option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name, option.help + (option.required ? " (required)" : ""))
+            (
+                option.kind.placeholder.map { "\(option.name) \($0)" } ?? option.name,
+                option.help + (option.required ? " (required)" : "")
+            )
         }
         rows.append(("--help", "this help"))
         var text = usageLine + "\n\n" + details + "\n\n"

@@ -32,7 +32,9 @@ extension CommandSpec {
                 name = String(argument[..<equals])
                 inline = String(argument[argument.index(after: equals)...])
             }
-            guard let option = option(named: name) else { throw UsageError(command: self.name, "unknown option '\(name)'") }
+            guard let option = option(named: name) else {
+                throw UsageError(command: self.name, "unknown option '\(name)'")
+            }
             if parsed.has(name) { throw UsageError(command: self.name, "\(name) given more than once") }
             guard let placeholder = option.kind.placeholder else {
                 if inline != nil { throw UsageError(command: self.name, "\(name) takes no value") }
@@ -64,7 +66,10 @@ extension CommandSpec {
         func bad(_ expected: String) -> UsageError {
             UsageError(command: name, "\(option.name) '\(text)' is not \(expected)")
         }
-        if text.isEmpty { throw UsageError(command: name, "\(option.name) needs a value (\(option.kind.placeholder ?? "")), not an empty one") }
+        if text.isEmpty {
+            throw UsageError(
+                command: name, "\(option.name) needs a value (\(option.kind.placeholder ?? "")), not an empty one")
+        }
         switch option.kind {
         case .flag:
             preconditionFailure("a flag has no value")
@@ -95,7 +100,10 @@ extension CommandSpec {
             guard offset < positionals.count else { throw UsageError(command: name, "unexpected argument '\(word)'") }
             let positional = positionals[offset]
             guard positional.choices.contains(word) else {
-                throw UsageError(command: name, "'\(word)' is not \(positional.choices.count == 1 ? "'\(positional.choices[0])'" : "one of \(positional.choices.joined(separator: ", "))")")
+                throw UsageError(
+                    command: name,
+                    "'\(word)' is not \(positional.choices.count == 1 ? "'\(positional.choices[0])'" : "one of \(positional.choices.joined(separator: ", "))")"
+                )
             }
             parsed.set(positional: positional.name, word)
         }
@@ -108,15 +116,22 @@ extension CommandSpec {
         switch constraint {
         case .atMostOne(let names):
             let given = names.filter(parsed.has)
-            if given.count > 1 { throw UsageError(command: name, "\(given.joined(separator: " and ")) cannot be combined") }
+            if given.count > 1 {
+                throw UsageError(command: name, "\(given.joined(separator: " and ")) cannot be combined")
+            }
         case .exactlyOne(let names, let what):
             let given = names.filter(parsed.has)
             if given.count != 1 {
                 let list = names.dropLast().joined(separator: ", ") + " or " + names[names.count - 1]
-                throw UsageError(command: name, given.isEmpty ? "give a \(what): \(list)" : "give one \(what), not \(given.joined(separator: " and "))")
+                throw UsageError(
+                    command: name,
+                    given.isEmpty
+                        ? "give a \(what): \(list)" : "give one \(what), not \(given.joined(separator: " and "))")
             }
         case .requires(let option, let other):
-            if parsed.has(option), !parsed.has(other) { throw UsageError(command: name, "\(option) only goes with \(other)") }
+            if parsed.has(option), !parsed.has(other) {
+                throw UsageError(command: name, "\(option) only goes with \(other)")
+            }
         }
     }
 }

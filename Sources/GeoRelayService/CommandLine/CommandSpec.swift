@@ -17,8 +17,10 @@ package struct CommandSpec: Sendable {
     package var constraints: [Constraint]
     package var work: Work
 
-    package init(name: String, summary: String, details: String, options: [OptionSpec] = [], positionals: [PositionalSpec] = [],
-                 constraints: [Constraint] = [], work: Work) {
+    package init(
+        name: String, summary: String, details: String, options: [OptionSpec] = [], positionals: [PositionalSpec] = [],
+        constraints: [Constraint] = [], work: Work
+    ) {
         precondition(Set(options.map(\.name)).count == options.count, "\(name): an option is declared twice")
         self.name = name
         self.summary = summary
@@ -63,7 +65,8 @@ package struct OptionSpec: Sendable {
     package var required: Bool
 
     package init(_ name: String, _ kind: Kind, help: String, required: Bool = false) {
-        precondition(name.hasPrefix("--") || (name.count == 2 && name.hasPrefix("-")), "option \(name) is neither --long nor -x")
+        precondition(
+            name.hasPrefix("--") || (name.count == 2 && name.hasPrefix("-")), "option \(name) is neither --long nor -x")
         precondition(!(required && kind == .flag), "a required flag is not an option: \(name)")
         self.name = name
         self.kind = kind
@@ -128,7 +131,10 @@ package struct Invocation: Sendable {
     package var configurationPath: String?
     package var console: Console
 
-    package init(command: String, arguments: ParsedArguments, configuration: Configuration, configurationPath: String?, console: Console) {
+    package init(
+        command: String, arguments: ParsedArguments, configuration: Configuration, configurationPath: String?,
+        console: Console
+    ) {
         self.command = command
         self.arguments = arguments
         self.configuration = configuration

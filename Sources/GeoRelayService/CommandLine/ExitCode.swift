@@ -22,7 +22,8 @@ package enum ExitCode: Int32, Sendable, CaseIterable {
     package var meaning: String {
         switch self {
         case .success: "success"
-        case .failure: "the command ran and failed (an upload refused, the spool unreadable, ...); status --health: degraded"
+        case .failure:
+            "the command ran and failed (an upload refused, the spool unreadable, ...); status --health: degraded"
         case .unhealthy: "status --health: failing"
         case .usage: "usage error (EX_USAGE)"
         case .configuration: "configuration error (EX_CONFIG)"

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// `georelay <command> [options]`: finds the command, parses its arguments, loads the
 /// configuration and runs the command's work, turning what went wrong into an `ExitCode`.
@@ -19,8 +19,12 @@ package enum GeoRelayCommandLine {
     package static var usage: String {
         var text = "usage: georelay <command> [options]\n\n"
         text += CommandSpec.table(commands.map { ($0.name, $0.summary) }, heading: "commands:") + "\n"
-        text += CommandSpec.table([(OptionSpec.configuration.name + " PATH", OptionSpec.configuration.help),
-                                   ("--help", "help for a command (also: georelay help COMMAND)")], heading: "common options:") + "\n"
+        text +=
+            CommandSpec.table(
+                [
+                    (OptionSpec.configuration.name + " PATH", OptionSpec.configuration.help),
+                    ("--help", "help for a command (also: georelay help COMMAND)"),
+                ], heading: "common options:") + "\n"
         text += CommandSpec.table(ExitCode.allCases.map { ("\($0.rawValue)", $0.meaning) }, heading: "exit status:")
         text += "\nOptions take their value as --name VALUE or --name=VALUE; each may be given once.\n"
         return text
@@ -38,7 +42,11 @@ package enum GeoRelayCommandLine {
                 return .success
             }
             guard arguments.count == 2, let spec = command(named: arguments[1]) else {
-                console.error(UsageError(command: nil, "help takes one command's name, not '\(arguments.dropFirst().joined(separator: " "))'").description)
+                console.error(
+                    UsageError(
+                        command: nil,
+                        "help takes one command's name, not '\(arguments.dropFirst().joined(separator: " "))'"
+                    ).description)
                 return .usage
             }
             console.write(spec.help)
@@ -62,13 +70,15 @@ package enum GeoRelayCommandLine {
         let configuration: Configuration
         let configurationPath: String?
         do {
-            (configuration, configurationPath) = try loadConfiguration(explicitPath: parsed.text(OptionSpec.configuration.name))
+            (configuration, configurationPath) = try loadConfiguration(
+                explicitPath: parsed.text(OptionSpec.configuration.name))
         } catch {
             console.error("configuration \(error.path): \(error.error)")
             return .configuration
         }
-        let invocation = Invocation(command: spec.name, arguments: parsed, configuration: configuration,
-                                    configurationPath: configurationPath, console: console)
+        let invocation = Invocation(
+            command: spec.name, arguments: parsed, configuration: configuration,
+            configurationPath: configurationPath, console: console)
         do {
             switch spec.work {
             case .blocking(let work):

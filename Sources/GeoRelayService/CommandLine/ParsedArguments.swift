@@ -74,14 +74,18 @@ package struct ParsedArguments: Sendable, Equatable {
 
     /// A `.number` option's value, within its range.
     package func number(_ name: String) -> Double? {
-        guard case .number? = kinds[name] else { preconditionFailure("\(command): \(name) is not a declared number option") }
+        guard case .number? = kinds[name] else {
+            preconditionFailure("\(command): \(name) is not a declared number option")
+        }
         guard case .number(let number)? = values[name] else { return nil }
         return number
     }
 
     /// A `.positiveInteger` option's value.
     package func integer(_ name: String) -> Int? {
-        guard case .positiveInteger? = kinds[name] else { preconditionFailure("\(command): \(name) is not a declared integer option") }
+        guard case .positiveInteger? = kinds[name] else {
+            preconditionFailure("\(command): \(name) is not a declared integer option")
+        }
         guard case .integer(let integer)? = values[name] else { return nil }
         return integer
     }
@@ -101,7 +105,9 @@ package struct ParsedArguments: Sendable, Equatable {
 
     private func required<T>(_ name: String, _ accessor: (Self) -> (String) -> T?) -> T {
         precondition(required.contains(name), "\(command): \(name) is not declared required")
-        guard let value = accessor(self)(name) else { preconditionFailure("\(command): the parser let a required \(name) through") }
+        guard let value = accessor(self)(name) else {
+            preconditionFailure("\(command): the parser let a required \(name) through")
+        }
         return value
     }
 

@@ -11,11 +11,14 @@ extension Commands {
         if let path = arguments.text("--serial") {
             let baud = arguments.integer("--baud") ?? 4800
             guard SerialSource.speed(baud) != nil else {
-                throw UsageError(command: "collect", "--baud \(baud) is not a standard rate (4800, 9600, 38400, 115200, ...)")
+                throw UsageError(
+                    command: "collect", "--baud \(baud) is not a standard rate (4800, 9600, 38400, 115200, ...)")
             }
             source = SerialSource(path: path, baud: baud)
         } else if let text = arguments.text("--udp") {
-            guard let (host, port) = hostPort(text, defaultHost: "0.0.0.0") else { throw UsageError(command: "collect", "--udp '\(text)' is not [HOST:]PORT") }
+            guard let (host, port) = hostPort(text, defaultHost: "0.0.0.0") else {
+                throw UsageError(command: "collect", "--udp '\(text)' is not [HOST:]PORT")
+            }
             source = UDPSource(host: host, port: port)
         } else if let text = arguments.text("--tcp") {
             guard text.contains(":"), let (host, port) = hostPort(text, defaultHost: "127.0.0.1") else {
@@ -32,7 +35,9 @@ extension Commands {
             } else if let text = device, text.contains("=") {
                 for pair in text.split(separator: ",") {
                     let parts = pair.split(separator: "=", maxSplits: 1)
-                    guard parts.count == 2 else { throw UsageError(command: "collect", "--device mapping '\(pair)' is not PATH=ID") }
+                    guard parts.count == 2 else {
+                        throw UsageError(command: "collect", "--device mapping '\(pair)' is not PATH=ID")
+                    }
                     mapping[String(parts[0])] = String(parts[1])
                 }
                 device = nil
@@ -44,9 +49,12 @@ extension Commands {
         if device == nil, !arguments.has("--gpsd") {
             throw UsageError(command: "collect", "--device ID is required (but with --gpsd)")
         }
-        let level = arguments.text("--log-level").flatMap { name in LogLevel.allCases.first { $0.name == name } } ?? .info
+        let level =
+            arguments.text("--log-level").flatMap { name in LogLevel.allCases.first { $0.name == name } } ?? .info
         let logger = Logger(label: "collect[\(device ?? "gpsd")]", sinks: [StandardErrorLogSink()], minimumLevel: level)
-        let link = RelayLink.Settings(socketPath: arguments.text("--socket") ?? invocation.configuration.ingest.socket, hello: Collector.hello(device: device))
+        let link = RelayLink.Settings(
+            socketPath: arguments.text("--socket") ?? invocation.configuration.ingest.socket,
+            hello: Collector.hello(device: device))
         try Collector(source: source, link: link, logger: logger).run()
         return .success
     }

@@ -1,7 +1,7 @@
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
+import Glibc
 
 /// `georelay duty`, `georelay token refresh`, and `send` to push destinations.
 extension Commands {
@@ -9,7 +9,9 @@ extension Commands {
     ///
     /// A name the configuration does not have as a push destination is a usage error (64),
     /// as for `send` and `replay`; a configuration without any is the command failing (1).
-    static func pushDestinations(_ name: String?, in configuration: Configuration, command: String) throws -> [Configuration.DestinationSettings] {
+    static func pushDestinations(_ name: String?, in configuration: Configuration, command: String) throws
+        -> [Configuration.DestinationSettings]
+    {
         let matching = configuration.destinations.filter { $0.kind == .push && (name == nil || $0.name == name) }
         if matching.isEmpty {
             guard let name else { throw RelayError("no push destination in the configuration") }
@@ -18,13 +20,18 @@ extension Commands {
         return matching
     }
 
-    static func authenticator(_ settings: Configuration.DestinationSettings, configuration: Configuration) throws -> PushAuthenticator {
-        PushAuthenticator(settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
-                          worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled)
+    static func authenticator(_ settings: Configuration.DestinationSettings, configuration: Configuration) throws
+        -> PushAuthenticator
+    {
+        PushAuthenticator(
+            settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
+            worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled)
     }
 
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).
-    package static func duty(on: Bool, destination: String?, configuration: Configuration) async throws -> [(String, String?)] {
+    package static func duty(on: Bool, destination: String?, configuration: Configuration) async throws -> [(
+        String, String?
+    )] {
         var results: [(String, String?)] = []
         for settings in try pushDestinations(destination, in: configuration, command: "duty") {
             let push = settings.push ?? PushSettings()
@@ -34,9 +41,13 @@ extension Commands {
             }
             let auth = try authenticator(settings, configuration: configuration)
             let worker = try HTTPWorker(label: "georelay.cli.events", tls: settings.tls)
-            var url = base.hasSuffix("/") && push.eventsPath.hasPrefix("/") ? base + push.eventsPath.dropFirst() : base + push.eventsPath
+            var url =
+                base.hasSuffix("/") && push.eventsPath.hasPrefix("/")
+                ? base + push.eventsPath.dropFirst() : base + push.eventsPath
             if let key = try? push.apiKey?.reveal() { url += "?api-key=" + OsmAndQuery.percentEncode(key) }
-            let body = JSONValue.object(JSONObject([("typeCode", .string("DUTY")), ("actionCode", .string(on ? "on_duty" : "off_duty"))])).jsonText
+            let body = JSONValue.object(
+                JSONObject([("typeCode", .string("DUTY")), ("actionCode", .string(on ? "on_duty" : "off_duty"))])
+            ).jsonText
             var failure: String?
             for attempt in 0..<2 {
                 let token: String
@@ -46,10 +57,15 @@ extension Commands {
                     failure = "\(error)"
                     break
                 }
-                let response = await worker.perform(HTTPRequest(
-                    method: "POST", url: url,
-                    headers: [("Authorization", "Bearer \(token)"), ("X-Tenant", push.tenant), ("Content-Type", "application/json")],
-                    body: Array(body.utf8), timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds))
+                let response = await worker.perform(
+                    HTTPRequest(
+                        method: "POST", url: url,
+                        headers: [
+                            ("Authorization", "Bearer \(token)"), ("X-Tenant", push.tenant),
+                            ("Content-Type", "application/json"),
+                        ],
+                        body: Array(body.utf8), timeoutSeconds: settings.requestTimeoutSeconds,
+                        connectTimeoutSeconds: settings.connectTimeoutSeconds))
                 switch response {
                 case .success(let http) where (200..<300).contains(http.status):
                     failure = nil
@@ -69,7 +85,9 @@ extension Commands {
     }
 
     /// Gets a new token now (login mode) and stores it where the running relay picks it up.
-    package static func refreshToken(destination: String?, configuration: Configuration) async throws -> [(String, String?)] {
+    package static func refreshToken(destination: String?, configuration: Configuration) async throws -> [(
+        String, String?
+    )] {
         var results: [(String, String?)] = []
         for settings in try pushDestinations(destination, in: configuration, command: "token") {
             do {
@@ -83,7 +101,9 @@ extension Commands {
     }
 
     /// One position straight to a push destination, as a batch of one.
-    static func sendPush(_ position: Position, settings: Configuration.DestinationSettings, configuration: Configuration) async -> DeliveryOutcome {
+    static func sendPush(
+        _ position: Position, settings: Configuration.DestinationSettings, configuration: Configuration
+    ) async -> DeliveryOutcome {
         let push = settings.push ?? PushSettings()
         let wire = PushProtocol(settings: settings)
         do {
@@ -94,12 +114,16 @@ extension Commands {
             var retried = false
             while true {
                 let token = try await auth.token()
-                let body = switch encoding {
-                case .none: json
-                case .gzip: try Gzip.compress(json)
-                case .zstd: try ZstdCompressor().compress(json, level: push.zstdLevel ?? CompressionPlanner.thoroughLevel)
-                }
-                switch wire.outcome(of: await worker.perform(wire.request(body: body, encoding: encoding, token: token))) {
+                let body =
+                    switch encoding {
+                    case .none: json
+                    case .gzip: try Gzip.compress(json)
+                    case .zstd:
+                        try ZstdCompressor().compress(json, level: push.zstdLevel ?? CompressionPlanner.thoroughLevel)
+                    }
+                switch wire.outcome(
+                    of: await worker.perform(wire.request(body: body, encoding: encoding, token: token)))
+                {
                 case .delivered:
                     return .delivered
                 case .unauthorized where !retried:
@@ -123,13 +147,18 @@ extension Commands {
 extension Commands {
     static func duty(_ invocation: Invocation) async throws -> ExitCode {
         let word = invocation.arguments.requiredWord("duty")
-        return report("duty \(word)", to: invocation.console,
-                      try await duty(on: word == "on", destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
+        return report(
+            "duty \(word)", to: invocation.console,
+            try await duty(
+                on: word == "on", destination: invocation.arguments.text("--destination"),
+                configuration: invocation.configuration))
     }
 
     static func refreshToken(_ invocation: Invocation) async throws -> ExitCode {
-        report("token refresh", to: invocation.console,
-               try await refreshToken(destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
+        report(
+            "token refresh", to: invocation.console,
+            try await refreshToken(
+                destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
     }
 
     private static func report(_ what: String, to console: Console, _ results: [(String, String?)]) -> ExitCode {

@@ -6,10 +6,14 @@ extension Commands {
     static func send(_ invocation: Invocation) async throws -> ExitCode {
         let arguments = invocation.arguments
         // Whole seconds: what a Traccar client sends for `requestPosition`.
-        let position = Position(device: arguments.requiredText("--device"), timeMs: WallClock.nowMs() / 1000 * 1000,
-                                lat: arguments.requiredNumber("--lat"), lon: arguments.requiredNumber("--lon"), alarm: arguments.text("--alarm"))
+        let position = Position(
+            device: arguments.requiredText("--device"), timeMs: WallClock.nowMs() / 1000 * 1000,
+            lat: arguments.requiredNumber("--lat"), lon: arguments.requiredNumber("--lon"),
+            alarm: arguments.text("--alarm"))
         var ok = true
-        for result in try await send(position, destination: arguments.text("--destination"), configuration: invocation.configuration) {
+        for result in try await send(
+            position, destination: arguments.text("--destination"), configuration: invocation.configuration)
+        {
             if case .delivered = result.outcome {
                 invocation.console.line("\(result.destination): delivered")
             } else {
@@ -32,11 +36,14 @@ extension Commands {
     /// Each upload blocks in libcurl or on a socket, so none runs on the caller's
     /// thread: OsmAnd requests go through an `HTTPWorker` (its own queue), the
     /// Teltonika exchange on a thread of its own.
-    package static func send(_ position: Position, destination: String?, configuration: Configuration) async throws -> [SendResult] {
+    package static func send(_ position: Position, destination: String?, configuration: Configuration) async throws
+        -> [SendResult]
+    {
         let targets = configuration.destinations.filter { destination == nil || $0.name == destination }
         if targets.isEmpty {
             guard let destination else { throw RelayError("the configuration has no destinations") }
-            throw UsageError(command: "send", "--destination '\(destination)' is not a destination of the configuration")
+            throw UsageError(
+                command: "send", "--destination '\(destination)' is not a destination of the configuration")
         }
         var results: [SendResult] = []
         for settings in targets {
@@ -44,7 +51,9 @@ extension Commands {
             if settings.kind == .push {
                 outcome = await sendPush(position, settings: settings, configuration: configuration)
             } else if settings.traccarProtocol == .teltonika {
-                outcome = await onDedicatedThread(named: "georelay.send.teltonika") { TeltonikaUpload.send(position, settings: settings) }
+                outcome = await onDedicatedThread(named: "georelay.send.teltonika") {
+                    TeltonikaUpload.send(position, settings: settings)
+                }
             } else {
                 let traccar = TraccarProtocol(settings: settings)
                 do throws(CurlError) {

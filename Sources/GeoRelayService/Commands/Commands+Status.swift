@@ -10,12 +10,18 @@ extension Commands {
             return .success
         }
         if invocation.arguments.flag("--health") {
-            let device = await onDedicatedThread(named: "georelay.status") { DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true) }
-            invocation.console.write(invocation.arguments.flag("--json") ? device.json.jsonText + "\n" : ControlEscaping.escapeLines("\(device.state.name)\n" + device.text))
+            let device = await onDedicatedThread(named: "georelay.status") {
+                DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true)
+            }
+            invocation.console.write(
+                invocation.arguments.flag("--json")
+                    ? device.json.jsonText + "\n" : ControlEscaping.escapeLines("\(device.state.name)\n" + device.text))
             return device.exitCode
         }
         let json = invocation.arguments.flag("--json")
-        let report = try await onDedicatedThread(named: "georelay.status") { try StatusReport.load(configuration: configuration, sketches: json ? .fresh : .none) }
+        let report = try await onDedicatedThread(named: "georelay.status") {
+            try StatusReport.load(configuration: configuration, sketches: json ? .fresh : .none)
+        }
         invocation.console.write(json ? report.json.jsonText + "\n" : ControlEscaping.escapeLines(report.text))
         return .success
     }
@@ -25,7 +31,8 @@ extension Commands {
         let path = invocation.configuration.spool.path
         let problems = try SpoolReader.integrityProblems(path: path)
         guard problems.isEmpty else {
-            invocation.console.line("spool \(path): quick_check found \(problems.count == 1 ? "a problem" : "\(problems.count) problems"):")
+            invocation.console.line(
+                "spool \(path): quick_check found \(problems.count == 1 ? "a problem" : "\(problems.count) problems"):")
             for problem in problems { invocation.console.line("  \(problem)") }
             return .failure
         }
@@ -47,10 +54,13 @@ extension Commands {
     ///
     /// The wait is `Task.sleep`, which holds no thread, and each report is read on a thread
     /// of its own (SQLite blocks): a watch left open for days never occupies the cooperative pool.
-    package static func watchStatus(configuration: Configuration, console: Console, every interval: Duration = .seconds(2)) async throws {
+    package static func watchStatus(
+        configuration: Configuration, console: Console, every interval: Duration = .seconds(2)
+    ) async throws {
         while true {
             let text = await onDedicatedThread(named: "georelay.status") {
-                (try? StatusReport.load(configuration: configuration).text) ?? "no spool at \(configuration.spool.path) yet\n"
+                (try? StatusReport.load(configuration: configuration).text)
+                    ?? "no spool at \(configuration.spool.path) yet\n"
             }
             try Task.checkCancellation()
             // Home and clear, then the screen in one write.

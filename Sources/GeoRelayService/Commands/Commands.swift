@@ -1,7 +1,7 @@
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
+import Glibc
 
 /// The work of every `georelay` command, one function per command taking its `Invocation`
 /// (`GeoRelayCommandLine.commands` says which command calls which), beside the typed
@@ -16,8 +16,12 @@ package enum Commands {
         if invocation.arguments.flag("--clear") {
             try await clearLogs(configuration: invocation.configuration)
         } else {
-            let configuration = invocation.configuration, limit = invocation.arguments.integer("--limit") ?? 10_000
-            invocation.console.write(try await onDedicatedThread(named: "georelay.logs") { try logs(configuration: configuration, limit: limit) })
+            let configuration = invocation.configuration
+            let limit = invocation.arguments.integer("--limit") ?? 10_000
+            invocation.console.write(
+                try await onDedicatedThread(named: "georelay.logs") {
+                    try logs(configuration: configuration, limit: limit)
+                })
         }
         return .success
     }
@@ -54,7 +58,9 @@ package enum Commands {
     static func runRelay(_ invocation: Invocation) async throws -> ExitCode {
         var relay = Relay(configuration: invocation.configuration, configPath: invocation.configurationPath)
         if let level = invocation.arguments.text("--log-level") {
-            guard let parsed = LogLevel.allCases.first(where: { $0.name == level }) else { preconditionFailure("the parser admits only level names") }
+            guard let parsed = LogLevel.allCases.first(where: { $0.name == level }) else {
+                preconditionFailure("the parser admits only level names")
+            }
             relay.logLevel = parsed
         }
         try await relay.run()

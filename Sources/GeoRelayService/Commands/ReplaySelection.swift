@@ -57,25 +57,34 @@ extension Commands {
     /// filter: the selection reads on a reader of its own, the spool's writer stores the queue.
     /// Works beside a running relay (see `Spool.openExisting`), whose forwarder drains the
     /// queue as history.
-    package static func queueReplay(configuration: Configuration, destination: String,
-                                    selection: ReplaySelection) async throws -> ReplaySelection.Report {
+    package static func queueReplay(
+        configuration: Configuration, destination: String,
+        selection: ReplaySelection
+    ) async throws -> ReplaySelection.Report {
         let settings = Spool.Settings(configuration.spool)
         let hidden = configuration.sourceIDs
-        let (seqs, report) = try await onDedicatedThread(named: "georelay.replay.select") { () throws -> ([Int64], ReplaySelection.Report) in
+        let (seqs, report) = try await onDedicatedThread(named: "georelay.replay.select") {
+            () throws -> ([Int64], ReplaySelection.Report) in
             let reader = try SpoolReader.open(path: settings.path)
             var report = ReplaySelection.Report()
             let seqs = try selection.choose(from: reader, hidden: hidden, report: &report)
             return (seqs, report)
         }
         var done = report
-        done.queued = try await withSpoolWriter(settings) { spool in try await spool.queueReplay(destination: destination, seqs: seqs) }
+        done.queued = try await withSpoolWriter(settings) { spool in
+            try await spool.queueReplay(destination: destination, seqs: seqs)
+        }
         return done
     }
 
     /// Runs `body` with the spool's writer, opened and closed on a thread of their own
     /// (opening and the closing checkpoint block); the one way a command writes the spool.
-    static func withSpoolWriter<T: Sendable>(_ settings: Spool.Settings, _ body: (Spool) async throws -> T) async throws -> T {
-        let spool = try await onDedicatedThread(named: "georelay.spool.open") { () throws -> Spool in try Spool.openExisting(settings: settings) }
+    static func withSpoolWriter<T: Sendable>(_ settings: Spool.Settings, _ body: (Spool) async throws -> T) async throws
+        -> T
+    {
+        let spool = try await onDedicatedThread(named: "georelay.spool.open") { () throws -> Spool in
+            try Spool.openExisting(settings: settings)
+        }
         do {
             let result = try await body(spool)
             await onDedicatedThread(named: "georelay.spool.close") { spool.close() }

@@ -69,13 +69,25 @@ package struct DeviceHealth: Sendable {
     }
 
     package var json: JSONValue {
-        .object(JSONObject([
-            ("state", .string(state.name)),
-            ("reasons", .array(reasons.map { .string($0) })),
-            ("checks", .object(JSONObject(checks.map { check in
-                (check.key, .object(JSONObject([("state", .string(check.state.name)), ("summary", .string(check.summary))] + check.details)))
-            }))),
-        ]))
+        .object(
+            JSONObject([
+                ("state", .string(state.name)),
+                ("reasons", .array(reasons.map { .string($0) })),
+                (
+                    "checks",
+                    .object(
+                        JSONObject(
+                            checks.map { check in
+                                (
+                                    check.key,
+                                    .object(
+                                        JSONObject(
+                                            [("state", .string(check.state.name)), ("summary", .string(check.summary))]
+                                                + check.details))
+                                )
+                            }))
+                ),
+            ]))
     }
 
     /// One line per check: `  disk       ok        79.0 GiB free, ...`.

@@ -12,25 +12,36 @@ extension HealthChecks {
     /// has stored none for `sourceQuietMs` (it has a position but no time). Counts of the past
     /// are named without changing the state. A quiet receiver is shown, not judged: a phone
     /// off duty is quiet too.
-    package static func sources(_ receivers: [ReceiverRecord], nowMs: Int64, thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
-        func age(_ ms: Int64?) -> JSONValue { ms.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 100) / 10) } ?? .null }
+    package static func sources(
+        _ receivers: [ReceiverRecord], nowMs: Int64, thresholds: HealthThresholds = HealthThresholds()
+    ) -> HealthCheck {
+        func age(_ ms: Int64?) -> JSONValue {
+            ms.map { .number(Double(max(0, nowMs.saturatingMinus($0)) / 100) / 10) } ?? .null
+        }
         var problems: [String] = []
         var notes: [String] = []
         var rows: [JSONValue] = []
         for receiver in receivers {
-            let rolledOverNow = receiver.newestFixMs.flatMap { fix in receiver.newestReceivedMs.map { WeekRollover.isRolledOver(fixMs: fix, receivedMs: $0) } } ?? false
+            let rolledOverNow =
+                receiver.newestFixMs.flatMap { fix in
+                    receiver.newestReceivedMs.map { WeekRollover.isRolledOver(fixMs: fix, receivedMs: $0) }
+                } ?? false
             let quietFor = receiver.lastReceivedMs.map { nowMs.saturatingMinus($0) }
             let untimedNow = receiver.untimedFixes > 0 && (quietFor.map { $0 > thresholds.sourceQuietMs } ?? true)
-            rows.append(.object(JSONObject([
-                ("name", .string(receiver.name)),
-                ("lastReceivedAgeSeconds", age(receiver.lastReceivedMs)),
-                ("lastFixAgeSeconds", age(receiver.newestFixMs ?? receiver.lastFixMs)),
-                ("untimed", .number(Double(receiver.untimedFixes))),
-                ("rollover", .number(Double(receiver.rolloverFixes))),
-                ("rolledOverNow", .bool(rolledOverNow)),
-            ])))
+            rows.append(
+                .object(
+                    JSONObject([
+                        ("name", .string(receiver.name)),
+                        ("lastReceivedAgeSeconds", age(receiver.lastReceivedMs)),
+                        ("lastFixAgeSeconds", age(receiver.newestFixMs ?? receiver.lastFixMs)),
+                        ("untimed", .number(Double(receiver.untimedFixes))),
+                        ("rollover", .number(Double(receiver.rolloverFixes))),
+                        ("rolledOverNow", .bool(rolledOverNow)),
+                    ])))
             if rolledOverNow {
-                problems.append("\(receiver.name) dates its fixes 1024 weeks back (GPS week-number rollover; newest \(Timestamp.iso8601(milliseconds: receiver.newestFixMs ?? 0)), \(fixes(receiver.rolloverFixes)) so far)")
+                problems.append(
+                    "\(receiver.name) dates its fixes 1024 weeks back (GPS week-number rollover; newest \(Timestamp.iso8601(milliseconds: receiver.newestFixMs ?? 0)), \(fixes(receiver.rolloverFixes)) so far)"
+                )
             } else if receiver.rolloverFixes > 0 {
                 notes.append("\(receiver.name): \(fixes(receiver.rolloverFixes)) dated 1024 weeks back, none lately")
             }
@@ -43,16 +54,21 @@ extension HealthChecks {
         }
         let details: [(key: String, value: JSONValue)] = [("receivers", .array(rows))]
         if !problems.isEmpty {
-            return HealthCheck(key: "sources", state: .degraded, summary: (problems + notes).joined(separator: "; "), details: details)
+            return HealthCheck(
+                key: "sources", state: .degraded, summary: (problems + notes).joined(separator: "; "), details: details)
         }
         let heard = receivers.compactMap(\.lastReceivedMs).max()
         guard let heard else {
-            return HealthCheck(key: "sources", state: .ok, summary: (["no receiver has sent a position yet"] + notes).joined(separator: "; "), details: details)
+            return HealthCheck(
+                key: "sources", state: .ok,
+                summary: (["no receiver has sent a position yet"] + notes).joined(separator: "; "), details: details)
         }
         let newest = receivers.compactMap { $0.newestFixMs ?? $0.lastFixMs }.max()
-        var summary = "\(receivers.count) receiver\(receivers.count == 1 ? "" : "s"), last line \(duration(nowMs.saturatingMinus(heard))) ago"
+        var summary =
+            "\(receivers.count) receiver\(receivers.count == 1 ? "" : "s"), last line \(duration(nowMs.saturatingMinus(heard))) ago"
         if let newest { summary += ", newest fix \(duration(nowMs.saturatingMinus(newest))) old" }
-        return HealthCheck(key: "sources", state: .ok, summary: ([summary] + notes).joined(separator: "; "), details: details)
+        return HealthCheck(
+            key: "sources", state: .ok, summary: ([summary] + notes).joined(separator: "; "), details: details)
     }
 
     static func fixes(_ n: Int64) -> String { n == 1 ? "1 fix" : "\(n) fixes" }
@@ -65,8 +81,10 @@ extension HealthChecks {
     /// (`auth-failed`) are failing at once: waiting will not fix them. A backlog `deferred` by a
     /// spent uplink budget is degraded however long it lasts: that is the budget working. With the relay down
     /// nothing is judged here (the loops check says it is down).
-    package static func links(_ destinations: [SpoolStatus.Destination], waitingSinceMs: [String: Int64] = [:], running: Bool, nowMs: Int64,
-                              thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
+    package static func links(
+        _ destinations: [SpoolStatus.Destination], waitingSinceMs: [String: Int64] = [:], running: Bool, nowMs: Int64,
+        thresholds: HealthThresholds = HealthThresholds()
+    ) -> HealthCheck {
         var worst = HealthState.ok
         var problems: [String] = []
         var rows: [JSONValue] = []
@@ -78,7 +96,9 @@ extension HealthChecks {
                 // Never delivered: the oldest waiting position's arrival says how long (not its fix
                 // time, which a backlog or a week rollover puts far back).
                 let since = d.lastSuccessMs ?? waitingSinceMs[d.name] ?? nowMs
-                let success = d.lastSuccessMs.map { "last success \(duration(nowMs.saturatingMinus($0))) ago" } ?? "never delivered"
+                let success =
+                    d.lastSuccessMs.map { "last success \(duration(nowMs.saturatingMinus($0))) ago" }
+                    ?? "never delivered"
                 let error = d.lastError.map { ", last error: \($0)" } ?? ""
                 if d.state == "auth-failed" {
                     state = .failing
@@ -94,19 +114,28 @@ extension HealthChecks {
             }
             worst = max(worst, state)
             if let reason { problems.append(reason) }
-            rows.append(.object(JSONObject([
-                ("name", .string(d.name)),
-                ("state", .string(running || d.state == "not started" ? d.state : "stopped")),
-                ("health", .string(state.name)),
-                ("lastSuccess", d.lastSuccessMs.map { .string(Timestamp.iso8601(milliseconds: $0)) } ?? .null),
-                ("reason", reason.map { .string($0) } ?? .null),
-            ])))
+            rows.append(
+                .object(
+                    JSONObject([
+                        ("name", .string(d.name)),
+                        ("state", .string(running || d.state == "not started" ? d.state : "stopped")),
+                        ("health", .string(state.name)),
+                        ("lastSuccess", d.lastSuccessMs.map { .string(Timestamp.iso8601(milliseconds: $0)) } ?? .null),
+                        ("reason", reason.map { .string($0) } ?? .null),
+                    ])))
         }
         let details: [(key: String, value: JSONValue)] = [("destinations", .array(rows))]
-        if !problems.isEmpty { return HealthCheck(key: "links", state: worst, summary: problems.joined(separator: "; "), details: details) }
-        guard running else { return HealthCheck(key: "links", state: .ok, summary: "not judged: the relay is not running", details: details) }
+        if !problems.isEmpty {
+            return HealthCheck(key: "links", state: worst, summary: problems.joined(separator: "; "), details: details)
+        }
+        guard running else {
+            return HealthCheck(
+                key: "links", state: .ok, summary: "not judged: the relay is not running", details: details)
+        }
         let online = destinations.filter { $0.state == "online" }.count
-        return HealthCheck(key: "links", state: .ok,
-                           summary: destinations.isEmpty ? "no destinations" : "\(online) of \(destinations.count) online, nothing held up", details: details)
+        return HealthCheck(
+            key: "links", state: .ok,
+            summary: destinations.isEmpty
+                ? "no destinations" : "\(online) of \(destinations.count) online, nothing held up", details: details)
     }
 }

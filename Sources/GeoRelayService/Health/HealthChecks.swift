@@ -1,5 +1,5 @@
-import Glibc
 import GeoRelayCore
+import Glibc
 
 /// Where each check turns from ok to degraded to failing; the README's health section lists
 /// the same figures.
@@ -31,7 +31,10 @@ package enum HealthChecks {
         switch health {
         case .known(let report):
             if let problem = report.problem { return HealthCheck(key: "loops", state: .failing, summary: problem) }
-            return HealthCheck(key: "loops", state: .ok, summary: report.parts.map { "\($0.name) turned \(HealthReport.seconds(report.ageMs($0))) ago" }.joined(separator: ", "))
+            return HealthCheck(
+                key: "loops", state: .ok,
+                summary: report.parts.map { "\($0.name) turned \(HealthReport.seconds(report.ageMs($0))) ago" }.joined(
+                    separator: ", "))
         case .unknown(let reason):
             return HealthCheck(key: "loops", state: .degraded, summary: reason)
         }
@@ -42,19 +45,28 @@ package enum HealthChecks {
         let ran: JSONValue = problems == nil ? .null : .bool(problems?.isEmpty == true)
         let listed: JSONValue = .array((problems ?? []).map { .string($0) })
         if let readError {
-            let found = (problems ?? []).isEmpty ? "" : "; quick_check found: \(problems?.prefix(3).joined(separator: "; ") ?? "")"
-            return HealthCheck(key: "spool", state: .failing, summary: "spool unreadable: \(readError)\(found)", details: [("quickCheckOk", ran), ("problems", listed)])
+            let found =
+                (problems ?? []).isEmpty
+                ? "" : "; quick_check found: \(problems?.prefix(3).joined(separator: "; ") ?? "")"
+            return HealthCheck(
+                key: "spool", state: .failing, summary: "spool unreadable: \(readError)\(found)",
+                details: [("quickCheckOk", ran), ("problems", listed)])
         }
         guard let problems else {
-            return HealthCheck(key: "spool", state: .ok, summary: "readable (quick_check not run: georelay check --spool)",
-                               details: [("quickCheckOk", ran), ("problems", listed)])
+            return HealthCheck(
+                key: "spool", state: .ok, summary: "readable (quick_check not run: georelay check --spool)",
+                details: [("quickCheckOk", ran), ("problems", listed)])
         }
         guard problems.isEmpty else {
-            return HealthCheck(key: "spool", state: .failing,
-                               summary: "quick_check found \(problems.count == 1 ? "a problem" : "\(problems.count) problems"): \(problems.prefix(3).joined(separator: "; "))",
-                               details: [("quickCheckOk", ran), ("problems", listed)])
+            return HealthCheck(
+                key: "spool", state: .failing,
+                summary:
+                    "quick_check found \(problems.count == 1 ? "a problem" : "\(problems.count) problems"): \(problems.prefix(3).joined(separator: "; "))",
+                details: [("quickCheckOk", ran), ("problems", listed)])
         }
-        return HealthCheck(key: "spool", state: .ok, summary: "readable, quick_check ok", details: [("quickCheckOk", ran), ("problems", listed)])
+        return HealthCheck(
+            key: "spool", state: .ok, summary: "readable, quick_check ok",
+            details: [("quickCheckOk", ran), ("problems", listed)])
     }
 
     // MARK: - Disk
@@ -65,35 +77,50 @@ package enum HealthChecks {
     /// must still hold that much beyond the file's current size: less is failing (the disk,
     /// not the quota, will decide when positions go). Degraded below a tenth of the
     /// filesystem free, or with a WAL past twice its limit.
-    package static func disk(space: Result<DiskSpace, DiskSpaceError>, fileBytes: Int64, walBytes: Int64, maxBytes: Int64,
-                             thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
+    package static func disk(
+        space: Result<DiskSpace, DiskSpaceError>, fileBytes: Int64, walBytes: Int64, maxBytes: Int64,
+        thresholds: HealthThresholds = HealthThresholds()
+    ) -> HealthCheck {
         let walLimit = walLimitBytes(maxBytes: maxBytes)
         let needed = max(0, maxBytes + walLimit - fileBytes)
         var details: [(key: String, value: JSONValue)] = [
-            ("fileBytes", .number(Double(fileBytes))), ("walBytes", .number(Double(walBytes))), ("walLimitBytes", .number(Double(walLimit))),
+            ("fileBytes", .number(Double(fileBytes))), ("walBytes", .number(Double(walBytes))),
+            ("walLimitBytes", .number(Double(walLimit))),
             ("quotaNeedsBytes", .number(Double(needed))),
         ]
         let free: DiskSpace
         switch space {
         case .success(let measured): free = measured
         case .failure(let error):
-            return HealthCheck(key: "disk", state: .degraded, summary: "cannot measure free space: \(error.message)",
-                               details: details + [("freeBytes", .null), ("totalBytes", .null)])
+            return HealthCheck(
+                key: "disk", state: .degraded, summary: "cannot measure free space: \(error.message)",
+                details: details + [("freeBytes", .null), ("totalBytes", .null)])
         }
-        details += [("freeBytes", .number(Double(free.availableBytes))), ("totalBytes", .number(Double(free.totalBytes)))]
+        details += [
+            ("freeBytes", .number(Double(free.availableBytes))), ("totalBytes", .number(Double(free.totalBytes))),
+        ]
         let wal = "WAL \(bytes(walBytes)) of its \(bytes(walLimit)) limit"
         if free.availableBytes < needed {
-            return HealthCheck(key: "disk", state: .failing,
-                               summary: "\(bytes(free.availableBytes)) free, but the spool may still grow by \(bytes(needed)) (spool.maxBytes \(bytes(maxBytes)) and its WAL): the disk fills before the quota; \(wal)",
-                               details: details)
+            return HealthCheck(
+                key: "disk", state: .failing,
+                summary:
+                    "\(bytes(free.availableBytes)) free, but the spool may still grow by \(bytes(needed)) (spool.maxBytes \(bytes(maxBytes)) and its WAL): the disk fills before the quota; \(wal)",
+                details: details)
         }
         let fraction = free.totalBytes > 0 ? Double(free.availableBytes) / Double(free.totalBytes) : 1
-        let summary = "\(bytes(free.availableBytes)) free (\(Int((fraction * 100).rounded())) %), the spool may still grow by \(bytes(needed)); \(wal)"
+        let summary =
+            "\(bytes(free.availableBytes)) free (\(Int((fraction * 100).rounded())) %), the spool may still grow by \(bytes(needed)); \(wal)"
         if fraction < thresholds.diskDegradedFreeFraction {
-            return HealthCheck(key: "disk", state: .degraded, summary: summary + "; less than \(Int(thresholds.diskDegradedFreeFraction * 100)) % of the filesystem free", details: details)
+            return HealthCheck(
+                key: "disk", state: .degraded,
+                summary: summary
+                    + "; less than \(Int(thresholds.diskDegradedFreeFraction * 100)) % of the filesystem free",
+                details: details)
         }
         if walBytes > thresholds.walDegradedFactor * walLimit {
-            return HealthCheck(key: "disk", state: .degraded, summary: summary + ": the WAL is not being checkpointed (a reader holding it?)", details: details)
+            return HealthCheck(
+                key: "disk", state: .degraded,
+                summary: summary + ": the WAL is not being checkpointed (a reader holding it?)", details: details)
         }
         return HealthCheck(key: "disk", state: .ok, summary: summary, details: details)
     }
@@ -116,8 +143,10 @@ package enum HealthChecks {
     /// A synchronised clock that fixes run ahead of is degraded (the receiver or the time source
     /// is wrong). A fix behind the clock proves nothing (a collector's backlog), so it is only shown.
     /// A step of the clock while the relay runs is shown, not judged.
-    package static func clock(sync: ClockSync, nowMs: Int64, newestFixMs: Int64?, jump: ClockJump?,
-                              thresholds: HealthThresholds = HealthThresholds()) -> HealthCheck {
+    package static func clock(
+        sync: ClockSync, nowMs: Int64, newestFixMs: Int64?, jump: ClockJump?,
+        thresholds: HealthThresholds = HealthThresholds()
+    ) -> HealthCheck {
         var details: [(key: String, value: JSONValue)] = []
         let syncText: String
         switch sync {
@@ -133,23 +162,49 @@ package enum HealthChecks {
         }
         let offset = newestFixMs.map { $0.saturatingMinus(nowMs) }
         details.append(("newestFixAheadSeconds", offset.map { .number(Double($0 / 100) / 10) } ?? .null))
-        details.append(("lastJump", jump.map { .object(JSONObject([("bySeconds", .number(Double($0.byMs / 100) / 10)), ("at", .string(Timestamp.iso8601(milliseconds: $0.atMs)))])) } ?? .null))
+        details.append(
+            (
+                "lastJump",
+                jump.map {
+                    .object(
+                        JSONObject([
+                            ("bySeconds", .number(Double($0.byMs / 100) / 10)),
+                            ("at", .string(Timestamp.iso8601(milliseconds: $0.atMs))),
+                        ]))
+                } ?? .null
+            ))
         var parts = [syncText]
         if let offset {
-            parts.append(offset >= 0 ? "newest fix \(duration(offset)) ahead of it" : "newest fix \(duration(Int64(clamping: offset.magnitude))) behind it")
+            parts.append(
+                offset >= 0
+                    ? "newest fix \(duration(offset)) ahead of it"
+                    : "newest fix \(duration(Int64(clamping: offset.magnitude))) behind it")
         } else {
             parts.append("no fix to compare with")
         }
-        if let jump { parts.append("jumped by \(jump.byMs >= 0 ? "+" : "-")\(duration(Int64(clamping: jump.byMs.magnitude))) at \(Timestamp.iso8601(milliseconds: jump.atMs))") }
+        if let jump {
+            parts.append(
+                "jumped by \(jump.byMs >= 0 ? "+" : "-")\(duration(Int64(clamping: jump.byMs.magnitude))) at \(Timestamp.iso8601(milliseconds: jump.atMs))"
+            )
+        }
         let summary = parts.joined(separator: ", ")
         if nowMs < WallClock.plausibleMs {
-            return HealthCheck(key: "clock", state: .failing, summary: "the clock reads \(Timestamp.iso8601(milliseconds: nowMs)), before 2025: it was never set; " + summary, details: details)
+            return HealthCheck(
+                key: "clock", state: .failing,
+                summary: "the clock reads \(Timestamp.iso8601(milliseconds: nowMs)), before 2025: it was never set; "
+                    + summary, details: details)
         }
         if let offset, offset > thresholds.clockFixAheadMs {
             if case .synchronised = sync {
-                return HealthCheck(key: "clock", state: .degraded, summary: summary + ": a receiver or the time source is wrong", details: details)
+                return HealthCheck(
+                    key: "clock", state: .degraded, summary: summary + ": a receiver or the time source is wrong",
+                    details: details)
             }
-            return HealthCheck(key: "clock", state: .failing, summary: summary + ": the clock is behind (fixes ahead of it by more than ingest.maxFutureSeconds are refused)", details: details)
+            return HealthCheck(
+                key: "clock", state: .failing,
+                summary: summary
+                    + ": the clock is behind (fixes ahead of it by more than ingest.maxFutureSeconds are refused)",
+                details: details)
         }
         return HealthCheck(key: "clock", state: .ok, summary: summary, details: details)
     }

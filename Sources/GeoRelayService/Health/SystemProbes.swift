@@ -1,7 +1,7 @@
 import CLinux
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
+import Glibc
 import Synchronization
 
 /// Free space on a filesystem, as an unprivileged process may use it.
@@ -55,7 +55,8 @@ package enum ClockSync: Sendable, Equatable {
         if state.state < 0 { return .unknown("adjtimex: \(String(cString: strerror(state.error)))") }
         let maxErrorMs = Int64(state.maxerror_us) / 1000
         // TIME_ERROR (5) is what adjtimex answers while STA_UNSYNC is set.
-        return state.unsynchronised != 0 || state.state == 5 ? .unsynchronised(maxErrorMs: maxErrorMs) : .synchronised(maxErrorMs: maxErrorMs)
+        return state.unsynchronised != 0 || state.state == 5
+            ? .unsynchronised(maxErrorMs: maxErrorMs) : .synchronised(maxErrorMs: maxErrorMs)
     }
 }
 
@@ -93,7 +94,8 @@ package final class ClockJumpDetector: Sendable {
 
     /// Compares this look with the previous one; returns the last jump seen (this one or an earlier one).
     @discardableResult
-    package func observe(wallMs: Int64 = WallClock.nowMs(), monotonicMs: Int64 = WallClock.monotonicMs()) -> ClockJump? {
+    package func observe(wallMs: Int64 = WallClock.nowMs(), monotonicMs: Int64 = WallClock.monotonicMs()) -> ClockJump?
+    {
         state.withLock { state in
             if let lastWall = state.lastWallMs {
                 let drift = (wallMs - lastWall) - (monotonicMs - state.lastMonotonicMs)

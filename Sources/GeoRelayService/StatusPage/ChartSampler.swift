@@ -1,6 +1,6 @@
-import Glibc
 import GeoRelayCore
 import GeoRelaySpool
+import Glibc
 
 /// Takes the status page's chart samples: every `interval`, each destination's backlog and wire
 /// bytes, handed to the spool's writer as held state.

@@ -1,6 +1,6 @@
 import GeoRelayCore
-import Glibc
 import GeoRelayHTTP
+import Glibc
 
 /// Which `Host` the status page answers: the page and `/status.json` carry the vessel's position,
 /// and a web page on any site can make a crew member's browser ask a name it controls that it
@@ -13,7 +13,9 @@ enum HostCheck {
         guard let host = request.header("host") else { return true }
         let name = hostName(host).lowercased()
         if name.isEmpty { return true }
-        if name == request.localAddress || name == "localhost" || name == "127.0.0.1" || names.contains(name) { return true }
+        if name == request.localAddress || name == "localhost" || name == "127.0.0.1" || names.contains(name) {
+            return true
+        }
         let own = ownName
         return !own.isEmpty && (name == own || name == own + ".local" || own.hasPrefix(name + "."))
     }
@@ -28,7 +30,9 @@ enum HostCheck {
     /// The host without its port (`[::1]:8080` keeps the brackets' content).
     static func hostName(_ host: String) -> String {
         let text = host.trimmingWhitespace
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[text.index(after: text.startIndex)..<close]) }
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            return String(text[text.index(after: text.startIndex)..<close])
+        }
         if let colon = text.lastIndex(of: ":") { return String(text[..<colon]) }
         return text
     }

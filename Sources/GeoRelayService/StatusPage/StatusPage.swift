@@ -1,7 +1,7 @@
-import Glibc
 import GeoRelayCore
 import GeoRelayHTTP
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// The crew's status page (`ui.listen`): `/`, one self-contained document, and
@@ -22,41 +22,54 @@ package enum StatusPage {
 
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
     /// one listener answers `/metrics` and `/healthz` too.
-    package static func serve(listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool) throws(HTTPListenError) -> HTTPListener {
+    package static func serve(
+        listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool
+    ) throws(HTTPListenError) -> HTTPListener {
         let tracks = TrackCache()
-        return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") { request in
+        return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") {
+            request in
             let configuration = live.configuration
             guard HostCheck.allows(request, names: configuration.uiHosts) else {
-                return HTTPListener.Response(status: 421, reason: "Misdirected Request", contentType: "text/plain",
-                                             body: Array("this relay's page answers to its own addresses and host name, and to ui.hosts\n".utf8))
+                return HTTPListener.Response(
+                    status: 421, reason: "Misdirected Request", contentType: "text/plain",
+                    body: Array("this relay's page answers to its own addresses and host name, and to ui.hosts\n".utf8))
             }
             guard request.method == "GET" || request.method == "HEAD" else {
-                return HTTPListener.Response(status: 405, reason: "Method Not Allowed", contentType: "text/plain",
-                                             body: Array("read-only: only GET and HEAD are answered here\n".utf8))
+                return HTTPListener.Response(
+                    status: 405, reason: "Method Not Allowed", contentType: "text/plain",
+                    body: Array("read-only: only GET and HEAD are answered here\n".utf8))
             }
-            let response = respond(to: request, configuration: configuration, health: health, tracks: tracks)
+            let response =
+                respond(to: request, configuration: configuration, health: health, tracks: tracks)
                 ?? (metrics ? Metrics.respond(to: request, configuration: configuration, health: health) : nil)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
             guard request.method == "HEAD" else { return response }
             // The listener frames what it is given: a HEAD answer is the GET's head without its body.
-            return HTTPListener.Response(status: response.status, reason: response.reason, contentType: response.contentType)
+            return HTTPListener.Response(
+                status: response.status, reason: response.reason, contentType: response.contentType)
         }
     }
 
     /// The page's own paths; nil for any other.
-    package static func respond(to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
-                                tracks: TrackCache = TrackCache()) -> HTTPListener.Response? {
+    package static func respond(
+        to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
+        tracks: TrackCache = TrackCache()
+    ) -> HTTPListener.Response? {
         switch request.path {
         case "/", "/index.html":
-            return HTTPListener.Response(status: 200, reason: "OK", contentType: "text/html; charset=utf-8", body: Array(document.utf8))
+            return HTTPListener.Response(
+                status: 200, reason: "OK", contentType: "text/html; charset=utf-8", body: Array(document.utf8))
         case "/status.json":
             do {
-                let report = try StatusReport.load(configuration: configuration, monitor: health, sketches: .cached(tracks))
-                return HTTPListener.Response(status: 200, reason: "OK", contentType: "application/json",
-                                             body: Array((report.json.jsonText + "\n").utf8))
+                let report = try StatusReport.load(
+                    configuration: configuration, monitor: health, sketches: .cached(tracks))
+                return HTTPListener.Response(
+                    status: 200, reason: "OK", contentType: "application/json",
+                    body: Array((report.json.jsonText + "\n").utf8))
             } catch {
-                return HTTPListener.Response(status: 503, reason: "Service Unavailable", contentType: "text/plain",
-                                             body: Array("cannot read the spool \(configuration.spool.path): \(error)\n".utf8))
+                return HTTPListener.Response(
+                    status: 503, reason: "Service Unavailable", contentType: "text/plain",
+                    body: Array("cannot read the spool \(configuration.spool.path): \(error)\n".utf8))
             }
         default:
             return nil

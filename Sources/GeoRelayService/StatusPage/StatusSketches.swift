@@ -62,7 +62,9 @@ package struct StatusSketches: Sendable {
 
     package init() {}
 
-    package static func read(reader: SpoolReader, devices: [String], source: SketchSource, nowMs: Int64 = WallClock.nowMs()) -> StatusSketches {
+    package static func read(
+        reader: SpoolReader, devices: [String], source: SketchSource, nowMs: Int64 = WallClock.nowMs()
+    ) -> StatusSketches {
         var sketches = StatusSketches()
         let cache: TrackCache?
         switch source {
@@ -75,7 +77,10 @@ package struct StatusSketches: Sendable {
             guard let fix = try? reader.newestFix(device: device) else { continue }
             sketches.fixes[device] = fix
             let since = fix.timeMs.saturatingMinus(Int64(trackHours) * 3600 * 1000)
-            let read = { (try? reader.track(device: device, sinceMs: since, untilMs: fix.timeMs, maxPoints: maxTrackPoints)) ?? [] }
+            let read = {
+                (try? reader.track(device: device, sinceMs: since, untilMs: fix.timeMs, maxPoints: maxTrackPoints))
+                    ?? []
+            }
             sketches.tracks[device] = cache.map { $0.track(device: device, nowMs: nowMs, read: read) } ?? read()
         }
         sketches.log = (try? reader.logEntries(limit: logEntries))?.reversed() ?? []
@@ -85,44 +90,66 @@ package struct StatusSketches: Sendable {
     /// `destinations[].history`: samples as rows of `[unix seconds, pending, wire bytes so far]`,
     /// oldest first (rows, not objects: 288 of them per destination on every refresh).
     package func historyJSON(destination: String) -> JSONValue {
-        .object(JSONObject([
-            ("intervalSeconds", .number(Double(ChartSampler.interval.components.seconds))),
-            ("columns", .array(["time", "pending", "wireBytes"].map { .string($0) })),
-            ("rows", .array((charts[destination] ?? []).map { sample in
-                .array([.number(Double(sample.timeMs / 1000)), .number(Double(sample.pending)), .number(Double(sample.wireBytes))])
-            })),
-        ]))
+        .object(
+            JSONObject([
+                ("intervalSeconds", .number(Double(ChartSampler.interval.components.seconds))),
+                ("columns", .array(["time", "pending", "wireBytes"].map { .string($0) })),
+                (
+                    "rows",
+                    .array(
+                        (charts[destination] ?? []).map { sample in
+                            .array([
+                                .number(Double(sample.timeMs / 1000)), .number(Double(sample.pending)),
+                                .number(Double(sample.wireBytes)),
+                            ])
+                        })
+                ),
+            ]))
     }
 
     /// `devices[].lastPosition`: the newest fix (speed in m/s, course in degrees), or null.
     package func lastPositionJSON(device: String) -> JSONValue {
         guard let fix = fixes[device] else { return .null }
-        return .object(JSONObject([
-            ("time", .string(Timestamp.iso8601(milliseconds: fix.timeMs))),
-            ("lat", .number(Self.rounded(fix.lat))),
-            ("lon", .number(Self.rounded(fix.lon))),
-            ("speed", fix.speed.map { .number(($0 * 100).rounded() / 100) } ?? .null),
-            ("course", fix.course.map { .number(($0 * 10).rounded() / 10) } ?? .null),
-        ]))
+        return .object(
+            JSONObject([
+                ("time", .string(Timestamp.iso8601(milliseconds: fix.timeMs))),
+                ("lat", .number(Self.rounded(fix.lat))),
+                ("lon", .number(Self.rounded(fix.lon))),
+                ("speed", fix.speed.map { .number(($0 * 100).rounded() / 100) } ?? .null),
+                ("course", fix.course.map { .number(($0 * 10).rounded() / 10) } ?? .null),
+            ]))
     }
 
     /// `devices[].track`: rows of `[unix seconds, lat, lon]`, oldest first, ending at the newest fix.
     package func trackJSON(device: String) -> JSONValue {
-        .object(JSONObject([
-            ("hours", .number(Double(Self.trackHours))),
-            ("columns", .array(["time", "lat", "lon"].map { .string($0) })),
-            ("rows", .array((tracks[device] ?? []).map { fix in
-                .array([.number(Double(fix.timeMs / 1000)), .number(Self.rounded(fix.lat)), .number(Self.rounded(fix.lon))])
-            })),
-        ]))
+        .object(
+            JSONObject([
+                ("hours", .number(Double(Self.trackHours))),
+                ("columns", .array(["time", "lat", "lon"].map { .string($0) })),
+                (
+                    "rows",
+                    .array(
+                        (tracks[device] ?? []).map { fix in
+                            .array([
+                                .number(Double(fix.timeMs / 1000)), .number(Self.rounded(fix.lat)),
+                                .number(Self.rounded(fix.lon)),
+                            ])
+                        })
+                ),
+            ]))
     }
 
     /// The top-level `log`: the newest diagnostic entries, newest first.
     package var logJSON: JSONValue {
-        .array(log.map { entry in
-            .object(JSONObject([("time", .string(Timestamp.iso8601(milliseconds: entry.timeMs))), ("level", .string(entry.level.name)),
-                                ("message", .string(entry.message))]))
-        })
+        .array(
+            log.map { entry in
+                .object(
+                    JSONObject([
+                        ("time", .string(Timestamp.iso8601(milliseconds: entry.timeMs))),
+                        ("level", .string(entry.level.name)),
+                        ("message", .string(entry.message)),
+                    ]))
+            })
     }
 
     /// Six decimals: about 0.1 m, finer than any GPS fix, and a third of the digits.

@@ -8,15 +8,19 @@ extension Metrics {
     static func uplinkFamilies(configuration: Configuration, nowMs: Int64) -> String {
         guard !configuration.uplinks.isEmpty else { return "" }
         let answers = StatusReport.uplinkAnswers(configuration)
-        let usage = (try? SpoolReader.open(path: configuration.spool.path).uplinkUsage(day: UplinkMonitor.day(nowMs))) ?? [:]
-        return family("georelay_destination_uplink", "1 for the uplink a destination's route leaves by now.",
-                      configuration.destinations.compactMap { destination in
-                          guard case .uplink(let uplink)? = answers[destination.name] else { return nil }
-                          return (label("destination", destination.name) + "," + label("uplink", uplink.name), 1)
-                      })
-            + family("georelay_uplink_wire_bytes_today", "Wire bytes the uplink carried today (UTC), all destinations.",
-                     configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.today ?? 0)) })
-            + family("georelay_uplink_wire_bytes_month", "Wire bytes the uplink carried this month (UTC), all destinations.",
-                     configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.month ?? 0)) })
+        let usage =
+            (try? SpoolReader.open(path: configuration.spool.path).uplinkUsage(day: UplinkMonitor.day(nowMs))) ?? [:]
+        return family(
+            "georelay_destination_uplink", "1 for the uplink a destination's route leaves by now.",
+            configuration.destinations.compactMap { destination in
+                guard case .uplink(let uplink)? = answers[destination.name] else { return nil }
+                return (label("destination", destination.name) + "," + label("uplink", uplink.name), 1)
+            })
+            + family(
+                "georelay_uplink_wire_bytes_today", "Wire bytes the uplink carried today (UTC), all destinations.",
+                configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.today ?? 0)) })
+            + family(
+                "georelay_uplink_wire_bytes_month", "Wire bytes the uplink carried this month (UTC), all destinations.",
+                configuration.uplinks.map { (label("uplink", $0.name), Double(usage[$0.name]?.month ?? 0)) })
     }
 }

@@ -1,5 +1,4 @@
 import CLinux
-
 import GeoRelayCore
 import Glibc
 import Synchronization
@@ -44,7 +43,9 @@ package final class RouteWatch: Sendable {
             draining: while true {
                 do {
                     let result = try buffer.withUnsafeMutableBytes { bytes throws(SystemError) in
-                        try syscall(blocking: true, "recv") { recv(socket.number, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT)) }
+                        try syscall(blocking: true, "recv") {
+                            recv(socket.number, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT))
+                        }
                     }
                     guard case .processed(let count) = result, count > 0 else { break draining }
                     woke = true

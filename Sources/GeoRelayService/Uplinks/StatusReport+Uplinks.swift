@@ -7,11 +7,14 @@ import GeoRelayForward
 /// the report is as it was, no key added.
 extension StatusReport {
     /// - Parameter addresses: the running relay's resolved addresses (`UplinkMonitor`); nil resolves afresh.
-    static func uplinkAnswers(_ configuration: Configuration, addresses: AddressCache? = nil) -> [String: UplinkRoute.Answer] {
+    static func uplinkAnswers(_ configuration: Configuration, addresses: AddressCache? = nil) -> [String: UplinkRoute
+        .Answer]
+    {
         guard !configuration.uplinks.isEmpty else { return [:] }
         var answers: [String: UplinkRoute.Answer] = [:]
         for destination in configuration.destinations {
-            answers[destination.name] = UplinkRoute.answer(for: destination.url, uplinks: configuration.uplinks, addresses: addresses)
+            answers[destination.name] = UplinkRoute.answer(
+                for: destination.url, uplinks: configuration.uplinks, addresses: addresses)
         }
         return answers
     }
@@ -22,9 +25,23 @@ extension StatusReport {
         guard let answer = uplinks[destination] else { return [] }
         switch answer {
         case .uplink(let uplink):
-            return [("uplink", .object(JSONObject([("name", .string(uplink.name)), ("interface", .string(uplink.interface)), ("metered", .bool(uplink.metered))])))]
+            return [
+                (
+                    "uplink",
+                    .object(
+                        JSONObject([
+                            ("name", .string(uplink.name)), ("interface", .string(uplink.interface)),
+                            ("metered", .bool(uplink.metered)),
+                        ]))
+                )
+            ]
         case .otherInterface(let interface):
-            return [("uplink", .object(JSONObject([("name", .null), ("interface", .string(interface)), ("metered", .null)])))]
+            return [
+                (
+                    "uplink",
+                    .object(JSONObject([("name", .null), ("interface", .string(interface)), ("metered", .null)]))
+                )
+            ]
         case .unknown(let reason):
             return [("uplink", .object(JSONObject([("unknown", .string(reason))])))]
         }
@@ -49,26 +66,48 @@ extension StatusReport {
     /// "budget", "deferred" }]`, in the configuration's order; absent without `uplinks`.
     var uplinksJSON: [(String, JSONValue)] {
         guard !configuration.uplinks.isEmpty else { return [] }
-        return [("uplinks", .array(configuration.uplinks.map { uplink in
-            let usage = uplinkUsage[uplink.name] ?? (0, 0)
-            return .object(JSONObject([
-                ("name", .string(uplink.name)),
-                ("interface", .string(uplink.interface)),
-                ("metered", .bool(uplink.metered)),
-                ("wireBytesToday", .number(Double(usage.today))),
-                ("wireBytesThisMonth", .number(Double(usage.month))),
-                ("budget", uplink.budget.map { budget in
-                    .object(JSONObject([
-                        ("dayBytes", budget.dayBytes.map { .number(Double($0)) } ?? .null),
-                        ("monthBytes", budget.monthBytes.map { .number(Double($0)) } ?? .null),
-                        ("dayLeft", budget.dayBytes.map { .number(Double(max(0, $0 - usage.today))) } ?? .null),
-                        ("monthLeft", budget.monthBytes.map { .number(Double(max(0, $0 - usage.month))) } ?? .null),
-                        ("spent", .bool(budget.isSpent(today: usage.today, month: usage.month))),
-                    ]))
-                } ?? .null),
-                ("deferred", .number(Double(deferred(by: uplink.name)))),
-            ]))
-        }))]
+        return [
+            (
+                "uplinks",
+                .array(
+                    configuration.uplinks.map { uplink in
+                        let usage = uplinkUsage[uplink.name] ?? (0, 0)
+                        return .object(
+                            JSONObject([
+                                ("name", .string(uplink.name)),
+                                ("interface", .string(uplink.interface)),
+                                ("metered", .bool(uplink.metered)),
+                                ("wireBytesToday", .number(Double(usage.today))),
+                                ("wireBytesThisMonth", .number(Double(usage.month))),
+                                (
+                                    "budget",
+                                    uplink.budget.map { budget in
+                                        .object(
+                                            JSONObject([
+                                                ("dayBytes", budget.dayBytes.map { .number(Double($0)) } ?? .null),
+                                                ("monthBytes", budget.monthBytes.map { .number(Double($0)) } ?? .null),
+                                                (
+                                                    "dayLeft",
+                                                    budget.dayBytes.map { .number(Double(max(0, $0 - usage.today))) }
+                                                        ?? .null
+                                                ),
+                                                (
+                                                    "monthLeft",
+                                                    budget.monthBytes.map { .number(Double(max(0, $0 - usage.month))) }
+                                                        ?? .null
+                                                ),
+                                                (
+                                                    "spent",
+                                                    .bool(budget.isSpent(today: usage.today, month: usage.month))
+                                                ),
+                                            ]))
+                                    } ?? .null
+                                ),
+                                ("deferred", .number(Double(deferred(by: uplink.name)))),
+                            ]))
+                    })
+            )
+        ]
     }
 
     /// The screen's `uplinks` section: one line per uplink.
@@ -81,7 +120,8 @@ extension StatusReport {
                 if case .uplink(let used)? = uplinks[$0] { return used.name == uplink.name }
                 return false
             }
-            out += "  \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : "")): today \(HealthChecks.bytes(usage.today))"
+            out +=
+                "  \(uplink.name) (\(uplink.interface)\(uplink.metered ? ", metered" : "")): today \(HealthChecks.bytes(usage.today))"
             if let day = uplink.budget?.dayBytes { out += " of \(HealthChecks.bytes(day))" }
             out += ", this month \(HealthChecks.bytes(usage.month))"
             if let month = uplink.budget?.monthBytes { out += " of \(HealthChecks.bytes(month))" }
@@ -90,7 +130,9 @@ extension StatusReport {
                 let held = deferred(by: uplink.name)
                 if held > 0 { out += " (\(held) positions deferred)" }
             }
-            out += carrying.isEmpty ? ", carrying no destination now\n" : ", carrying \(carrying.joined(separator: ", "))\n"
+            out +=
+                carrying.isEmpty
+                ? ", carrying no destination now\n" : ", carrying \(carrying.joined(separator: ", "))\n"
         }
         return out
     }

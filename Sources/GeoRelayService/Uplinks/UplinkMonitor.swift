@@ -1,8 +1,8 @@
 import FoundationEssentials
-import Glibc
 import GeoRelayCore
 import GeoRelayForward
 import GeoRelaySpool
+import Glibc
 import Synchronization
 
 /// Follows which uplink carries each destination's traffic, and counts the wire bytes each
@@ -48,8 +48,10 @@ package final class UplinkMonitor: Sendable {
     /// - Parameters:
     ///   - routeWatch: the kernel's announcements of route changes; nil: periodic looks only.
     ///   - gate: told at each look which destinations ride a spent budget; nil: budgets are only shown.
-    package init(spool: Spool, logger: Logger, routeWatch: RouteWatch? = nil, gate: UplinkGate? = nil,
-                 configuration: @escaping @Sendable () -> Configuration) {
+    package init(
+        spool: Spool, logger: Logger, routeWatch: RouteWatch? = nil, gate: UplinkGate? = nil,
+        configuration: @escaping @Sendable () -> Configuration
+    ) {
         self.spool = spool
         self.logger = logger
         self.routeWatch = routeWatch
@@ -74,23 +76,30 @@ package final class UplinkMonitor: Sendable {
             let configuration = configuration()
             // Without uplinks (today, or after a reload took them out) nothing is asked or counted.
             let addresses = self.addresses
-            let routes = configuration.uplinks.isEmpty ? [:] : await onDedicatedThread(named: "georelay.uplinks") {
-                StatusReport.uplinkAnswers(configuration, addresses: addresses)
-            }
+            let routes =
+                configuration.uplinks.isEmpty
+                ? [:]
+                : await onDedicatedThread(named: "georelay.uplinks") {
+                    StatusReport.uplinkAnswers(configuration, addresses: addresses)
+                }
             let before = self.routes
             let day = Self.day(WallClock.nowMs())
             if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
                 let spool = self.spool
-                let stored = (try? await onDedicatedThread(named: "georelay.uplinks") { try spool.makeReader().uplinkUsage(day: day) }) ?? [:]
+                let stored =
+                    (try? await onDedicatedThread(named: "georelay.uplinks") {
+                        try spool.makeReader().uplinkUsage(day: day)
+                    }) ?? [:]
                 state.withLock { $0.usage = $0.usage ?? stored }
             }
             let interfaces = Self.interfaceBytes(configuration.uplinks.filter { $0.count == .interface })
             let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day, interfaces: interfaces)
             spool.record(uplinkUsage: usage)
             let totals = tally(usage, day: day)
-            gate?.set(Self.restrictions(configuration, routes: routes, usage: totals),
-                      allowances: Self.allowances(configuration, routes: routes, usage: totals),
-                      routes: routes.mapValues(\.phrase))
+            gate?.set(
+                Self.restrictions(configuration, routes: routes, usage: totals),
+                allowances: Self.allowances(configuration, routes: routes, usage: totals),
+                routes: routes.mapValues(\.phrase))
             // The crew's record of failovers: each destination's uplink when first known and at each change.
             for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
                 logger.notice("\(destination) now \(answer.phrase)")
@@ -114,7 +123,9 @@ package final class UplinkMonitor: Sendable {
                 (try? String(contentsOfFile: "/sys/class/net/\(uplink.interface)/statistics/\(name)", encoding: .utf8))
                     .flatMap { Int64($0.trimmingWhitespace) }
             }
-            if let received = read("rx_bytes"), let sent = read("tx_bytes") { bytes[uplink.name] = received.saturatingPlus(sent) }
+            if let received = read("rx_bytes"), let sent = read("tx_bytes") {
+                bytes[uplink.name] = received.saturatingPlus(sent)
+            }
         }
         return bytes
     }
@@ -125,8 +136,10 @@ package final class UplinkMonitor: Sendable {
     /// - Parameter interfaces: per uplink counted by its interface (`count: "interface"`), the
     ///   interface's bytes both ways now: its growth since the last look is the uplink's, in place
     ///   of what the relay's destinations recorded over it (the first look only sets the mark).
-    package func look(routes: [String: UplinkRoute.Answer], recorded: [String: Int64], day: String,
-                      interfaces: [String: Int64] = [:]) -> [UplinkUsage] {
+    package func look(
+        routes: [String: UplinkRoute.Answer], recorded: [String: Int64], day: String,
+        interfaces: [String: Int64] = [:]
+    ) -> [UplinkUsage] {
         state.withLock { state in
             defer {
                 state.routes = routes
@@ -137,7 +150,8 @@ package final class UplinkMonitor: Sendable {
             for (destination, total) in recorded {
                 let delta = total - (state.counted[destination] ?? 0)
                 guard delta > 0 else { continue }
-                let route = state.routes[destination].flatMap(Self.uplinkName) ?? routes[destination].flatMap(Self.uplinkName)
+                let route =
+                    state.routes[destination].flatMap(Self.uplinkName) ?? routes[destination].flatMap(Self.uplinkName)
                 if let uplink = route, interfaces[uplink] == nil { bytes[uplink, default: 0] += delta }
             }
             for (uplink, now) in interfaces {
@@ -170,8 +184,10 @@ package final class UplinkMonitor: Sendable {
 
     /// The destinations whose traffic takes an uplink with a spent budget, or one whose `send`
     /// policy is `latestSeconds`, with why, for the gate.
-    package static func restrictions(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
-                                     usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Restriction] {
+    package static func restrictions(
+        _ configuration: Configuration, routes: [String: UplinkRoute.Answer],
+        usage: [String: (today: Int64, month: Int64)]
+    ) -> [String: UplinkGate.Restriction] {
         var restrictions: [String: UplinkGate.Restriction] = [:]
         for (destination, uplink) in configuredUplinks(configuration, routes: routes) {
             let used = usage[uplink.name] ?? (0, 0)
@@ -181,7 +197,8 @@ package final class UplinkMonitor: Sendable {
                 let interval = Int64(latest * 1000)
                 restrictions[destination] = UplinkGate.Restriction(
                     uplink: uplink.name, minIntervalMs: interval,
-                    reason: "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(interval)) (send.latestSeconds); the rest waits for another uplink",
+                    reason:
+                        "\(uplink.name) carries only alarms and each device's newest position every \(HealthChecks.duration(interval)) (send.latestSeconds); the rest waits for another uplink",
                     maxAlarmsPerDeviceHour: uplink.send.maxAlarmsPerDeviceHour)
             }
         }
@@ -190,21 +207,27 @@ package final class UplinkMonitor: Sendable {
 
     /// Per destination on an uplink whose budget is not spent yet: what is left of it, and the
     /// restriction it gets when its forwarders spend that before the next look.
-    package static func allowances(_ configuration: Configuration, routes: [String: UplinkRoute.Answer],
-                                   usage: [String: (today: Int64, month: Int64)]) -> [String: UplinkGate.Allowance] {
+    package static func allowances(
+        _ configuration: Configuration, routes: [String: UplinkRoute.Answer],
+        usage: [String: (today: Int64, month: Int64)]
+    ) -> [String: UplinkGate.Allowance] {
         var allowances: [String: UplinkGate.Allowance] = [:]
         for (destination, uplink) in configuredUplinks(configuration, routes: routes) {
             let used = usage[uplink.name] ?? (0, 0)
             guard let left = uplink.budget?.left(today: used.today, month: used.month), left.bytes > 0 else { continue }
-            allowances[destination] = UplinkGate.Allowance(uplink: uplink.name, bytesLeft: left.bytes, whenSpent: spent(uplink, day: left.day))
+            allowances[destination] = UplinkGate.Allowance(
+                uplink: uplink.name, bytesLeft: left.bytes, whenSpent: spent(uplink, day: left.day))
         }
         return allowances
     }
 
     /// Each destination routed over an uplink of the configuration, with that uplink.
-    private static func configuredUplinks(_ configuration: Configuration, routes: [String: UplinkRoute.Answer]) -> [(String, Configuration.Uplink)] {
+    private static func configuredUplinks(_ configuration: Configuration, routes: [String: UplinkRoute.Answer]) -> [(
+        String, Configuration.Uplink
+    )] {
         routes.compactMap { destination, answer in
-            guard let name = uplinkName(answer), let uplink = configuration.uplinks.first(where: { $0.name == name }) else { return nil }
+            guard let name = uplinkName(answer), let uplink = configuration.uplinks.first(where: { $0.name == name })
+            else { return nil }
             return (destination, uplink)
         }
     }
@@ -213,14 +236,17 @@ package final class UplinkMonitor: Sendable {
     /// interval where that is longer. Words that stay the same while it holds (a change wakes
     /// every forwarder).
     private static func spent(_ uplink: Configuration.Uplink, day: Bool) -> UplinkGate.Restriction {
-        let interval = max(Int64(uplink.send.minIntervalSeconds * 1000), uplink.send.latestSeconds.map { Int64($0 * 1000) } ?? 0)
+        let interval = max(
+            Int64(uplink.send.minIntervalSeconds * 1000), uplink.send.latestSeconds.map { Int64($0 * 1000) } ?? 0)
         let budget = uplink.budget ?? Configuration.Budget()
-        let spent = day
+        let spent =
+            day
             ? "day budget of \(HealthChecks.bytes(budget.dayBytes ?? 0)) is spent until 00:00 UTC"
             : "month budget of \(HealthChecks.bytes(budget.monthBytes ?? 0)) is spent until the 1st, 00:00 UTC"
         return UplinkGate.Restriction(
             uplink: uplink.name, minIntervalMs: interval,
-            reason: "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))",
+            reason:
+                "\(uplink.name)'s \(spent) or until another uplink carries the traffic: only alarms and a position per device every \(HealthChecks.duration(interval))",
             maxAlarmsPerDeviceHour: uplink.send.maxAlarmsPerDeviceHour)
     }
 

@@ -29,7 +29,8 @@ func check(_ code: Int32, _ db: OpaquePointer?, sql: String? = nil) throws(SQLit
     case SQLITE_OK, SQLITE_ROW, SQLITE_DONE:
         return code
     default:
-        let message = db.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+        let message =
+            db.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
         let extended = db.map { sqlite3_extended_errcode($0) } ?? code
         throw SQLiteError(code: extended, message: message, sql: sql)
     }

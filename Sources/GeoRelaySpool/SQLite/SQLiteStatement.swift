@@ -13,7 +13,9 @@ package final class SQLiteStatement {
 
     init(database: SQLiteDatabase, sql: String) throws(SQLiteError) {
         var statement: OpaquePointer?
-        try check(sqlite3_prepare_v3(database.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil), database.handle, sql: sql)
+        try check(
+            sqlite3_prepare_v3(database.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil),
+            database.handle, sql: sql)
         guard let statement else { throw SQLiteError(code: SQLITE_MISUSE, message: "empty statement", sql: sql) }
         self.handle = statement
         self.database = database
