@@ -128,7 +128,7 @@ enum Schema {
         CREATE TABLE chart_samples(destination TEXT NOT NULL, time_ms INTEGER NOT NULL, pending INTEGER NOT NULL,
                                    wire_bytes INTEGER NOT NULL, PRIMARY KEY(destination, time_ms)) WITHOUT ROWID;
         """,
-        // Version 10: wire bytes per uplink and UTC day (issue 15), for budgets and status; this
+        // Version 10: wire bytes per uplink and UTC day, for budgets and status; this
         // month and the last are kept (`UplinkUsage.keptDays`, see SpoolWriter+UplinkUsage).
         """
         CREATE TABLE uplink_daily(uplink TEXT NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL,

@@ -23,7 +23,7 @@ struct Fleet {
 
     /// LINKS.md's standard outage: one vessel, 1 Hz.
     static let vessel = Fleet(units: 1, fixSeconds: 1)
-    /// Issue 24's fleet: 40 units behind one terminal, a fix every 5 s from each.
+    /// The fleet: 40 units behind one terminal, a fix every 5 s from each.
     static let forty = Fleet(units: 40, fixSeconds: 5)
 
     var devices: [String] { units == 1 ? ["vessel"] : (0..<units).map { String(format: "unit%02d", $0) } }

@@ -3,7 +3,7 @@ import GeoRelayCore
 import GeoRelayTestKit
 import Glibc
 
-/// The `sea` figure (issue 15): a day at sea behind a metered uplink. The realistic day (86,400
+/// The `sea` figure: a day at sea behind a metered uplink. The realistic day (86,400
 /// fixes at 1 Hz) goes through the real relay, compressed into a few minutes, to a fake Traccar
 /// server in a network namespace of the bench's own (`NetworkLab`). The satellite uplink
 /// (`up0`, capped at the narrowband profile's 9.6 kbit/s each way) has a 100 KB day budget; the

@@ -181,7 +181,7 @@ import Testing
     }
 }
 
-/// Issue 23: a live fix arriving while a backfill drains over a slow link goes ahead of the
+/// A live fix arriving while a backfill drains over a slow link goes ahead of the
 /// history still owed within a couple of seconds, not after the round of history (10 s and more
 /// at 256 kbit/s); the history stays `archive=true`, oldest first.
 @Suite(.offThePool) struct LiveBeforeHistoryTests {

@@ -134,7 +134,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         #expect(f.server.statistics.identifications.count == 2)
     }
 
-    /// Issue 23: the park holds from the refused identification, with the default 15 s state
+    /// The park holds from the refused identification, with the default 15 s state
     /// interval too, while the known device keeps the forwarder busy for several rounds.
     @Test func anUnknownDeviceDrawsAHandfulOfIdentificationsPerParkAtTheDefaultStateInterval() async throws {
         let f = try await TeltonikaFixture(concurrency: 2, stateInterval: .seconds(15))

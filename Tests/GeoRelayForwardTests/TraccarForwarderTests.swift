@@ -172,7 +172,7 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real", "other"])
     }
 
-    /// Issue 23: the park holds from the answer, whatever the state interval. With the default
+    /// The park holds from the answer, whatever the state interval. With the default
     /// 15 s the spool shows it only at the next commit; read from the spool alone, every round
     /// until then sent the device's window again (5,656 requests in 15 s). Here the other devices
     /// keep the forwarder busy for several rounds inside one state interval.
@@ -195,7 +195,7 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         #expect(Set(f.server.positions.map(\.uniqueId)) == ["real"])
     }
 
-    /// Issue 22: a position whose query is longer than the 4,096-byte request line Traccar reads
+    /// A position whose query is longer than the 4,096-byte request line Traccar reads
     /// goes as a form POST (pipelined) or in the body (one at a time), its long attributes cut
     /// only if even the 64 KiB body cannot hold it; the device is never parked for it.
     @Test(arguments: [1, 32])

@@ -140,7 +140,7 @@ import Testing
         #expect(replies(&s).isEmpty, "acks are off")
     }
 
-    /// Issue 13's first bug: a phone listed as a source of a multi-receiver device must be routed
+    /// A phone listed as a source of a multi-receiver device must be routed
     /// to the device as a collector is (the phone path once never asked the router).
     @Test func aPhoneListedAsADevicesSourceIsRoutedToTheDevice() {
         let router = SourceRouter(

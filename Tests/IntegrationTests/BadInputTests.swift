@@ -5,7 +5,7 @@ import GeoRelayTestTraits
 import Glibc
 import Testing
 
-/// Issue 6, scenario 5: hostile input on the socket. Each case is answered with its own error,
+/// Hostile input on the socket. Each case is answered with its own error,
 /// the connection that sent it lives on where the protocol allows, a well-behaved collector is
 /// served throughout, and the relay's memory stays bounded.
 @Suite(.offThePool) struct BadInputTests {

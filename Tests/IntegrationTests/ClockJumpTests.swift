@@ -5,7 +5,7 @@ import GeoRelayTestTraits
 import Glibc
 import Testing
 
-/// Issue 6, scenario 8, the relay's side: its own wall clock steps while it runs (libfaketime,
+/// The relay's side: its own wall clock steps while it runs (libfaketime,
 /// with the monotonic clocks left real). Forward by 25 h: positions keep their fix times, both
 /// destinations get everything, and the push token is not refreshed (its 24-hour schedule runs
 /// on elapsed time, not on the wall clock). Then back by 28 h: collectors whose clocks were right

@@ -46,7 +46,7 @@ final class SmallFilesystem {
     deinit { _ = try? RelayProcess.run("/bin/umount", ["-l", path]) }
 }
 
-/// Issue 6, scenario 4: the spool's disk fills up. Ingest answers `err spool-full`, what was
+/// The spool's disk fills up. Ingest answers `err spool-full`, what was
 /// stored before is neither lost nor damaged, and ingest resumes by itself when space is freed.
 @Suite(.offThePool) struct DiskFullTests {
     @Test func aFullDiskAnswersSpoolFullLosesNothingAndResumesWhenSpaceIsFreed() async throws {

@@ -78,7 +78,7 @@ import Testing
         #expect(try world.command(["export", "--format", "kml"]).status == 64)
     }
 
-    /// Issue 22: a device id or alarm a spreadsheet would run as a formula is written as text.
+    /// A device id or alarm a spreadsheet would run as a formula is written as text.
     @Test func csvCellsNeverStartAFormula() throws {
         let world = try RelayWorld()
         let relay = try world.start()

@@ -6,7 +6,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Breaking things on purpose (issue 6's suite, first scenario): the relay is
+/// Breaking things on purpose (the fault suite's first scenario): the relay is
 /// killed with SIGKILL at random moments while 8 collectors write and both a
 /// Traccar server and a push gateway receive. Zero acknowledged positions lost.
 @Suite(.offThePool) struct FaultTests {
@@ -78,7 +78,7 @@ import Testing
         }
     }
 
-    /// Issue 23: a crash resends a moment's worth, not a state interval's. At the default 15 s
+    /// A crash resends a moment's worth, not a state interval's. At the default 15 s
     /// state interval a drain's progress used to be committed every 15 s, so a relay dying more
     /// often than that never kept its progress and resent its backlog from the start at every
     /// life. Now a drain commits its progress within a second: a relay killed every 3 s still

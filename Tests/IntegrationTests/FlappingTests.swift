@@ -6,7 +6,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Issue 6, scenario 2: the uplink flaps. Both destinations sit behind fault proxies that go
+/// The uplink flaps. Both destinations sit behind fault proxies that go
 /// down and up together on a seeded random schedule, cycling through every way a link breaks,
 /// while 4 collectors write steadily. Everything acknowledged arrives, in order, soon after the
 /// final recovery; while the link is down the relay sends probes, not payloads.

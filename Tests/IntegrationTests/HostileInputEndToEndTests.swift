@@ -6,7 +6,7 @@ import GeoRelayTestTraits
 import Glibc
 import Testing
 
-/// Issue 22: hostile values through every door of the real binary (socket lines of every form,
+/// Hostile values through every door of the real binary (socket lines of every form,
 /// the phone port's query and JSON forms, a collector's file source) with an OsmAnd, a Teltonika
 /// and a push destination up. The relay stays up, every socket line gets exactly one reply line,
 /// no value forges an acknowledgement, and after a restart it still starts and delivers a good

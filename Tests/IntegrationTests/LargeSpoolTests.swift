@@ -7,7 +7,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Issue 6, scenario 7: the relay restarts, under load, on a spool holding 1,000,000 positions
+/// The relay restarts, under load, on a spool holding 1,000,000 positions
 /// (a fleet of 100 units after a long outage). It accepts collectors again within a second of
 /// starting, drains with bounded memory, serves live devices while the backlog drains, and
 /// survives SIGKILLs in the middle of the drain (one in the short form, three in the long one).

@@ -105,7 +105,7 @@ func freePort() -> Int {
         #expect(stored.allSatisfy { $0.attributes["source"] == .string("phone-a") })
     }
 
-    /// Issue 22: on a LAN others share, the phone port takes only the ids the configuration lets
+    /// On a LAN others share, the phone port takes only the ids the configuration lets
     /// it, never one a collector feeds through the socket, and a client past its rate is told to
     /// come back later; a refused request says nothing of why (Traccar's 400 for an unknown device).
     @Test func thePhonePortTakesOnlyItsOwnDevicesAtABoundedRate() async throws {

@@ -8,7 +8,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Issue 12, scenario "a power cut, not only a crash". `kill -9` proves the relay's own logic but
+/// Scenario "a power cut, not only a crash". `kill -9` proves the relay's own logic but
 /// not its fsync discipline: the kernel keeps every write of a killed process. Here the spool and
 /// the push destination's token file live on `LazyFS`, which keeps what was not fsynced in memory
 /// and loses it at the cut, so only what the relay made durable is there when it comes back.

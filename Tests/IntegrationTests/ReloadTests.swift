@@ -5,7 +5,7 @@ import GeoRelayTestTraits
 import Glibc
 import Testing
 
-/// Issue 12, part 3: a reload resends nothing. 15 SIGHUPs spread over a drain of 3,200 positions
+/// A reload resends nothing. 15 SIGHUPs spread over a drain of 3,200 positions
 /// from 4 devices to a slow Traccar (and a push gateway): a reload lets what is in flight be
 /// answered under the old generation, waits for the spool to commit what it settled, and only
 /// then starts the new one, so no position arrives twice.

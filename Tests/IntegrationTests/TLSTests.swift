@@ -61,7 +61,7 @@ final class SelfSignedServer {
     deinit { stop() }
 }
 
-/// Issue 6's security checks: TLS certificates are verified by default; a self-signed
+/// Security checks: TLS certificates are verified by default; a self-signed
 /// server is trusted only when the destination names its CA (`caFile`); `insecure: true`
 /// exists, works, and says so loudly in the log.
 @Suite(.offThePool) struct TLSTests {

@@ -62,7 +62,7 @@ import Testing
         #expect(relay.signal(SIGTERM))
     }
 
-    /// Issue 23: a kept-alive connection keeps the source address of the route it was opened on,
+    /// A kept-alive connection keeps the source address of the route it was opened on,
     /// so after a failover the server's answers to the whole backfill came back over the old
     /// (metered) uplink: 182,708 bytes in the field. Now the forwarder sees the route move, lets
     /// the answers in flight come back and opens new connections over the new route.

@@ -15,7 +15,7 @@ import Synchronization
 /// (`sampleLive`) and as each socket closes. Each segment is billed its IPv4 and TCP headers
 /// with the timestamp option Linux sends (52 bytes; 72 over IPv6), so handshakes, bare ACKs and
 /// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
-/// link (issue 23), and about 6× short with a connection per request.
+/// link, and about 6× short with a connection per request.
 ///
 /// A name lookup (UDP, made inside libcurl's resolver, which caches each name for a minute) is
 /// billed when curl starts one, as `LookupBill` estimates it; where the system resolver answers

@@ -2,7 +2,7 @@ import GeoRelayCore
 import Synchronization
 
 /// What the forwarders may send now, uplink by uplink: the one place a spent budget reaches
-/// them (issue 15). The uplink monitor sets it at each look; each forwarder asks it before a
+/// them. The uplink monitor sets it at each look; each forwarder asks it before a
 /// round and is woken when it changes.
 ///
 /// A destination whose traffic takes an uplink with a spent budget is *restricted*: it sends

@@ -6,7 +6,7 @@ import Glibc
 import Synchronization
 
 /// Follows which uplink carries each destination's traffic, and counts the wire bytes each
-/// uplink carried per UTC day (issue 15): what budgets are measured against.
+/// uplink carried per UTC day: what budgets are measured against.
 ///
 /// Every `interval`, and at once when the kernel announces a link or route change
 /// (`RouteWatch`), it asks the kernel for each destination's route (`UplinkRoute`: nothing is
