@@ -12,21 +12,24 @@ package enum Metrics {
     /// Each request reads `live`'s configuration, so a destination or uplink a reload (SIGHUP)
     /// added or removed shows at the next scrape; the listener itself stays as it started.
     package static func serve(
-        listen: String, configuration live: StatusPage.LiveConfiguration, health: HealthMonitor? = nil
+        listen: String, configuration live: StatusPage.LiveConfiguration, health: HealthMonitor? = nil,
+        faults: FaultInjection = .none
     ) throws(HTTPListenError) -> HTTPListener {
         try HTTPListener(listen: listen, what: "metrics.listen") { request in
-            respond(to: request, configuration: live.configuration, health: health)
+            respond(to: request, configuration: live.configuration, health: health, faults: faults)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
         }
     }
 
     /// `/metrics` and `/healthz`; nil for any other path (the status page shares a listener this way).
-    package static func respond(to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?)
-        -> HTTPListener.Response?
-    {
+    package static func respond(
+        to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
+        faults: FaultInjection = .none
+    ) -> HTTPListener.Response? {
         switch request.path {
         case "/metrics":
-            let (device, status) = DeviceHealth.assessRunning(configuration: configuration, monitor: health)
+            let (device, status) = DeviceHealth.assessRunning(
+                configuration: configuration, monitor: health, faults: faults)
             guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
             return HTTPListener.Response(
                 status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
@@ -35,7 +38,8 @@ package enum Metrics {
                         + uplinkFamilies(configuration: configuration, nowMs: WallClock.nowMs())).utf8))
         case "/healthz":
             // Read-only, on its own connection: a stalled writer does not hold it up.
-            let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health).health.healthz
+            let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health, faults: faults)
+                .health.healthz
             return HTTPListener.Response(
                 status: answer.status, reason: answer.status == 200 ? "OK" : "Service Unavailable",
                 contentType: "text/plain", body: Array(answer.body.utf8))

@@ -25,8 +25,10 @@ package struct Relay: Sendable {
     package var grace: Duration = .seconds(5)
     package var logLevel: LogLevel = .info
     package var extraSinks: [any LogSink] = []
-    /// Where `NOTIFY_SOCKET`, `WATCHDOG_USEC` and the test hooks are read from.
+    /// Where `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read from.
     package var environment: [String: String] = ProcessInfo.processInfo.environment
+    /// What a test injects: wedged loops, a clock discipline (`FaultInjection`).
+    package var faults: FaultInjection = .none
 
     package init(configuration: Configuration, configPath: String?) {
         self.configuration = configuration
@@ -40,7 +42,6 @@ package struct Relay: Sendable {
         let systemd = SystemdNotifier(environment: environment)
         // The loops' waits are bounded by the watchdog's timings, so an idle loop stays young.
         let timing = HealthMonitor.Configuration(watchdogTimeout: systemd.watchdogTimeout)
-        let (wedges, wedgeIgnored) = try TestWedge.schedule(environment: environment)
         let spool: Spool
         do {
             var settings = Spool.Settings(configuration.spool)
@@ -76,12 +77,13 @@ package struct Relay: Sendable {
                 ],
                 configuration: timing)
             if let listen = configuration.metricsListen, listen != configuration.uiListen {
-                metrics = try Metrics.serve(listen: listen, configuration: liveConfiguration, health: health)
+                metrics = try Metrics.serve(
+                    listen: listen, configuration: liveConfiguration, health: health, faults: faults)
             }
             if let listen = configuration.uiListen {
                 page = try StatusPage.serve(
                     listen: listen, configuration: liveConfiguration, health: health,
-                    metrics: listen == configuration.metricsListen)
+                    metrics: listen == configuration.metricsListen, faults: faults)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(
@@ -105,9 +107,10 @@ package struct Relay: Sendable {
             monitor: health, systemd: systemd, file: HealthFile(socketPath: configuration.ingest.socket),
             logger: logger.with(label: "watchdog"), readyStatus: readyStatus)
         let watching = Task { await watchdog.run() }
-        if wedgeIgnored {
-            logger.warning("GEORELAY_TEST_WEDGE ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
+        for variable in faults.ignored {
+            logger.warning("\(variable) ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
         }
+        let wedges = faults.wedges
         let wedging =
             wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
         let sampling =

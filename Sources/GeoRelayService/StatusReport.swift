@@ -39,7 +39,7 @@ package struct StatusReport: Sendable {
     ///   `status --json`, the page's cache for `/status.json`, none for the screen.
     package static func load(
         configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil,
-        sketches: SketchSource = .none
+        sketches: SketchSource = .none, faults: FaultInjection = .none
     ) throws -> StatusReport {
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = monitor != nil || IngestServer.isRunning(socketPath: configuration.ingest.socket)
@@ -54,7 +54,7 @@ package struct StatusReport: Sendable {
             status: status, configuration: configuration, running: running, nowMs: nowMs, health: loops,
             device: DeviceHealth.assess(
                 configuration: configuration, reader: reader, readError: nil, status: status, running: running,
-                loops: loops, nowMs: nowMs),
+                loops: loops, clockSync: faults.clockSync ?? .read(), nowMs: nowMs),
             sketches: StatusSketches.read(reader: reader, devices: devices, source: sketches, nowMs: nowMs),
             uplinks: uplinkAnswers(configuration),
             uplinkUsage: configuration.uplinks.isEmpty ? [:] : try reader.uplinkUsage(day: UplinkMonitor.day(nowMs)))

@@ -1,11 +1,7 @@
 import GeoRelayCore
 
 /// A stall of one of the relay's loops on a schedule: the watchdog tests' way of wedging a
-/// real relay from outside (`GEORELAY_TEST_WEDGE`).
-///
-/// - Important: Test-only. `GEORELAY_TEST_WEDGE` is read once at start and only with
-///   `GEORELAY_TEST_HOOKS=1` as well; alone it is ignored with a warning, so a stray
-///   variable in a unit file cannot wedge a relay at sea.
+/// real relay from outside (`GEORELAY_TEST_WEDGE`, read into `FaultInjection`).
 package struct TestWedge: Sendable, Equatable {
     package enum Part: String, Sendable, CaseIterable {
         /// The ingest event loop's thread sleeps: nothing is read or answered.
@@ -23,15 +19,6 @@ package struct TestWedge: Sendable, Equatable {
         self.part = part
         self.duration = duration
         self.after = after
-    }
-
-    /// The wedges the environment asks for; `ignored` when the spec is there but hooks are off.
-    package static func schedule(environment: [String: String]) throws(RelayError) -> (
-        wedges: [TestWedge], ignored: Bool
-    ) {
-        guard let spec = environment["GEORELAY_TEST_WEDGE"], !spec.isEmpty else { return ([], false) }
-        guard environment["GEORELAY_TEST_HOOKS"] == "1" else { return ([], true) }
-        return (try parse(spec), false)
     }
 
     /// `PART:SECONDS[@AFTER]`, comma-separated: `ingest:3` stalls the ingest loop for 3 s at

@@ -21,15 +21,25 @@ import Testing
     }
 
     @Test func isInertUnlessTestHooksAreOn() throws {
-        #expect(try TestWedge.schedule(environment: [:]) == ([], false))
-        #expect(try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3"]) == ([], true))
+        #expect(try FaultInjection.from(environment: [:]) == .none)
         #expect(
-            try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "yes"]) == (
-                [], true
-            ))
+            try FaultInjection.from(environment: ["GEORELAY_TEST_WEDGE": "ingest:3"])
+                == FaultInjection(ignored: ["GEORELAY_TEST_WEDGE"]))
         #expect(
-            try TestWedge.schedule(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "1"]) == (
-                [TestWedge(part: .ingest, duration: .seconds(3))], false
-            ))
+            try FaultInjection.from(environment: [
+                "GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_CLOCK_SYNC": "synchronised",
+                "GEORELAY_TEST_HOOKS": "yes",
+            ]) == FaultInjection(ignored: ["GEORELAY_TEST_WEDGE", "GEORELAY_TEST_CLOCK_SYNC"]))
+        #expect(
+            try FaultInjection.from(environment: ["GEORELAY_TEST_WEDGE": "ingest:3", "GEORELAY_TEST_HOOKS": "1"])
+                == FaultInjection(wedges: [TestWedge(part: .ingest, duration: .seconds(3))]))
+        #expect(
+            try FaultInjection.from(environment: [
+                "GEORELAY_TEST_CLOCK_SYNC": "unsynchronised", "GEORELAY_TEST_HOOKS": "1",
+            ])
+                == FaultInjection(clockSync: .unsynchronised(maxErrorMs: 16_000)))
+        #expect(throws: RelayError.self) {
+            try FaultInjection.from(environment: ["GEORELAY_TEST_CLOCK_SYNC": "maybe", "GEORELAY_TEST_HOOKS": "1"])
+        }
     }
 }

@@ -130,15 +130,18 @@ package struct Invocation: Sendable {
     /// The file the configuration came from; nil when built-in defaults were used.
     package var configurationPath: String?
     package var console: Console
+    /// What a test injects (`FaultInjection`); `.none` outside the tests.
+    package var faults: FaultInjection
 
     package init(
         command: String, arguments: ParsedArguments, configuration: Configuration, configurationPath: String?,
-        console: Console
+        console: Console, faults: FaultInjection = .none
     ) {
         self.command = command
         self.arguments = arguments
         self.configuration = configuration
         self.configurationPath = configurationPath
         self.console = console
+        self.faults = faults
     }
 }

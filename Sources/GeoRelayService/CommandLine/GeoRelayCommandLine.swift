@@ -76,9 +76,17 @@ package enum GeoRelayCommandLine {
             console.error("configuration \(error.path): \(error.error)")
             return .configuration
         }
+        // The one place the test hooks' variables are read.
+        let faults: FaultInjection
+        do {
+            faults = try FaultInjection.from(environment: ProcessInfo.processInfo.environment)
+        } catch {
+            console.error("\(spec.name): \(error)")
+            return .failure
+        }
         let invocation = Invocation(
             command: spec.name, arguments: parsed, configuration: configuration,
-            configurationPath: configurationPath, console: console)
+            configurationPath: configurationPath, console: console, faults: faults)
         do {
             switch spec.work {
             case .blocking(let work):

@@ -6,12 +6,13 @@ extension Commands {
     static func status(_ invocation: Invocation) async throws -> ExitCode {
         let configuration = invocation.configuration
         if invocation.arguments.flag("--watch") {
-            try await watchStatus(configuration: configuration, console: invocation.console)
+            try await watchStatus(configuration: configuration, console: invocation.console, faults: invocation.faults)
             return .success
         }
         if invocation.arguments.flag("--health") {
             let device = await onDedicatedThread(named: "georelay.status") {
-                DeviceHealth.assessFromOutside(configuration: configuration, checkIntegrity: true)
+                DeviceHealth.assessFromOutside(
+                    configuration: configuration, checkIntegrity: true, faults: invocation.faults)
             }
             invocation.console.write(
                 invocation.arguments.flag("--json")
@@ -20,7 +21,8 @@ extension Commands {
         }
         let json = invocation.arguments.flag("--json")
         let report = try await onDedicatedThread(named: "georelay.status") {
-            try StatusReport.load(configuration: configuration, sketches: json ? .fresh : .none)
+            try StatusReport.load(
+                configuration: configuration, sketches: json ? .fresh : .none, faults: invocation.faults)
         }
         invocation.console.write(json ? report.json.jsonText + "\n" : ControlEscaping.escapeLines(report.text))
         return .success
@@ -55,11 +57,12 @@ extension Commands {
     /// The wait is `Task.sleep`, which holds no thread, and each report is read on a thread
     /// of its own (SQLite blocks): a watch left open for days never occupies the cooperative pool.
     package static func watchStatus(
-        configuration: Configuration, console: Console, every interval: Duration = .seconds(2)
+        configuration: Configuration, console: Console, every interval: Duration = .seconds(2),
+        faults: FaultInjection = .none
     ) async throws {
         while true {
             let text = await onDedicatedThread(named: "georelay.status") {
-                (try? StatusReport.load(configuration: configuration).text)
+                (try? StatusReport.load(configuration: configuration, faults: faults).text)
                     ?? "no spool at \(configuration.spool.path) yet\n"
             }
             try Task.checkCancellation()

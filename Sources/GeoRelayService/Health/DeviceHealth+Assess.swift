@@ -59,15 +59,15 @@ extension DeviceHealth {
 
     /// The running relay's view, for `/healthz` and `/metrics`: the spool opened afresh, the
     /// loops judged by the monitor itself.
-    package static func assessRunning(configuration: Configuration, monitor: HealthMonitor?) -> (
-        health: DeviceHealth, status: SpoolStatus?
-    ) {
+    package static func assessRunning(
+        configuration: Configuration, monitor: HealthMonitor?, faults: FaultInjection = .none
+    ) -> (health: DeviceHealth, status: SpoolStatus?) {
         let (reader, status, readError) = openSpool(configuration)
         let loops: StatusReport.Health = monitor.map { .known($0.report()) } ?? .unknown("no monitor in this process")
         return (
             assess(
                 configuration: configuration, reader: reader, readError: readError, status: status, running: true,
-                loops: loops), status
+                loops: loops, clockSync: faults.clockSync ?? .read()), status
         )
     }
 
@@ -75,7 +75,8 @@ extension DeviceHealth {
     /// and a spool that cannot be read (or is corrupt) judged as failing rather than thrown,
     /// so a script gets exit status 2 and the reason.
     package static func assessFromOutside(
-        configuration: Configuration, checkIntegrity: Bool, nowMs: Int64 = WallClock.nowMs()
+        configuration: Configuration, checkIntegrity: Bool, nowMs: Int64 = WallClock.nowMs(),
+        faults: FaultInjection = .none
     ) -> DeviceHealth {
         let (reader, status, readError) = openSpool(configuration, nowMs: nowMs)
         let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
@@ -86,7 +87,7 @@ extension DeviceHealth {
         return assess(
             configuration: configuration, reader: reader, readError: readError, status: status, running: running,
             loops: loops,
-            checkIntegrity: checkIntegrity, nowMs: nowMs)
+            checkIntegrity: checkIntegrity, clockSync: faults.clockSync ?? .read(), nowMs: nowMs)
     }
 
     private static func openSpool(_ configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) -> (

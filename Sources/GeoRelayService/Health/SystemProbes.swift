@@ -40,17 +40,8 @@ package enum ClockSync: Sendable, Equatable {
     /// adjtimex failed (a seccomp filter such as systemd's `ProtectClock=`) or was not asked.
     case unknown(String)
 
-    /// The kernel's answer, or the test hook's (`GEORELAY_TEST_CLOCK_SYNC=synchronised|unsynchronised`,
-    /// honoured only with `GEORELAY_TEST_HOOKS=1`, like the wedge): this machine's own sync
-    /// state must not decide what a test sees.
-    package static func read(environment: [String: String] = ProcessInfo.processInfo.environment) -> ClockSync {
-        if environment["GEORELAY_TEST_HOOKS"] == "1", let forced = environment["GEORELAY_TEST_CLOCK_SYNC"] {
-            switch forced {
-            case "synchronised": return .synchronised(maxErrorMs: 1)
-            case "unsynchronised": return .unsynchronised(maxErrorMs: 16_000)
-            default: return .unknown("GEORELAY_TEST_CLOCK_SYNC=\(forced) is neither synchronised nor unsynchronised")
-            }
-        }
+    /// The kernel's answer (a test's stands in through `FaultInjection.clockSync`).
+    package static func read() -> ClockSync {
         let state = georelay_read_clock()
         if state.state < 0 { return .unknown("adjtimex: \(String(cString: strerror(state.error)))") }
         let maxErrorMs = Int64(state.maxerror_us) / 1000

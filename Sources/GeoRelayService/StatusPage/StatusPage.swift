@@ -23,7 +23,8 @@ package enum StatusPage {
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
     /// one listener answers `/metrics` and `/healthz` too.
     package static func serve(
-        listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool
+        listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool,
+        faults: FaultInjection = .none
     ) throws(HTTPListenError) -> HTTPListener {
         let tracks = TrackCache()
         return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") {
@@ -40,8 +41,9 @@ package enum StatusPage {
                     body: Array("read-only: only GET and HEAD are answered here\n".utf8))
             }
             let response =
-                respond(to: request, configuration: configuration, health: health, tracks: tracks)
-                ?? (metrics ? Metrics.respond(to: request, configuration: configuration, health: health) : nil)
+                respond(to: request, configuration: configuration, health: health, tracks: tracks, faults: faults)
+                ?? (metrics
+                    ? Metrics.respond(to: request, configuration: configuration, health: health, faults: faults) : nil)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
             guard request.method == "HEAD" else { return response }
             // The listener frames what it is given: a HEAD answer is the GET's head without its body.
@@ -53,7 +55,7 @@ package enum StatusPage {
     /// The page's own paths; nil for any other.
     package static func respond(
         to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
-        tracks: TrackCache = TrackCache()
+        tracks: TrackCache = TrackCache(), faults: FaultInjection = .none
     ) -> HTTPListener.Response? {
         switch request.path {
         case "/", "/index.html":
@@ -62,7 +64,7 @@ package enum StatusPage {
         case "/status.json":
             do {
                 let report = try StatusReport.load(
-                    configuration: configuration, monitor: health, sketches: .cached(tracks))
+                    configuration: configuration, monitor: health, sketches: .cached(tracks), faults: faults)
                 return HTTPListener.Response(
                     status: 200, reason: "OK", contentType: "application/json",
                     body: Array((report.json.jsonText + "\n").utf8))
