@@ -281,7 +281,7 @@ package struct JSONParser {
         guard index + 4 <= bytes.count else { throw error("truncated unicode escape") }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard let d = hexValue(bytes[index]) else { throw error("invalid unicode escape") }
+            guard let d = HexDigit.value(bytes[index]) else { throw error("invalid unicode escape") }
             value = value << 4 | UInt32(d)
             index += 1
         }
@@ -305,7 +305,7 @@ package struct JSONParser {
                 index += 2
                 var value: Double = 0
                 let digitsStart = index
-                while index < bytes.count, let d = hexValue(bytes[index]) {
+                while index < bytes.count, let d = HexDigit.value(bytes[index]) {
                     value = value * 16 + Double(d)
                     index += 1
                 }
@@ -395,15 +395,6 @@ package struct JSONParser {
     private func isIdentifierStart(_ c: UInt8) -> Bool {
         (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z")) || c == UInt8(ascii: "_")
             || c == UInt8(ascii: "$")
-    }
-
-    private func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     private func printable(_ c: UInt8) -> String {

@@ -185,19 +185,13 @@ package enum OsmAndQuery {
         let bytes = Array(s.utf8)
         out.reserveCapacity(bytes.count)
         var i = 0
-        func hexValue(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x41...0x46: c - 0x41 + 10
-            case 0x61...0x66: c - 0x61 + 10
-            default: nil
-            }
-        }
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x2B {
                 out.append(0x20)
-            } else if c == 0x25, i + 2 < bytes.count, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) {
+            } else if c == 0x25, i + 2 < bytes.count, let h = HexDigit.value(bytes[i + 1]),
+                let l = HexDigit.value(bytes[i + 2])
+            {
                 out.append(h << 4 | l)
                 i += 2
             } else {

@@ -1,3 +1,5 @@
+import GeoRelayCore
+
 /// Why a destination URL or a request could not be framed. The description is short and fixed,
 /// safe for logs (it does not echo the URL, which may carry a device's identity).
 package struct HTTP1RequestError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -80,7 +82,7 @@ package struct HTTP1Target: Sendable, Hashable {
         if authority.first == UInt8(ascii: "[") {
             guard let close = authority.firstIndex(of: UInt8(ascii: "]")), close > authority.startIndex + 1,
                 authority[(authority.startIndex + 1)..<close].allSatisfy({
-                    Self.hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
+                    HexDigit.value($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
                 }),
                 authority[(authority.startIndex + 1)..<close].contains(UInt8(ascii: ":"))
             else { throw .invalidHost }
@@ -146,7 +148,7 @@ package struct HTTP1Target: Sendable, Hashable {
         while i < bytes.endIndex {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < bytes.endIndex, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil
+                guard i + 2 < bytes.endIndex, HexDigit.value(bytes[i + 1]) != nil, HexDigit.value(bytes[i + 2]) != nil
                 else { return false }
                 i += 3
                 continue
@@ -167,14 +169,6 @@ package struct HTTP1Target: Sendable, Hashable {
         return true
     }
 
-    private static func hexValue(_ byte: UInt8) -> Int? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a")) + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A")) + 10
-        default: nil
-        }
-    }
 }
 
 /// The requests of one destination, framed by hand for a pipelined connection: the request line,

@@ -1,3 +1,5 @@
+import GeoRelayCore
+
 /// A final response read off a connection that `HTTP1ResponseParser` framed.
 package struct HTTP1Response: Sendable {
     /// Status, headers and body. `wireBytes` counts the bytes this response took on the
@@ -481,7 +483,7 @@ package struct HTTP1ResponseParser: Sendable {
     private func parseChunkSize(_ line: Range<Int>) throws(HTTP1ParseError) -> Int {
         var i = line.lowerBound
         var size = 0
-        while i < line.upperBound, let digit = Self.hexValue(buffer[i]) {
+        while i < line.upperBound, let digit = HexDigit.value(buffer[i]).map(Int.init) {
             guard size <= (Int.max - digit) / 16 else { throw .malformedChunk }
             size = size * 16 + digit
             i += 1
@@ -535,14 +537,6 @@ package struct HTTP1ResponseParser: Sendable {
         byte == .tab || (byte >= 0x20 && byte != 0x7F)
     }
 
-    private static func hexValue(_ byte: UInt8) -> Int? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a")) + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A")) + 10
-        default: nil
-        }
-    }
 }
 
 extension UInt8 {

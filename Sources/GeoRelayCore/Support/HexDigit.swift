@@ -1,0 +1,14 @@
+/// The value of one ASCII hexadecimal digit, either case: JSON's `\u` escapes, percent-encoding
+/// in OsmAnd queries and URLs, and HTTP/1.1's chunk sizes all read them byte by byte.
+package enum HexDigit {
+    /// 0–15 for `0-9`, `a-f`, `A-F`; nil for any other byte.
+    @inline(__always)
+    package static func value(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
