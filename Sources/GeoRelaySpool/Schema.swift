@@ -189,7 +189,7 @@ enum Schema {
         try SpoolError.wrapping {
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             if version > currentVersion {
-                throw SpoolError.incompatible(newerSpool(path: path, version: version))
+                throw SpoolError.newerSchema(version, path: path)
             }
             guard version < currentVersion else { return }
             try db.transaction {

@@ -68,7 +68,7 @@ enum SpoolConnection {
             try db.execute("PRAGMA cache_size = -512")
             let version = Int(try db.pragma("user_version") ?? "0") ?? 0
             guard version <= Schema.currentVersion else {
-                throw SpoolError.incompatible(Schema.newerSpool(path: path, version: version))
+                throw SpoolError.newerSchema(version, path: path)
             }
             guard version == Schema.currentVersion else {
                 throw SpoolError.incompatible(

@@ -233,7 +233,7 @@ final class SpoolWriter: @unchecked Sendable {
     /// Runs work on the writer's queue outside the job stream (tests, maintenance).
     func sync<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
         try queue.sync {
-            guard let db else { throw SpoolError.incompatible("the spool is closed") }
+            guard let db else { throw SpoolError.notWritten("the spool is closed") }
             return try body(db)
         }
     }
@@ -289,7 +289,7 @@ final class SpoolWriter: @unchecked Sendable {
         case .append(let positions, _, let completion):
             completion(Array(repeating: .failed(error), count: positions.count))
         case .operation(_, let completion):
-            completion(SpoolError.incompatible(error.message))
+            completion(SpoolError.notWritten(error.message))
         case .barrier(let completion):
             completion()
         case .delivery, .counters, .log, .chartSamples, .uplinkUsage:

@@ -28,7 +28,11 @@ import Testing
 
     @Test func aCommandsWriterNeverCreatesASpool() throws {
         let fixture = SpoolFixture()
-        #expect(throws: SpoolError.self) { try Spool.openExisting(settings: fixture.settings) }
+        #expect {
+            try Spool.openExisting(settings: fixture.settings)
+        } throws: { error in
+            (error as? SpoolError)?.code == .notFound
+        }
         #expect(!FileManager.default.fileExists(atPath: fixture.settings.path))
     }
 

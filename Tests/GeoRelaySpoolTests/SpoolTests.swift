@@ -337,7 +337,12 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         #expect {
             try fixture.open()
         } throws: { error in
-            "\(error)".contains("newer")
+            (error as? SpoolError)?.code == .newerSchema(99) && "\(error)".contains("newer")
+        }
+        #expect {
+            try SpoolReader(path: fixture.settings.path)
+        } throws: { error in
+            (error as? SpoolError)?.code == .newerSchema(99)
         }
     }
 
