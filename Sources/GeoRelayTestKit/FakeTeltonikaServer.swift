@@ -68,6 +68,9 @@ package final class FakeTeltonikaServer: Sendable {
         /// Connections the server closed: a frame it could not decode, one too long, or a
         /// behaviour that closes.
         package var closedByServer = 0
+        /// The most data frames that were on one connection at once, the one being answered and
+        /// those already received whole behind it: above 1 only when a client pipelines.
+        package var deepestPipeline = 0
     }
 
     /// How the server treats a decoded data frame, for fault tests. Identification is always answered.
@@ -94,6 +97,8 @@ package final class FakeTeltonikaServer: Sendable {
     private let state = Mutex(State())
     private let changed = WakeSignal()
     private let listener: TestTCPListener
+    /// How long a data frame's answer waits for another frame behind it; nil: none.
+    private let readsAhead: Duration?
 
     /// Traccar's `BaseProtocol.MAX_FRAME_LENGTH_LARGE`, which `TeltonikaFrameDecoder` is built with.
     package static let maxFrameLength = 32 * 1024
@@ -103,7 +108,11 @@ package final class FakeTeltonikaServer: Sendable {
     package var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// Starts on an ephemeral loopback port.
-    package init() throws {
+    /// - Parameter readsAhead: a server that reads before it answers: each data frame's answer
+    ///   waits up to this long for another frame behind it, so `deepestPipeline` shows a client
+    ///   that pipelines whatever the timing (one that does not gets every answer this late).
+    package init(readsAhead: Duration? = nil) throws {
+        self.readsAhead = readsAhead
         let server = WeakReference<FakeTeltonikaServer>()
         listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in
             server.value?.serve(fd, number: number)
@@ -204,9 +213,50 @@ package final class FakeTeltonikaServer: Sendable {
                 return false
             }
             start = frame.upperBound
+            if Self.isData(connection.buffer, at: frame.lowerBound) {
+                readAhead(&connection, from: start, fd: fd)
+                let behind = Self.dataFramesBuffered(connection.buffer, from: start)
+                state.withLock { $0.statistics.deepestPipeline = max($0.statistics.deepestPipeline, 1 + behind) }
+            }
             guard handle(Array(connection.buffer[frame]), connection: &connection, fd: fd) else { return false }
         }
         return true
+    }
+
+    /// With `readsAhead`, waits that long for more bytes unless a whole frame is already buffered
+    /// behind the one about to be answered.
+    private func readAhead(_ connection: inout Connection, from start: Int, fd: Int32) {
+        guard let readsAhead, Self.dataFramesBuffered(connection.buffer, from: start) == 0 else { return }
+        let deadline = ContinuousClock.now + readsAhead
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while Self.dataFramesBuffered(connection.buffer, from: start) == 0 {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let (seconds, attoseconds) = left.components
+            let ms = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            guard poll(&descriptor, 1, ms) > 0 else { return }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return }
+            connection.buffer.append(contentsOf: chunk[0..<n])
+            state.withLock { $0.statistics.bytesReceived += n }
+        }
+    }
+
+    /// Whether the frame at `start` is a data frame (a zero length where an id has its own).
+    private static func isData(_ buffer: [UInt8], at start: Int) -> Bool {
+        buffer.count - start >= 2 && buffer[start] == 0 && buffer[start + 1] == 0
+    }
+
+    /// Whole data frames in `buffer` from `start`.
+    private static func dataFramesBuffered(_ buffer: [UInt8], from start: Int) -> Int {
+        var count = 0
+        var at = start
+        while case .frame(let range) = nextFrame(buffer, from: at) {
+            if isData(buffer, at: at) { count += 1 }
+            at = range.upperBound
+        }
+        return count
     }
 
     private enum FrameCut {

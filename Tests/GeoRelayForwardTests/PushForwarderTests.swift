@@ -47,7 +47,7 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
     func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
         let clock = self.clock
         try await running(
-            try PushForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate, now: { clock.now() }),
+            try PushForwarder(settings: settings, spool: spool, logger: log.logger, gate: gate, now: { clock.now() }),
             body)
     }
 

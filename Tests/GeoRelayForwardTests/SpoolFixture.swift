@@ -11,6 +11,8 @@ class SpoolFixture: @unchecked Sendable {
     let directory: TemporaryDirectory
     let spool: Spool
     var settings: Configuration.DestinationSettings
+    /// The forwarder's log, at debug level: what a failed wait shows (`log.tail()`).
+    let log = CapturedLog()
 
     /// - Parameter settings: the destination as the fixture points it at its server; the test
     ///   timings are applied, then `configure`.

@@ -13,10 +13,10 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeTeltonikaServer
 
     init(
-        buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero,
+        buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero, readsAhead: Duration? = nil,
         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
     ) async throws {
-        server = try FakeTeltonikaServer()
+        server = try FakeTeltonikaServer(readsAhead: readsAhead)
         var settings = Configuration.DestinationSettings()
         settings.traccarProtocol = .teltonika
         settings.url = "tcp://127.0.0.1:\(server.port)"
@@ -26,7 +26,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     }
 
     func withForwarder(_ body: () async throws -> Void) async throws {
-        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled), body)
+        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: log.logger), body)
     }
 
     /// Per device, the fix times stored, in the order they arrived.
@@ -188,9 +188,11 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     /// sent once more, then halved until the one position that still closes it stands alone; a
     /// probe answered by the server proves it is that position, which is quarantined. Everything
     /// else arrives, in order.
+    /// The server reads ahead, so frames are on the wire behind the one it closes on: they go
+    /// again after it.
     @Test(arguments: [1, 37, 254, 255, 256, 600])
     func anUndecodablePositionIsQuarantinedAloneAndTheRestArrives(bad: Int) async throws {
-        let f = try await TeltonikaFixture(concurrency: 2)
+        let f = try await TeltonikaFixture(concurrency: 2, readsAhead: .milliseconds(50))
         let track = movingTrack("356307042441013", count: 600)
         f.server.setUndecodable(fixTimes: [track[bad - 1].timeMs])
         try await f.withForwarder {
@@ -211,6 +213,33 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
             "the other device unaffected")
         // The probe identified once, before the quarantine.
         #expect(f.server.statistics.identifications.filter { $0.uniqueId == TeltonikaProbe.uniqueID }.count == 1)
+        #expect(f.server.statistics.deepestPipeline > 1, "frames went behind frames")
+    }
+
+    /// A lone device's backlog goes in frames back to back, ahead of their answers: one round trip
+    /// for the backlog, not one a frame. The server reads before it answers, so a client that
+    /// waits for each answer shows it whatever the timing; `pipeline: 1` does.
+    @Test(arguments: [1, 128])
+    func aBacklogsFramesGoBackToBack(pipeline: Int) async throws {
+        let f = try await TeltonikaFixture(readsAhead: .milliseconds(200)) { $0.pipeline = pipeline }
+        let device = "356307042441013"
+        let track = movingTrack(device, count: 2000)
+        _ = await f.spool.append(track)
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= track.count }, "every position stored\n\(f.log.tail())")
+            let status = try await f.waitForStatus { $0.pending == 0 }
+            #expect(status.pending == 0 && status.sent == track.count && status.quarantined == 0)
+        }
+        #expect(
+            DeliveryOrder.problem(
+                f.storedByDevice[device] ?? [], expected: track.map(\.timeMs), onlyNewestAhead: true) == nil,
+            "every position once, the newest first, then the history in order")
+        let statistics = f.server.statistics
+        // The newest alone, then 1,999 in eight frames: every frame answered, none twice.
+        #expect(statistics.framesAnswered == 9, "\(statistics.framesAnswered) frames")
+        #expect(
+            pipeline == 1 ? statistics.deepestPipeline == 1 : statistics.deepestPipeline > 1,
+            "\(statistics.deepestPipeline) frames on the connection at once")
     }
 
     /// A server that closes every data frame's connection unanswered but answers identifications

@@ -28,7 +28,7 @@ final class ForwardFixture: SpoolFixture, @unchecked Sendable {
 
     /// Runs the forwarder while `body` runs, then stops it.
     func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
-        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: .disabled, gate: gate), body)
+        try await running(try TraccarForwarder(settings: settings, spool: spool, logger: log.logger, gate: gate), body)
     }
 
     deinit {
@@ -88,9 +88,10 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             for device in ["a", "b", "c", "d", "e", "f"] {
                 _ = await f.spool.append(track(device, count: 100))
             }
-            #expect(await f.server.waitUntil { $0.count >= 600 })
+            #expect(
+                await f.server.waitUntil { $0.count >= 600 }, "\(f.server.positions.count) arrived\n\(f.log.tail())")
             let status = try await f.waitForStatus { $0.pending == 0 }
-            #expect(status.pending == 0)
+            #expect(status.pending == 0, "\(f.log.tail())")
             #expect(status.sent == 600)
             #expect(status.wireBytes > 600 * 50)
         }

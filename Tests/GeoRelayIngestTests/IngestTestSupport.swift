@@ -22,11 +22,3 @@ final class ManualClock: Sendable {
 
     var monotonicMs: Int64 { monotonic.withLock { $0 } }
 }
-
-/// Log entries a test reads back.
-final class CapturedLog: LogSink, Sendable {
-    private let entries = Mutex<[LogEntry]>([])
-    func record(_ entry: LogEntry) { entries.withLock { $0.append(entry) } }
-    var messages: [String] { entries.withLock { $0.map(\.message) } }
-    var logger: Logger { Logger(label: "test", sinks: [self], minimumLevel: .debug) }
-}

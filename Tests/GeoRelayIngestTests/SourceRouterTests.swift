@@ -1,4 +1,5 @@
 import GeoRelayCore
+import GeoRelayTestKit
 import GeoRelayTestTraits
 import Testing
 

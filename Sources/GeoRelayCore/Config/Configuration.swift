@@ -119,6 +119,7 @@ package struct Configuration: Sendable, Equatable {
         /// OsmAnd requests in flight at once on one kept-alive connection (HTTP/1.1 pipelining);
         /// 1 sends one request per round trip, through libcurl, as before pipelining. 128 requests of
         /// about 150 bytes fill a geostationary link's bandwidth-delay product (256 kbit/s × 600 ms ≈ 19 KB).
+        /// Teltonika: the most frames on one device's connection ahead of their answers.
         package var pipeline = 128
         package var backoffMinSeconds = 5.0
         /// The backoff ceiling; also how often, at least, a real payload goes while probes get no answer.

@@ -11,8 +11,15 @@ import Glibc
 ///
 /// - Each device has its own connection (`TeltonikaSession`): Traccar attributes a data frame
 ///   to any device identified on its connection. Up to `concurrency` devices send at once, each
-///   strictly in order, one frame in flight at a time. Connections stay open between rounds
-///   (the 64 most recently used), so a device identifies once, not once per round.
+///   strictly in order. Connections stay open between rounds (the 64 most recently used), so a
+///   device identifies once, not once per round.
+/// - A device's frames go back to back, ahead of their answers, while the destination's frames
+///   on the wire are fewer than the link holds (`PipelineDepth`, measured from the answers, at
+///   most `pipeline` on a connection): a lone unit's backlog then costs a round trip, not one
+///   per frame. A fleet fills the link with one frame per device, so there each device's next
+///   frame waits for its answer, as it did before, and nothing queues in the modem ahead of an
+///   alarm. Frames go behind frames only after the id's `0x01`, and only first attempts: a
+///   retry, a half or a probe goes alone.
 /// - A frame's 4-byte answer settles exactly its records, through the ledger; any other count
 ///   breaks the connection and settles nothing.
 /// - `0x00` to the identification: the server does not know the device. It is parked, as the
@@ -21,7 +28,8 @@ import Glibc
 ///   are not Traccar's: the link (or something on it) failed. Nothing of the frame settles; the
 ///   round ends and the destination backs off; the frame goes again (at-least-once).
 /// - A clean close after a `0x01` with a frame unanswered is how Traccar refuses a frame it
-///   cannot decode, but a dying link can look the same. The frame goes once more alone on a
+///   cannot decode, but a dying link can look the same (and with frames behind it on the wire,
+///   so can a reset: `TeltonikaSession` reports both as the first unanswered frame's close). The frame goes once more alone on a
 ///   fresh connection; closed again, it is halved (front half first, as the push destination
 ///   halves a refused batch) until a single position still closes the connection; that one is
 ///   quarantined only if a probe identification on another connection gets Traccar's answer
@@ -32,6 +40,8 @@ final class TeltonikaEngine: TraccarEngine {
     private let requestTimeout: Duration
     private let lanes: Int
     private let wakeup: WakePipe
+    /// How many frames the link holds: the destination's frames on the wire, across its connections.
+    private var depth: PipelineDepth
     /// Connections kept between rounds, by device, with the round that last used each.
     private var idle: [Int64: (session: TeltonikaSession, round: Int)] = [:]
     private var round = 0
@@ -44,6 +54,7 @@ final class TeltonikaEngine: TraccarEngine {
         endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
         requestTimeout = .milliseconds(Int(settings.requestTimeoutSeconds * 1000))
         lanes = settings.concurrency
+        depth = PipelineDepth(ceiling: settings.pipeline)
         wakeup = try WakePipe()
     }
 
@@ -52,6 +63,7 @@ final class TeltonikaEngine: TraccarEngine {
     func closeConnections() {
         for (_, kept) in idle { kept.session.close() }
         idle.removeAll()
+        depth.reset()
     }
 
     /// The frames a device's records go in: up to 255 records (the count is one byte) and at most
@@ -71,10 +83,14 @@ final class TeltonikaEngine: TraccarEngine {
         let records: [TeltonikaCodec.Record]
         /// The first record not yet sent in a first attempt.
         var next = 0
-        /// Frames to send before `next`: a retry, or the halves of a frame that closed the
-        /// connection unanswered twice; front first.
+        /// Frames to send before `next`: a retry, the frames that were on the wire behind it, or
+        /// the halves of a frame that closed the connection unanswered twice; front first.
         var pending: [Frame] = []
-        var inFlight: Frame?
+        /// Sent and not answered, in the order they went (and are answered).
+        var inFlight: [Frame] = []
+        /// When the last answer on this work's connection came: the spacing of the next one,
+        /// if that frame was already on the wire behind it.
+        var lastAnswer: ContinuousClock.Instant?
         /// A single record that closed the connection unanswered, awaiting the probe's verdict.
         var suspect: Int?
         var canary: TeltonikaSession?
@@ -86,12 +102,18 @@ final class TeltonikaEngine: TraccarEngine {
             self.records = records
         }
 
-        var isBusy: Bool { inFlight != nil || canary != nil }
+        /// Only a first attempt goes behind another frame, and only behind first attempts: a
+        /// frame that closed the connection is tried alone.
+        var mayPipeline: Bool {
+            inFlight.allSatisfy { $0.attempt == .first } && (pending.first?.attempt ?? .first) == .first
+        }
     }
 
     private struct Frame {
         var range: Range<Int>
         var attempt: Attempt
+        var bytes = 0
+        var sentAt = ContinuousClock.now
     }
 
     private enum Attempt {
@@ -173,23 +195,39 @@ final class TeltonikaEngine: TraccarEngine {
                 records: deliveries.map { TeltonikaCodec.record(from: $0.stored.position) })
         }
 
-        /// Sends the work's next frame, or the probe for its suspect, or marks it done.
-        func advance(_ work: Work) {
-            guard !work.done, !work.isBusy else { return }
+        /// Frames on the wire across the round's connections.
+        var framesInFlight: Int { active.reduce(0) { $0 + $1.inFlight.count } }
+
+        /// Sends the work's next frame, or the probe for its suspect, or marks it done. Returns
+        /// whether it did any of these: the caller asks again until nothing moves.
+        func advance(_ work: Work) -> Bool {
+            guard !work.done, work.canary == nil else { return false }
             if stop.isSet || halted {
+                // What is on the wire is still answered and settles; nothing new goes.
+                guard work.inFlight.isEmpty else { return false }
                 work.done = true
-                return
+                return true
             }
             if let suspect = work.suspect {
-                return probe(work, suspect)
+                guard work.inFlight.isEmpty else { return false }
+                probe(work, suspect)
+                return true
             }
-            let frame: Frame
+            if let last = work.inFlight.last {
+                // Behind another frame: identified, first attempts only, and while the link holds
+                // more than the destination has on it (the last frame's size stands for the next's).
+                guard work.session.isKnown, work.mayPipeline, work.inFlight.count < depth.ceiling,
+                    framesInFlight < depth.depth(batchBytes: last.bytes)
+                else { return false }
+            }
+            var frame: Frame
             if !work.pending.isEmpty {
                 frame = work.pending.removeFirst()
             } else {
                 guard !finishing, work.next < work.records.count else {
+                    guard work.inFlight.isEmpty else { return false }
                     work.done = true
-                    return
+                    return true
                 }
                 let end = Self.frameEnd(work.records[work.next...], limit: positionsLeft)
                 frame = Frame(range: work.next..<end, attempt: .first)
@@ -199,13 +237,18 @@ final class TeltonikaEngine: TraccarEngine {
             do throws(CurlError) {
                 try work.session.connect()
             } catch {
-                return fail(work, error.message)
+                fail(work, error.message)
+                return true
             }
-            work.inFlight = frame
+            let bytes = TeltonikaCodec.dataFrame(records: work.records[frame.range])
+            frame.bytes = bytes.count
+            frame.sentAt = clock.now
+            work.inFlight.append(frame)
             results[work.batch].attempted += frame.range.count
-            if let event = work.session.send(frame: TeltonikaCodec.dataFrame(records: work.records[frame.range])) {
+            if let event = work.session.send(frame: bytes) {
                 handle(work, event)
             }
+            return true
         }
 
         /// Identifies as the probe on a connection of its own: Traccar answers any id, so an answer
@@ -246,15 +289,22 @@ final class TeltonikaEngine: TraccarEngine {
             case .identified(.known):
                 break
             case .identified(.unknown):
-                let index = work.inFlight?.range.lowerBound ?? work.next
-                work.inFlight = nil
+                let index = work.inFlight.first?.range.lowerBound ?? work.next
+                work.inFlight.removeAll()
                 park(
                     work, at: index, "Traccar's Teltonika port does not know the device (identification answered 0x00)")
             case .acknowledged(let count):
-                guard let frame = work.inFlight else { return }
-                work.inFlight = nil
+                guard !work.inFlight.isEmpty else { return }
+                let frame = work.inFlight.removeFirst()
+                let now = clock.now
+                // An answer that came while the frame waited on the wire behind the one answered
+                // before it measures the link's rate; one sent after that answer, the round trip.
+                let spacing = work.lastAnswer.flatMap { frame.sentAt < $0 ? now - $0 : nil }
+                depth.answered(bytes: frame.bytes, elapsed: now - frame.sentAt, spacing: spacing)
+                work.lastAnswer = now
                 guard count == frame.range.count else {
                     work.session.close()
+                    work.inFlight.removeAll()
                     return fail(work, "Traccar answered \(count) to a frame of \(frame.range.count) records")
                 }
                 if buffered {
@@ -271,13 +321,18 @@ final class TeltonikaEngine: TraccarEngine {
                 if buffered { update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs()) }
                 flush()
             case .broken(let reason):
-                guard let frame = work.inFlight else { return }
-                work.inFlight = nil
+                guard let frame = work.inFlight.first else { return }
+                // The frames behind the first unanswered one are not suspect: they go again as they
+                // were, after whatever the suspect becomes.
+                let behind = work.inFlight.dropFirst().map { Frame(range: $0.range, attempt: $0.attempt) }
+                work.inFlight.removeAll()
+                work.lastAnswer = nil
                 guard buffered else {
                     // Real-time only: tried once; the device's rest of this round is dropped with it.
                     work.done = true
                     return
                 }
+                work.pending.insert(contentsOf: behind, at: 0)
                 switch reason {
                 case .closedUnanswered where frame.attempt == .first:
                     work.pending.insert(Frame(range: frame.range, attempt: .retry), at: 0)
@@ -320,12 +375,11 @@ final class TeltonikaEngine: TraccarEngine {
                 if let work = makeWork(batch) { active.append(work) }
             }
             // A frame that failed as it went out (a reset on send) leaves its retry to go at once, not after a poll.
-            var idleWork = true
-            while idleWork {
-                idleWork = false
-                for work in active where !work.done && !work.isBusy {
-                    advance(work)
-                    idleWork = idleWork || (!work.done && !work.isBusy)
+            var moved = true
+            while moved {
+                moved = false
+                for work in active where !work.done {
+                    if advance(work) { moved = true }
                 }
             }
             for work in active where work.done { retire(work) }
@@ -378,8 +432,14 @@ final class TeltonikaEngine: TraccarEngine {
                 }
             }
         }
-        // Shutdown abandons what is in flight (the spool still has it); a finished round keeps its connections.
-        for work in active { retire(work) }
+        // Shutdown abandons what is in flight (the spool still has it, and the forwarder says how
+        // many went unanswered); a finished round keeps its connections.
+        for work in active {
+            if stop.isSet {
+                results[work.batch].abandoned += work.inFlight.reduce(0) { $0 + $1.range.count }
+            }
+            retire(work)
+        }
         if idle.count > Self.maxIdleConnections {
             for (deviceID, kept) in idle.sorted(by: { $0.value.round < $1.value.round }).prefix(
                 idle.count - Self.maxIdleConnections)

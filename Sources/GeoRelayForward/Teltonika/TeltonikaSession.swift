@@ -7,8 +7,10 @@ import GeoRelayCore
 /// to any of them, so a session never carries more than one id. It identifies once per
 /// connection: the id goes first, alone when it is long enough for Traccar's frame decoder
 /// to cut it (12 bytes), else in the same write as the first data frame
-/// (`TeltonikaCodec.identificationNeedsCompanion`); after a `0x01`, data frames follow,
-/// one at a time, each answered with its record count.
+/// (`TeltonikaCodec.identificationNeedsCompanion`); after a `0x01`, data frames follow, each
+/// answered with its record count. Once identified, frames may go back to back before their
+/// answers: Traccar's frame decoder cuts every whole frame out of what it has read and the
+/// protocol decoder answers each in turn, so the answers come in the frames' order.
 ///
 /// Non-blocking after `connect()`: the owner polls `descriptor`, calls `flush()` when it is
 /// writable and `receive(into:)` when it is readable, and gets events back. `CurlConnection`
@@ -145,16 +147,19 @@ final class TeltonikaSession {
     }
 
     /// Queues a data frame (identifying first on a fresh connection) and sends what the socket takes.
-    /// - Precondition: connected, and nothing awaited: frames go one at a time.
+    /// - Precondition: connected; and nothing awaited, or the id answered `0x01` (frames behind
+    ///   frames, never behind an identification whose answer may drop them).
     func send(frame: [UInt8]) -> Event? {
         precondition(
-            connection != nil && awaiting.isEmpty,
-            "TeltonikaSession.send with a frame already in flight or no connection")
-        output.removeAll(keepingCapacity: true)
-        sentBytes = 0
+            connection != nil && (awaiting.isEmpty || (isKnown && afterIdentification == nil)),
+            "TeltonikaSession.send behind an unanswered identification, or with no connection")
+        if !hasOutput {
+            output.removeAll(keepingCapacity: true)
+            sentBytes = 0
+        }
         if isKnown {
-            output = frame
-            awaiting = [.count]
+            output.append(contentsOf: frame)
+            awaiting.append(.count)
         } else if TeltonikaCodec.identificationNeedsCompanion(identification) {
             output = identification + frame
             awaiting = [.identification, .count]
@@ -191,8 +196,17 @@ final class TeltonikaSession {
             }
             return nil
         } catch {
-            return fail(.failed(error.message))
+            return fail(failure(error))
         }
+    }
+
+    /// What a connection's error says. With frames back to back, Traccar's refusal of the first
+    /// unanswered one looks like a reset, not a clean close: it closes with the frames behind it
+    /// unread (or arriving after), and the kernel answers those with a reset. So a reset with more
+    /// than one frame unanswered makes the first the suspect, which goes again alone, where a reset
+    /// is the link's again.
+    private func failure(_ error: CurlError) -> Break {
+        isKnown && awaiting.count(where: { $0 == .count }) > 1 ? .closedUnanswered : .failed(error.message)
     }
 
     /// Reads what arrived (until the socket would block: over TLS curl may hold decrypted bytes)
@@ -221,7 +235,7 @@ final class TeltonikaSession {
                 }
             }
         } catch {
-            events.append(fail(.failed(error.message)))
+            events.append(fail(failure(error)))
         }
         return events
     }
