@@ -56,8 +56,10 @@ final class IngestLoop: @unchecked Sendable {
         pendingStallMs.store(max(1, duration.wholeMilliseconds), ordering: .relaxed)
     }
 
+    /// Asks the loop to stop within `graceMs`; a second request never extends the first's deadline.
     func requestStop(graceMs: Int64) {
-        stopDeadline.withLock { $0 = WallClock.monotonicMs() + graceMs }
+        let deadline = WallClock.monotonicMs() + graceMs
+        stopDeadline.withLock { $0 = min($0 ?? deadline, deadline) }
     }
 
     func run() {

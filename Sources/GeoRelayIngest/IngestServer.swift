@@ -76,7 +76,8 @@ package final class IngestServer: Sendable {
         let list = Mutex<[CheckedContinuation<Void, Never>]?>([])
     }
 
-    /// Binds the socket and starts the event-loop thread.
+    /// Binds the socket, so collectors can connect (their lines wait in the socket's queue) from
+    /// here on; `run()` reads and answers them.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
         let listener = try UnixListener.listen(path: settings.socketPath)
         var rules = IngestSession.Rules(
@@ -95,19 +96,33 @@ package final class IngestServer: Sendable {
         }
         self.loop = loop
         self.wakeup = loop.epoll.wakeup
-        let stopped = self.stopped
-        startThread(named: "georelay-ingest") {
-            loop.run()
-            let waiters = stopped.list.withLock { waiters in
-                defer { waiters = nil }
-                return waiters ?? []
+    }
+
+    /// Runs the event loop on a thread of its own (it blocks in `epoll_wait`) until `stop`, and
+    /// returns when it has ended. Once only. Cancelling it stops intake as `stop` does, with
+    /// the default grace, without waiting here for the loop to end.
+    package func run() async {
+        let (loop, stopped, wakeup) = (self.loop, self.stopped, self.wakeup)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (ended: CheckedContinuation<Void, Never>) in
+                startThread(named: "georelay-ingest") {
+                    loop.run()
+                    let waiters = stopped.list.withLock { waiters in
+                        defer { waiters = nil }
+                        return waiters ?? []
+                    }
+                    for waiter in waiters { waiter.resume() }
+                    ended.resume()
+                }
             }
-            for waiter in waiters { waiter.resume() }
+        } onCancel: {
+            loop.requestStop(graceMs: 5000)
+            Epoll.wake(wakeup)
         }
     }
 
     /// Stops intake: closes the socket, answers what is in flight (within
-    /// `grace`), then closes every connection.
+    /// `grace`), then closes every connection; returns once `run`'s loop has ended.
     package func stop(grace: Duration = .seconds(5)) async {
         loop.requestStop(graceMs: Int64(grace.components.seconds * 1000))
         Epoll.wake(wakeup)

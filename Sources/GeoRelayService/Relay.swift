@@ -106,15 +106,9 @@ package struct Relay: Sendable {
         let watchdog = Watchdog(
             monitor: health, systemd: systemd, file: HealthFile(socketPath: configuration.ingest.socket),
             logger: logger.with(label: "watchdog"), readyStatus: readyStatus)
-        let watching = Task { await watchdog.run() }
         for variable in faults.ignored {
             logger.warning("\(variable) ignored: it is a test hook, honoured only with GEORELAY_TEST_HOOKS=1")
         }
-        let wedges = faults.wedges
-        let wedging =
-            wedges.isEmpty ? nil : Task { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) }
-        let sampling =
-            page == nil ? nil : Task { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() }
         // Route, address and link changes wake the uplink monitor and the forwarders waiting for a
         // destination to come back; a socket that cannot be opened leaves the periodic looks and
         // connection attempts, said once.
@@ -127,53 +121,85 @@ package struct Relay: Sendable {
         let uplinks = UplinkMonitor(
             spool: spool, logger: logger.with(label: "uplinks"), routeWatch: routeWatch, gate: gate
         ) { liveConfiguration.configuration }
-        let monitoring = Task { await uplinks.run() }
 
-        var current = configuration
-        var signalled = signals.signals.makeAsyncIterator()
-        while true {
-            let generation = makeForwarders(current, spool: spool, gate: gate, logger: logger)
-            let request = await run(generation, logger: logger) {
-                let request = await nextRequest(from: &signalled, current: current, logger: logger, systemd: systemd)
-                if case .stop = request {
-                    // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
-                    wedging?.cancel()
-                    sampling?.cancel()
-                    monitoring.cancel()
-                    routeWatch?.stop()
-                    watching.cancel()
-                    await watching.value
-                    // Intake first: what ingest still answers `ok` is stored before the forwarders finish.
-                    phones?.stop()
-                    metrics?.stop()
-                    page?.stop()
-                    await ingest.stop(grace: grace)
+        let parts = PartGroup(
+            makeParts(
+                watchdog: watchdog, uplinks: uplinks, routeWatch: routeWatch, ingest: ingest, spool: spool,
+                sampling: page != nil, logger: logger))
+        await parts.run { parts in
+            var current = configuration
+            var signalled = signals.signals.makeAsyncIterator()
+            while true {
+                let generation = makeForwarders(current, spool: spool, gate: gate, logger: logger)
+                let request = await run(generation, logger: logger) {
+                    let request = await nextRequest(
+                        from: &signalled, current: current, logger: logger, systemd: systemd)
+                    if case .stop = request {
+                        // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
+                        await parts.stop(Self.background)
+                        // Intake next: what ingest still answers `ok` is stored before the forwarders finish.
+                        phones?.stop()
+                        metrics?.stop()
+                        page?.stop()
+                        await parts.stop([Self.ingestPart])
+                    }
+                    return request
                 }
-                return request
+                // What the old generation settled is committed before anything reads the cursors again.
+                await spool.flush()
+                guard case .reload(let next) = request else { break }
+                do {
+                    try await spool.register(
+                        destinations: next.destinations.map {
+                            DestinationRegistration(name: $0.name, buffered: $0.buffer)
+                        })
+                    var applied = next
+                    applied.spool = current.spool
+                    applied.ingest = current.ingest
+                    current = applied
+                    liveConfiguration.update(applied)
+                    watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
+                    logger.notice(
+                        "reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))"
+                    )
+                } catch {
+                    logger.error("reload of \(configPath ?? "") failed, keeping the running configuration: \(error)")
+                }
+                systemd.notify("READY=1")
             }
-            // What the old generation settled is committed before anything reads the cursors again.
-            await spool.flush()
-            guard case .reload(let next) = request else { break }
-            do {
-                try await spool.register(
-                    destinations: next.destinations.map { DestinationRegistration(name: $0.name, buffered: $0.buffer) })
-                var applied = next
-                applied.spool = current.spool
-                applied.ingest = current.ingest
-                current = applied
-                liveConfiguration.update(applied)
-                watchdog.setReadyStatus("relaying to \(current.destinations.map(\.name).joined(separator: ", "))")
-                logger.notice(
-                    "reloaded \(configPath ?? ""): destinations \(current.destinations.map(\.name).joined(separator: ", "))"
-                )
-            } catch {
-                logger.error("reload of \(configPath ?? "") failed, keeping the running configuration: \(error)")
-            }
-            systemd.notify("READY=1")
         }
+        // The spool's upkeep, the last part, has stopped with the group.
         logger.notice("stopped")
         spool.close()
     }
+
+    /// The parts the relay runs beside its forwarders, in the order they stop: the background
+    /// first (with the watchdog, so a loop stopping on purpose is never reported as stalled), then
+    /// intake, and the spool's upkeep last, after the forwarders' final commits.
+    private func makeParts(
+        watchdog: Watchdog, uplinks: UplinkMonitor, routeWatch: RouteWatch?, ingest: IngestServer, spool: Spool,
+        sampling: Bool, logger: Logger
+    ) -> [PartGroup.Part] {
+        var parts: [PartGroup.Part] = []
+        let wedges = faults.wedges
+        if !wedges.isEmpty {
+            parts.append(.init("wedges") { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) })
+        }
+        if sampling {
+            parts.append(.init("sampler") { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() })
+        }
+        parts.append(.init("uplinks") { await uplinks.run() })
+        if let routeWatch { parts.append(.init("routes") { await routeWatch.run() }) }
+        parts.append(.init("watchdog") { await watchdog.run() })
+        let grace = self.grace
+        parts.append(.init(Self.ingestPart, run: { await ingest.run() }, stop: { await ingest.stop(grace: grace) }))
+        parts.append(.init("upkeep") { await spool.runUpkeep() })
+        return parts
+    }
+
+    /// What stops first at a stop: everything but intake and the spool's upkeep.
+    private static let background = ["wedges", "sampler", "uplinks", "routes", "watchdog"]
+    private static let ingestPart = "ingest"
 
     /// Runs the test hook's wedges at their times (from now), each blocking its part's thread.
     private static func inject(_ wedges: [TestWedge], ingest: IngestServer, spool: Spool, logger: Logger) async {

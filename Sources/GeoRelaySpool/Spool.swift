@@ -57,7 +57,8 @@ package final class Spool: Sendable {
     package let commits: CommitSignal
     /// Signals each commit that stored an alarm, so forwarders can cut a round short for it.
     package var alarms: CommitSignal { writer.alarmSignal }
-    /// The writer's turns: it beats after each group and each `turnInterval` when idle.
+    /// The writer's turns: it beats after each group and, while `runUpkeep` runs, each
+    /// `turnInterval` when idle.
     package var writerHeartbeat: Heartbeat { writer.heartbeat }
 
     private let wireTally = Mutex<[String: Int64]>([:])
@@ -222,6 +223,16 @@ package final class Spool: Sendable {
     /// Opens a read-only connection for one reader.
     package func makeReader() throws(SpoolError) -> SpoolReader {
         try SpoolReader(path: path)
+    }
+
+    /// Does the spool's upkeep (retention, the quota's idle check, merging the ring of recent
+    /// positions, with `Settings.upkeep`) and beats the writer's heartbeat, on the writer's queue,
+    /// until the task is cancelled: the daemon runs it as one of its parts; a command's short-lived
+    /// spool does without.
+    package func runUpkeep() async {
+        writer.startTimers()
+        defer { writer.stopTimers() }
+        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
     }
 
     /// Finishes queued writes, checkpoints and closes. Appends after this fail with `internal`.

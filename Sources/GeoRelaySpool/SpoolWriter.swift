@@ -111,24 +111,42 @@ final class SpoolWriter: @unchecked Sendable {
         let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         self.db = db
         recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
-        if settings.upkeep {
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.schedule(deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
-            timer.setEventHandler { [weak self] in self?.maintain() }
-            timer.resume()
-            maintenanceTimer = timer
+    }
+
+    /// Starts the upkeep's timer (with `Settings.upkeep`) and the heartbeat's; `stopTimers` ends them.
+    /// On the queue, after whatever it is doing: never blocks the caller.
+    func startTimers() {
+        queue.async { [self] in
+            guard db != nil, heartbeatTimer == nil else { return }
+            if settings.upkeep {
+                let timer = DispatchSource.makeTimerSource(queue: queue)
+                timer.schedule(
+                    deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
+                timer.setEventHandler { [weak self] in self?.maintain() }
+                timer.resume()
+                maintenanceTimer = timer
+            }
+            // The timer runs on the queue, so it fires only while the queue turns over: a job stuck
+            // in SQLite or an fsync holds it back and the heartbeat ages.
+            let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
+            let beat = DispatchSource.makeTimerSource(queue: queue)
+            beat.schedule(deadline: .now() + turn, repeating: turn, leeway: .milliseconds(10))
+            beat.setEventHandler { [weak self, heartbeat] in
+                heartbeat.beat()
+                self?.wakeUp()
+            }
+            beat.resume()
+            heartbeatTimer = beat
         }
-        // The timer runs on the queue, so it fires only while the queue turns over: a job stuck
-        // in SQLite or an fsync holds it back and the heartbeat ages.
-        let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
-        let beat = DispatchSource.makeTimerSource(queue: queue)
-        beat.schedule(deadline: .now() + turn, repeating: turn, leeway: .milliseconds(10))
-        beat.setEventHandler { [weak self, heartbeat] in
-            heartbeat.beat()
-            self?.wakeUp()
+    }
+
+    func stopTimers() {
+        queue.async { [self] in
+            maintenanceTimer?.cancel()
+            heartbeatTimer?.cancel()
+            maintenanceTimer = nil
+            heartbeatTimer = nil
         }
-        beat.resume()
-        heartbeatTimer = beat
     }
 
     deinit {

@@ -389,6 +389,9 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         fixture.settings.turnInterval = .milliseconds(50)
         let spool = try fixture.open()
         defer { spool.close() }
+        // The daemon runs the upkeep as one of its parts; opening a spool starts nothing.
+        let upkeep = Task { await spool.runUpkeep() }
+        defer { upkeep.cancel() }
         let heartbeat = spool.writerHeartbeat
         let opened = heartbeat.lastBeatMs
         // No job at all, yet the writer turns over: the timer on its queue beats.

@@ -143,7 +143,8 @@ import Testing
     @Test func aRouteChangeWakesTheWatch() async throws {
         guard let lab = try NetworkLab.orSkip("route watch in network namespaces") else { return }
         let watch = try lab.onRelaySide { try RouteWatch() }
-        defer { watch.stop() }
+        let watching = Task { await watch.run() }
+        defer { watching.cancel() }
         let changes = watch.changed.subscribe()
         let before = watch.wakes
         try lab.route(via: 1)

@@ -9,8 +9,8 @@ import Synchronization
 /// bytes after it are put on the right uplink.
 ///
 /// The messages are only a wake-up (the monitor then asks for the routes it cares about), so
-/// their content is never parsed; a burst of them is one wake. Reads on a thread of its own,
-/// which polls so that `stop()` ends it within half a second.
+/// their content is never parsed; a burst of them is one wake. `run()` reads on a thread of its
+/// own, which polls so that cancelling it ends it within half a second.
 package final class RouteWatch: Sendable {
     /// Every change the kernel announces (a route, an address, a link): the uplink monitor and the
     /// forwarders waiting for a link to come back each subscribe.
@@ -25,11 +25,21 @@ package final class RouteWatch: Sendable {
         let fd = georelay_route_watch_socket()
         guard fd >= 0 else { throw SystemError(call: "socket(AF_NETLINK, NETLINK_ROUTE)", errno: errno) }
         socket = FileDescriptor(adopting: fd)
-        startThread(named: "georelay.routes") { [self] in readUntilStopped() }
     }
 
-    package func stop() {
-        stopped.store(true, ordering: .relaxed)
+    /// Reads the kernel's announcements until the task is cancelled. The socket is open from
+    /// `init` on, so an announcement made before this starts is still read. Once only.
+    package func run() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (ended: CheckedContinuation<Void, Never>) in
+                startThread(named: "georelay.routes") { [self] in
+                    readUntilStopped()
+                    ended.resume()
+                }
+            }
+        } onCancel: {
+            stopped.store(true, ordering: .relaxed)
+        }
     }
 
     private func readUntilStopped() {
