@@ -22,14 +22,24 @@ final class HTTPHandlerPool: Sendable {
     private let queue = Mutex(Queue())
     private let available = DispatchSemaphore(value: 0)
     private let threads: Int
+    private let name: String
+    private let handler: @Sendable (HTTPServerRequest) -> HTTPServerResponse
+    private let complete: @Sendable (UInt64, HTTPServerResponse) -> Void
 
-    /// Starts `threads` threads, each running `handler` and passing its answer to `complete`.
+    /// `threads` threads, once started, each running `handler` and passing its answer to `complete`.
     init(
         threads: Int, name: String, handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse,
         complete: @escaping @Sendable (UInt64, HTTPServerResponse) -> Void
     ) {
         precondition(threads > 0, "an HTTP listener needs at least one handler thread")
         self.threads = threads
+        self.name = name
+        self.handler = handler
+        self.complete = complete
+    }
+
+    /// Starts the threads (the loop does, as it starts). Once only.
+    func start() {
         for index in 0..<threads {
             startThread(named: "\(name)-\(index)") { [self] in
                 while let job = next() {

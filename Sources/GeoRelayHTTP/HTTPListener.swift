@@ -71,8 +71,8 @@ package final class HTTPListener: Sendable {
     private let listener: FileDescriptor
     private let stopped = Atomic<Bool>(false)
 
-    /// Listens on `HOST:PORT` and starts serving; `what` names the setting in errors and logs
-    /// (`ingest.http.listen`).
+    /// Listens on `HOST:PORT` (connections wait in the socket's queue) for `run()` to serve;
+    /// `what` names the setting in errors and logs (`ingest.http.listen`).
     package init(
         listen: String, what: String, limits: Limits = Limits(), logger: Logger? = nil,
         handler: @escaping @Sendable (Request) -> Response
@@ -101,7 +101,23 @@ package final class HTTPListener: Sendable {
         self.port = socket.port
         self.listener = socket.descriptor
         self.loop = loop
-        startThread(named: "georelay-http") { loop.run() }
+    }
+
+    /// Serves on a thread of its own (the loop blocks in `epoll_wait`, its handlers on threads of
+    /// theirs) until `stop()`, and returns when every connection is closed. Once only. Cancelling
+    /// it stops the listener.
+    package func run() async {
+        let loop = self.loop
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (ended: CheckedContinuation<Void, Never>) in
+                startThread(named: "georelay-http") {
+                    loop.run()
+                    ended.resume()
+                }
+            }
+        } onCancel: {
+            stop()
+        }
     }
 
     /// Stops accepting at once (a connect is refused from here on); what handlers hold is

@@ -85,6 +85,7 @@ final class HTTPServerLoop: @unchecked Sendable {
     }
 
     func run() {
+        pool.start()
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var stopDeadlineMs: Int64?
         while true {

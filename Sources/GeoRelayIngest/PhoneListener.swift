@@ -48,6 +48,9 @@ package final class PhoneListener: Sendable {
         }
     }
 
+    /// Serves until `stop()` or cancellation (`HTTPListener.run`).
+    package func run() async { await http.run() }
+
     package func stop() { http.stop() }
 
     /// Stores the request's position; the status to answer. A phone request needs nothing of

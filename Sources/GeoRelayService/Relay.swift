@@ -125,7 +125,7 @@ package struct Relay: Sendable {
         let parts = PartGroup(
             makeParts(
                 watchdog: watchdog, uplinks: uplinks, routeWatch: routeWatch, ingest: ingest, spool: spool,
-                sampling: page != nil, logger: logger))
+                listeners: (phones, metrics, page), logger: logger))
         await parts.run { parts in
             var current = configuration
             var signalled = signals.signals.makeAsyncIterator()
@@ -138,10 +138,7 @@ package struct Relay: Sendable {
                         // systemd stops watching at STOPPING=1, and the loops stop next: no stall to report.
                         await parts.stop(Self.background)
                         // Intake next: what ingest still answers `ok` is stored before the forwarders finish.
-                        phones?.stop()
-                        metrics?.stop()
-                        page?.stop()
-                        await parts.stop([Self.ingestPart])
+                        await parts.stop(Self.intake)
                     }
                     return request
                 }
@@ -178,27 +175,33 @@ package struct Relay: Sendable {
     /// intake, and the spool's upkeep last, after the forwarders' final commits.
     private func makeParts(
         watchdog: Watchdog, uplinks: UplinkMonitor, routeWatch: RouteWatch?, ingest: IngestServer, spool: Spool,
-        sampling: Bool, logger: Logger
+        listeners: (phones: PhoneListener?, metrics: HTTPListener?, page: HTTPListener?), logger: Logger
     ) -> [PartGroup.Part] {
         var parts: [PartGroup.Part] = []
         let wedges = faults.wedges
         if !wedges.isEmpty {
             parts.append(.init("wedges") { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) })
         }
-        if sampling {
+        if listeners.page != nil {
             parts.append(.init("sampler") { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() })
         }
         parts.append(.init("uplinks") { await uplinks.run() })
         if let routeWatch { parts.append(.init("routes") { await routeWatch.run() }) }
         parts.append(.init("watchdog") { await watchdog.run() })
+        // The HTTP listeners stop by cancellation: what their handlers hold is answered first.
+        if let phones = listeners.phones { parts.append(.init("phones") { await phones.run() }) }
+        if let metrics = listeners.metrics { parts.append(.init("metrics") { await metrics.run() }) }
+        if let page = listeners.page { parts.append(.init("page") { await page.run() }) }
         let grace = self.grace
         parts.append(.init(Self.ingestPart, run: { await ingest.run() }, stop: { await ingest.stop(grace: grace) }))
         parts.append(.init("upkeep") { await spool.runUpkeep() })
         return parts
     }
 
-    /// What stops first at a stop: everything but intake and the spool's upkeep.
+    /// What stops first at a stop: everything but the listeners, intake and the spool's upkeep.
     private static let background = ["wedges", "sampler", "uplinks", "routes", "watchdog"]
+    /// Then the listeners and intake, before the forwarders finish.
+    private static let intake = ["phones", "metrics", "page", ingestPart]
     private static let ingestPart = "ingest"
 
     /// Runs the test hook's wedges at their times (from now), each blocking its part's thread.

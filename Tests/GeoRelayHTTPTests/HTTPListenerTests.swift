@@ -14,6 +14,8 @@ import Testing
     /// A listener on an ephemeral loopback port answering `METHOD PATH BODY-BYTES`.
     final class World: Sendable {
         let listener: HTTPListener
+        /// The listener's `run()`: it serves only while that runs.
+        private let serving: Task<Void, Never>
         init(
             _ configure: (inout HTTPListener.Limits) -> Void = { _ in },
             handler: (@Sendable (HTTPListener.Request) -> HTTPListener.Response)? = nil
@@ -27,8 +29,13 @@ import Testing
                         status: 200, reason: "OK", contentType: "text/plain",
                         body: Array("\(request.method) \(request.path) \(request.body.count)".utf8))
                 })
+            let listener = self.listener
+            serving = Task { await listener.run() }
         }
-        deinit { listener.stop() }
+        deinit {
+            listener.stop()
+            serving.cancel()
+        }
 
         func client(timeout: Duration = .seconds(5)) throws -> TCPTestClient {
             try TCPTestClient(port: listener.port, receiveTimeout: timeout)

@@ -1,8 +1,8 @@
 import GeoRelayCore
 import Synchronization
 
-/// The relay's long-running parts (the ingest loop, the watchdog, the uplink monitor, the
-/// spool's upkeep…), each a child task of one task group, each stopped on its own and awaited,
+/// The relay's long-running parts (the ingest loop, the HTTP listeners, the watchdog, the uplink
+/// monitor, the spool's upkeep…), each a child task of one task group, each stopped on its own and awaited,
 /// in the order the shutdown needs: swift-service-lifecycle's `ServiceGroup`, reduced to what a
 /// daemon with one shutdown order needs.
 ///
