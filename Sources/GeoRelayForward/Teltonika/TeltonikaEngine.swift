@@ -156,9 +156,9 @@ final class TeltonikaEngine: TraccarEngine {
 
         func park(_ work: Work, at index: Int, _ reason: String) {
             if buffered {
-                ledger.park(
-                    batches[work.batch].deliveries[index], seconds: parkSeconds, reason: reason, logger: logger,
-                    into: &update)
+                _ = ledger.settle(
+                    .unknownDevice(reason), index..<(index + 1), of: batches[work.batch],
+                    result: &results[work.batch], parkSeconds: parkSeconds, logger: logger, into: &update)
                 flush()
             }
             work.session.close()
@@ -274,7 +274,9 @@ final class TeltonikaEngine: TraccarEngine {
                 let reason =
                     "Traccar closed the connection without answering a frame of this position alone, and answers a probe"
                 if buffered {
-                    ledger.refused(batches[work.batch].deliveries[index], reason: reason, logger: logger, into: &update)
+                    _ = ledger.settle(
+                        .rejected(reason), index..<(index + 1), of: batches[work.batch],
+                        result: &results[work.batch], parkSeconds: parkSeconds, logger: logger, into: &update)
                 }
                 flush()
             } else {
@@ -284,7 +286,6 @@ final class TeltonikaEngine: TraccarEngine {
 
         /// What an event on the work's own connection settles. Never sends: `advance` does.
         func handle(_ work: Work, _ event: TeltonikaSession.Event) {
-            let deliveries = batches[work.batch].deliveries
             switch event {
             case .identified(.known):
                 break
@@ -308,14 +309,13 @@ final class TeltonikaEngine: TraccarEngine {
                     return fail(work, "Traccar answered \(count) to a frame of \(frame.range.count) records")
                 }
                 if buffered {
-                    for index in frame.range { ledger.delivered(deliveries[index], into: &update) }
-                    if results[work.batch].delivered == 0, batches[work.batch].cursor.parkedUntilMs != nil {
-                        ledger.unpark(deliveries[frame.range.lowerBound], logger: logger, into: &update)
-                    }
+                    _ = ledger.settle(
+                        .delivered, frame.range, of: batches[work.batch], result: &results[work.batch],
+                        parkSeconds: parkSeconds, logger: logger, into: &update)
                 } else {
                     update.sent += count
+                    results[work.batch].delivered += count
                 }
-                results[work.batch].delivered += count
                 update.wireBytes += work.session.takeWireBytes()
                 // A frame can take seconds on a slow link: status says so at each one, not at the round's end.
                 if buffered { update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs()) }

@@ -131,20 +131,11 @@ final class OsmAndEngine: TraccarEngine {
                 guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot]
                 else { continue }
                 multi.remove(easies[slot])
-                let delivery = batches[assignment.batch].deliveries[assignment.index]
                 let response = easies[slot].result(finished.code)
                 if case .success(let http) = response { update.wireBytes += http.wireBytes }
-                var outcome = traccar.outcome(of: response)
-                if assignment.attempt == .canary {
-                    // Only an answer from the server proves the payload, not the link, was at fault.
-                    outcome =
-                        ServerCheck.provesServer(response)
-                        ? .rejected(
-                            "server closed the connection without a response, twice, and answers an empty request")
-                        : .unavailable(
-                            "no answer to the position nor to an empty request: the link, not the payload",
-                            retryAfter: nil, transport: true)
-                }
+                let outcome =
+                    assignment.attempt == .canary
+                    ? ServerCheck.canaryOutcome(response) : traccar.outcome(of: response)
                 if mode == .realTime {
                     if case .delivered = outcome {
                         update.sent += 1
@@ -153,29 +144,21 @@ final class OsmAndEngine: TraccarEngine {
                     advance(slot, assignment)
                     continue
                 }
-                switch outcome {
-                case .delivered:
-                    ledger.delivered(delivery, into: &update)
-                    results[assignment.batch].delivered += 1
-                    if results[assignment.batch].delivered == 1, batches[assignment.batch].cursor.parkedUntilMs != nil {
-                        ledger.unpark(delivery, logger: logger, into: &update)
-                    }
+                if case .rejected = outcome, assignment.attempt != .canary, case .failure = response {
+                    // A connection closed with no answer may also be a dying link or a middlebox:
+                    // ask once more, then check that the server answers at all before blaming the payload.
+                    let next = Slot(batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
+                    if start(slot, next) { continue }
+                }
+                switch ledger.settle(
+                    outcome, assignment.index..<(assignment.index + 1), of: batches[assignment.batch],
+                    result: &results[assignment.batch], parkSeconds: parkSeconds, logger: logger, into: &update)
+                {
+                case .goesOn:
                     advance(slot, assignment)
-                case .rejected(let reason):
-                    if assignment.attempt != .canary, case .failure = response {
-                        // A connection closed with no answer may also be a dying link or a middlebox:
-                        // ask once more, then check that the server answers at all before blaming the payload.
-                        let next = Slot(
-                            batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
-                        if start(slot, next) { continue }
-                    }
-                    ledger.refused(delivery, reason: reason, logger: logger, into: &update)
-                    advance(slot, assignment)
-                case .unknownDevice(let reason):
-                    ledger.park(delivery, seconds: parkSeconds, reason: reason, logger: logger, into: &update)
+                case .deviceParked:
                     assignNextDevice(slot)
-                case .unavailable:
-                    results[assignment.batch].unavailable = outcome
+                case .destinationFailed:
                     halted = true
                     slots[slot] = nil
                 }

@@ -215,32 +215,18 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             update.wireBytes += http.response.wireBytes
             let batch = request.batch
             if !stopped[batch] {
-                let delivery = batches[batch].deliveries[request.index]
-                var outcome = traccar.outcome(of: http.response)
-                if request.attempt == .canary {
-                    // Only an answer from the server proves the payload, not the link, was at fault.
-                    outcome =
-                        ServerCheck.provesServer(.success(http.response))
-                        ? .rejected(
-                            "server closed the connection without a response, twice, and answers an empty request")
-                        : .unavailable(
-                            "no answer to the position nor to an empty request: the link, not the payload",
-                            retryAfter: nil, transport: true)
-                }
-                switch outcome {
-                case .delivered:
-                    ledger.delivered(delivery, into: &update)
-                    results[batch].delivered += 1
-                    if results[batch].delivered == 1, batches[batch].cursor.parkedUntilMs != nil {
-                        ledger.unpark(delivery, logger: logger, into: &update)
-                    }
-                case .rejected(let reason):
-                    ledger.refused(delivery, reason: reason, logger: logger, into: &update)
-                case .unknownDevice(let reason):
-                    ledger.park(delivery, seconds: parkSeconds, reason: reason, logger: logger, into: &update)
+                let outcome =
+                    request.attempt == .canary
+                    ? ServerCheck.canaryOutcome(.success(http.response)) : traccar.outcome(of: http.response)
+                switch ledger.settle(
+                    outcome, request.index..<(request.index + 1), of: batches[batch], result: &results[batch],
+                    parkSeconds: parkSeconds, logger: logger, into: &update)
+                {
+                case .goesOn:
+                    break
+                case .deviceParked:
                     stopped[batch] = true
-                case .unavailable:
-                    results[batch].unavailable = outcome
+                case .destinationFailed:
                     stopped[batch] = true
                     halted = true
                 }
