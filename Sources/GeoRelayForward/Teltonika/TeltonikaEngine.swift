@@ -76,55 +76,6 @@ final class TeltonikaEngine: TraccarEngine {
             + TeltonikaCodec.recordsFitting(records.prefix(min(limit, TeltonikaCodec.maxRecordsPerFrame)))
     }
 
-    /// One device's part of a round.
-    private final class Work {
-        let batch: Int
-        let session: TeltonikaSession
-        let records: [TeltonikaCodec.Record]
-        /// The first record not yet sent in a first attempt.
-        var next = 0
-        /// Frames to send before `next`: a retry, the frames that were on the wire behind it, or
-        /// the halves of a frame that closed the connection unanswered twice; front first.
-        var pending: [Frame] = []
-        /// Sent and not answered, in the order they went (and are answered).
-        var inFlight: [Frame] = []
-        /// When the last answer on this work's connection came: the spacing of the next one,
-        /// if that frame was already on the wire behind it.
-        var lastAnswer: ContinuousClock.Instant?
-        /// A single record that closed the connection unanswered, awaiting the probe's verdict.
-        var suspect: Int?
-        var canary: TeltonikaSession?
-        var done = false
-
-        init(batch: Int, session: TeltonikaSession, records: [TeltonikaCodec.Record]) {
-            self.batch = batch
-            self.session = session
-            self.records = records
-        }
-
-        /// Only a first attempt goes behind another frame, and only behind first attempts: a
-        /// frame that closed the connection is tried alone.
-        var mayPipeline: Bool {
-            inFlight.allSatisfy { $0.attempt == .first } && (pending.first?.attempt ?? .first) == .first
-        }
-    }
-
-    private struct Frame {
-        var range: Range<Int>
-        var attempt: Attempt
-        var bytes = 0
-        var sentAt = ContinuousClock.now
-    }
-
-    private enum Attempt {
-        /// Its records' first time out.
-        case first
-        /// Once more alone, after a close without an answer.
-        case retry
-        /// Half of a frame that closed the connection unanswered twice: a close halves it again.
-        case split
-    }
-
     func deliver(
         _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
