@@ -60,7 +60,8 @@ package final class FakeTeltonikaServer: Sendable {
     package struct Statistics: Sendable, Equatable {
         package var connections = 0
         /// Bytes received; counted after the bytes of each read have been decoded, so a
-        /// test that sees a count knows every frame in those bytes has been handled.
+        /// test that sees a count knows every frame in those bytes has been handled (not so with
+        /// `readsAhead`: what it reads ahead is counted before the frames in it are answered).
         package var bytesReceived = 0
         package var identifications: [Identification] = []
         /// Data frames answered with a count.
