@@ -34,6 +34,8 @@ import Testing
             #expect(oneDecimal(value) == String(format: "%.1f", value), "\(value)")
         }
         #expect(oneDecimal(0.25) == "0.3")
+        // 35,072 bytes: the status page's `toFixed` shows "34.3 KiB", and `georelay status` must too.
+        #expect(oneDecimal(35_072 / 1024) == "34.3")
         #expect(oneDecimal(-0.04) == "0.0")
     }
 

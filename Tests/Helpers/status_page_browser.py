@@ -13,6 +13,7 @@ Exit status: 0 all checks passed, 1 a check failed (each failure on stderr), 77 
 installed or cannot start here (the reason on stderr: the caller decides whether that skips).
 """
 import argparse
+import decimal
 import json
 import os
 import select
@@ -201,7 +202,12 @@ def human_bytes(n):
     while value >= 1024 and unit < len(units) - 1:
         value /= 1024
         unit += 1
-    return f"{n} B" if unit == 0 else f"{value:.1f} {units[unit]}"
+    if unit == 0:
+        return f"{n} B"
+    # Half away from zero, as the relay and the page's toFixed round (34.25 KiB is "34.3 KiB");
+    # Python's own format rounds an exact half to even.
+    tenths = decimal.Decimal(value).quantize(decimal.Decimal("0.1"), rounding=decimal.ROUND_HALF_UP)
+    return f"{tenths} {units[unit]}"
 
 
 def state_family(state):

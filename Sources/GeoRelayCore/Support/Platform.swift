@@ -157,8 +157,8 @@ package final class FileOutput: Sendable {
     }
 }
 
-/// `1.5`: one decimal, rounded half away from zero, as `%.1f` gives it (without the C locale's
-/// formatting, which lives in Foundation).
+/// `1.5`: one decimal, an exact half rounded away from zero as the status page's `toFixed`
+/// rounds it, so the page and `georelay status` agree (`%.1f` rounds it to even: 34.25 to 34.2).
 package func oneDecimal(_ value: Double) -> String {
     guard value.isFinite, abs(value) < 1e15 else { return "\(value)" }
     let tenths = Int((abs(value) * 10).rounded())
