@@ -16,8 +16,29 @@ import GeoRelayCore
 final class ConnectCheck: Sendable {
     private let target: String
     private let timeoutSeconds: Double
+    /// Where what crossed the link is billed: the destination's meter.
     private let meter: WireMeter?
+    /// Each attempt's own count, moved to `meter` unless nothing crossed the link.
+    private let attemptMeter: WireMeter?
     private let queue: DispatchQueue
+
+    /// How an attempt ended.
+    enum Outcome: Sendable, Equatable {
+        case opened
+        /// Refused quicker than any uplink's round trip: by this host or the terminal's router
+        /// while its link is down. Nothing crossed the link, and nothing is billed.
+        case refusedHere
+        /// Timed out, or refused from beyond the link (the server's host up, its port closed).
+        case failed
+    }
+
+    /// Quicker than any uplink's round trip (a low-orbit or cellular link's is 25 ms or more): an
+    /// attempt refused within it never crossed one.
+    static let answeredHere = Duration.milliseconds(10)
+
+    static func outcome(opened: Bool, took: Duration) -> Outcome {
+        opened ? .opened : took < answeredHere ? .refusedHere : .failed
+    }
 
     /// nil when the URL is not one a bare connection can stand for (credentials in it, a scheme
     /// other than http(s), tcp or tls): the probes alone watch the link then.
@@ -30,6 +51,7 @@ final class ConnectCheck: Sendable {
         // (At least 0.1 s: curl reads a 0 ms timeout as its default of 300 s.)
         timeoutSeconds = max(0.1, min(settings.probeConnectSeconds, settings.connectTimeoutSeconds))
         self.meter = meter
+        attemptMeter = meter == nil ? nil : WireMeter()
         queue = DispatchQueue(label: "georelay.connect.\(settings.name)")
     }
 
@@ -47,17 +69,25 @@ final class ConnectCheck: Sendable {
     }
 
     /// Tries once, off the cooperative pool (connecting blocks for up to the timeout).
-    func opens() async -> Bool {
-        let (target, timeout, meter) = (self.target, timeoutSeconds, self.meter)
+    func attempt() async -> Outcome {
+        let (target, timeout, meter, attemptMeter) = (self.target, timeoutSeconds, self.meter, self.attemptMeter)
         return await withCheckedContinuation { continuation in
             queue.async {
-                guard let connection = try? CurlConnection(url: target, connectTimeoutSeconds: timeout, meter: meter)
-                else {
-                    continuation.resume(returning: false)
-                    return
+                let clock = ContinuousClock()
+                let started = clock.now
+                var opened = false
+                // Closed before the outcome is billed: the socket's last counts come at its close.
+                if let connection = try? CurlConnection(
+                    url: target, connectTimeoutSeconds: timeout, meter: attemptMeter)
+                {
+                    opened = (try? connection.connect()) != nil
                 }
-                let opened = (try? connection.connect()) != nil
-                continuation.resume(returning: opened)
+                let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now))
+                if let attemptMeter {
+                    let bytes = attemptMeter.take()
+                    if outcome != .refusedHere { meter?.bill(bytes) }
+                }
+                continuation.resume(returning: outcome)
             }
         }
     }

@@ -150,6 +150,12 @@ package final class DestinationLink: Sendable {
     /// a route, address or link change (an interface up, a modem's route back), until one opens
     /// or `deadline` comes; not opened at once without a `ConnectCheck`. `failed`: the attempts
     /// that did not open before the one that did (or before the deadline).
+    ///
+    /// An attempt refused on this side of the uplink (`ConnectCheck.Outcome.refusedHere`: the
+    /// terminal's router or modem saying its link is down, or this host) cost nothing, so the next
+    /// goes after half a second instead: the link's return is seen within half a second for
+    /// nothing. A refusal from beyond the link (the server's host up, its port closed) cost its
+    /// bytes, and a timeout took its time: the spacing holds.
     /// - Parameter announce: say, after the first attempt fails, how the link's return will be seen.
     private func connectionOpens(
         before deadline: ContinuousClock.Instant, clock: ContinuousClock,
@@ -163,31 +169,41 @@ package final class DestinationLink: Sendable {
         while !Task.isCancelled {
             let attempted = clock.now
             if attempted >= deadline { return (false, failed) }
-            if await connectCheck.opens() {
+            let outcome = await connectCheck.attempt()
+            if outcome == .opened {
                 if failed == 0 { logger.info("a connection to the destination opened: probing now") }
                 return (true, failed)
             }
             failed += 1
+            let spacing = Self.spacing(after: outcome, every: every)
             if failed == 1, announce {
+                let local =
+                    spacing < every ? " (every \(Self.phrase(spacing)) while this side of the uplink refuses)" : ""
                 logger.info(
-                    "no connection to the destination: trying every \(Self.phrase(every))\(changes == nil ? "" : " and when the network changes")"
+                    "no connection to the destination: trying every \(Self.phrase(every))\(local)\(changes == nil ? "" : " and when the network changes")"
                 )
             }
             if let changes {
                 // Until the next attempt or the probe, whichever comes first; a wake that came while
                 // the attempt ran is taken now (the change may be what let it fail).
-                await changes.wait(timeout: clock.now.duration(to: min(attempted + every, deadline)))
+                await changes.wait(timeout: clock.now.duration(to: min(attempted + spacing, deadline)))
                 // Half a second between attempts however the kernel chatters (a flapping modem).
                 try? await Task.sleep(until: min(attempted + Self.quickestAttempts, deadline), clock: clock)
             } else {
-                if attempted + every >= deadline { return (false, failed) }
-                try? await Task.sleep(until: attempted + every, clock: clock)
+                if attempted + spacing >= deadline { return (false, failed) }
+                try? await Task.sleep(until: attempted + spacing, clock: clock)
             }
         }
         return (false, failed)
     }
 
     static let quickestAttempts = Duration.milliseconds(500)
+
+    /// The wait from one failed attempt to the next: `quickestAttempts` after a refusal from this
+    /// side of the uplink (free), else `every`.
+    static func spacing(after outcome: ConnectCheck.Outcome, every: Duration) -> Duration {
+        outcome == .refusedHere ? min(every, quickestAttempts) : every
+    }
 
     /// "2 s", or "500 ms" for a part of a second: from the Duration's own integers, no Double.
     private static func phrase(_ interval: Duration) -> String {

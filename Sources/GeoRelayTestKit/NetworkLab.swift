@@ -96,6 +96,15 @@ package final class NetworkLab: @unchecked Sendable {
         try Self.ip(["-n", relaySide, "route", "del", "\(serverAddress)/32"])
     }
 
+    /// Sends the relay side's traffic to the server to a gateway on uplink 0 that nothing answers
+    /// for, as a modem whose link is down keeps its route and drops what reaches it: connections
+    /// fail only after the kernel gives up finding the gateway (about 3 s), not at once.
+    package func routeNowhere() throws {
+        try Self.ip([
+            "-n", relaySide, "route", "replace", "\(serverAddress)/32", "via", "10.200.0.99", "dev", Self.uplinks[0],
+        ])
+    }
+
     /// Caps uplink `index` at `bitsPerSecond` each way (a token bucket on both ends of its veth
     /// pair), as a narrowband satellite modem caps it. Only the rate: this kernel may have no
     /// `netem` to add delay, and what a budget counts is bytes, not time.

@@ -82,6 +82,74 @@ import Testing
         }
     }
 
+    /// Attempts and probes a minute apart, and the link refused on this host (as a terminal's
+    /// router refuses while its link is down): nothing crossed an uplink, so attempts go every half
+    /// second and the link's return is seen within one, not at the next attempt a minute on.
+    @Test func aRefusalFromThisSideOfTheUplinkIsTriedAgainEveryHalfSecond() async throws {
+        try await withBrokenLink(.refuse, connectSeconds: 60, connectTimeoutSeconds: 1) { f, proxy, server in
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !f.log.messages.contains(where: { $0.contains("while this side of the uplink refuses") }),
+                ContinuousClock.now < deadline
+            {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(
+                f.log.messages.contains {
+                    $0.contains("trying every 60 s (every 500 ms while this side of the uplink refuses)")
+                },
+                "the log says how the return will be seen:\n\(f.log.tail())")
+            let back = ContinuousClock.now
+            proxy.setMode(.pass)
+            #expect(
+                await server.waitUntil(timeout: .seconds(20)) { $0.count >= 4 },
+                "delivered after the link came back\n\(f.log.tail())")
+            let took = back.duration(to: .now)
+            #expect(
+                took < .seconds(10), "delivered \(took) after the link came back: attempts were not every half second")
+        }
+    }
+
+    /// Only a refusal quicker than any uplink's round trip was free; one that took longer crossed the
+    /// link and keeps the configured spacing, as does a timeout.
+    @Test(arguments: [
+        (false, Duration.milliseconds(0), ConnectCheck.Outcome.refusedHere),
+        (false, .microseconds(9_999), .refusedHere),
+        (false, .milliseconds(10), .failed),
+        (false, .milliseconds(600), .failed),
+        (false, .seconds(2), .failed),
+        (true, .microseconds(100), .opened),
+        (true, .seconds(1), .opened),
+    ])
+    func anAttemptRefusedQuickerThanAnyUplinksRoundTripWasRefusedHere(
+        opened: Bool, took: Duration, outcome: ConnectCheck.Outcome
+    ) {
+        #expect(ConnectCheck.outcome(opened: opened, took: took) == outcome)
+    }
+
+    @Test func attemptsAfterARefusalHereAreHalfASecondApart() {
+        #expect(DestinationLink.spacing(after: .refusedHere, every: .seconds(2)) == .milliseconds(500))
+        #expect(DestinationLink.spacing(after: .refusedHere, every: .milliseconds(200)) == .milliseconds(200))
+        #expect(DestinationLink.spacing(after: .failed, every: .seconds(2)) == .seconds(2))
+    }
+
+    /// What an attempt costs where a plan bills it: a refusal here nothing, a connection that opens
+    /// its handshake and teardown, billed to the destination's meter.
+    @Test func onlyWhatCrossedTheLinkIsBilled() async throws {
+        let meter = WireMeter()
+        let listener = try TestTCPListener(name: "connect-check") { _, _ in }
+        defer { listener.stop() }
+        var settings = Configuration.DestinationSettings()
+        settings.url = "http://127.0.0.1:\(listener.port)/"
+        settings.probeConnectSeconds = 2
+        let check = try #require(ConnectCheck(settings: settings, meter: meter))
+        #expect(await check.attempt() == .opened)
+        let opened = meter.take()
+        #expect(opened >= 3 * 52, "a handshake is three segments: billed \(opened) B")
+        listener.stop()
+        #expect(await check.attempt() == .refusedHere)
+        #expect(meter.take() == 0, "a refusal on this host crossed no link")
+    }
+
     /// A path that accepts connections and never answers (a middlebox): the first connection
     /// brings one probe forward; then the probes' own spacing holds.
     @Test func aPathThatTakesConnectionsButNeverAnswersIsNotProbedMoreForIt() async throws {

@@ -107,7 +107,9 @@ import Testing
 
     /// The link's return heard from the kernel: with connection attempts two minutes apart and
     /// probes as far, the route coming back brings an attempt at once, and delivery resumes long
-    /// before either was due.
+    /// before either was due. While it was away the route led to a gateway nothing answers for,
+    /// so attempts failed slowly (a quick refusal would have brought attempts every half second
+    /// without the kernel's word: `aRouteTakenAwayIsTriedEveryHalfSecond`).
     @Test func aRouteComingBackIsTriedAtOnce() async throws {
         guard let lab = try NetworkLab.orSkip("the link's return heard from the kernel") else { return }
         // A new connection per request: one to an unreachable server fails at once.
@@ -124,7 +126,7 @@ import Testing
         try client.write(line("boat", 0))
         #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await server.waitUntil { $0.count >= 1 }, "the first position, before the route goes")
-        try lab.removeRoute()
+        try lab.routeNowhere()
         try client.write(line("boat", 1))
         #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
         // The first attempt has failed: the next is two minutes away, unless the kernel's word brings it.
@@ -136,6 +138,36 @@ import Testing
             "delivered within 30 s of the route's return (attempts and probes were two minutes apart): \(relay.stderrText().suffix(800))"
         )
         #expect(relay.stderrText().contains("a connection to the destination opened"))
+        #expect(relay.signal(SIGTERM))
+    }
+
+    /// The route taken away: each attempt is refused on this side of the uplink (unreachable, at
+    /// once), crossing nothing, and the log says attempts go every half second while it is.
+    @Test func aRouteTakenAwayIsTriedEveryHalfSecond() async throws {
+        guard let lab = try NetworkLab.orSkip("attempts refused on this side of the uplink") else { return }
+        let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
+        defer { server.http.stop() }
+        let world = try RelayWorld()
+        try world.writeConfig(
+            traccarURL: "http://\(lab.serverAddress):\(server.http.port)",
+            link: "backoff: { minSeconds: 120, maxSeconds: 600 }, probe: { intervalSeconds: 300, connectSeconds: 120 }")
+        let relay = try RelayProcess(
+            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
+        world.relay = relay
+        let client = try world.client()
+        try client.write(line("boat", 0))
+        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
+        #expect(await server.waitUntil { $0.count >= 1 }, "the first position, before the route goes")
+        try lab.removeRoute()
+        try client.write(line("boat", 1))
+        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
+        try await Self.waitForLog(
+            "no connection to the destination: trying every 120 s (every 500 ms while this side of the uplink refuses)",
+            relay)
+        try lab.route(via: 0)
+        #expect(
+            await server.waitUntil(timeout: .seconds(30)) { $0.count >= 2 },
+            "delivered within 30 s of the route's return: \(relay.stderrText().suffix(800))")
         #expect(relay.signal(SIGTERM))
     }
 

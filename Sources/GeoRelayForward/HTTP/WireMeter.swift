@@ -15,7 +15,8 @@ import Synchronization
 /// (`sampleLive`) and as each socket closes. Each segment is billed its IPv4 and TCP headers
 /// with the timestamp option Linux sends (52 bytes; 72 over IPv6), so handshakes, bare ACKs and
 /// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
-/// link, and about 6× short with a connection per request.
+/// link, and about 6× short with a connection per request. A connection attempt refused on this
+/// side of the uplink crossed nothing and is not billed (`ConnectCheck` measures it apart).
 ///
 /// A name lookup (UDP, made inside libcurl's resolver, which caches each name for a minute) is
 /// billed when curl starts one, as `LookupBill` estimates it; where the system resolver answers
@@ -93,8 +94,9 @@ package final class WireMeter: Sendable {
         state.live[fd] = now
     }
 
-    /// Bills a name lookup curl started.
-    fileprivate func resolving(_ bytes: Int) {
+    /// Bills bytes counted elsewhere: a name lookup curl started, or what another meter measured
+    /// and found to have crossed the link (`ConnectCheck`).
+    func bill(_ bytes: Int) {
         guard bytes > 0 else { return }
         state.withLock { state in
             state.pending &+= UInt64(bytes)
@@ -132,7 +134,7 @@ package final class WireMeter: Sendable {
         try check(
             georelay_curl_setopt_resolver_start_function(handle) { _, _, user in
                 let lookups = Unmanaged<LookupBill>.fromOpaque(user!).takeUnretainedValue()
-                lookups.meter.resolving(lookups.bytes)
+                lookups.meter.bill(lookups.bytes)
                 return 0
             })
         try check(
