@@ -6,21 +6,28 @@ import GeoRelayTestTraits
 import Glibc
 import Testing
 
-/// A free TCP port on loopback (bound and released; the relay binds it next).
+/// A free TCP port on loopback for the relay to listen on, from below the kernel's ephemeral
+/// range (`ip_local_port_range`, 32768 and up here): a port bound and released from that range
+/// could be handed to any outgoing connection (a connection attempt every half second while a
+/// link is down, in tests running beside this one) before the relay binds it, and the relay's
+/// start then fails with "address already in use". Ports below it are only ever taken by name.
 func freePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    for _ in 0..<1000 {
+        let port = Int.random(in: 20_000..<32_768)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if bound == 0 { return port }
     }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
+    fatalError("no free port on loopback between 20000 and 32767")
 }
 
 @Suite(.offThePool) struct PhoneListenerTests {
