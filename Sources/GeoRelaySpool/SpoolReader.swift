@@ -21,6 +21,17 @@ package final class SpoolReader {
         return try SpoolError.wrapping(body)
     }
 
+    /// Runs `body` in one read transaction: every read in it sees the same commit, however
+    /// many statements it takes and whatever the writer commits meanwhile.
+    package func snapshot<T>(_ body: (SpoolReader) throws(SpoolError) -> T) throws(SpoolError) -> T {
+        try wrap { try db.execute("BEGIN") }
+        defer {
+            db.resetStatements()
+            try? db.execute("COMMIT")
+        }
+        return try body(self)
+    }
+
     /// The highest seq ever stored (0 for an empty spool).
     package func newestSeq() throws(SpoolError) -> Int64 {
         try wrap {

@@ -153,9 +153,15 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         let cursors = (1...100).map {
             DeviceCursor(deviceID: Int64($0), device: "d\($0)", ackedSeq: 0, lastSeq: 1, parkedUntilMs: nil)
         }
-        #expect(TraccarForwarder.inTurn(cursors, after: 0).map(\.deviceID) == Array(1...64))
-        #expect(TraccarForwarder.inTurn(cursors, after: 64).map(\.deviceID) == Array(65...100) + Array(1...28))
-        #expect(TraccarForwarder.inTurn(cursors, after: 100).map(\.deviceID) == Array(1...64))
+        #expect(
+            RoundPlanner.inTurn(cursors, after: 0, count: TraccarForwarder.devicesPerRound).map(\.deviceID)
+                == Array(1...64))
+        #expect(
+            RoundPlanner.inTurn(cursors, after: 64, count: TraccarForwarder.devicesPerRound).map(\.deviceID) == Array(
+                65...100) + Array(1...28))
+        #expect(
+            RoundPlanner.inTurn(cursors, after: 100, count: TraccarForwarder.devicesPerRound).map(\.deviceID)
+                == Array(1...64))
     }
 
     /// Both engines: one request at a time (libcurl) and pipelined.

@@ -28,15 +28,16 @@ struct BacklogRead {
     /// - Parameters:
     ///   - batch: the positions a batch holds.
     ///   - bound: the most positions read in all, whatever the filter keeps.
+    ///   - traccarAttributes: plan with `motion` and `archive` as Traccar reads them.
     init(
-        reader: SpoolReader, cursors: [DeviceCursor], ledger initial: DeliveryLedger,
+        source: some PendingSource, cursors: [DeviceCursor], ledger initial: DeliveryLedger,
         settled initialSettled: DeliveryUpdate,
-        filter: LocationFilter, alreadySent: Set<Int64>, batch: Int, bound: Int
+        filter: LocationFilter, alreadySent: Set<Int64>, batch: Int, bound: Int, traccarAttributes: Bool = false
     ) throws(SpoolError) {
         var limit = max(Self.leastRead, batch / max(1, cursors.count))
         var chunks: [(positions: [StoredPosition], full: Bool)] = []
         for cursor in cursors {
-            let positions = try reader.positions(
+            let positions = try source.positions(
                 deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: limit)
             chunks.append((positions, positions.count >= limit))
         }
@@ -49,7 +50,8 @@ struct BacklogRead {
             var candidates: [Delivery] = []
             for chunk in chunks {
                 candidates += ledger.plan(
-                    chunk.positions, filter: filter, alreadySent: alreadySent, traccarAttributes: false, into: &settled)
+                    chunk.positions, filter: filter, alreadySent: alreadySent, traccarAttributes: traccarAttributes,
+                    into: &settled)
             }
             let cut = chunks.indices.filter { chunks[$0].full }
             guard candidates.count < batch, !cut.isEmpty, read < bound else {
@@ -67,7 +69,7 @@ struct BacklogRead {
                 // A chunk cut at its limit holds positions; chunks are in the cursors' order.
                 guard let last = chunks[index].positions.last else { continue }
                 let cursor = cursors[index]
-                let more = try reader.positions(
+                let more = try source.positions(
                     deviceID: cursor.deviceID, device: cursor.device, after: last.seq, limit: limit)
                 chunks[index].positions += more
                 chunks[index].full = more.count >= limit

@@ -240,84 +240,46 @@ package final class PushForwarder: DestinationForwarder {
         var planner: CompressionPlanner
     }
 
-    /// The next batch: alarms this destination has not had, ahead of everything;
-    /// otherwise the oldest pending positions the filter keeps, across devices,
-    /// each device's part a prefix of its own backlog. Under a `restriction` (a spent uplink
-    /// budget): the alarms, else each device's newest position when its still-alive minimum is
-    /// due, sent at once; never the backlog or a replay.
+    /// The next batch, of the round `RoundPlanner` plans from one read of the spool: what goes
+    /// ahead of the backlog (or a replay) as a batch of its own; a backlog as the oldest pending
+    /// positions the filter keeps across devices, each device's part a prefix of its own
+    /// backlog, closed by count or bytes.
     private func nextBatch(
         ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
         currentAhead: Bool
     ) async throws -> ([Item], Bool, DeliveryUpdate) {
-        let name = settings.name
-        let (wire, maxBytes, filter, allowance) = (self.wire, push.batchMaxBytes, self.filter, alarmAllowance)
+        let planner = RoundPlanner(
+            destination: settings.name, filter: filter, traccarAttributes: false, restriction: restriction,
+            allowance: alarmAllowance, currentAhead: currentAhead, maxPositions: maxPositions,
+            readBound: TraccarForwarder.positionsPerRound, parkSeconds: settings.parkSeconds, nowMs: WallClock.nowMs())
+        let (wire, maxBytes) = (self.wire, push.batchMaxBytes)
         return try await reader.run { reader in
-            var ledger = initial
-            var settled = DeliveryUpdate(destination: name)
-            /// Positions that go ahead of the backlog: a batch of their own, sent at once.
-            func ahead(_ deliveries: [Delivery]) -> ([Item], Bool, DeliveryUpdate) {
-                (
-                    deliveries.prefix(maxPositions).map {
-                        Item(delivery: $0, point: wire.encodePoint($0.stored.position))
-                    }, true, settled
-                )
+            let plan = try reader.snapshot { reader throws(SpoolError) in
+                try planner.plan(ledger: initial, source: reader)
             }
-            // The devices first: the alarms, read after, then see every position these do (each
-            // statement reads its own snapshot; the other order could find an alarm's device
-            // pending but not the alarm, and send it in its turn instead of ahead).
-            let cursors = try reader.pendingDevices(destination: name).compactMap(ledger.pending)
-            let alarms = ledger.alarms(try reader.pendingAlarms(destination: name))
-            if let restriction {
-                // Over a restricted uplink, at most so many alarms a device an hour; the rest wait as history.
-                let allowed = allowance.take(alarms.ahead, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
-                if !allowed.isEmpty { return ahead(allowed) }
-            } else if !alarms.ahead.isEmpty {
-                return ahead(alarms.ahead)
+            func item(_ delivery: Delivery) -> Item {
+                Item(delivery: delivery, point: wire.encodePoint(delivery.stored.position))
             }
-            if let restriction {
-                return ahead(
-                    ledger.stillAlive(
-                        try reader.newest(of: cursors), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
-            }
-            // Each backlog as far as the batch needs (a few dozen positions of each of forty, or
-            // thousands of a lone device's behind the filter), at most a round's worth in all.
-            let backlogs = try BacklogRead(
-                reader: reader, cursors: cursors, ledger: ledger, settled: settled, filter: filter,
-                alreadySent: alarms.sent, batch: maxPositions, bound: TraccarForwarder.positionsPerRound)
-            // Devices behind (a backlog after an outage, or history already): each one's newest
-            // first, as a batch of its own, ahead of every device's history. (Judged against the
-            // ledger before the plan moved the filter's memory past what it skips.)
-            let backfilling =
-                currentAhead ? Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent)) : []
-            if !backfilling.isEmpty {
-                let live = ledger.currentAhead(
-                    try reader.newest(of: cursors.filter { backfilling.contains($0.deviceID) }), sent: alarms.sent,
-                    filter: filter)
-                if !live.isEmpty { return ahead(live) }
-            }
-            ledger = backlogs.ledger
-            settled = backlogs.settled
-            var candidates = backlogs.candidates
-            if candidates.isEmpty, settled.isEmpty {
-                // Nothing live waits: history queued by `georelay replay` goes now, as a batch of its own.
-                let replays = try reader.replayQueue(destination: name, limit: maxPositions).map { stored in
-                    Item(delivery: .replay(stored), point: wire.encodePoint(stored.position))
+            switch plan.kind {
+            case nil:
+                return ([], false, plan.settled)
+            case .alarms?, .stillAlive?, .current?, .replay?:
+                // Ahead of the backlog, or history: a batch of its own, sent at once.
+                return (plan.deliveries.map(item), true, plan.settled)
+            case .backlog?:
+                // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
+                var items: [Item] = []
+                var bytes = 2
+                for delivery in plan.deliveries.sorted(by: { $0.stored.seq < $1.stored.seq }) {
+                    let next = item(delivery)
+                    if items.count == maxPositions || (!items.isEmpty && bytes + next.point.count + 1 > maxBytes) {
+                        return (items, true, plan.settled)
+                    }
+                    items.append(next)
+                    bytes += next.point.count + 1
                 }
-                if !replays.isEmpty { return (replays, true, settled) }
+                return (items, items.count >= maxPositions || plan.more, plan.settled)
             }
-            // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
-            candidates.sort { $0.stored.seq < $1.stored.seq }
-            var items: [Item] = []
-            var bytes = 2
-            for delivery in candidates {
-                let item = Item(delivery: delivery, point: wire.encodePoint(delivery.stored.position))
-                if items.count == maxPositions || (!items.isEmpty && bytes + item.point.count + 1 > maxBytes) {
-                    return (items, true, settled)
-                }
-                items.append(item)
-                bytes += item.point.count + 1
-            }
-            return (items, items.count >= maxPositions || backlogs.more, settled)
         }
     }
 

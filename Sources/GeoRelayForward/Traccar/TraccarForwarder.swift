@@ -7,15 +7,13 @@ import Glibc
 /// `protocol: "teltonika"`): per device oldest first, except that a device behind has its
 /// newest sent ahead of its backlog (`DeliveryLedger.behind`).
 ///
-/// Each round reads which devices have positions this destination has not
-/// settled, then works through up to `concurrency` devices at once, each
-/// strictly in order (`OsmAndEngine`, `PipelinedOsmAndEngine` or `TeltonikaEngine`,
-/// which only the wire tells apart); the `DeliveryLedger` says what each
-/// answer settles, and its updates go to the spool without waiting for the
-/// commit: a crash can only cause a resend of what was in flight. Four modes,
-/// one file each: the buffered backlog (here), alarms ahead of it
-/// (`+AlarmsFirst`), history queued by `georelay replay` (`+Replay`), and
-/// real-time only with the buffer off (`+RealTime`). When the destination is
+/// Each round is what `RoundPlanner` plans from the ledger and one read of the spool (alarms,
+/// still-alive positions under a spent budget, current positions, the backlog, replays), sent a
+/// batch per device, up to `concurrency` devices at once, each strictly in order (`OsmAndEngine`,
+/// `PipelinedOsmAndEngine` or `TeltonikaEngine`, which only the wire tells apart); the
+/// `DeliveryLedger` says what each answer settles, and its updates go to the spool without
+/// waiting for the commit: a crash can only cause a resend of what was in flight. With the
+/// buffer off, real-time only (`+RealTime`). When the destination is
 /// unavailable the forwarder backs off (`DestinationLink`: probes while nothing
 /// answers, a small trial when no probe proves the server) and
 /// resumes at full speed once the server answers. Each destination has its own
@@ -136,6 +134,9 @@ package final class TraccarForwarder: DestinationForwarder {
         var route = gate?.routeGeneration(for: name) ?? 0
         /// How long the last round of current positions took (`liveEdgeInterval`).
         var aheadRound: Duration = .zero
+        /// After a round of current positions, the next is history: with live fixes arriving faster
+        /// than rounds, current positions at every turn would starve the backfill.
+        var historyNext = false
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             // The route moved (the gate woke this loop and a round in progress ended with its
@@ -146,74 +147,64 @@ package final class TraccarForwarder: DestinationForwarder {
                 await link.forgetConnections()
                 logger.info("the route moved: new connections from here on")
             }
-            let cursors: [DeviceCursor]
-            let alarms: (unsent: [StoredPosition], sent: Set<Int64>)
+            // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
+            let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
+            let restriction = gate?.restriction(for: name)
+            if let restriction {
+                // The uplink's budget is spent: alarms and still-alive positions only, no replays.
+                budget.restricted(restriction, link: link, logger: logger)
+            } else {
+                budget.lifted(link: link, logger: logger)
+            }
+            let planner = RoundPlanner(
+                destination: name, filter: filter, traccarAttributes: true, restriction: restriction,
+                allowance: alarmAllowance, currentAhead: !historyNext, maxPositions: fitting,
+                readBound: Self.positionsPerRound,
+                devicesPerTurn: Self.devicesPerRound, turnAfter: rotation, parkSeconds: settings.parkSeconds,
+                nowMs: nowMs)
+            let plan: RoundPlanner.Plan
             do {
-                (cursors, alarms) = try await reader.run { reader in
-                    (try reader.pendingDevices(destination: name), try reader.pendingAlarms(destination: name))
+                plan = try await reader.run { [ledger] reader in
+                    try reader.snapshot { reader throws(SpoolError) in try planner.plan(ledger: ledger, source: reader)
+                    }
                 }
             } catch {
                 logger.error("cannot read the spool: \(error)")
                 try? await Task.sleep(for: .seconds(5))
                 continue
             }
-            var ready: [DeviceCursor] = []
-            var nextUnpark: Int64?
-            for case let cursor? in cursors.map(ledger.pending) {
-                // A deadline more than one park period ahead means the wall clock went back
-                // (NTP catching up after a cold start): the device is tried now rather than
-                // sitting parked for however far the clock jumped.
-                if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs + Int64(settings.parkSeconds * 1000)
-                {
-                    nextUnpark = min(nextUnpark ?? .max, until)
-                    continue
-                }
-                ready.append(cursor)
-            }
-            // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
-            // A trial is one position for each device ready: their current positions, ahead of
-            // any history.
-            let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
-            let maxPositions = trial ? DestinationLink.trialPositions(devices: ready.count, fitting: fitting) : fitting
+            ledger = plan.ledger
+            spool.record(plan.settled)
+            // A trial is one position for each device ready: their current positions, ahead of any history.
+            let maxPositions =
+                trial ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
+            historyNext = plan.kind == .current
             let results: [DeviceResult]
-            let alarmsAhead = ledger.alarms(alarms)
-            let readyAlarms = alarmsAhead.ahead.filter { alarm in ready.contains { $0.deviceID == alarm.deviceID } }
-            if let restriction = gate?.restriction(for: name) {
-                // The uplink's budget is spent: alarms and still-alive positions only, no replays.
-                budget.restricted(restriction, link: link, logger: logger)
-                guard
-                    let sent = await restrictedRound(
-                        restriction, ready: ready, readyAlarms: readyAlarms, sentAhead: alarmsAhead.sent,
-                        ledger: &ledger, maxPositions: maxPositions)
-                else {
-                    await wake.wait(timeout: .seconds(30))
-                    continue
-                }
-                results = sent
-                if sent.contains(where: { $0.delivered > 0 }) { budget.delivered() }
-            } else if ready.isEmpty {
-                budget.lifted(link: link, logger: logger)
-                // Nothing live waits: history queued by `georelay replay` goes now.
-                if let replayed = await replayRound(ledger: &ledger, maxPositions: maxPositions), !replayed.isEmpty {
-                    results = replayed
-                } else {
-                    // A replay queued by another process is noticed within half a minute.
-                    let untilUnpark = nextUnpark.map { Duration.milliseconds(max(1, $0 - nowMs)) }
-                    await wake.wait(timeout: min(untilUnpark ?? .seconds(30), .seconds(30)))
-                    continue
-                }
-            } else {
-                budget.lifted(link: link, logger: logger)
-                if !readyAlarms.isEmpty {
-                    results = await sendAlarmsFirst(
-                        readyAlarms, cursors: ready, ledger: &ledger, maxPositions: maxPositions)
-                } else {
-                    let turn = Self.inTurn(ready, after: rotation)
-                    rotation = turn.last?.deviceID ?? 0
-                    results = await deliverRound(
-                        turn, ledger: &ledger, sentAhead: alarmsAhead.sent, alarms: alarmWake,
-                        positions: positionWake, aheadRound: &aheadRound, maxPositions: maxPositions)
-                }
+            switch plan.kind {
+            case nil:
+                // Positions the filter skipped were settled: plan again at once.
+                if !plan.settled.isEmpty { continue }
+                // A replay queued by another process is noticed within half a minute.
+                let untilUnpark = plan.nextUnparkMs.map { Duration.milliseconds(max(1, $0 - nowMs)) }
+                await wake.wait(timeout: min(untilUnpark ?? .seconds(30), .seconds(30)))
+                continue
+            case .alarms?, .stillAlive?, .current?:
+                let started = ContinuousClock.now
+                results = await send(
+                    Self.batches(plan.deliveries, cursors: plan.ready), mode: .buffered, ledger: &ledger,
+                    maxPositions: maxPositions)
+                if plan.kind == .current { aheadRound = ContinuousClock.now - started }
+                if restriction != nil, results.contains(where: { $0.delivered > 0 }) { budget.delivered() }
+            case .replay?:
+                results = await send(
+                    Self.replayBatches(plan.deliveries), mode: .buffered, ledger: &ledger,
+                    maxPositions: maxPositions)
+            case .backlog?:
+                rotation = plan.lastInTurn ?? rotation
+                results = await send(
+                    backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger, alarms: alarmWake,
+                    liveEdge: plan.backfilling ? positionWake : nil,
+                    liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions)
             }
             if Task.isCancelled { break }
             if let failure = results.lazy.compactMap(\.unavailable).first,
@@ -223,6 +214,8 @@ package final class TraccarForwarder: DestinationForwarder {
                     await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
                     == .trial
                 state = .probing
+                // The current positions did not get through: they go first again.
+                historyNext = false
                 continue
             }
             // The server answered the round (a trial's position included): full rounds from here.
@@ -250,92 +243,46 @@ package final class TraccarForwarder: DestinationForwarder {
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
     static let drainBatch = 8
 
-    /// Up to `devicesPerRound` devices (in id order), starting after the device `after`, wrapping round.
-    static func inTurn(_ ready: [DeviceCursor], after: Int64) -> [DeviceCursor] {
-        let split = ready.firstIndex { $0.deviceID > after } ?? ready.endIndex
-        return Array((ready[split...] + ready[..<split]).prefix(devicesPerRound))
+    /// Positions that go ahead of their backlogs (alarms, still-alive positions, current
+    /// positions), a batch per device.
+    ///
+    /// Traccar computes distance and engine hours against a device's latest position, so a
+    /// position sent ahead of older ones makes them history to the server: the ledger marks the
+    /// backlog that follows `archive=true` (the key Traccar's own decoders use for positions a
+    /// device stored while it could not send) and skips the position's own place in it. The
+    /// alternative, holding an alarm behind hours of backlog on a slow uplink, would defeat it.
+    static func batches(_ deliveries: [Delivery], cursors: [DeviceCursor]) -> [DeviceBatch] {
+        DeliveryLedger.byDevice(deliveries).compactMap { deliveries in
+            cursors.first { $0.deviceID == deliveries[0].deviceID }.map {
+                DeviceBatch(cursor: $0, deliveries: deliveries)
+            }
+        }
     }
 
-    /// Reads each device's next chunk, runs the filter over it and sends what it keeps.
-    /// - Parameters:
-    ///   - positions: signalled when new positions are stored: a round carrying a backfill ends at
-    ///     the first of them `liveEdgeInterval` or more after it began, so a live fix waits for at
-    ///     most about that, not for a round of history (10 s at 256 kbit/s).
-    ///   - aheadRound: how long the last round of current positions took, kept between rounds.
-    private func deliverRound(
-        _ devices: [DeviceCursor], ledger: inout DeliveryLedger, sentAhead: Set<Int64>,
-        alarms: WakeSignal, positions: WakeSignal? = nil, aheadRound: inout Duration,
-        maxPositions initialMax: Int
-    ) async -> [DeviceResult] {
-        var maxPositions = initialMax
-        let chunk = max(32, Self.positionsPerRound / max(1, devices.count))
-        let read: [(DeviceCursor, [StoredPosition])]
-        do {
-            read = try await reader.run { reader in
-                try devices.map { cursor in
-                    (
-                        cursor,
-                        try reader.positions(
-                            deviceID: cursor.deviceID, device: cursor.device, after: cursor.ackedSeq, limit: chunk)
-                    )
-                }
-            }
-        } catch {
-            logger.error("cannot read positions: \(error)")
-            return []
+    /// History queued by `georelay replay`, a batch per device: no cursor moves.
+    static func replayBatches(_ deliveries: [Delivery]) -> [DeviceBatch] {
+        DeliveryLedger.byDevice(deliveries).map { deliveries in
+            let first = deliveries[0]
+            return DeviceBatch(
+                cursor: DeviceCursor(
+                    deviceID: first.deviceID, device: first.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil),
+                deliveries: deliveries)
         }
-        // A device behind (a backlog after an outage, or history already) is a backfill: every such
-        // device's newest goes first, in a round of its own, so the server shows where each unit is
-        // now before any device's history, which then fills in oldest first.
-        var live: [DeviceResult] = []
-        let backfilling = Set(
-            ledger.behind(read.map { ($0.1, $0.1.count >= chunk) }, filter: filter, alreadySent: sentAhead))
-        if !backfilling.isEmpty {
-            do {
-                let newest = try await reader.run {
-                    try $0.newest(of: devices.filter { backfilling.contains($0.deviceID) })
-                }
-                let ahead = ledger.currentAhead(newest, sent: sentAhead, filter: filter)
-                if !ahead.isEmpty {
-                    let started = ContinuousClock.now
-                    live = await sendAlarmsFirst(ahead, cursors: devices, ledger: &ledger, maxPositions: maxPositions)
-                    if live.contains(where: { $0.unavailable != nil }) { return live }
-                    aheadRound = ContinuousClock.now - started
-                    // Under a budget's remainder (or a trial of one) the history gets what is left:
-                    // a round of current positions alone at every turn would starve it.
-                    if maxPositions < Int.max {
-                        maxPositions -= min(maxPositions, ahead.count)
-                        if maxPositions == 0 { return live }
-                    }
-                }
-            } catch {
-                logger.error("cannot read positions: \(error)")
-            }
-        }
-        var batches: [DeviceBatch] = []
-        var skipped = DeliveryUpdate(destination: settings.name)
-        // A pipelined window goes out before its first answer: a device not known to the server yet
-        // gets a small one (`DeliveryLedger.window`), so a device nobody registered costs a few
-        // requests a park period, not a window. One request at a time and Teltonika (whose
-        // identification is answered before any frame) need no bound.
+    }
+
+    /// Each device's part of a backlog round. A pipelined window goes out before its first
+    /// answer: a device not known to the server yet gets a small one (`DeliveryLedger.window`),
+    /// so a device nobody registered costs a few requests a park period, not a window. One request
+    /// at a time and Teltonika (whose identification is answered before any frame) need no bound.
+    private func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger) -> [DeviceBatch] {
         let pipelined = settings.traccarProtocol == .osmand && settings.pipeline > 1 && settings.buffer
-        let nowMs = WallClock.nowMs()
-        for (cursor, positions) in read {
-            // Parked by its current position's answer (the server does not know it): no history now.
-            if ledger.isParked(cursor.deviceID, nowMs: nowMs) { continue }
-            var deliveries = ledger.plan(
-                positions, filter: filter, alreadySent: sentAhead, traccarAttributes: true, into: &skipped)
-            if pipelined, let window = ledger.window(for: cursor.deviceID), deliveries.count > window {
-                deliveries.removeSubrange(window...)
+        return Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
+            var batch = batch
+            if pipelined, let window = ledger.window(for: batch.cursor.deviceID), batch.deliveries.count > window {
+                batch.deliveries.removeSubrange(window...)
             }
-            if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
+            return batch
         }
-        spool.record(skipped)
-        let liveEdge = backfilling.isEmpty ? nil : positions
-        return live
-            + (await send(
-                batches, mode: .buffered, ledger: &ledger, alarms: alarms, liveEdge: liveEdge,
-                liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions))
     }
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends

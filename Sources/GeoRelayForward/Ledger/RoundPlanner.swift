@@ -1,0 +1,167 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// Where a round's positions come from: the spool (`SpoolReader`, inside one read transaction,
+/// so every statement sees the same commit), or a table in the planner's tests.
+protocol PendingSource {
+    func pendingDevices(destination: String) throws(SpoolError) -> [DeviceCursor]
+    func pendingAlarms(destination: String) throws(SpoolError) -> (unsent: [StoredPosition], sent: Set<Int64>)
+    func newest(of cursors: [DeviceCursor]) throws(SpoolError) -> [StoredPosition]
+    func positions(deviceID: Int64, device: String, after seq: Int64, limit: Int) throws(SpoolError)
+        -> [StoredPosition]
+    func replayQueue(destination: String, limit: Int) throws(SpoolError) -> [StoredPosition]
+}
+
+extension SpoolReader: PendingSource {}
+
+/// What a destination's next round sends, decided in one place for every transport.
+///
+/// Each round is one of these, the first that has something: alarms not yet sent (under a spent
+/// budget, as many as the allowance leaves); under a spent budget, each device's newest when its
+/// still-alive minimum is due, and nothing more; each device's newest ahead of every device's
+/// history when some device is behind (after an outage, a start-up, a budget freed, a route
+/// moved); the oldest of each backlog the filter keeps; and when no backlog has anything, the
+/// history `georelay replay` queued. The transports only frame what it returns: Traccar a batch
+/// per device, push one batch across devices by size.
+///
+/// It decides from the ledger (what the forwarder has decided and the spool may not show yet:
+/// acknowledgements, filter states, parks, refusals, what went ahead) over what one read of the
+/// spool shows, so what a round sends never depends on when the spool commits.
+struct RoundPlanner {
+    enum Kind: Sendable, Equatable {
+        /// Alarms not yet sent, ahead of their backlogs.
+        case alarms
+        /// A spent budget: each device's newest whose still-alive minimum is due.
+        case stillAlive
+        /// Devices behind: each one's newest, ahead of every device's history.
+        case current
+        /// The oldest of each backlog the filter keeps.
+        case backlog
+        /// History queued by `georelay replay`.
+        case replay
+    }
+
+    struct Plan: Sendable {
+        /// nil: nothing to send this round.
+        var kind: Kind?
+        /// Each device's in spool order (a replay's in fix-time order); devices in turn.
+        var deliveries: [Delivery] = []
+        /// The devices with something to send and not parked, in id order.
+        var ready: [DeviceCursor] = []
+        /// The ledger after planning: the filter's memory past what it skipped, replays listed.
+        var ledger: DeliveryLedger
+        /// Positions the filter skipped before anything to send: settled without sending.
+        var settled: DeliveryUpdate
+        /// A backlog read only in part: more waits behind this round.
+        var more = false
+        /// Some device of the turn is behind: a backlog round gives way to a live fix.
+        var backfilling = false
+        /// The earliest a parked device may go again.
+        var nextUnparkMs: Int64?
+        /// The turn's last device: the next turn starts after it.
+        var lastInTurn: Int64?
+    }
+
+    var destination: String
+    var filter: LocationFilter
+    /// `motion` and `archive` as Traccar reads them (`DevicePlan`).
+    var traccarAttributes: Bool
+    var restriction: UplinkGate.Restriction?
+    var allowance: AlarmAllowance
+    /// Whether devices behind send their newest ahead of the backlog (push turns it off while a
+    /// window gives way to the backlog).
+    var currentAhead = true
+    /// The most positions the round may carry (a budget's remainder, a trial's one a device).
+    var maxPositions = Int.max
+    /// The most positions read of the backlogs in one round, whatever the filter keeps.
+    var readBound = 8192
+    /// Devices a backlog round serves, in turn after `turnAfter`; nil: all of them.
+    var devicesPerTurn: Int?
+    var turnAfter: Int64 = 0
+    /// How long a park lasts: a deadline further ahead means the wall clock went back.
+    var parkSeconds: Double
+    var nowMs: Int64
+
+    func plan(ledger initial: DeliveryLedger, source: some PendingSource) throws(SpoolError) -> Plan {
+        var ledger = initial
+        // The devices first: the alarms, read after, then see every position these do (in a
+        // reader without one transaction, the other order could find an alarm's device pending
+        // but not the alarm, and send it in its turn instead of ahead).
+        let cursors = try source.pendingDevices(destination: destination).compactMap(ledger.pending)
+        let alarms = ledger.alarms(try source.pendingAlarms(destination: destination))
+        var plan = Plan(ledger: ledger, settled: DeliveryUpdate(destination: destination))
+        (plan.ready, plan.nextUnparkMs) = ready(cursors)
+        let readyIDs = Set(plan.ready.map(\.deviceID))
+        let readyAlarms = alarms.ahead.filter { readyIDs.contains($0.deviceID) }
+        func ahead(_ kind: Kind, _ deliveries: [Delivery]) -> Plan {
+            guard !deliveries.isEmpty else { return plan }
+            plan.kind = kind
+            plan.deliveries = Array(deliveries.prefix(maxPositions))
+            return plan
+        }
+
+        if let restriction {
+            // At most so many alarms a device an hour; the rest wait as history.
+            let allowed = allowance.take(readyAlarms, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
+            if !allowed.isEmpty { return ahead(.alarms, allowed) }
+            return ahead(
+                .stillAlive,
+                ledger.stillAlive(
+                    try source.newest(of: plan.ready), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
+        }
+        if !readyAlarms.isEmpty { return ahead(.alarms, readyAlarms) }
+
+        let turn = devicesPerTurn.map { Self.inTurn(plan.ready, after: turnAfter, count: $0) } ?? plan.ready
+        // Each backlog as far as the round needs (a few dozen positions of each of forty, or
+        // thousands of a lone device's behind the filter), at most `readBound` in all.
+        let backlogs = try BacklogRead(
+            source: source, cursors: turn, ledger: ledger, settled: plan.settled, filter: filter,
+            alreadySent: alarms.sent, batch: min(maxPositions, readBound), bound: readBound,
+            traccarAttributes: traccarAttributes)
+        // Judged against the ledger before the plan moved the filter's memory past what it skips.
+        let behind = Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent))
+        plan.backfilling = !behind.isEmpty
+        if currentAhead, !behind.isEmpty {
+            let current = ledger.currentAhead(
+                try source.newest(of: turn.filter { behind.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
+            if !current.isEmpty { return ahead(.current, current) }
+        }
+        ledger = backlogs.ledger
+        plan.settled = backlogs.settled
+        if backlogs.candidates.isEmpty, plan.settled.isEmpty {
+            // Nothing live waits: the replays, which this ledger may have settled since the spool listed them.
+            let replays = ledger.replays(
+                try source.replayQueue(destination: destination, limit: min(maxPositions, readBound)))
+            plan.ledger = ledger
+            return ahead(.replay, replays)
+        }
+        plan.ledger = ledger
+        plan.more = backlogs.more
+        plan.lastInTurn = turn.last?.deviceID
+        return ahead(.backlog, backlogs.candidates)
+    }
+
+    /// The devices not parked, and when the first parked one may go. A deadline more than one
+    /// park period ahead means the wall clock went back (NTP catching up after a cold start): the
+    /// device is tried now rather than sitting parked for however far the clock jumped.
+    private func ready(_ cursors: [DeviceCursor]) -> ([DeviceCursor], Int64?) {
+        let longest = CheckedNumbers.milliseconds(seconds: parkSeconds) ?? 0
+        var ready: [DeviceCursor] = []
+        var nextUnpark: Int64?
+        for cursor in cursors {
+            if let until = cursor.parkedUntilMs, until > nowMs, until <= nowMs.saturatingPlus(longest) {
+                nextUnpark = min(nextUnpark ?? .max, until)
+            } else {
+                ready.append(cursor)
+            }
+        }
+        return (ready, nextUnpark)
+    }
+
+    /// Up to `count` devices (in id order), starting after the device `after`, wrapping round:
+    /// with more devices than a round serves, every device is served in turn.
+    static func inTurn(_ ready: [DeviceCursor], after: Int64, count: Int) -> [DeviceCursor] {
+        let split = ready.firstIndex { $0.deviceID > after } ?? ready.endIndex
+        return Array((ready[split...] + ready[..<split]).prefix(count))
+    }
+}
