@@ -38,6 +38,7 @@ package struct Collector {
         try source.open()
         logger.info("collecting from \(source.name)")
         let relay = try RelayLink(settings: link, logger: logger)
+        relay.start()
         var delay = 0.5
         var refusedHellos = 0
         while true {

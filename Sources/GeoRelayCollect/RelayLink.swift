@@ -69,6 +69,12 @@ package final class RelayLink: @unchecked Sendable {
         self.settings = settings
         self.logger = logger
         wakeup = FileDescriptor(adopting: try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
+    }
+
+    /// Starts the thread that connects, sends and reads the answers: its owner starts it, as
+    /// every part of the relay is started, never its initialiser. Lines sent before it starts
+    /// wait in the buffer.
+    package func start() {
         startThread(named: "georelay-collect-link") { [self] in run() }
     }
 
