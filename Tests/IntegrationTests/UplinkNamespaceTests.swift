@@ -111,7 +111,29 @@ import Testing
     /// so attempts failed slowly (a quick refusal would have brought attempts every half second
     /// without the kernel's word: `aRouteTakenAwayIsTriedEveryHalfSecond`).
     @Test func aRouteComingBackIsTriedAtOnce() async throws {
-        guard let lab = try NetworkLab.orSkip("the link's return heard from the kernel") else { return }
+        try await Self.routeGoesAndComesBack(
+            "the link's return heard from the kernel", away: { try $0.routeNowhere() },
+            // The first attempt has failed: the next is two minutes away, unless the kernel's word brings it.
+            announced: "no connection to the destination: trying every 120 s and when the network changes")
+    }
+
+    /// The route taken away: each attempt is refused on this side of the uplink (unreachable, at
+    /// once), crossing nothing, and the log says attempts go every half second while it is.
+    @Test func aRouteTakenAwayIsTriedEveryHalfSecond() async throws {
+        try await Self.routeGoesAndComesBack(
+            "attempts refused on this side of the uplink", away: { try $0.removeRoute() },
+            announced:
+                "no connection to the destination: trying every 120 s (every 500 ms while this side of the uplink refuses)"
+        )
+    }
+
+    /// A relay with attempts and probes two minutes apart delivers one position, loses its route
+    /// (`away`), says `announced` after its first attempt fails, and delivers the next within 30 s
+    /// of the route's return.
+    static func routeGoesAndComesBack(
+        _ what: String, away: (NetworkLab) throws -> Void, announced: String
+    ) async throws {
+        guard let lab = try NetworkLab.orSkip(what) else { return }
         // A new connection per request: one to an unreachable server fails at once.
         let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
         defer { server.http.stop() }
@@ -126,48 +148,16 @@ import Testing
         try client.write(line("boat", 0))
         #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
         #expect(await server.waitUntil { $0.count >= 1 }, "the first position, before the route goes")
-        try lab.routeNowhere()
+        try away(lab)
         try client.write(line("boat", 1))
         #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
-        // The first attempt has failed: the next is two minutes away, unless the kernel's word brings it.
-        try await Self.waitForLog(
-            "no connection to the destination: trying every 120 s and when the network changes", relay)
+        try await waitForLog(announced, relay)
         try lab.route(via: 0)
         #expect(
             await server.waitUntil(timeout: .seconds(30)) { $0.count >= 2 },
             "delivered within 30 s of the route's return (attempts and probes were two minutes apart): \(relay.stderrText().suffix(800))"
         )
         #expect(relay.stderrText().contains("a connection to the destination opened"))
-        #expect(relay.signal(SIGTERM))
-    }
-
-    /// The route taken away: each attempt is refused on this side of the uplink (unreachable, at
-    /// once), crossing nothing, and the log says attempts go every half second while it is.
-    @Test func aRouteTakenAwayIsTriedEveryHalfSecond() async throws {
-        guard let lab = try NetworkLab.orSkip("attempts refused on this side of the uplink") else { return }
-        let server = try lab.onServerSide { try FakeOsmAndServer(closesAfterEachResponse: true, host: "0.0.0.0") }
-        defer { server.http.stop() }
-        let world = try RelayWorld()
-        try world.writeConfig(
-            traccarURL: "http://\(lab.serverAddress):\(server.http.port)",
-            link: "backoff: { minSeconds: 120, maxSeconds: 600 }, probe: { intervalSeconds: 300, connectSeconds: 120 }")
-        let relay = try RelayProcess(
-            configPath: world.configPath, socketPath: world.socketPath, directory: world.directory.path, lab: lab)
-        world.relay = relay
-        let client = try world.client()
-        try client.write(line("boat", 0))
-        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
-        #expect(await server.waitUntil { $0.count >= 1 }, "the first position, before the route goes")
-        try lab.removeRoute()
-        try client.write(line("boat", 1))
-        #expect(client.readLines(1).allSatisfy { $0.hasPrefix("ok ") })
-        try await Self.waitForLog(
-            "no connection to the destination: trying every 120 s (every 500 ms while this side of the uplink refuses)",
-            relay)
-        try lab.route(via: 0)
-        #expect(
-            await server.waitUntil(timeout: .seconds(30)) { $0.count >= 2 },
-            "delivered within 30 s of the route's return: \(relay.stderrText().suffix(800))")
         #expect(relay.signal(SIGTERM))
     }
 

@@ -74,7 +74,7 @@ struct RoundPlanner {
     /// The most positions the round may carry (a budget's remainder, a trial's one a device).
     var maxPositions = Int.max
     /// The most positions read of the backlogs in one round, whatever the filter keeps.
-    var readBound = 8192
+    var readBound: Int
     /// Devices a backlog round serves, in turn after `turnAfter`; nil: all of them.
     var devicesPerTurn: Int?
     var turnAfter: Int64 = 0
