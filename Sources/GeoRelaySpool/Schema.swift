@@ -123,13 +123,13 @@ enum Schema {
             ON CONFLICT(name) DO UPDATE SET value = excluded.value;
         """,
         // Version 9: the status page's 24-hour chart, one sample of each destination's backlog and
-        // wire bytes every few minutes (at most `ChartSample.perDestination` each, see SpoolWriter+ChartSamples).
+        // wire bytes every few minutes (at most `ChartSample.perDestination` each, see SpoolStore+ChartSamples).
         """
         CREATE TABLE chart_samples(destination TEXT NOT NULL, time_ms INTEGER NOT NULL, pending INTEGER NOT NULL,
                                    wire_bytes INTEGER NOT NULL, PRIMARY KEY(destination, time_ms)) WITHOUT ROWID;
         """,
         // Version 10: wire bytes per uplink and UTC day, for budgets and status; this
-        // month and the last are kept (`UplinkUsage.keptDays`, see SpoolWriter+UplinkUsage).
+        // month and the last are kept (`UplinkUsage.keptDays`, see SpoolStore+UplinkUsage).
         """
         CREATE TABLE uplink_daily(uplink TEXT NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL,
                                   PRIMARY KEY(uplink, day)) WITHOUT ROWID;

@@ -65,8 +65,7 @@ package final class Spool: Sendable {
 
     package init(settings: Settings, logger: Logger = .disabled) throws(SpoolError) {
         let signal = CommitSignal()
-        writer = try SpoolWriter(settings: settings, signal: signal)
-        writer.logger = logger
+        writer = try SpoolWriter(settings: settings, signal: signal, logger: logger)
         path = settings.path
         commits = signal
     }
@@ -139,7 +138,7 @@ package final class Spool: Sendable {
     }
 
     /// Runs a write in the writer's next group and waits for its commit.
-    func perform(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) async throws {
+    func perform(_ body: @escaping @Sendable (SpoolStore) throws -> Void) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             writer.submit(
                 .operation(body) { error in
@@ -153,71 +152,18 @@ package final class Spool: Sendable {
     /// A new destination starts after the newest stored position; a removed
     /// one loses its delivery state; the others are untouched.
     package func register(destinations: [DestinationRegistration]) async throws {
-        try await perform { db in
-            let next = try db.statement(
-                "SELECT max(coalesce((SELECT max(seq) FROM positions), 0), coalesce((SELECT max(seq) FROM recent), 0))")
-            _ = try next.step()
-            let newest = next.int64(0)
-            // A destination new to the spool has passed every device's positions so far: a cursor
-            // each, settled at what the device has stored (see `cursors.settled`).
-            let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
-            let settle = try db.statement(
-                """
-                INSERT OR IGNORE INTO cursors(destination, device_id, acked_seq, settled)
-                SELECT ?1, id, ?2, received FROM device_totals
-                """)
-            for destination in destinations {
-                known.reset()
-                known.bind(1, destination.name)
-                guard try !known.step() else { continue }
-                settle.reset()
-                settle.bind(1, destination.name)
-                settle.bind(2, newest)
-                try settle.run()
-            }
-            let upsert = try db.statement(
-                """
-                INSERT INTO destinations(name, start_seq, buffered) VALUES(?, ?, ?)
-                ON CONFLICT(name) DO UPDATE SET buffered = excluded.buffered
-                """)
-            for destination in destinations {
-                upsert.reset()
-                upsert.bind(1, destination.name)
-                upsert.bind(2, newest)
-                upsert.bind(3, destination.buffered)
-                try upsert.run()
-            }
-            let names = destinations.map { "'\($0.name.replacing("'", with: "''"))'" }.joined(separator: ",")
-            let keep = names.isEmpty ? "" : "WHERE name NOT IN (\(names))"
-            let keepOther = names.isEmpty ? "" : "WHERE destination NOT IN (\(names))"
-            try db.execute(
-                """
-                DELETE FROM destinations \(keep); DELETE FROM cursors \(keepOther); DELETE FROM quarantine \(keepOther);
-                DELETE FROM filter_state \(keepOther); DELETE FROM alarm_sent \(keepOther); DELETE FROM replay_queue \(keepOther);
-                """)
-        }
+        try await perform { store in try store.register(destinations: destinations) }
     }
 
     /// Marks the source receivers of multi-source devices: their positions are
     /// kept (each receiver's full history) but never forwarded under their own id.
     package func setSourceDevices(_ names: Set<String>) throws {
-        try writer.sync { db in
-            writer.sourceDevices = names
-            try db.transaction {
-                try db.execute("UPDATE devices SET hidden = 0")
-                let mark = try db.statement("UPDATE devices SET hidden = 1 WHERE name = ?")
-                for name in names {
-                    mark.reset()
-                    mark.bind(1, name)
-                    try mark.run()
-                }
-            }
-        }
+        try writer.sync { store in try store.setSourceDevices(names) }
     }
 
     /// Empties the diagnostic log.
     package func clearLog() async throws {
-        try await perform { db in try db.execute("DELETE FROM log") }
+        try await perform { store in try store.clearLog() }
     }
 
     /// Opens a read-only connection for one reader.
@@ -250,14 +196,12 @@ package final class Spool: Sendable {
 
     /// Runs a block on the writer's connection (maintenance passes and tests).
     package func withWriterConnection<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
-        try writer.sync(body)
+        try writer.sync { store in try body(store.db) }
     }
 
     /// Runs the retention pass now instead of at the next maintenance tick.
     package func deleteExpired(nowMs: Int64 = WallClock.nowMs()) throws -> Int {
-        try writer.sync { db in
-            try writer.deleteExpired(db, nowMs: nowMs)
-        }
+        try writer.sync { store in try SpoolMaintenance(store: store).deleteExpired(nowMs: nowMs) }
     }
 }
 
@@ -302,22 +246,8 @@ extension Spool {
     /// the spool only stores the queue, which the destination's forwarder drains as history.
     package func queueReplay(destination: String, seqs: [Int64]) async throws -> Int {
         let queued = Mutex(0)
-        try await perform { db in
-            let known = try db.statement("SELECT 1 FROM destinations WHERE name = ?")
-            known.bind(1, destination)
-            guard try known.step() else {
-                throw SpoolError.notFound("the spool has no destination \(destination) (has the relay run with it?)")
-            }
-            known.reset()
-            let insert = try db.statement("INSERT OR IGNORE INTO replay_queue(destination, seq) VALUES(?, ?)")
-            var count = 0
-            for seq in seqs {
-                insert.reset()
-                insert.bind(1, destination)
-                insert.bind(2, seq)
-                try insert.run()
-                count += db.changes
-            }
+        try await perform { store in
+            let count = try store.queueReplay(destination: destination, seqs: seqs)
             queued.withLock { $0 = count }
         }
         return queued.withLock { $0 }

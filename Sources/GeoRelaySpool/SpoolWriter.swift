@@ -3,44 +3,17 @@ import GeoRelayCore
 import Glibc
 import Synchronization
 
-/// The spool's single writer: one SQLite connection on one serial queue.
+/// The spool's commit queue: one serial queue in front of the one writing connection.
 ///
 /// Every write of the relay (positions, acknowledgements, counters, the
 /// diagnostic log) goes through here, so there is never a second writer to
 /// wait for. Jobs that arrive while a commit is syncing are taken together
 /// into the next transaction: group commit, so durability costs one fsync per
-/// group, not per position.
+/// group, not per position. This type decides when a group is due and what it
+/// holds back (state, on the state interval); `SpoolStore` applies the group and
+/// `SpoolMaintenance` does the upkeep, both on this queue.
 final class SpoolWriter: @unchecked Sendable {
-    enum Job: Sendable {
-        case append([Position], receivedMs: Int64, completion: @Sendable ([AppendResult]) -> Void)
-        case delivery(DeliveryUpdate)
-        case counters([String: Int64])
-        case log(LogEntry)
-        /// The status page's chart: held state, so a sample costs no commit of its own.
-        case chartSamples([ChartSample])
-        /// Wire bytes per uplink and day: held state too.
-        case uplinkUsage([UplinkUsage])
-        case operation(@Sendable (SQLiteDatabase) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
-        /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
-        case barrier(completion: @Sendable () -> Void)
-
-        /// Acknowledgements, counters and log entries are worth a second try on their own when
-        /// their group fails; a barrier follows them so it still comes after them.
-        /// Acknowledgements, counters and log entries: held until the state interval is up.
-        var isState: Bool {
-            switch self {
-            case .delivery, .counters, .log, .chartSamples, .uplinkUsage: true
-            case .append, .operation, .barrier: false
-            }
-        }
-
-        var retriedAlone: Bool {
-            switch self {
-            case .append, .operation: false
-            case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .barrier: true
-            }
-        }
-    }
+    typealias Job = SpoolJob
 
     private struct Inbox {
         var jobs: [Job] = []
@@ -79,50 +52,38 @@ final class SpoolWriter: @unchecked Sendable {
     private let queue = DispatchQueue(label: "georelay.spool.writer", qos: .userInitiated)
 
     // Touched only on `queue`.
-    private var db: SQLiteDatabase?
-    /// What `recent` holds (nil once closed).
-    private var recent: RecentPositions?
+    /// The connection and what it applies (nil once closed).
+    private var store: SpoolStore?
     /// Acknowledgements, counters and log entries held until `stateInterval` is up (see `Spool.Settings`).
     private var heldState: [Job] = []
-    /// Counters of groups committed while state was held, written with it.
-    private var heldCounters: [String: Int64] = [:]
-    var deviceIDs: [String: Int64] = [:]
-    /// Source receivers of multi-source devices: stored, never forwarded as themselves.
-    var sourceDevices: Set<String> = []
-    /// Per destination, positions acknowledged since a window began (for the send rate).
-    var rateWindows: [String: (startMs: Int64, count: Int)] = [:]
-    var rejectingNew = false
-    private var logRowsSinceTrim = 0
-    var logger: Logger = .disabled
     private var maintenanceTimer: DispatchSourceTimer?
     private var heartbeatTimer: DispatchSourceTimer?
 
     /// Held acknowledgements, counters and log entries beyond this are written at once.
     static let maxHeldState = 4096
 
-    /// Rows kept in the diagnostic log.
-    static let logCapacity = 10_000
-
-    init(settings: Spool.Settings, signal: CommitSignal) throws(SpoolError) {
+    init(settings: Spool.Settings, signal: CommitSignal, logger: Logger) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
         inbox = Mutex(
             Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
-        let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
-        self.db = db
-        recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
+        let store = try SpoolStore(settings: settings)
+        store.logger = logger
+        self.store = store
     }
 
     /// Starts the upkeep's timer (with `Settings.upkeep`) and the heartbeat's; `stopTimers` ends them.
     /// On the queue, after whatever it is doing: never blocks the caller.
     func startTimers() {
         queue.async { [self] in
-            guard db != nil, heartbeatTimer == nil else { return }
+            guard store != nil, heartbeatTimer == nil else { return }
             if settings.upkeep {
                 let timer = DispatchSource.makeTimerSource(queue: queue)
                 timer.schedule(
                     deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
-                timer.setEventHandler { [weak self] in self?.maintain() }
+                timer.setEventHandler { [weak self] in
+                    if let store = self?.store { SpoolMaintenance(store: store).run() }
+                }
                 timer.resume()
                 maintenanceTimer = timer
             }
@@ -201,7 +162,7 @@ final class SpoolWriter: @unchecked Sendable {
         case .now: queue.async { self.drain() }
         case .at(let deadlineNs):
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadlineNs &- nowNs))) { self.wakeUp() }
-        case .rejected: fail(job, with: .internal("the spool is closed"))
+        case .rejected: job.fail(with: .internal("the spool is closed"))
         }
     }
 
@@ -232,27 +193,18 @@ final class SpoolWriter: @unchecked Sendable {
             self.maintenanceTimer?.cancel()
             self.heartbeatTimer?.cancel()
             self.drainNow()
-            if let db = self.db, self.settings.upkeep {
-                // Merged on the way out: the next start (or an offline command) finds `recent` empty.
-                do {
-                    try db.transaction { try self.mergeRecent(db) }
-                } catch {
-                    self.logger.warning("merging recent positions at close failed (they stay in recent): \(error)")
-                }
-                _ = try? db.pragma("wal_checkpoint(TRUNCATE)")
-            }
-            self.db = nil
-            self.recent = nil
+            if let store = self.store { SpoolMaintenance(store: store).close() }
+            self.store = nil
         }
         signal.finish()
         alarmSignal.finish()
     }
 
     /// Runs work on the writer's queue outside the job stream (tests, maintenance).
-    func sync<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+    func sync<T>(_ body: (SpoolStore) throws -> T) throws -> T {
         try queue.sync {
-            guard let db else { throw SpoolError.notWritten("the spool is closed") }
-            return try body(db)
+            guard let store else { throw SpoolError.notWritten("the spool is closed") }
+            return try body(store)
         }
     }
 
@@ -302,19 +254,6 @@ final class SpoolWriter: @unchecked Sendable {
         process(jobs, writeState: true)
     }
 
-    private func fail(_ job: Job, with error: IngestError) {
-        switch job {
-        case .append(let positions, _, let completion):
-            completion(Array(repeating: .failed(error), count: positions.count))
-        case .operation(_, let completion):
-            completion(SpoolError.notWritten(error.message))
-        case .barrier(let completion):
-            completion()
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
-            break
-        }
-    }
-
     /// Commits a group. Acknowledgements, counters and log entries wait in `heldState` until
     /// `writeState` (their interval is up, someone waits on a barrier, or the spool closes), so
     /// a commit of positions at a low rate touches only the pages the positions need.
@@ -329,268 +268,48 @@ final class SpoolWriter: @unchecked Sendable {
             jobs = taken.filter { !$0.isState }
         }
         let writingState = writeState || jobs.contains(where: \.isState)
-        guard !jobs.isEmpty || (writingState && !heldCounters.isEmpty) else { return }
-        guard let db, self.recent != nil else {
-            for job in jobs { fail(job, with: .internal("the spool is closed")) }
+        guard !jobs.isEmpty || (writingState && store?.holdsCounters == true) else { return }
+        guard let store else {
+            for job in jobs { job.fail(with: .internal("the spool is closed")) }
             return
         }
-        let incoming = jobs.reduce(0) { if case .append(let positions, _, _) = $1 { $0 + positions.count } else { $0 } }
-        if incoming > 0 { enforceQuota(db, incoming: incoming) }
-        // After the quota, which may have merged it.
-        guard var recent = self.recent else {
-            for job in jobs { fail(job, with: .internal("the spool's recent positions could not be read")) }
-            return
-        }
-        // The group's positions in one leaf of the ring where they fit (see `RecentPositions.align`).
-        recent.align(forGroupOf: incoming)
-
-        var results: [[AppendResult]] = []
-        var counters = GroupCounters()
-        var operationErrors: [(any Error)?] = []
+        let incoming = jobs.reduce(0) { $0 + $1.positionCount }
+        if incoming > 0 { SpoolMaintenance(store: store).enforceQuota(incoming: incoming) }
+        let applied: SpoolStore.Applied
         do {
-            // No statement of this connection may still be mid-result here (read at open, by the
-            // quota, or after a rollback): it would hold a read snapshot, and SQLite answers
-            // BEGIN IMMEDIATE on a stale one with SQLITE_BUSY at once, without the busy timeout,
-            // whenever the other writer (a `replay`, `logs --clear`, or the daemon beside that
-            // command) committed since. A command failed so about half the time under load.
-            db.resetStatements()
-            try db.execute("BEGIN IMMEDIATE")
-            for job in jobs {
-                switch job {
-                case .append(let positions, let receivedMs, _):
-                    results.append(
-                        try insert(positions, receivedMs: receivedMs, db: db, recent: &recent, counters: &counters))
-                case .delivery(let update):
-                    try apply(update, db: db)
-                case .counters(let values):
-                    for (name, value) in values { counters.add(name, value) }
-                case .log(let entry):
-                    try insertLog(entry, db: db)
-                case .chartSamples(let samples):
-                    try insert(samples, db: db)
-                case .uplinkUsage(let usage):
-                    try insert(usage, db: db)
-                case .barrier:
-                    break
-                case .operation(let body, _):
-                    // An operation's own failure is its caller's; it does not fail the group.
-                    try db.execute("SAVEPOINT operation")
-                    do {
-                        try body(db)
-                        try db.execute("RELEASE operation")
-                        operationErrors.append(nil)
-                    } catch let error as SQLiteError where !db.isInTransaction {
-                        throw error
-                    } catch {
-                        try db.execute("ROLLBACK TO operation")
-                        try db.execute("RELEASE operation")
-                        operationErrors.append(error)
-                    }
-                }
-            }
-            let nowNs = WallClock.monotonicNs()
-            // A command's writer (upkeep off) leaves `recent` to the daemon's, which holds it in memory.
-            if settings.upkeep, recent.isDue(nowNs: nowNs) {
-                try merge(&recent, db: db, nowNs: nowNs, counters: &counters)
-            }
-            if writingState {
-                for (name, value) in heldCounters { counters.add(name, value) }
-                try counters.write(db)
-            }
-            db.resetStatements()
-            try db.execute("COMMIT")
-            self.recent = recent
-            if writingState { heldCounters.removeAll() } else { counters.hold(in: &heldCounters) }
+            applied = try store.apply(jobs, writingState: writingState)
         } catch {
-            db.resetStatements()
             let sqlError = error as? SQLiteError
-            if db.isInTransaction { try? db.execute("ROLLBACK") }
-            deviceIDs.removeAll()
-            reloadRecent(db)
             let ingestError: IngestError =
                 sqlError?.isFull == true
                 ? .spoolFull("the disk is full: \(sqlError?.message ?? "")")
                 : .internal("spool write failed: \(sqlError?.message ?? "\(error)")")
-            logger.error("write of \(jobs.count) jobs failed: \(error)")
+            store.logger.error("write of \(jobs.count) jobs failed: \(error)")
             // Acknowledgements and counters are worth a second try on their own.
             let retry = jobs.filter(\.retriedAlone)
             let retrying = !retry.isEmpty && retry.count < jobs.count
-            for job in jobs where !(retrying && job.retriedAlone) { fail(job, with: ingestError) }
+            for job in jobs where !(retrying && job.retriedAlone) { job.fail(with: ingestError) }
             if retrying { process(retry, writeState: true) }
             return
         }
 
         // Committed and synced: now, and only now, answer.
-        var appendIndex = 0
-        var operationIndex = 0
+        var results = applied.results.makeIterator()
+        var operationErrors = applied.operationErrors.makeIterator()
         for job in jobs {
             switch job {
             case .append(_, _, let completion):
-                completion(results[appendIndex])
-                appendIndex += 1
+                completion(results.next() ?? [])
             case .operation(_, let completion):
-                completion(operationErrors[operationIndex])
-                operationIndex += 1
+                completion(operationErrors.next() ?? nil)
             case .barrier(let completion):
                 completion()
-            default:
+            case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
                 break
             }
         }
-        if counters.stored > 0 { signal.signal() }
-        if counters.alarms > 0 { alarmSignal.signal() }
-        if logRowsSinceTrim > Self.logCapacity / 10 { trimLog(db) }
-    }
-
-    // MARK: - Recent positions
-
-    /// Merges `recent` inside the caller's transaction and counts it in the group's counters.
-    func merge(_ recent: inout RecentPositions, db: SQLiteDatabase, nowNs: UInt64, counters: inout GroupCounters) throws
-    {
-        let already = try recent.merge(db: db, nowNs: nowNs)
-        counters.add("spool.merges", 1)
-        if already > 0 {
-            counters.add("spool.merge.duplicates", Int64(already))
-            logger.error("merging recent positions found \(already) already stored; kept the stored ones")
-        }
-    }
-
-    /// Merges inside the caller's transaction, outside a group (close, quota).
-    private func mergeRecent(_ db: SQLiteDatabase) throws {
-        guard var recent else { return }
-        var counters = GroupCounters()
-        try merge(&recent, db: db, nowNs: WallClock.monotonicNs(), counters: &counters)
-        counters.hold(in: &heldCounters)
-        self.recent = recent
-    }
-
-    /// After a rollback, memory may hold rows the database does not: read them back.
-    private func reloadRecent(_ db: SQLiteDatabase) {
-        do {
-            recent = try RecentPositions(db: db, nowNs: WallClock.monotonicNs())
-        } catch {
-            logger.error("reading recent positions back failed: \(error)")
-        }
-    }
-
-    // MARK: - Diagnostic log
-
-    private func insertLog(_ entry: LogEntry, db: SQLiteDatabase) throws {
-        let insert = try db.statement("INSERT INTO log(time_ms, level, message) VALUES(?, ?, ?)")
-        insert.bind(1, entry.timeMs)
-        insert.bind(2, entry.level.rawValue)
-        insert.bind(3, String(entry.message.prefix(2000)))
-        try insert.run()
-        logRowsSinceTrim += 1
-    }
-
-    private func trimLog(_ db: SQLiteDatabase) {
-        logRowsSinceTrim = 0
-        try? db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(Self.logCapacity)")
-    }
-
-    // MARK: - Maintenance
-
-    private func maintain() {
-        guard let db else { return }
-        do {
-            let deleted = try deleteExpired(db, nowMs: WallClock.nowMs())
-            if deleted > 0 { logger.debug("retention deleted \(deleted) delivered positions") }
-        } catch {
-            logger.warning("retention pass failed: \(error)")
-        }
-        trimLog(db)
-        enforceQuota(db, incoming: 0)
-    }
-
-    /// Retention, on the writer's queue (its own transaction).
-    func deleteExpired(_ db: SQLiteDatabase, nowMs: Int64) throws -> Int {
-        do {
-            return try db.transaction {
-                try Eviction(db: db, settings: settings).deleteExpired(nowMs: nowMs) { try self.mergeRecent(db) }
-            }
-        } catch {
-            reloadRecent(db)
-            throw error
-        }
-    }
-
-    private func enforceQuota(_ db: SQLiteDatabase, incoming: Int) {
-        do {
-            let outcome = try Eviction(db: db, settings: settings).enforceQuota(
-                incomingBytes: Int64(incoming) * Eviction.bytesPerPosition
-            ) {
-                try self.mergeRecent(db)
-            }
-            if outcome.dropped > 0 {
-                logger.warning(
-                    "spool at its quota of \(settings.maxBytes) bytes: dropped the \(outcome.dropped) oldest undelivered positions"
-                )
-                try? db.execute(
-                    "INSERT INTO counters VALUES('spool.dropped', \(outcome.dropped)) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
-                )
-            }
-            if outcome.full != rejectingNew {
-                rejectingNew = outcome.full
-                if outcome.full {
-                    logger.error(
-                        "spool at its quota of \(settings.maxBytes) bytes with nothing delivered to drop: rejecting new positions"
-                    )
-                } else {
-                    logger.notice("spool below its quota again: accepting new positions")
-                }
-            }
-        } catch {
-            logger.error("quota check failed: \(error)")
-            reloadRecent(db)
-        }
-    }
-}
-
-/// Counters gathered during one group and added in its transaction.
-struct GroupCounters {
-    var stored = 0
-    /// Stored positions that carry an alarm: they wake forwarders mid-round.
-    var alarms = 0
-    var values: [String: Int64] = [:]
-
-    mutating func add(_ name: String, _ value: Int64) { values[name, default: 0] += value }
-
-    mutating func count(_ result: AppendResult) {
-        switch result {
-        case .duplicate: add("ingest.duplicates", 1)
-        case .conflict: add("ingest.conflicts", 1)
-        default: break
-        }
-    }
-
-    /// Adds this group's counters to those held for the next state write.
-    func hold(in held: inout [String: Int64]) {
-        for (name, value) in totals { held[name, default: 0] += value }
-    }
-
-    /// Every counter this group adds, the stored count included.
-    private var totals: [String: Int64] {
-        var all = values
-        if stored > 0 {
-            all["ingest.accepted", default: 0] += Int64(stored)
-            // Groups that stored positions: accepted / commits is the mean group size.
-            all["spool.commits", default: 0] += 1
-        }
-        return all
-    }
-
-    func write(_ db: SQLiteDatabase) throws {
-        let all = totals
-        guard !all.isEmpty else { return }
-        let upsert = try db.statement(
-            "INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
-        )
-        for (name, value) in all {
-            upsert.reset()
-            upsert.bind(1, name)
-            upsert.bind(2, value)
-            try upsert.run()
-        }
+        if applied.counters.stored > 0 { signal.signal() }
+        if applied.counters.alarms > 0 { alarmSignal.signal() }
+        SpoolMaintenance(store: store).trimLogIfDue()
     }
 }

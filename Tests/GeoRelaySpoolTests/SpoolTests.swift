@@ -350,16 +350,16 @@ func fill(_ spool: Spool) async -> [AppendResult] {
         let fixture = SpoolFixture()
         let spool = try fixture.open()
         defer { spool.close() }
-        for i in 0..<(SpoolWriter.logCapacity + 1_500) {
+        for i in 0..<(SpoolStore.logCapacity + 1_500) {
             spool.log(LogEntry(timeMs: Int64(i), level: .info, message: "entry \(i)"))
         }
         _ = await spool.append([])
         try spool.withWriterConnection { db in
-            try db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(SpoolWriter.logCapacity)")
+            try db.execute("DELETE FROM log WHERE id <= (SELECT max(id) FROM log) - \(SpoolStore.logCapacity)")
         }
         let entries = try spool.makeReader().logEntries()
-        #expect(entries.count == SpoolWriter.logCapacity)
-        #expect(entries.last?.message == "entry \(SpoolWriter.logCapacity + 1_499)")
+        #expect(entries.count == SpoolStore.logCapacity)
+        #expect(entries.last?.message == "entry \(SpoolStore.logCapacity + 1_499)")
         #expect(entries.first?.message == "entry 1500")
         try await spool.clearLog()
         #expect(try spool.makeReader().logEntries().isEmpty)

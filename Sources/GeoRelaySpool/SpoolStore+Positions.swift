@@ -3,16 +3,16 @@ import Glibc
 
 /// Storing positions: one row per device and fix time, resends answered with the stored seq.
 /// Rows land in `recent`; `RecentPositions` moves them into `positions`.
-extension SpoolWriter {
+extension SpoolStore {
     func insert(
-        _ positions: [Position], receivedMs: Int64, db: SQLiteDatabase, recent: inout RecentPositions,
+        _ positions: [Position], receivedMs: Int64, recent: inout RecentPositions,
         counters: inout GroupCounters
     ) throws -> [AppendResult] {
         let insert = try db.statement(PositionRow.insertSQL)
         var results: [AppendResult] = []
         results.reserveCapacity(positions.count)
         for p in positions {
-            let deviceID = try deviceID(for: p.device, db: db)
+            let deviceID = try deviceID(for: p.device)
             if let stored = try recent.find(deviceID: deviceID, fixMs: p.timeMs, db: db) {
                 let same = abs(stored.lat - p.lat) < 1e-7 && abs(stored.lon - p.lon) < 1e-7
                 let result: AppendResult = same ? .duplicate(seq: stored.seq) : .conflict(seq: stored.seq)
@@ -28,7 +28,7 @@ extension SpoolWriter {
                 continue
             }
             // A full ring is merged in this transaction before its oldest slot is taken again.
-            if recent.isFull { try merge(&recent, db: db, nowNs: WallClock.monotonicNs(), counters: &counters) }
+            if recent.isFull { try merge(&recent, nowNs: WallClock.monotonicNs(), counters: &counters) }
             // The seq is the writer's to give (see `RecentPositions`): a failed group leaves no gap
             // because the writer reads `recent` back after a rollback.
             let (seq, slot) = recent.add(deviceID: deviceID, fixMs: p.timeMs, lat: p.lat, lon: p.lon)
@@ -45,7 +45,7 @@ extension SpoolWriter {
         return results
     }
 
-    func deviceID(for name: String, db: SQLiteDatabase) throws -> Int64 {
+    func deviceID(for name: String) throws -> Int64 {
         if let id = deviceIDs[name] { return id }
         let select = try db.statement("SELECT id FROM devices WHERE name = ?")
         select.bind(1, name)

@@ -1,8 +1,8 @@
 import GeoRelayCore
 
 /// Applying a destination's progress: cursors, quarantine, parked devices, counters and state.
-extension SpoolWriter {
-    func apply(_ update: DeliveryUpdate, db: SQLiteDatabase) throws {
+extension SpoolStore {
+    func apply(_ update: DeliveryUpdate) throws {
         // The positions a cursor passes are counted as it passes them (`settled`), so status
         // knows what is pending without counting the backlog: one index range per advance.
         let ack = try db.statement(
@@ -86,7 +86,7 @@ extension SpoolWriter {
             daily.bind(3, update.wireBytes)
             try daily.run()
         }
-        if update.sent > 0 { try recordRate(update.destination, sent: update.sent, db: db) }
+        if update.sent > 0 { try recordRate(update.destination, sent: update.sent) }
         if update.sent != 0 || update.wireBytes != 0 || update.state != nil {
             let state = try db.statement(
                 """
@@ -110,7 +110,7 @@ extension SpoolWriter {
     }
 
     /// Positions per second over windows of about ten seconds, kept in the spool for status.
-    private func recordRate(_ destination: String, sent: Int, db: SQLiteDatabase) throws {
+    private func recordRate(_ destination: String, sent: Int) throws {
         let now = WallClock.nowMs()
         var window = rateWindows[destination] ?? (startMs: now, count: 0)
         window.count += sent

@@ -25,8 +25,8 @@ package struct ChartSample: Sendable, Equatable {
 /// The chart's table stays bounded in the transaction that grows it: each write deletes what
 /// fell out of the 24 hours and anything beyond `perDestination`, so no maintenance pass is
 /// needed and a clock set back cannot grow it either.
-extension SpoolWriter {
-    func insert(_ samples: [ChartSample], db: SQLiteDatabase) throws {
+extension SpoolStore {
+    func insert(_ samples: [ChartSample]) throws {
         guard let newest = samples.map(\.timeMs).max() else { return }
         let insert = try db.statement(
             "INSERT OR REPLACE INTO chart_samples(destination, time_ms, pending, wire_bytes) VALUES(?, ?, ?, ?)")

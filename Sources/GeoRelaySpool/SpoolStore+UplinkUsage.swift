@@ -20,8 +20,8 @@ package struct UplinkUsage: Sendable, Equatable {
 
 /// Usage is held state, written with the next acknowledgements (no commit of its own), and
 /// its table stays bounded in the transaction that grows it.
-extension SpoolWriter {
-    func insert(_ usage: [UplinkUsage], db: SQLiteDatabase) throws {
+extension SpoolStore {
+    func insert(_ usage: [UplinkUsage]) throws {
         let upsert = try db.statement(
             """
             INSERT INTO uplink_daily(uplink, day, bytes) VALUES(?, ?, ?)

@@ -1,0 +1,52 @@
+import GeoRelayCore
+
+/// One write for the spool's writer: what the facade (`Spool`) submits, what the commit queue
+/// (`SpoolWriter`) groups and holds, and what the store (`SpoolStore`) applies.
+enum SpoolJob: Sendable {
+    case append([Position], receivedMs: Int64, completion: @Sendable ([AppendResult]) -> Void)
+    case delivery(DeliveryUpdate)
+    case counters([String: Int64])
+    case log(LogEntry)
+    /// The status page's chart: held state, so a sample costs no commit of its own.
+    case chartSamples([ChartSample])
+    /// Wire bytes per uplink and day: held state too.
+    case uplinkUsage([UplinkUsage])
+    case operation(@Sendable (SpoolStore) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
+    /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
+    case barrier(completion: @Sendable () -> Void)
+
+    /// Acknowledgements, counters and log entries: held until the state interval is up.
+    var isState: Bool {
+        switch self {
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage: true
+        case .append, .operation, .barrier: false
+        }
+    }
+
+    /// Acknowledgements, counters and log entries are worth a second try on their own when
+    /// their group fails; a barrier follows them so it still comes after them.
+    var retriedAlone: Bool {
+        switch self {
+        case .append, .operation: false
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .barrier: true
+        }
+    }
+
+    var positionCount: Int {
+        if case .append(let positions, _, _) = self { positions.count } else { 0 }
+    }
+
+    /// Answers a job that will not run.
+    func fail(with error: IngestError) {
+        switch self {
+        case .append(let positions, _, let completion):
+            completion(Array(repeating: .failed(error), count: positions.count))
+        case .operation(_, let completion):
+            completion(SpoolError.notWritten(error.message))
+        case .barrier(let completion):
+            completion()
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
+            break
+        }
+    }
+}
