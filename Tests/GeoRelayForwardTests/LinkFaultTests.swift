@@ -192,7 +192,7 @@ import Testing
         // About 8 KB/s each way: the backfill of 600 positions takes well over a minute.
         let proxy = try FaultProxy(targetPort: server.http.port, bytesPerSecond: 8_000)
         defer { proxy.stop() }
-        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline, stateInterval: .seconds(15)) { settings in
+        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline) { settings in
             settings.url = "http://127.0.0.1:\(proxy.port)/"
         }
         try await f.withForwarder {

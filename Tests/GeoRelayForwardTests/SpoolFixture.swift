@@ -16,10 +16,10 @@ class SpoolFixture: @unchecked Sendable {
 
     /// - Parameter settings: the destination as the fixture points it at its server; the test
     ///   timings are applied, then `configure`.
-    ///   - stateInterval: how long the spool holds acknowledgements and parks before it commits them;
-    ///     zero commits each at once, the default the relay runs with is 15 s.
+    ///   - stateInterval: how long the spool holds acknowledgements and parks before it commits them:
+    ///     the relay's default, so the forwarder is tested deciding from its ledger, not from commits.
     init(
-        settings: Configuration.DestinationSettings, stateInterval: Duration = .zero,
+        settings: Configuration.DestinationSettings, stateInterval: Duration = .seconds(15),
         configure: (inout Configuration.DestinationSettings) -> Void
     ) async throws {
         directory = try TemporaryDirectory()

@@ -13,7 +13,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     let server: FakeTeltonikaServer
 
     init(
-        buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .zero, readsAhead: Duration? = nil,
+        buffer: Bool = true, concurrency: Int = 4, stateInterval: Duration = .seconds(15), readsAhead: Duration? = nil,
         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
     ) async throws {
         server = try FakeTeltonikaServer(readsAhead: readsAhead)
@@ -137,7 +137,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     /// The park holds from the refused identification, with the default 15 s state
     /// interval too, while the known device keeps the forwarder busy for several rounds.
     @Test func anUnknownDeviceDrawsAHandfulOfIdentificationsPerParkAtTheDefaultStateInterval() async throws {
-        let f = try await TeltonikaFixture(concurrency: 2, stateInterval: .seconds(15))
+        let f = try await TeltonikaFixture(concurrency: 2)
         f.server.setUnknownDevices(["ghost"])
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("ghost", count: 20) + movingTrack("real", count: 20))
