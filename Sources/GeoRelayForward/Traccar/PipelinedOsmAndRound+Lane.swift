@@ -1,10 +1,11 @@
 import GeoRelayCore
 
-/// What the pipelined engine keeps per connection and per request in flight.
-extension PipelinedOsmAndEngine {
-    /// One connection and what is in flight on it.
-    final class Lane {
-        var connection: CurlConnection?
+/// What the pipelined round keeps per connection and per request in flight.
+extension PipelinedOsmAndRound {
+    /// One connection's protocol state: what is framed, sent and awaited on it. The connection
+    /// itself is the driver's; `connected` mirrors it (set on `connected`, cleared by `close`).
+    struct Lane {
+        var connected = false
         var parser = HTTP1ResponseParser()
         var output: [UInt8] = []
         var sentBytes = 0
@@ -17,9 +18,10 @@ extension PipelinedOsmAndEngine {
         var answeredOnConnection = 0
 
         var hasOutput: Bool { sentBytes < output.count }
+        var isBusy: Bool { !inFlight.isEmpty || hasOutput }
 
-        func close() {
-            connection = nil
+        mutating func close() {
+            connected = false
             parser = HTTP1ResponseParser()
             output.removeAll(keepingCapacity: true)
             sentBytes = 0

@@ -1,0 +1,384 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// One round of pipelined OsmAnd requests as a state machine without I/O: it is told what
+/// happened on each connection (`Event`) and answers with what to do (`Action`), as
+/// `IngestSession` is on the ingest side. `PipelinedOsmAndEngine` is its I/O driver (libcurl's
+/// connections and `poll`); tests drive it byte by byte without a socket.
+///
+/// What may be settled, and what not:
+/// - Answers settle positions in order, through the ledger. Once a device's answer is anything
+///   but a delivery or a refusal (its device unknown, the server unavailable), the answers to its
+///   requests behind it in the window are read and ignored: a later `200` would move the cursor
+///   past a position the server does not have.
+/// - A connection that closes or resets with requests unanswered settles nothing more; those
+///   requests are sent again from the first unanswered one (at-least-once, as one request at a
+///   time is). That first one is the suspect: Traccar closes the connection on a payload it
+///   cannot decode. It goes alone on a fresh connection, and if it gets no answer again the
+///   canary (`ServerCheck`) decides between the payload and the link, as `OsmAndEngine` does.
+/// - A connection's first request goes alone until a response shows the server keeps
+///   connections alive; a server that closes after every response (HTTP/1.0, `Connection:
+///   close`) gets one request per connection. Three windows in a row broken with more than one
+///   request unanswered fall back to one request at a time for ten minutes.
+/// - Anything unexpected on the wire (a response that does not parse, bytes nobody asked for)
+///   breaks the connection; it is never an acknowledgement.
+struct PipelinedOsmAndRound {
+    enum Event {
+        /// The top of the driver's loop: queue what may go now. `yield` set, no new request starts.
+        case turn(yield: Bool)
+        /// The connection `connect` asked for is open, or could not be opened.
+        case connected(lane: Int)
+        case connectFailed(lane: Int, String)
+        /// The socket took `count` more of the lane's output.
+        case wrote(lane: Int, count: Int)
+        /// Bytes read from the lane's connection (valid only during the call).
+        case received(lane: Int, UnsafeRawBufferPointer)
+        /// The server closed the connection (a read of 0 bytes).
+        case peerClosed(lane: Int)
+        /// A read or write failed: the connection is finished.
+        case broken(lane: Int, String)
+        /// Time passed: requests unanswered for the request timeout break their connection.
+        case tick
+        /// The round is abandoned: what is in flight is dropped (the spool still has it).
+        case abandon
+    }
+
+    enum Action {
+        /// Open a connection for the lane, then say `connected` or `connectFailed`.
+        case connect(lane: Int)
+        /// Write the lane's output from `sentBytes` (`lanes[lane]`), saying `wrote` as the socket takes it.
+        case send(lane: Int)
+        /// Drop the lane's connection.
+        case close(lane: Int)
+        /// Hand what was settled to the spool (and the uplink monitor).
+        case progress(DeliveryUpdate)
+    }
+
+    /// What outlives a round: each lane's connection state and what the server has shown.
+    struct Carried {
+        var lanes: [Lane]
+        /// What the server showed of keep-alive: nil until its first answer.
+        var keepsAlive: Bool?
+        /// Windows broken in a row with more than one request unanswered.
+        var brokenWindows = 0
+        var oneAtATimeUntil: ContinuousClock.Instant?
+        /// How many requests all lanes together keep in flight: what the link holds, not `window` each.
+        var limit: InFlightLimit
+
+        init(lanes: Int, window: Int) {
+            self.lanes = (0..<lanes).map { _ in Lane() }
+            limit = InFlightLimit(ceiling: window * lanes)
+        }
+    }
+
+    /// The round's fixed parts.
+    struct Setup {
+        var destination: String
+        var traccar: TraccarProtocol
+        var framing: TraccarProtocol.PipelinedFraming
+        var window: Int
+        var requestTimeout: Duration
+        var parkSeconds: Double
+        var logger: Logger
+    }
+
+    private(set) var carried: Carried
+    private let setup: Setup
+    private let batches: [DeviceBatch]
+    private(set) var results: [DeviceResult]
+    /// Per batch, the next delivery to send, and whether its device stopped for this round.
+    private var nextIndex: [Int]
+    private var stopped: [Bool]
+    private var nextBatch = 0
+    private var halted = false
+    private var yielding = false
+    private var positionsLeft: Int
+    private var update: DeliveryUpdate
+    private var cadence = ProgressCadence()
+    private var now: ContinuousClock.Instant
+    private var actions: [Action] = []
+
+    var lanes: [Lane] { carried.lanes }
+
+    /// - Parameter connected: which lanes still hold a connection the driver kept from the last
+    ///   round (one the server closed meanwhile was dropped).
+    init(
+        _ batches: [DeviceBatch], setup: Setup, carried: Carried, connected: [Bool], maxPositions: Int,
+        now: ContinuousClock.Instant
+    ) {
+        self.batches = batches
+        self.setup = setup
+        self.carried = carried
+        self.now = now
+        results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
+        nextIndex = Array(repeating: 0, count: batches.count)
+        stopped = Array(repeating: false, count: batches.count)
+        positionsLeft = maxPositions
+        update = DeliveryUpdate(destination: setup.destination)
+        for lane in self.carried.lanes.indices {
+            self.carried.lanes[lane].batches.removeAll()
+            self.carried.lanes[lane].suspect = nil
+            self.carried.lanes[lane].inFlight.removeAll()
+            if !connected[lane] { self.carried.lanes[lane].close() }
+        }
+    }
+
+    /// Lanes with requests unanswered or bytes unsent: none after a `turn`, and the round is over.
+    var busyLanes: [Int] { carried.lanes.indices.filter { carried.lanes[$0].isBusy } }
+
+    /// When the oldest silence among busy lanes reaches the request timeout.
+    var deadline: ContinuousClock.Instant? {
+        busyLanes.map { carried.lanes[$0].lastProgress }.min().map { $0 + setup.requestTimeout }
+    }
+
+    mutating func handle(
+        _ event: Event, at now: ContinuousClock.Instant, ledger: inout DeliveryLedger
+    ) -> [Action] {
+        self.now = now
+        actions.removeAll()
+        switch event {
+        case .turn(let yield):
+            yielding = yield
+            for lane in carried.lanes.indices { fill(lane) }
+        case .connected(let lane):
+            carried.lanes[lane].connected = true
+            carried.lanes[lane].lastProgress = now
+            fill(lane)
+        case .connectFailed(let lane, let message):
+            if let suspect = carried.lanes[lane].suspect {
+                carried.lanes[lane].suspect = nil
+                fail(suspect.batch, message)
+            } else if let batch = nextDelivery(for: lane) {
+                fail(batch, message)
+            }
+        case .wrote(let lane, let count):
+            carried.lanes[lane].sentBytes += count
+            carried.lanes[lane].lastProgress = now
+        case .received(let lane, let bytes):
+            receive(lane, bytes, ledger: &ledger)
+        case .peerClosed(let lane):
+            while carried.lanes[lane].connected, !carried.lanes[lane].inFlight.isEmpty,
+                let http = try? carried.lanes[lane].parser.finish()
+            {
+                answer(lane, http, ledger: &ledger)
+            }
+            if carried.lanes[lane].connected { breakConnection(lane, .closed("the server closed the connection")) }
+        case .broken(let lane, let message):
+            breakConnection(lane, .closed(message))
+        case .tick:
+            for lane in busyLanes
+            where !carried.lanes[lane].inFlight.isEmpty
+                && now >= carried.lanes[lane].lastProgress + setup.requestTimeout
+            {
+                breakConnection(lane, .failed("no answer within \(setup.requestTimeout): timed out"))
+            }
+        case .abandon:
+            for lane in carried.lanes.indices {
+                for request in carried.lanes[lane].inFlight { results[request.batch].abandoned += 1 }
+                carried.lanes[lane].inFlight.removeAll()
+                close(lane)
+            }
+        }
+        return actions
+    }
+
+    /// Ends the round: the destination online if anything was delivered, the last progress handed over.
+    mutating func finish() -> [Action] {
+        actions.removeAll()
+        if results.contains(where: { $0.delivered > 0 }) {
+            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+        }
+        flush(force: true)
+        return actions
+    }
+
+    // MARK: - Sending
+
+    private var finishing: Bool { halted || yielding || positionsLeft <= 0 }
+    private var outstanding: Int { carried.lanes.reduce(0) { $0 + $1.inFlight.count } }
+
+    private func windowSize(_ lane: Int) -> Int {
+        let state = carried.lanes[lane]
+        if state.inFlight.contains(where: { $0.attempt != .first }) || state.suspect != nil { return 1 }
+        if carried.keepsAlive != true { return 1 }
+        if let until = carried.oneAtATimeUntil, now < until { return 1 }
+        return setup.window
+    }
+
+    private mutating func fail(_ batch: Int, _ reason: String) {
+        results[batch].unavailable = .unavailable(reason, retryAfter: nil, transport: true)
+        stopped[batch] = true
+        halted = true
+    }
+
+    /// The lane's next delivery: its own batches first, in order, then a new one.
+    private mutating func nextDelivery(for lane: Int) -> Int? {
+        if let batch = carried.lanes[lane].batches.first(where: {
+            !stopped[$0] && nextIndex[$0] < batches[$0].deliveries.count
+        }) {
+            return batch
+        }
+        while nextBatch < batches.count {
+            let batch = nextBatch
+            nextBatch += 1
+            if batches[batch].deliveries.isEmpty { continue }
+            carried.lanes[lane].batches.append(batch)
+            return batch
+        }
+        return nil
+    }
+
+    /// Numbers and times a request as it is queued, for the in-flight limit's round trips.
+    private mutating func track(_ request: inout InFlight) {
+        request.sequence = carried.limit.sending(inFlight: outstanding)
+        request.sentAt = now
+    }
+
+    /// Queues what the lane may send now (asking for a connection first if it has none).
+    private mutating func fill(_ lane: Int) {
+        guard !carried.lanes[lane].hasOutput else { return actions.append(.send(lane: lane)) }
+        carried.lanes[lane].output.removeAll(keepingCapacity: true)
+        carried.lanes[lane].sentBytes = 0
+        if let suspect = carried.lanes[lane].suspect {
+            guard carried.lanes[lane].inFlight.isEmpty else { return }
+            guard carried.lanes[lane].connected else { return actions.append(.connect(lane: lane)) }
+            var request = suspect
+            let position = batches[suspect.batch].deliveries[suspect.index].stored.position
+            request.bytes =
+                suspect.attempt == .canary
+                ? setup.framing.appendCanary(to: &carried.lanes[lane].output)
+                : setup.framing.append(position, to: &carried.lanes[lane].output)
+            update.wireBytes += request.bytes
+            track(&request)
+            carried.lanes[lane].inFlight.append(request)
+            carried.lanes[lane].suspect = nil
+            results[suspect.batch].attempted += 1
+        }
+        var room = carried.limit.room(outstanding: outstanding)
+        while carried.lanes[lane].inFlight.count < windowSize(lane), room > 0, !finishing,
+            let batch = nextDelivery(for: lane)
+        {
+            // The batch is the lane's now: once connected it goes on, or it fails with the connection.
+            guard carried.lanes[lane].connected else { return actions.append(.connect(lane: lane)) }
+            room -= 1
+            let index = nextIndex[batch]
+            let bytes = setup.framing.append(
+                batches[batch].deliveries[index].stored.position, to: &carried.lanes[lane].output)
+            update.wireBytes += bytes
+            var request = InFlight(batch: batch, index: index, bytes: bytes)
+            track(&request)
+            carried.lanes[lane].inFlight.append(request)
+            nextIndex[batch] += 1
+            positionsLeft -= 1
+            results[batch].attempted += 1
+        }
+        if carried.lanes[lane].hasOutput { actions.append(.send(lane: lane)) }
+    }
+
+    // MARK: - Answers
+
+    private mutating func receive(_ lane: Int, _ bytes: UnsafeRawBufferPointer, ledger: inout DeliveryLedger) {
+        guard carried.lanes[lane].connected else { return }
+        carried.lanes[lane].lastProgress = now
+        carried.lanes[lane].parser.append(bytes)
+        do throws(HTTP1ParseError) {
+            while carried.lanes[lane].connected, let http = try carried.lanes[lane].parser.next() {
+                guard !carried.lanes[lane].inFlight.isEmpty else {
+                    return breakConnection(lane, .failed("an answer to no request"))
+                }
+                answer(lane, http, ledger: &ledger)
+            }
+        } catch {
+            breakConnection(lane, .failed("a response that does not parse: \(error)"))
+        }
+    }
+
+    /// What an answer to the lane's oldest request settles.
+    private mutating func answer(_ lane: Int, _ http: HTTP1Response, ledger: inout DeliveryLedger) {
+        let request = carried.lanes[lane].inFlight.removeFirst()
+        carried.lanes[lane].answeredOnConnection += 1
+        carried.lanes[lane].lastProgress = now
+        carried.limit.answered(sequence: request.sequence, roundTrip: now - request.sentAt, now: now)
+        if carried.lanes[lane].answeredOnConnection >= 2 * setup.window { carried.brokenWindows = 0 }
+        // A connection's first answer says whether the server keeps connections alive (one that
+        // closes after many answers, as nginx does after `keepalive_requests`, still does).
+        if carried.lanes[lane].answeredOnConnection == 1 { carried.keepsAlive = http.keepAlive }
+        update.wireBytes += http.response.wireBytes
+        let batch = request.batch
+        if !stopped[batch] {
+            let outcome =
+                request.attempt == .canary
+                ? ServerCheck.canaryOutcome(.success(http.response)) : setup.traccar.outcome(of: http.response)
+            switch ledger.settle(
+                outcome, request.index..<(request.index + 1), of: batches[batch], result: &results[batch],
+                parkSeconds: setup.parkSeconds, logger: setup.logger, into: &update)
+            {
+            case .goesOn:
+                break
+            case .deviceParked:
+                stopped[batch] = true
+            case .destinationFailed:
+                stopped[batch] = true
+                halted = true
+            }
+            flush(force: false)
+        }
+        if !http.keepAlive {
+            // The server closes after this answer: whatever was sent behind it was never read.
+            requeue(carried.lanes[lane].inFlight)
+            carried.lanes[lane].inFlight.removeAll()
+            close(lane)
+        }
+    }
+
+    private mutating func flush(force: Bool) {
+        if cadence.due(update, force: force) {
+            actions.append(.progress(update))
+            update = DeliveryUpdate(destination: setup.destination)
+        }
+    }
+
+    /// Unanswered requests go again from the first unanswered one of each device.
+    private mutating func requeue(_ unanswered: some Sequence<InFlight>) {
+        for request in unanswered where !stopped[request.batch] {
+            nextIndex[request.batch] = min(nextIndex[request.batch], request.index)
+        }
+    }
+
+    private mutating func close(_ lane: Int) {
+        guard carried.lanes[lane].connected else { return }
+        carried.lanes[lane].close()
+        actions.append(.close(lane: lane))
+    }
+
+    private mutating func breakConnection(_ lane: Int, _ reason: Break) {
+        let unanswered = carried.lanes[lane].inFlight
+        carried.lanes[lane].inFlight.removeAll()
+        close(lane)
+        guard let head = unanswered.first else { return }
+        requeue(unanswered.dropFirst())
+        guard !stopped[head.batch] else { return }
+        switch reason {
+        case .failed(let message):
+            requeue([head])
+            fail(head.batch, message)
+        case .closed(let message):
+            if unanswered.count > 1 {
+                carried.brokenWindows += 1
+                if carried.brokenWindows >= 3, carried.oneAtATimeUntil.map({ now >= $0 }) ?? true {
+                    setup.logger.warning(
+                        "pipelined windows keep breaking (\(message)); one request at a time for 10 minutes")
+                    carried.oneAtATimeUntil = now + .seconds(600)
+                    carried.brokenWindows = 0
+                }
+            }
+            if head.attempt == .canary {
+                requeue([head])
+                fail(head.batch, "no answer to the position nor to an empty request: the link, not the payload")
+            } else {
+                // The suspect goes alone; the device's requests behind it follow once it is settled.
+                carried.lanes[lane].suspect = InFlight(batch: head.batch, index: head.index, attempt: head.attempt.next)
+            }
+        }
+    }
+}

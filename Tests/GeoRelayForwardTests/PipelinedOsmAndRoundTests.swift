@@ -1,0 +1,238 @@
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestTraits
+import Testing
+
+@testable import GeoRelayForward
+
+/// The pipelined OsmAnd round as a state machine: what it asks for and what it settles, driven
+/// event by event and byte by byte, without a socket.
+@Suite(.offThePool) struct PipelinedOsmAndRoundTests {
+    typealias Round = PipelinedOsmAndRound
+
+    /// A round of device 1's four positions (seqs 11–14) on one lane, window 4.
+    struct Harness {
+        var round: Round
+        var ledger = DeliveryLedger(destination: "traccar")
+        var now = ContinuousClock.now
+        var progress: [DeliveryUpdate] = []
+        static let timeout: Duration = .seconds(30)
+
+        init(keepsAlive: Bool? = true, lanes: Int = 1) throws {
+            var settings = Configuration.DestinationSettings()
+            settings.url = "http://traccar.example:5055/"
+            let setup = Round.Setup(
+                destination: "traccar", traccar: TraccarProtocol(settings: settings),
+                framing: TraccarProtocol.PipelinedFraming(target: try HTTP1Target(url: settings.url)), window: 4,
+                requestTimeout: Self.timeout, parkSeconds: 600, logger: .disabled)
+            var carried = Round.Carried(lanes: lanes, window: 4)
+            carried.keepsAlive = keepsAlive
+            round = Round(
+                [SettlementTests.batch(parked: false)], setup: setup, carried: carried,
+                connected: Array(repeating: false, count: lanes), maxPositions: 100, now: now)
+        }
+
+        /// Handles an event; progress is kept, the other actions returned in order.
+        mutating func handle(_ event: Round.Event) -> [String] {
+            let actions = round.handle(event, at: now, ledger: &ledger)
+            var described: [String] = []
+            for action in actions {
+                switch action {
+                case .connect(let lane): described.append("connect \(lane)")
+                case .send(let lane): described.append("send \(lane)")
+                case .close(let lane): described.append("close \(lane)")
+                case .progress(let update): progress.append(update)
+                }
+            }
+            return described
+        }
+
+        /// Says the socket took all of lane 0's output.
+        mutating func wroteAll() -> [String] {
+            handle(.wrote(lane: 0, count: round.lanes[0].output.count - round.lanes[0].sentBytes))
+        }
+
+        /// Feeds `text` one byte at a time, each as its own read.
+        mutating func receive(_ text: String, onByte: (Harness) -> Void = { _ in }) -> [String] {
+            receive(Array(text.utf8), onByte: onByte)
+        }
+
+        mutating func receive(_ bytes: [UInt8], onByte: (Harness) -> Void = { _ in }) -> [String] {
+            var actions: [String] = []
+            for byte in bytes {
+                actions += [byte].withUnsafeBytes { handle(.received(lane: 0, $0)) }
+                onByte(self)
+            }
+            return actions
+        }
+
+        mutating func finish() {
+            for case .progress(let update) in round.finish() { progress.append(update) }
+        }
+
+        var acknowledged: [Int64] { progress.flatMap(\.acknowledged).map(\.seq) }
+        var requestsOnTheWire: Int {
+            String(decoding: round.lanes[0].output, as: UTF8.self).components(separatedBy: " HTTP/1.1\r\n").count - 1
+        }
+    }
+
+    static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+    @Test func aWindowGoesOutAtOnceAndEachAnswerSettlesOnItsLastByte() throws {
+        var h = try Harness()
+        #expect(h.handle(.turn(yield: false)) == ["connect 0"], "a connection first, nothing framed before it")
+        #expect(h.round.lanes[0].output.isEmpty)
+        #expect(h.handle(.connected(lane: 0)) == ["send 0"])
+        #expect(h.requestsOnTheWire == 4, "the whole window, back to back")
+        #expect(h.wroteAll().isEmpty)
+        var settledEarly = false
+        let answer = Array(Self.ok.utf8)
+        _ = h.receive(Array(answer.dropLast())) { settledEarly = settledEarly || $0.round.results[0].delivered > 0 }
+        #expect(!settledEarly, "nothing settled before the answer's last byte")
+        _ = h.receive([answer.last!])
+        #expect(h.round.results[0].delivered == 1)
+        _ = h.receive(Self.ok + Self.ok + Self.ok)
+        #expect(h.round.results[0].delivered == 4)
+        #expect(h.round.busyLanes.isEmpty, "nothing in flight, nothing unsent: the round is over")
+        #expect(h.handle(.turn(yield: false)).isEmpty)
+        h.finish()
+        #expect(h.acknowledged.max() == 14)
+        #expect(h.progress.last?.state?.state == .online)
+    }
+
+    @Test func aServerNotYetShownToKeepConnectionsGetsOneRequestThenTheWindow() throws {
+        var h = try Harness(keepsAlive: nil)
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        #expect(h.requestsOnTheWire == 1)
+        _ = h.wroteAll()
+        _ = h.receive(Self.ok)
+        #expect(h.round.carried.keepsAlive == true)
+        #expect(h.handle(.turn(yield: false)) == ["send 0"])
+        #expect(h.requestsOnTheWire == 3, "the rest of the device's positions in one window")
+    }
+
+    @Test func anAnswerThatClosesTheConnectionSendsWhatWasBehindItAgain() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        let closing = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        #expect(h.receive(closing) == ["close 0"])
+        #expect(h.round.results[0].delivered == 1)
+        #expect(h.round.carried.keepsAlive == false)
+        #expect(h.handle(.turn(yield: false)) == ["connect 0"], "the three unread requests go again")
+        _ = h.handle(.connected(lane: 0))
+        #expect(h.requestsOnTheWire == 1, "one at a time to a server that closes")
+        #expect(h.round.lanes[0].inFlight.first?.index == 1)
+    }
+
+    @Test func aConnectionClosedMidWindowMakesTheFirstUnansweredTheSuspectAlone() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        _ = h.receive(Self.ok)
+        #expect(h.handle(.peerClosed(lane: 0)) == ["close 0"])
+        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
+        _ = h.handle(.connected(lane: 0))
+        #expect(h.round.lanes[0].inFlight.map(\.index) == [1], "the suspect, alone")
+        #expect(h.round.lanes[0].inFlight.first?.attempt == .retry)
+        _ = h.wroteAll()
+        // No answer again: the canary (an empty request) decides between the payload and the link.
+        _ = h.handle(.peerClosed(lane: 0))
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        #expect(h.round.lanes[0].inFlight.first?.attempt == .canary)
+        #expect(
+            !String(decoding: h.round.lanes[0].output, as: UTF8.self).contains("lat="), "the canary has no position")
+        _ = h.wroteAll()
+        _ = h.receive(Self.ok)
+        // The server answers an empty request: the payload was what it could not take.
+        #expect(h.handle(.turn(yield: false)) == ["send 0"], "the rest goes on, pipelined again")
+        #expect(h.round.lanes[0].inFlight.map(\.index) == [2, 3])
+        h.finish()
+        #expect(h.progress.flatMap(\.quarantined).map(\.seq) == [12])
+    }
+
+    @Test func anUnknownDeviceStopsItsWindowAndTheAnswersBehindItSettleNothing() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        _ = h.receive("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n" + Self.ok + Self.ok + Self.ok)
+        #expect(h.round.results[0].delivered == 0, "a later 200 must not move the cursor past the refused one")
+        #expect(h.round.busyLanes.isEmpty)
+        #expect(h.handle(.turn(yield: false)).isEmpty, "the device waits for its park")
+        h.finish()
+        #expect(h.acknowledged.isEmpty)
+        #expect(h.progress.flatMap(\.parked).count == 1)
+    }
+
+    @Test func anAnswerToNoRequestBreaksTheConnectionAndIsNoAcknowledgement() throws {
+        var h = try Harness(keepsAlive: nil)
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        #expect(h.receive(Self.ok + Self.ok) == ["close 0"])
+        #expect(h.round.results[0].delivered == 1, "only the one request asked for is settled")
+        #expect(h.round.results[0].unavailable == nil, "nothing was unanswered: the round goes on")
+        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
+    }
+
+    @Test func bytesThatAreNoResponseBreakTheConnectionAndFailTheRound() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        #expect(h.receive("SSH-2.0-OpenSSH_9.6\r\n") == ["close 0"])
+        #expect(h.round.results[0].delivered == 0)
+        #expect(h.round.results[0].unavailable != nil)
+        #expect(h.handle(.turn(yield: false)).isEmpty)
+    }
+
+    @Test func silenceForTheRequestTimeoutFailsTheRound() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        h.now += Harness.timeout - .milliseconds(1)
+        #expect(h.handle(.tick).isEmpty)
+        h.now += .milliseconds(1)
+        #expect(h.handle(.tick) == ["close 0"])
+        #expect(h.round.results[0].unavailable != nil)
+        #expect(h.handle(.turn(yield: false)).isEmpty, "nothing more this round")
+    }
+
+    @Test func aConnectionThatCannotBeOpenedFailsTheDevicesBatch() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        #expect(h.handle(.connectFailed(lane: 0, "Could not resolve host")).isEmpty)
+        #expect(h.round.results[0].unavailable != nil)
+        #expect(h.round.results[0].attempted == 0)
+        #expect(h.handle(.turn(yield: false)).isEmpty)
+    }
+
+    @Test func aYieldLetsWhatIsInFlightFinishAndStartsNothingNew() throws {
+        var h = try Harness(keepsAlive: nil)
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        #expect(h.handle(.turn(yield: true)).isEmpty)
+        _ = h.receive(Self.ok)
+        #expect(h.handle(.turn(yield: true)).isEmpty)
+        #expect(h.round.busyLanes.isEmpty)
+        #expect(h.round.results[0].attempted == 1)
+    }
+
+    @Test func anAbandonedRoundCountsWhatWasInFlight() throws {
+        var h = try Harness()
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.connected(lane: 0))
+        _ = h.wroteAll()
+        _ = h.receive(Self.ok)
+        #expect(h.handle(.abandon) == ["close 0"])
+        #expect(h.round.results[0].abandoned == 3)
+        #expect(h.round.results[0].delivered == 1)
+    }
+}
