@@ -1,48 +1,20 @@
 import CCurl
 import GeoRelayCore
 
-/// One connection to Traccar's Teltonika port, identified as one device (or as the probe).
+/// One connection to Traccar's Teltonika port, identified as one device (or as the probe): the
+/// I/O around a `TeltonikaExchange`, which says what to write and what the answers mean.
 ///
 /// Traccar binds a connection to the devices identified on it and attributes a data frame
-/// to any of them, so a session never carries more than one id. It identifies once per
-/// connection: the id goes first, alone when it is long enough for Traccar's frame decoder
-/// to cut it (12 bytes), else in the same write as the first data frame
-/// (`TeltonikaCodec.identificationNeedsCompanion`); after a `0x01`, data frames follow, each
-/// answered with its record count. Once identified, frames may go back to back before their
-/// answers: Traccar's frame decoder cuts every whole frame out of what it has read and the
-/// protocol decoder answers each in turn, so the answers come in the frames' order.
+/// to any of them, so a session never carries more than one id.
 ///
 /// Non-blocking after `connect()`: the owner polls `descriptor`, calls `flush()` when it is
 /// writable and `receive(into:)` when it is readable, and gets events back. `CurlConnection`
 /// does DNS, TCP and, for `tls://`, the handshake and certificate checks.
 ///
-/// How a connection ends matters to the owner (`Break`): Traccar refuses a frame it cannot
-/// decode by closing the connection (a clean close, after it answered the id); everything
-/// else (a reset, a close before any answer, bytes that are not Traccar's) is the link's or a
-/// middlebox's doing, and proves nothing about the frame.
-///
 /// Not `Sendable`: confine it to one thread.
 final class TeltonikaSession {
-    /// What the owner learns from the connection.
-    enum Event: Equatable {
-        /// The id's 1-byte answer. After `.unknown` Traccar drops data frames unanswered.
-        case identified(TeltonikaCodec.IdentificationAnswer)
-        /// A data frame's 4-byte answer: the number of records Traccar decoded.
-        case acknowledged(Int)
-        /// The connection is finished (and closed): nothing more will be answered on it.
-        case broken(Break)
-    }
-
-    /// How a connection ended with something unanswered.
-    enum Break: Equatable {
-        /// A clean close after the id was answered `0x01`, with a data frame unanswered:
-        /// how Traccar refuses a frame it cannot decode, and also what a dying link can look like.
-        case closedUnanswered
-        /// Bytes that are not Traccar's answer: something else listens there.
-        case notTraccar(String)
-        /// Reset, refused, closed before the id's answer, or failed otherwise: the link, not the frame.
-        case failed(String)
-    }
+    typealias Event = TeltonikaExchange.Event
+    typealias Break = TeltonikaExchange.Break
 
     /// Where the port is and how to reach it.
     struct Endpoint: Sendable {
@@ -94,19 +66,10 @@ final class TeltonikaSession {
         }
     }
 
-    let identification: [UInt8]
     private let endpoint: Endpoint
     private(set) var connection: CurlConnection?
-    /// The id was answered `0x01` on this connection: data frames go without identifying again.
-    private(set) var isKnown = false
-    /// Bytes queued for the socket; offered again from `sentBytes` until taken (see `CurlConnection`).
-    private var output: [UInt8] = []
-    private var sentBytes = 0
-    /// A data frame waiting for the id's answer (a long id goes alone first).
-    private var afterIdentification: [UInt8]?
-    private var input: [UInt8] = []
-    /// The answers the server owes, in order.
-    private var awaiting: [Expectation] = []
+    /// The protocol on the current connection (a fresh one for each connection).
+    private var exchange: TeltonikaExchange
     /// When bytes last moved either way: the request timeout counts from here.
     private(set) var lastProgress = ContinuousClock.now
     /// Wire bytes already handed to `takeWireBytes()` from the current connection.
@@ -117,22 +80,19 @@ final class TeltonikaSession {
     /// answers (the id's `0x01` and the count of the frame it let go), and it returns one at a time.
     private var unreported: [Event] = []
 
-    private enum Expectation {
-        case identification
-        case count
-    }
-
     /// - Throws: `TeltonikaCodecError` when `uniqueID` cannot identify on the port (not ASCII, empty).
     init(uniqueID: String, endpoint: Endpoint) throws(TeltonikaCodecError) {
-        identification = try TeltonikaCodec.identification(uniqueID: uniqueID)
+        exchange = TeltonikaExchange(identification: try TeltonikaCodec.identification(uniqueID: uniqueID))
         self.endpoint = endpoint
     }
 
     var isConnected: Bool { connection != nil }
     var descriptor: Int32 { connection?.descriptor ?? -1 }
-    var hasOutput: Bool { sentBytes < output.count }
+    var hasOutput: Bool { exchange.hasOutput }
     /// An answer is owed: the request timeout applies.
-    var isAwaiting: Bool { !awaiting.isEmpty }
+    var isAwaiting: Bool { exchange.isAwaiting }
+    /// The id was answered `0x01` on this connection: data frames go without identifying again.
+    var isKnown: Bool { exchange.isKnown }
 
     /// Connects (blocking for at most the connect timeout), unless connected already.
     func connect() throws(CurlError) {
@@ -150,63 +110,34 @@ final class TeltonikaSession {
     /// - Precondition: connected; and nothing awaited, or the id answered `0x01` (frames behind
     ///   frames, never behind an identification whose answer may drop them).
     func send(frame: [UInt8]) -> Event? {
-        precondition(
-            connection != nil && (awaiting.isEmpty || (isKnown && afterIdentification == nil)),
-            "TeltonikaSession.send behind an unanswered identification, or with no connection")
-        if !hasOutput {
-            output.removeAll(keepingCapacity: true)
-            sentBytes = 0
-        }
-        if isKnown {
-            output.append(contentsOf: frame)
-            awaiting.append(.count)
-        } else if TeltonikaCodec.identificationNeedsCompanion(identification) {
-            output = identification + frame
-            awaiting = [.identification, .count]
-        } else {
-            output = identification
-            afterIdentification = frame
-            awaiting = [.identification]
-        }
+        precondition(connection != nil, "TeltonikaSession.send with no connection")
+        exchange.queue(frame: frame)
         lastProgress = .now
         return flush()
     }
 
     /// Queues the identification alone (the probe), and sends it.
     func identify() -> Event? {
-        precondition(
-            connection != nil && awaiting.isEmpty && !isKnown,
-            "TeltonikaSession.identify on a busy or identified connection")
-        output = identification
-        sentBytes = 0
-        awaiting = [.identification]
+        precondition(connection != nil, "TeltonikaSession.identify with no connection")
+        exchange.queueIdentification()
         lastProgress = .now
         return flush()
     }
 
     /// Sends what the socket takes of the queued bytes.
     func flush() -> Event? {
-        guard let connection, hasOutput else { return nil }
+        guard let connection, exchange.hasOutput else { return nil }
         do throws(CurlError) {
-            while hasOutput {
-                let taken = try connection.send(output, from: sentBytes)
+            while exchange.hasOutput {
+                let taken = try connection.send(exchange.output, from: exchange.sentBytes)
                 if taken == 0 { break }
-                sentBytes += taken
+                exchange.wrote(taken)
                 lastProgress = .now
             }
             return nil
         } catch {
-            return fail(failure(error))
+            return fail(exchange.failed(error.message))
         }
-    }
-
-    /// What a connection's error says. With frames back to back, Traccar's refusal of the first
-    /// unanswered one looks like a reset, not a clean close: it closes with the frames behind it
-    /// unread (or arriving after), and the kernel answers those with a reset. So a reset with more
-    /// than one frame unanswered makes the first the suspect, which goes again alone, where a reset
-    /// is the link's again.
-    private func failure(_ error: CurlError) -> Break {
-        isKnown && awaiting.count(where: { $0 == .count }) > 1 ? .closedUnanswered : .failed(error.message)
     }
 
     /// Reads what arrived (until the socket would block: over TLS curl may hold decrypted bytes)
@@ -216,69 +147,20 @@ final class TeltonikaSession {
         var events: [Event] = []
         do throws(CurlError) {
             while let count = try connection.receive(into: scratch) {
-                if count == 0 {
-                    // The peer closed. Only after a `0x01` with a frame unanswered is that Traccar's refusal.
-                    let refusal = isKnown && awaiting.first == .count
-                    guard !awaiting.isEmpty else { return events + [fail(.failed("the server closed the connection"))] }
-                    return events + [
-                        fail(
-                            refusal
-                                ? .closedUnanswered
-                                : .failed("the server closed the connection before answering the identification"))
-                    ]
-                }
+                if count == 0 { return events + [fail(exchange.peerClosed())] }
                 lastProgress = .now
-                input.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-                while let event = nextAnswer() {
-                    events.append(event)
-                    if case .broken = event { return events }
+                events += exchange.received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                if case .broken(let reason) = events.last {
+                    events[events.count - 1] = fail(reason)
+                    return events
                 }
             }
         } catch {
-            events.append(fail(failure(error)))
+            return events + [fail(exchange.failed(error.message))]
         }
+        // The id's `0x01` lets the frame that waited for it go.
+        if let broken = flush() { events.append(broken) }
         return events
-    }
-
-    /// The next whole answer in `input`, if any.
-    private func nextAnswer() -> Event? {
-        guard !input.isEmpty else { return nil }
-        guard let expected = awaiting.first else {
-            return fail(.notTraccar("\(input.count) bytes nobody asked for"))
-        }
-        switch expected {
-        case .identification:
-            let byte = input.removeFirst()
-            awaiting.removeFirst()
-            do throws(TeltonikaCodecError) {
-                let answer = try TeltonikaCodec.identificationAnswer(byte)
-                isKnown = answer == .known
-                if isKnown, let frame = afterIdentification {
-                    afterIdentification = nil
-                    output = frame
-                    sentBytes = 0
-                    awaiting = [.count]
-                    if let broken = flush() { return broken }
-                } else if answer == .unknown {
-                    // Traccar drops a companion frame unanswered; nothing more will come.
-                    awaiting.removeAll()
-                    afterIdentification = nil
-                }
-                return .identified(answer)
-            } catch {
-                return fail(.notTraccar(error.message))
-            }
-        case .count:
-            guard input.count >= 4 else { return nil }
-            let answer = input.prefix(4)
-            input.removeFirst(4)
-            awaiting.removeFirst()
-            do throws(TeltonikaCodecError) {
-                return .acknowledged(try TeltonikaCodec.parseAcknowledgement(answer))
-            } catch {
-                return fail(.notTraccar(error.message))
-            }
-        }
     }
 
     /// Ends the connection, as a `.broken` event.
@@ -293,12 +175,7 @@ final class TeltonikaSession {
             closedBytes += connection.bytesSent + connection.bytesReceived - countedBytes
         }
         connection = nil
-        isKnown = false
-        output.removeAll()
-        sentBytes = 0
-        afterIdentification = nil
-        input.removeAll()
-        awaiting.removeAll()
+        exchange = TeltonikaExchange(identification: exchange.identification)
         // A closed connection's answers mean nothing to the next one (`nextEvent` keeps the ones
         // read with a `.broken` after this, which runs inside `receive`).
         unreported.removeAll()
