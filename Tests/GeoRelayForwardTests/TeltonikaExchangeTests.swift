@@ -109,6 +109,7 @@ import Testing
 
     @Test func theProbeIdentifiesAlone() throws {
         var x = try Self.exchange(TeltonikaProbe.uniqueID)
+        #expect(x.identification == TeltonikaProbe.identification)
         x.queueIdentification()
         #expect(Self.writeAll(&x) == x.identification)
         #expect(Self.receive([0x01], into: &x) == [[.identified(.known)]])

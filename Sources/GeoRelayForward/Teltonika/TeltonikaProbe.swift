@@ -17,6 +17,8 @@ package final class TeltonikaProbe: Sendable {
     /// The id probes identify as: no device of the relay's is expected to carry it. 14 characters,
     /// so the identification (16 bytes) is long enough for Traccar to answer it alone.
     package static let uniqueID = "georelay-probe"
+    /// Its identification: the id's length in two bytes, then the id (`TeltonikaCodec.identification`).
+    static let identification: [UInt8] = [0, UInt8(uniqueID.utf8.count)] + Array(uniqueID.utf8)
 
     private let endpoint: TeltonikaSession.Endpoint
     private let timeout: Duration

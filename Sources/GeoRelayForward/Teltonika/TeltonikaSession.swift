@@ -1,8 +1,10 @@
 import CCurl
 import GeoRelayCore
 
-/// One connection to Traccar's Teltonika port, identified as one device (or as the probe): the
-/// I/O around a `TeltonikaExchange`, which says what to write and what the answers mean.
+/// One connection to Traccar's Teltonika port, identified as one device (or as the probe), for a
+/// one-off exchange on a thread of its own (the probe, `georelay send`): the blocking I/O around
+/// a `TeltonikaExchange`, which says what to write and what the answers mean. The engine's
+/// rounds drive their exchanges themselves (`TeltonikaRound`).
 ///
 /// Traccar binds a connection to the devices identified on it and attributes a data frame
 /// to any of them, so a session never carries more than one id.
@@ -223,14 +225,6 @@ final class TeltonikaSession {
             }
         }
         return nil
-    }
-
-    /// A connection idle since its last answer that the server closed meanwhile, or that has
-    /// bytes nobody asked for, is not worth a frame: checked before reuse.
-    var isStale: Bool {
-        guard let connection else { return true }
-        guard let ready = try? connection.wait(readable: true, writable: false, timeout: .zero) else { return true }
-        return ready.readable
     }
 }
 

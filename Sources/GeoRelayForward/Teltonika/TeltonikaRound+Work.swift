@@ -1,11 +1,12 @@
 import GeoRelayCore
 
-/// What the Teltonika engine keeps per device in a round, and per frame on the wire.
-extension TeltonikaEngine {
+/// What the Teltonika round keeps per device, and per frame on the wire.
+extension TeltonikaRound {
     /// One device's part of a round.
-    final class Work {
+    struct Work {
         let batch: Int
-        let session: TeltonikaSession
+        /// The device's connection (`Carried.connections`).
+        let connection: ConnectionID
         let records: [TeltonikaCodec.Record]
         /// The first record not yet sent in a first attempt.
         var next = 0
@@ -19,12 +20,17 @@ extension TeltonikaEngine {
         var lastAnswer: ContinuousClock.Instant?
         /// A single record that closed the connection unanswered, awaiting the probe's verdict.
         var suspect: Int?
-        var canary: TeltonikaSession?
+        /// The probe's connection while it runs.
+        var canary: ConnectionID?
+        /// A kept connection the driver is checking before it carries a frame.
+        var verifying = false
+        /// The connection was asked for and is not open yet.
+        var opening = false
         var done = false
 
-        init(batch: Int, session: TeltonikaSession, records: [TeltonikaCodec.Record]) {
+        init(batch: Int, connection: ConnectionID, records: [TeltonikaCodec.Record]) {
             self.batch = batch
-            self.session = session
+            self.connection = connection
             self.records = records
         }
 
