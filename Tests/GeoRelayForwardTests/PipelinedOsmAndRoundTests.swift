@@ -38,7 +38,8 @@ import Testing
             var described: [String] = []
             for action in actions {
                 switch action {
-                case .connect(let lane): described.append("connect \(lane)")
+                case .open(let lane): described.append("connect \(lane)")
+                case .verify(let lane): described.append("verify \(lane)")
                 case .send(let lane): described.append("send \(lane)")
                 case .close(let lane): described.append("close \(lane)")
                 case .progress(let update): progress.append(update)
@@ -49,7 +50,7 @@ import Testing
 
         /// Says the socket took all of lane 0's output.
         mutating func wroteAll() -> [String] {
-            handle(.wrote(lane: 0, count: round.lanes[0].output.count - round.lanes[0].sentBytes))
+            handle(.wrote(0, count: round.lanes[0].output.count - round.lanes[0].sentBytes))
         }
 
         /// Feeds `text` one byte at a time, each as its own read.
@@ -60,7 +61,7 @@ import Testing
         mutating func receive(_ bytes: [UInt8], onByte: (Harness) -> Void = { _ in }) -> [String] {
             var actions: [String] = []
             for byte in bytes {
-                actions += [byte].withUnsafeBytes { handle(.received(lane: 0, $0)) }
+                actions += [byte].withUnsafeBytes { handle(.received(0, $0)) }
                 onByte(self)
             }
             return actions
@@ -82,7 +83,8 @@ import Testing
         var h = try Harness()
         #expect(h.handle(.turn(yield: false)) == ["connect 0"], "a connection first, nothing framed before it")
         #expect(h.round.lanes[0].output.isEmpty)
-        #expect(h.handle(.connected(lane: 0)) == ["send 0"])
+        #expect(h.handle(.opened(0)) == ["send 0"])
+        #expect(!h.round.isFinished, "the request the new connection carries keeps the round going")
         #expect(h.requestsOnTheWire == 4, "the whole window, back to back")
         #expect(h.wroteAll().isEmpty)
         var settledEarly = false
@@ -103,7 +105,7 @@ import Testing
     @Test func aServerNotYetShownToKeepConnectionsGetsOneRequestThenTheWindow() throws {
         var h = try Harness(keepsAlive: nil)
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         #expect(h.requestsOnTheWire == 1)
         _ = h.wroteAll()
         _ = h.receive(Self.ok)
@@ -115,14 +117,14 @@ import Testing
     @Test func anAnswerThatClosesTheConnectionSendsWhatWasBehindItAgain() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         let closing = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         #expect(h.receive(closing) == ["close 0"])
         #expect(h.round.results[0].delivered == 1)
         #expect(h.round.carried.keepsAlive == false)
         #expect(h.handle(.turn(yield: false)) == ["connect 0"], "the three unread requests go again")
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         #expect(h.requestsOnTheWire == 1, "one at a time to a server that closes")
         #expect(h.round.lanes[0].inFlight.first?.index == 1)
     }
@@ -130,19 +132,19 @@ import Testing
     @Test func aConnectionClosedMidWindowMakesTheFirstUnansweredTheSuspectAlone() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         _ = h.receive(Self.ok)
-        #expect(h.handle(.peerClosed(lane: 0)) == ["close 0"])
+        #expect(h.handle(.peerClosed(0)) == ["close 0"])
         #expect(h.handle(.turn(yield: false)) == ["connect 0"])
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         #expect(h.round.lanes[0].inFlight.map(\.index) == [1], "the suspect, alone")
         #expect(h.round.lanes[0].inFlight.first?.attempt == .retry)
         _ = h.wroteAll()
         // No answer again: the canary (an empty request) decides between the payload and the link.
-        _ = h.handle(.peerClosed(lane: 0))
+        _ = h.handle(.peerClosed(0))
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         #expect(h.round.lanes[0].inFlight.first?.attempt == .canary)
         #expect(
             !String(decoding: h.round.lanes[0].output, as: UTF8.self).contains("lat="), "the canary has no position")
@@ -158,7 +160,7 @@ import Testing
     @Test func anUnknownDeviceStopsItsWindowAndTheAnswersBehindItSettleNothing() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         _ = h.receive("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n" + Self.ok + Self.ok + Self.ok)
         #expect(h.round.results[0].delivered == 0, "a later 200 must not move the cursor past the refused one")
@@ -172,7 +174,7 @@ import Testing
     @Test func anAnswerToNoRequestBreaksTheConnectionAndIsNoAcknowledgement() throws {
         var h = try Harness(keepsAlive: nil)
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         #expect(h.receive(Self.ok + Self.ok) == ["close 0"])
         #expect(h.round.results[0].delivered == 1, "only the one request asked for is settled")
@@ -183,7 +185,7 @@ import Testing
     @Test func bytesThatAreNoResponseBreakTheConnectionAndFailTheRound() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         #expect(h.receive("SSH-2.0-OpenSSH_9.6\r\n") == ["close 0"])
         #expect(h.round.results[0].delivered == 0)
@@ -194,7 +196,7 @@ import Testing
     @Test func silenceForTheRequestTimeoutFailsTheRound() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         h.now += Harness.timeout - .milliseconds(1)
         #expect(h.handle(.tick).isEmpty)
@@ -207,7 +209,7 @@ import Testing
     @Test func aConnectionThatCannotBeOpenedFailsTheDevicesBatch() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        #expect(h.handle(.connectFailed(lane: 0, "Could not resolve host")).isEmpty)
+        #expect(h.handle(.openFailed(0, "Could not resolve host")).isEmpty)
         #expect(h.round.results[0].unavailable != nil)
         #expect(h.round.results[0].attempted == 0)
         #expect(h.handle(.turn(yield: false)).isEmpty)
@@ -216,7 +218,7 @@ import Testing
     @Test func aYieldLetsWhatIsInFlightFinishAndStartsNothingNew() throws {
         var h = try Harness(keepsAlive: nil)
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         #expect(h.handle(.turn(yield: true)).isEmpty)
         _ = h.receive(Self.ok)
@@ -225,13 +227,15 @@ import Testing
         #expect(h.round.results[0].attempted == 1)
     }
 
-    @Test func anAbandonedRoundCountsWhatWasInFlight() throws {
+    @Test func aStoppedRoundAbandonsWhatWasInFlight() throws {
         var h = try Harness()
         _ = h.handle(.turn(yield: false))
-        _ = h.handle(.connected(lane: 0))
+        _ = h.handle(.opened(0))
         _ = h.wroteAll()
         _ = h.receive(Self.ok)
-        #expect(h.handle(.abandon) == ["close 0"])
+        #expect(h.handle(.stop).isEmpty)
+        let closed = h.round.finish().compactMap { if case .close(let lane) = $0 { lane } else { nil } }
+        #expect(closed == [0])
         #expect(h.round.results[0].abandoned == 3)
         #expect(h.round.results[0].delivered == 1)
     }

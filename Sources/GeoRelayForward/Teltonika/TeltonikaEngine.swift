@@ -1,6 +1,5 @@
 import GeoRelayCore
 import GeoRelaySpool
-import Glibc
 
 /// Sends rounds of positions to Traccar's Teltonika port, on one thread: codec 8 Extended
 /// frames of up to 255 positions, one connection per device.
@@ -13,31 +12,30 @@ import Glibc
 /// without I/O (read its comment for the protocol's rules); this type is its driver: it opens,
 /// checks and polls libcurl's connections, moves bytes, and does what the round asks.
 final class TeltonikaEngine: TraccarEngine {
-    private let endpoint: TeltonikaSession.Endpoint
-    private let wakeup: WakePipe
+    private let driver: RoundDriver<TeltonikaRound.ConnectionID>
     private var setup: TeltonikaRound.Setup
     /// What the rounds carry from one to the next: the link's depth, the connections kept open.
     private var carried: TeltonikaRound.Carried
-    /// The sockets of the round's connections (`TeltonikaRound.Connection` holds their protocol).
-    private var connections: [TeltonikaRound.ConnectionID: CurlConnection] = [:]
     /// Connections kept open between rounds at most: a round's worth of devices
     /// (`TraccarForwarder.devicesPerRound`); a fleet beyond that reconnects in turn.
     static let maxIdleConnections = 64
 
     init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws {
-        endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
+        let endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
+        driver = try RoundDriver(
+            url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
+            meter: meter)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,
             requestTimeout: .milliseconds(Int(settings.requestTimeoutSeconds * 1000)), buffered: true,
             parkSeconds: 0, logger: .disabled, maxIdle: Self.maxIdleConnections)
         carried = TeltonikaRound.Carried(pipeline: settings.pipeline)
-        wakeup = try WakePipe()
     }
 
-    var wake: @Sendable () -> Void { wakeup.signal }
+    var wake: @Sendable () -> Void { driver.wake }
 
     func closeConnections() {
-        connections.removeAll()
+        driver.closeAll()
         carried.connections.removeAll()
         carried.idle.removeAll()
         carried.depth.reset()
@@ -57,111 +55,12 @@ final class TeltonikaEngine: TraccarEngine {
         _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
         maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
     ) -> [DeviceResult] {
-        let clock = ContinuousClock()
         setup.buffered = mode == .buffered
         setup.parkSeconds = parkSeconds
         setup.logger = logger
-        var round = TeltonikaRound(batches, setup: setup, carried: carried, maxPositions: maxPositions, now: clock.now)
-        defer { carried = round.carried }
-        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
-        defer { scratch.deallocate() }
-
-        /// Does what the round asks, feeding back what came of it.
-        func perform(_ actions: [TeltonikaRound.Action]) {
-            for action in actions {
-                switch action {
-                case .open(let id):
-                    do throws(CurlError) {
-                        let connection = try CurlConnection(
-                            url: endpoint.curlURL, tls: endpoint.tls,
-                            connectTimeoutSeconds: endpoint.connectTimeoutSeconds, meter: endpoint.meter)
-                        try connection.connect()
-                        connections[id] = connection
-                        perform(round.handle(.opened(id), at: clock.now, ledger: &ledger))
-                    } catch {
-                        perform(round.handle(.openFailed(id, error.message), at: clock.now, ledger: &ledger))
-                    }
-                case .verify(let id):
-                    // Closed by the server while idle, or holding bytes nobody asked for: not worth a frame.
-                    let ready = try? connections[id]?.wait(readable: true, writable: false, timeout: .zero)
-                    let fresh = ready.map { !$0.readable } ?? false
-                    if !fresh { connections[id] = nil }
-                    perform(round.handle(.verified(id, fresh: fresh), at: clock.now, ledger: &ledger))
-                case .send(let id):
-                    send(id)
-                case .close(let id):
-                    connections[id] = nil
-                case .progress(let update):
-                    progress(update)
-                }
-            }
-        }
-
-        func send(_ id: TeltonikaRound.ConnectionID) {
-            guard let connection = connections[id] else { return }
-            do throws(CurlError) {
-                while let output = round.output(of: id), output.sent < output.bytes.count {
-                    let taken = try connection.send(output.bytes, from: output.sent)
-                    if taken == 0 { break }
-                    perform(round.handle(.wrote(id, count: taken), at: clock.now, ledger: &ledger))
-                }
-            } catch {
-                perform(round.handle(.failed(id, error.message), at: clock.now, ledger: &ledger))
-            }
-        }
-
-        /// Reads what arrived; over TLS curl may hold decrypted bytes, so until it would block.
-        func receive(_ id: TeltonikaRound.ConnectionID) {
-            do throws(CurlError) {
-                while let connection = connections[id], let count = try connection.receive(into: scratch) {
-                    let event: TeltonikaRound.Event =
-                        count == 0
-                        ? .peerClosed(id) : .received(id, UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-                    perform(round.handle(event, at: clock.now, ledger: &ledger))
-                    if count == 0 { return }
-                }
-            } catch {
-                perform(round.handle(.failed(id, error.message), at: clock.now, ledger: &ledger))
-            }
-        }
-
-        var descriptors: [pollfd] = []
-        while !stop.isSet {
-            perform(round.handle(.turn(yield: yield?.isSet == true), at: clock.now, ledger: &ledger))
-            if round.isFinished { break }
-            let polled = round.polled.filter { connections[$0.id] != nil }
-            descriptors.removeAll(keepingCapacity: true)
-            descriptors.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0))
-            for entry in polled {
-                descriptors.append(
-                    pollfd(
-                        fd: connections[entry.id]!.descriptor,
-                        events: Int16(POLLIN) | (entry.writing ? Int16(POLLOUT) : 0), revents: 0))
-            }
-            let deadline = round.deadline
-            // Computed in the call, so a poll interrupted by a signal waits only for what is left.
-            var waitMs: Int32 {
-                Int32(
-                    deadline.map { max(0, min(1000, Int(clock.now.duration(to: $0) / .milliseconds(1)) + 1)) }
-                        ?? 1000)
-            }
-            do throws(SystemError) {
-                try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }
-            } catch {
-                logger.error("\(error)")
-                break
-            }
-            if descriptors[0].revents != 0 { wakeup.drain() }
-            for (offset, entry) in polled.enumerated() where descriptors[offset + 1].revents != 0 {
-                if descriptors[offset + 1].revents & Int16(POLLOUT) != 0 { send(entry.id) }
-                receive(entry.id)
-            }
-            perform(round.handle(.tick, at: clock.now, ledger: &ledger))
-        }
-        // Shutdown abandons what is in flight (the spool still has it, and the forwarder says how
-        // many went unanswered); a finished round keeps its connections.
-        if stop.isSet { perform(round.handle(.stop, at: clock.now, ledger: &ledger)) }
-        perform(round.finish())
+        var round = TeltonikaRound(batches, setup: setup, carried: carried, maxPositions: maxPositions, now: .now)
+        driver.run(&round, ledger: &ledger, stop: stop, yield: yield, logger: logger, progress: progress)
+        carried = round.carried
         return round.results
     }
 }

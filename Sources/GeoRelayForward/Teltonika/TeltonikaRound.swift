@@ -28,43 +28,11 @@ import GeoRelaySpool
 ///   still closes the connection; that one is quarantined only if a probe identification on
 ///   another connection gets Traccar's answer (`TeltonikaProbe`), which proves the server, not
 ///   the link, refused it.
-struct TeltonikaRound {
+struct TeltonikaRound: ConnectionRound {
     typealias ConnectionID = Int
 
-    enum Event {
-        /// The top of the driver's loop: start devices and send what may go. `yield` set, no new frame starts.
-        case turn(yield: Bool)
-        /// A kept connection checked before reuse: still good, or closed by the server meanwhile.
-        case verified(ConnectionID, fresh: Bool)
-        /// The connection `open` asked for is open, or could not be opened.
-        case opened(ConnectionID)
-        case openFailed(ConnectionID, String)
-        /// The socket took `count` more of the connection's output.
-        case wrote(ConnectionID, count: Int)
-        /// Bytes read from the connection (valid only during the call).
-        case received(ConnectionID, UnsafeRawBufferPointer)
-        /// The server closed the connection (a read of 0 bytes).
-        case peerClosed(ConnectionID)
-        /// A read or write failed: the connection is finished.
-        case failed(ConnectionID, String)
-        /// Time passed: a connection owing an answer for the request timeout is broken.
-        case tick
-        /// The forwarder stops: nothing new goes; what is on the wire is abandoned at `finish`.
-        case stop
-    }
-
-    enum Action {
-        /// Open a connection to the port, then say `opened` or `openFailed`.
-        case open(ConnectionID)
-        /// Check a kept connection (`verified`).
-        case verify(ConnectionID)
-        /// Write the connection's output from its `sentBytes` (`output(of:)`), saying `wrote`.
-        case send(ConnectionID)
-        /// Drop the connection.
-        case close(ConnectionID)
-        /// Hand what was settled to the spool (and the uplink monitor).
-        case progress(DeliveryUpdate)
-    }
+    typealias Event = ConnectionEvent<ConnectionID>
+    typealias Action = ConnectionAction<ConnectionID>
 
     /// One connection's protocol state; the socket is the driver's.
     struct Connection {

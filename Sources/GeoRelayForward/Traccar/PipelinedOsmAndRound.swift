@@ -22,37 +22,10 @@ import GeoRelaySpool
 ///   request unanswered fall back to one request at a time for ten minutes.
 /// - Anything unexpected on the wire (a response that does not parse, bytes nobody asked for)
 ///   breaks the connection; it is never an acknowledgement.
-struct PipelinedOsmAndRound {
-    enum Event {
-        /// The top of the driver's loop: queue what may go now. `yield` set, no new request starts.
-        case turn(yield: Bool)
-        /// The connection `connect` asked for is open, or could not be opened.
-        case connected(lane: Int)
-        case connectFailed(lane: Int, String)
-        /// The socket took `count` more of the lane's output.
-        case wrote(lane: Int, count: Int)
-        /// Bytes read from the lane's connection (valid only during the call).
-        case received(lane: Int, UnsafeRawBufferPointer)
-        /// The server closed the connection (a read of 0 bytes).
-        case peerClosed(lane: Int)
-        /// A read or write failed: the connection is finished.
-        case broken(lane: Int, String)
-        /// Time passed: requests unanswered for the request timeout break their connection.
-        case tick
-        /// The round is abandoned: what is in flight is dropped (the spool still has it).
-        case abandon
-    }
-
-    enum Action {
-        /// Open a connection for the lane, then say `connected` or `connectFailed`.
-        case connect(lane: Int)
-        /// Write the lane's output from `sentBytes` (`lanes[lane]`), saying `wrote` as the socket takes it.
-        case send(lane: Int)
-        /// Drop the lane's connection.
-        case close(lane: Int)
-        /// Hand what was settled to the spool (and the uplink monitor).
-        case progress(DeliveryUpdate)
-    }
+struct PipelinedOsmAndRound: ConnectionRound {
+    typealias ID = Int
+    typealias Event = ConnectionEvent<Int>
+    typealias Action = ConnectionAction<Int>
 
     /// What outlives a round: each lane's connection state and what the server has shown.
     struct Carried {
@@ -92,6 +65,7 @@ struct PipelinedOsmAndRound {
     private var nextBatch = 0
     private var halted = false
     private var yielding = false
+    private var stopping = false
     private var positionsLeft: Int
     private var update: DeliveryUpdate
     private var cadence = ProgressCadence()
@@ -126,6 +100,18 @@ struct PipelinedOsmAndRound {
     /// Lanes with requests unanswered or bytes unsent: none after a `turn`, and the round is over.
     var busyLanes: [Int] { carried.lanes.indices.filter { carried.lanes[$0].isBusy } }
 
+    /// Nothing in flight and nothing to send once the turn's actions are done (the connections
+    /// it asked for opened, or failed): the round is over.
+    var isFinished: Bool { busyLanes.isEmpty }
+
+    var polled: [(id: Int, writing: Bool)] {
+        busyLanes.compactMap { carried.lanes[$0].connected ? ($0, carried.lanes[$0].hasOutput) : nil }
+    }
+
+    func output(of lane: Int) -> (bytes: [UInt8], sent: Int)? {
+        (carried.lanes[lane].output, carried.lanes[lane].sentBytes)
+    }
+
     /// When the oldest silence among busy lanes reaches the request timeout.
     var deadline: ContinuousClock.Instant? {
         busyLanes.map { carried.lanes[$0].lastProgress }.min().map { $0 + setup.requestTimeout }
@@ -140,11 +126,13 @@ struct PipelinedOsmAndRound {
         case .turn(let yield):
             yielding = yield
             for lane in carried.lanes.indices { fill(lane) }
-        case .connected(let lane):
+        case .verified:
+            break
+        case .opened(let lane):
             carried.lanes[lane].connected = true
             carried.lanes[lane].lastProgress = now
             fill(lane)
-        case .connectFailed(let lane, let message):
+        case .openFailed(let lane, let message):
             if let suspect = carried.lanes[lane].suspect {
                 carried.lanes[lane].suspect = nil
                 fail(suspect.batch, message)
@@ -163,7 +151,7 @@ struct PipelinedOsmAndRound {
                 answer(lane, http, ledger: &ledger)
             }
             if carried.lanes[lane].connected { breakConnection(lane, .closed("the server closed the connection")) }
-        case .broken(let lane, let message):
+        case .failed(let lane, let message):
             breakConnection(lane, .closed(message))
         case .tick:
             for lane in busyLanes
@@ -172,19 +160,24 @@ struct PipelinedOsmAndRound {
             {
                 breakConnection(lane, .failed("no answer within \(setup.requestTimeout): timed out"))
             }
-        case .abandon:
+        case .stop:
+            stopping = true
+        }
+        return actions
+    }
+
+    /// Ends the round: after `stop`, what is in flight abandoned; the destination online if anything
+    /// was delivered; the last progress handed over.
+    mutating func finish() -> [Action] {
+        actions.removeAll()
+        if stopping {
+            // Abandoned: drop what is in flight; the spool still has it.
             for lane in carried.lanes.indices {
                 for request in carried.lanes[lane].inFlight { results[request.batch].abandoned += 1 }
                 carried.lanes[lane].inFlight.removeAll()
                 close(lane)
             }
         }
-        return actions
-    }
-
-    /// Ends the round: the destination online if anything was delivered, the last progress handed over.
-    mutating func finish() -> [Action] {
-        actions.removeAll()
         if results.contains(where: { $0.delivered > 0 }) {
             update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
         }
@@ -236,12 +229,12 @@ struct PipelinedOsmAndRound {
 
     /// Queues what the lane may send now (asking for a connection first if it has none).
     private mutating func fill(_ lane: Int) {
-        guard !carried.lanes[lane].hasOutput else { return actions.append(.send(lane: lane)) }
+        guard !carried.lanes[lane].hasOutput else { return actions.append(.send(lane)) }
         carried.lanes[lane].output.removeAll(keepingCapacity: true)
         carried.lanes[lane].sentBytes = 0
         if let suspect = carried.lanes[lane].suspect {
             guard carried.lanes[lane].inFlight.isEmpty else { return }
-            guard carried.lanes[lane].connected else { return actions.append(.connect(lane: lane)) }
+            guard carried.lanes[lane].connected else { return actions.append(.open(lane)) }
             var request = suspect
             let position = batches[suspect.batch].deliveries[suspect.index].stored.position
             request.bytes =
@@ -259,7 +252,7 @@ struct PipelinedOsmAndRound {
             let batch = nextDelivery(for: lane)
         {
             // The batch is the lane's now: once connected it goes on, or it fails with the connection.
-            guard carried.lanes[lane].connected else { return actions.append(.connect(lane: lane)) }
+            guard carried.lanes[lane].connected else { return actions.append(.open(lane)) }
             room -= 1
             let index = nextIndex[batch]
             let bytes = setup.framing.append(
@@ -272,7 +265,7 @@ struct PipelinedOsmAndRound {
             positionsLeft -= 1
             results[batch].attempted += 1
         }
-        if carried.lanes[lane].hasOutput { actions.append(.send(lane: lane)) }
+        if carried.lanes[lane].hasOutput { actions.append(.send(lane)) }
     }
 
     // MARK: - Answers
@@ -348,7 +341,7 @@ struct PipelinedOsmAndRound {
     private mutating func close(_ lane: Int) {
         guard carried.lanes[lane].connected else { return }
         carried.lanes[lane].close()
-        actions.append(.close(lane: lane))
+        actions.append(.close(lane))
     }
 
     private mutating func breakConnection(_ lane: Int, _ reason: Break) {
