@@ -28,7 +28,7 @@ import Testing
             var carried = Round.Carried(lanes: lanes, window: 4)
             carried.keepsAlive = keepsAlive
             round = Round(
-                [SettlementTests.batch(parked: false)], setup: setup, carried: carried,
+                Array(repeating: SettlementTests.batch(parked: false), count: lanes), setup: setup, carried: carried,
                 connected: Array(repeating: false, count: lanes), maxPositions: 100, now: now)
         }
 
@@ -204,6 +204,19 @@ import Testing
         #expect(h.handle(.tick) == ["close 0"])
         #expect(h.round.results[0].unavailable != nil)
         #expect(h.handle(.turn(yield: false)).isEmpty, "nothing more this round")
+    }
+
+    /// Opening blocks the driver for up to the connect timeout: a second lane's connection is
+    /// asked for only once the first opened, and not at all once the first failed.
+    @Test func connectionsAreAskedForOneAtATimeAndNotAfterOneFailed() throws {
+        var h = try Harness(lanes: 2)
+        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
+        #expect(h.handle(.opened(0)) == ["send 0", "connect 1"])
+        var failed = try Harness(lanes: 2)
+        _ = failed.handle(.turn(yield: false))
+        #expect(failed.handle(.openFailed(0, "Connection timed out")).isEmpty, "the round ends at the first failure")
+        #expect(failed.handle(.turn(yield: false)).isEmpty)
+        #expect(failed.round.results.map { $0.unavailable != nil } == [true, false])
     }
 
     @Test func aConnectionThatCannotBeOpenedFailsTheDevicesBatch() throws {

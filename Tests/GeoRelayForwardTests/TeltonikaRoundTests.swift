@@ -19,13 +19,16 @@ import Testing
         var progress: [DeliveryUpdate] = []
         static let timeout: Duration = .seconds(30)
 
-        init(carried: Round.Carried = Round.Carried(pipeline: 4), maxPositions: Int = 100) {
+        init(carried: Round.Carried = Round.Carried(pipeline: 4), maxPositions: Int = 100, lanes: Int = 1) {
             let setup = Round.Setup(
-                destination: "traccar", lanes: 1, requestTimeout: Self.timeout, buffered: true, parkSeconds: 600,
+                destination: "traccar", lanes: lanes, requestTimeout: Self.timeout, buffered: true, parkSeconds: 600,
                 logger: .disabled, maxIdle: 64)
+            var second = SettlementTests.batch(parked: false)
+            second.cursor.deviceID = 2
+            second.cursor.device = "d2"
             round = Round(
-                [SettlementTests.batch(parked: false)], setup: setup, carried: carried, maxPositions: maxPositions,
-                now: now)
+                [SettlementTests.batch(parked: false)] + (lanes > 1 ? [second] : []), setup: setup, carried: carried,
+                maxPositions: maxPositions, now: now)
         }
 
         mutating func handle(_ event: Round.Event) -> [String] {
@@ -176,6 +179,19 @@ import Testing
         _ = h.handle(.peerClosed(1))
         #expect(h.round.results[0].unavailable != nil, "no answer to a position nor to a probe: the link")
         #expect(h.quarantined.isEmpty)
+    }
+
+    /// Opening blocks the driver for up to the connect timeout: a second device's connection is
+    /// asked for only once the first opened, and not at all once the first failed.
+    @Test func connectionsAreAskedForOneAtATimeAndNotAfterOneFailed() {
+        var h = Harness(lanes: 2)
+        #expect(h.handle(.turn(yield: false)) == ["open 0"])
+        #expect(h.handle(.opened(0)) == ["send 0", "open 1"])
+        var failed = Harness(lanes: 2)
+        _ = failed.handle(.turn(yield: false))
+        #expect(failed.handle(.openFailed(0, "Connection timed out")).isEmpty, "the round ends at the first failure")
+        #expect(failed.round.isFinished)
+        #expect(failed.round.results.map { $0.unavailable != nil } == [true, false])
     }
 
     @Test func aCountThatIsNotTheFramesFailsTheRoundAndSettlesNothing() {

@@ -24,8 +24,6 @@ extension TeltonikaRound {
         var canary: ConnectionID?
         /// A kept connection the driver is checking before it carries a frame.
         var verifying = false
-        /// The connection was asked for and is not open yet.
-        var opening = false
         var done = false
 
         init(batch: Int, connection: ConnectionID, records: [TeltonikaCodec.Record]) {

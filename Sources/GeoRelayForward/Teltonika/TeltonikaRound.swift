@@ -83,6 +83,8 @@ struct TeltonikaRound: ConnectionRound {
     var update: DeliveryUpdate
     var now: ContinuousClock.Instant
     private var actions: [Action] = []
+    /// The connection asked for and not yet open (or failed).
+    private var opening: ConnectionID?
 
     init(
         _ batches: [DeviceBatch], setup: Setup, carried: Carried, maxPositions: Int, now: ContinuousClock.Instant
@@ -138,15 +140,16 @@ struct TeltonikaRound: ConnectionRound {
             if let index = active.firstIndex(where: { $0.connection == id }) { active[index].verifying = false }
             turn(ledger: &ledger)
         case .opened(let id):
+            if opening == id { opening = nil }
             carried.connections[id]?.isOpen = true
             carried.connections[id]?.lastProgress = now
             if active.contains(where: { $0.canary == id }) {
                 carried.connections[id]?.exchange.queueIdentification()
                 actions.append(.send(id))
-            } else {
-                turn(ledger: &ledger)
             }
+            turn(ledger: &ledger)
         case .openFailed(let id, let message):
+            if opening == id { opening = nil }
             carried.connections[id]?.isOpen = false
             if let index = active.firstIndex(where: { $0.canary == id }) {
                 carried.connections[id] = nil
@@ -306,8 +309,7 @@ struct TeltonikaRound: ConnectionRound {
         }
         if let suspect = work.suspect {
             guard work.inFlight.isEmpty else { return false }
-            probe(index, suspect)
-            return true
+            return probe(index, suspect)
         }
         if let last = work.inFlight.last {
             // Behind another frame: identified, first attempts only, and while the link holds
@@ -323,13 +325,9 @@ struct TeltonikaRound: ConnectionRound {
             return true
         }
         guard connection.isOpen else {
-            if !work.opening {
-                active[index].opening = true
-                actions.append(.open(work.connection))
-            }
+            open(work.connection)
             return false
         }
-        active[index].opening = false
         var frame: Frame
         if !work.pending.isEmpty {
             frame = active[index].pending.removeFirst()
@@ -352,9 +350,20 @@ struct TeltonikaRound: ConnectionRound {
 
     /// Identifies as the probe on a connection of its own: Traccar answers any id, so an answer
     /// proves the server is there and reading, and the record it closed on is at fault.
-    private mutating func probe(_ index: Int, _ suspect: Int) {
+    private mutating func probe(_ index: Int, _ suspect: Int) -> Bool {
+        guard opening == nil else { return false }
         let id = newConnection(TeltonikaExchange(identification: TeltonikaProbe.identification))
         active[index].canary = id
+        open(id)
+        return true
+    }
+
+    /// Asks for a connection, one at a time: opening blocks the driver (for up to the connect
+    /// timeout on a link that is down), and the first failure ends the round, so the next device's
+    /// connection is asked for only once the last one opened.
+    private mutating func open(_ id: ConnectionID) {
+        guard opening == nil else { return }
+        opening = id
         actions.append(.open(id))
     }
 

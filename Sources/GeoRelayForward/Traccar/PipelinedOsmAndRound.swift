@@ -66,6 +66,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
     private var halted = false
     private var yielding = false
     private var stopping = false
+    /// The lane whose connection was asked for and is not yet open (or failed).
+    private var opening: Int?
     private var positionsLeft: Int
     private var update: DeliveryUpdate
     private var cadence = ProgressCadence()
@@ -129,16 +131,20 @@ struct PipelinedOsmAndRound: ConnectionRound {
         case .verified:
             break
         case .opened(let lane):
+            if opening == lane { opening = nil }
             carried.lanes[lane].connected = true
             carried.lanes[lane].lastProgress = now
             fill(lane)
+            for other in carried.lanes.indices where other != lane { fill(other) }
         case .openFailed(let lane, let message):
+            if opening == lane { opening = nil }
             if let suspect = carried.lanes[lane].suspect {
                 carried.lanes[lane].suspect = nil
                 fail(suspect.batch, message)
             } else if let batch = nextDelivery(for: lane) {
                 fail(batch, message)
             }
+            for other in carried.lanes.indices where other != lane { fill(other) }
         case .wrote(let lane, let count):
             carried.lanes[lane].sentBytes += count
             carried.lanes[lane].lastProgress = now
@@ -234,7 +240,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         carried.lanes[lane].sentBytes = 0
         if let suspect = carried.lanes[lane].suspect {
             guard carried.lanes[lane].inFlight.isEmpty else { return }
-            guard carried.lanes[lane].connected else { return actions.append(.open(lane)) }
+            guard carried.lanes[lane].connected else { return open(lane) }
             var request = suspect
             let position = batches[suspect.batch].deliveries[suspect.index].stored.position
             request.bytes =
@@ -252,7 +258,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
             let batch = nextDelivery(for: lane)
         {
             // The batch is the lane's now: once connected it goes on, or it fails with the connection.
-            guard carried.lanes[lane].connected else { return actions.append(.open(lane)) }
+            guard carried.lanes[lane].connected else { return open(lane) }
             room -= 1
             let index = nextIndex[batch]
             let bytes = setup.framing.append(
@@ -336,6 +342,15 @@ struct PipelinedOsmAndRound: ConnectionRound {
         for request in unanswered where !stopped[request.batch] {
             nextIndex[request.batch] = min(nextIndex[request.batch], request.index)
         }
+    }
+
+    /// Asks for the lane's connection, one lane at a time: opening blocks the driver (for up to
+    /// the connect timeout on a link that is down), and the first failure ends the round, so the
+    /// next lane's connection is asked for only once the last one opened.
+    private mutating func open(_ lane: Int) {
+        guard opening == nil else { return }
+        opening = lane
+        actions.append(.open(lane))
     }
 
     private mutating func close(_ lane: Int) {
