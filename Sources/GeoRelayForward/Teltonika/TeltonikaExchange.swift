@@ -1,8 +1,9 @@
 import GeoRelayCore
 
 /// What one connection to Traccar's Teltonika port says and expects, without I/O: what to write
-/// next, and what the bytes read mean. `TeltonikaSession` moves the bytes; tests feed this byte
-/// by byte.
+/// next, and what the bytes read mean. The bytes are moved by `RoundDriver` for the engine's
+/// rounds (`TeltonikaRound`) and by `TeltonikaSession` for one-off exchanges; tests feed this
+/// byte by byte.
 ///
 /// It identifies once per connection: the id goes first, alone when it is long enough for
 /// Traccar's frame decoder to cut it (12 bytes), else in the same write as the first data frame
