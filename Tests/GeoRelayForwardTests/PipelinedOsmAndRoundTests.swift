@@ -34,18 +34,7 @@ import Testing
 
         /// Handles an event; progress is kept, the other actions returned in order.
         mutating func handle(_ event: Round.Event) -> [String] {
-            let actions = round.handle(event, at: now, ledger: &ledger)
-            var described: [String] = []
-            for action in actions {
-                switch action {
-                case .open(let lane): described.append("connect \(lane)")
-                case .verify(let lane): described.append("verify \(lane)")
-                case .send(let lane): described.append("send \(lane)")
-                case .close(let lane): described.append("close \(lane)")
-                case .progress(let update): progress.append(update)
-                }
-            }
-            return described
+            round.handle(event, at: now, ledger: &ledger).described(progress: &progress)
         }
 
         /// Says the socket took all of lane 0's output.
@@ -81,7 +70,7 @@ import Testing
 
     @Test func aWindowGoesOutAtOnceAndEachAnswerSettlesOnItsLastByte() throws {
         var h = try Harness()
-        #expect(h.handle(.turn(yield: false)) == ["connect 0"], "a connection first, nothing framed before it")
+        #expect(h.handle(.turn(yield: false)) == ["open 0"], "a connection first, nothing framed before it")
         #expect(h.round.lanes[0].output.isEmpty)
         #expect(h.handle(.opened(0)) == ["send 0"])
         #expect(!h.round.isFinished, "the request the new connection carries keeps the round going")
@@ -123,7 +112,7 @@ import Testing
         #expect(h.receive(closing) == ["close 0"])
         #expect(h.round.results[0].delivered == 1)
         #expect(h.round.carried.keepsAlive == false)
-        #expect(h.handle(.turn(yield: false)) == ["connect 0"], "the three unread requests go again")
+        #expect(h.handle(.turn(yield: false)) == ["open 0"], "the three unread requests go again")
         _ = h.handle(.opened(0))
         #expect(h.requestsOnTheWire == 1, "one at a time to a server that closes")
         #expect(h.round.lanes[0].inFlight.first?.index == 1)
@@ -136,7 +125,7 @@ import Testing
         _ = h.wroteAll()
         _ = h.receive(Self.ok)
         #expect(h.handle(.peerClosed(0)) == ["close 0"])
-        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
+        #expect(h.handle(.turn(yield: false)) == ["open 0"])
         _ = h.handle(.opened(0))
         #expect(h.round.lanes[0].inFlight.map(\.index) == [1], "the suspect, alone")
         #expect(h.round.lanes[0].inFlight.first?.attempt == .retry)
@@ -179,7 +168,7 @@ import Testing
         #expect(h.receive(Self.ok + Self.ok) == ["close 0"])
         #expect(h.round.results[0].delivered == 1, "only the one request asked for is settled")
         #expect(h.round.results[0].unavailable == nil, "nothing was unanswered: the round goes on")
-        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
+        #expect(h.handle(.turn(yield: false)) == ["open 0"])
     }
 
     @Test func bytesThatAreNoResponseBreakTheConnectionAndFailTheRound() throws {
@@ -210,8 +199,8 @@ import Testing
     /// asked for only once the first opened, and not at all once the first failed.
     @Test func connectionsAreAskedForOneAtATimeAndNotAfterOneFailed() throws {
         var h = try Harness(lanes: 2)
-        #expect(h.handle(.turn(yield: false)) == ["connect 0"])
-        #expect(h.handle(.opened(0)) == ["send 0", "connect 1"])
+        #expect(h.handle(.turn(yield: false)) == ["open 0"])
+        #expect(h.handle(.opened(0)) == ["send 0", "open 1"])
         var failed = try Harness(lanes: 2)
         _ = failed.handle(.turn(yield: false))
         #expect(failed.handle(.openFailed(0, "Connection timed out")).isEmpty, "the round ends at the first failure")

@@ -32,22 +32,7 @@ import Testing
         }
 
         mutating func handle(_ event: Round.Event) -> [String] {
-            let actions = round.handle(event, at: now, ledger: &ledger)
-            return describe(actions)
-        }
-
-        mutating func describe(_ actions: [Round.Action]) -> [String] {
-            var described: [String] = []
-            for action in actions {
-                switch action {
-                case .open(let id): described.append("open \(id)")
-                case .verify(let id): described.append("verify \(id)")
-                case .send(let id): described.append("send \(id)")
-                case .close(let id): described.append("close \(id)")
-                case .progress(let update): progress.append(update)
-                }
-            }
-            return described
+            round.handle(event, at: now, ledger: &ledger).described(progress: &progress)
         }
 
         /// Takes everything connection `id` has to write, as one write.
@@ -63,7 +48,7 @@ import Testing
             bytes.flatMap { byte in [byte].withUnsafeBytes { handle(.received(id, $0)) } }
         }
 
-        mutating func finish() -> [String] { describe(round.finish()) }
+        mutating func finish() -> [String] { round.finish().described(progress: &progress) }
 
         var acknowledged: [Int64] { progress.flatMap(\.acknowledged).map(\.seq) }
         var quarantined: [Int64] { progress.flatMap(\.quarantined).map(\.seq) }

@@ -180,10 +180,10 @@ final class RoundDriver<ID: Hashable> {
             }
             let deadline = round.deadline
             // Computed in the call, so a poll interrupted by a signal waits only for what is left.
+            // Clamped as a Double first: the conversion traps on a value out of Int32's range.
             var waitMs: Int32 {
-                Int32(
-                    deadline.map { max(0, min(1000, Int(clock.now.duration(to: $0) / .milliseconds(1)) + 1)) }
-                        ?? 1000)
+                let ms = deadline.map { clock.now.duration(to: $0) / .milliseconds(1) + 1 } ?? 1000
+                return Int32(min(1000, max(0, ms.isFinite ? ms : 1000)))
             }
             do throws(SystemError) {
                 try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }

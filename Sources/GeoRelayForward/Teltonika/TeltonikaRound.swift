@@ -380,14 +380,12 @@ struct TeltonikaRound: ConnectionRound {
 
     /// The connection is finished: the driver drops it; a device may open it again (and identifies again).
     mutating func close(_ id: ConnectionID) {
-        guard var connection = carried.connections[id] else { return }
-        if connection.isOpen { actions.append(.close(id)) }
-        connection.isOpen = false
-        connection.exchange = TeltonikaExchange(identification: connection.exchange.identification)
-        carried.connections[id] = connection
+        if carried.connections[id]?.isOpen == true { actions.append(.close(id)) }
+        reset(id)
     }
 
-    /// A kept connection the server closed meanwhile: the driver dropped it already.
+    /// Marks the connection closed, its protocol fresh for the next (a kept connection the server
+    /// closed meanwhile goes through here alone: the driver dropped it already).
     private mutating func reset(_ id: ConnectionID) {
         guard var connection = carried.connections[id] else { return }
         connection.isOpen = false
