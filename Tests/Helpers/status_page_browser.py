@@ -112,8 +112,11 @@ class Browser:
                     raise RuntimeError(f"Chromium closed its DevTools pipe (exit {self.process.poll()}): {self.chromium_log()}")
                 self.buffer += chunk
 
-    def open_tab(self):
-        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
+    def open_tab(self, first_answer_within):
+        # The first answer waits for Chromium's start, which on a cold machine busy with the rest of
+        # the suite (fontconfig's cache, a new profile, two cores shared with relays being killed)
+        # has taken over 20 s; later commands answer in milliseconds.
+        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False, timeout=first_answer_within)
         self.session = self.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, session=False)["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
@@ -301,6 +304,34 @@ def write_position(socket_path, line, timeout=10):
     return reply.decode().strip().split("\n")[-1]
 
 
+def start_browser(binary, attempts=2, first_answer_within=60):
+    """A browser with a tab open, or None once every attempt failed (said on stderr, with Chromium's log).
+
+    A start that does not answer is tried once more with a fresh profile: a Chromium wedged in its
+    first start says nothing about the page, and a skip under GEORELAY_REQUIRE_BROWSER=1 fails the run.
+    """
+    for attempt in range(1, attempts + 1):
+        browser = None
+        try:
+            browser = Browser(binary)
+            browser.open_tab(first_answer_within)
+            return browser
+        except Exception as error:  # a browser that cannot start here is a skip, said loudly, not a pass
+            log = ""
+            if browser is not None:
+                try:
+                    log = browser.chromium_log().strip()
+                    browser.close()
+                except Exception:
+                    pass
+            said = f"Chromium ({binary}) cannot start here: {error}" + (f"; its log ends: {log[-600:]}" if log else "")
+            if attempt < attempts:
+                print(f"attempt {attempt} of {attempts}: {said}; starting a fresh one", file=sys.stderr)
+            else:
+                print(f"SKIP: {said}", file=sys.stderr)
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", required=True, help="the status page, e.g. http://127.0.0.1:8080/")
@@ -320,15 +351,8 @@ def main():
         return SKIP
     with open(args.expect) as f:
         expected = json.load(f)
-    try:
-        browser = Browser(binary)
-        browser.open_tab()
-    except Exception as error:  # a browser that cannot start here is a skip, said loudly, not a pass
-        print(f"SKIP: Chromium ({binary}) cannot start here: {error}", file=sys.stderr)
-        try:
-            browser.close()
-        except Exception:
-            pass
+    browser = start_browser(binary)
+    if browser is None:
         return SKIP
     failures = []
     try:

@@ -117,7 +117,8 @@ import Testing
                     "--screenshots", screenshots, "--dom-out", domPath,
                     // The page polls every 3 s; the rest is room for a full suite holding both cores.
                     "--update-within", "15",
-                ], directory: world.directory.path, timeout: .seconds(120))
+                    // Chromium's start is given 60 s and a second try (the helper says why).
+                ], directory: world.directory.path, timeout: .seconds(240))
         }
         print("status page in Chromium:\n\(browser.stdout)\(browser.stderr)")
         if browser.status == 77 {
