@@ -193,32 +193,43 @@ final class HTTPServerLoop: @unchecked Sendable {
         }
     }
 
-    /// Closes the connection that matters least to make room: the longest idle, else the one
-    /// that has been sending its request longest (a slow client before a phone). False when
-    /// every connection has a request with the handler or an answer on its way.
+    /// Closes the connection that matters least to make room: one already answered and closing,
+    /// else the longest idle, else the one that has been sending its request longest (a slow
+    /// client before a phone). False when every connection has a request with the handler or an
+    /// answer on its way.
+    ///
+    /// A connection accepted in the same burst as a flood of others has its request in the kernel
+    /// before the loop reads it: it looks idle (`awaiting`) but is a request arriving, so it
+    /// counts as the newest of the partial ones, not as idle.
     func evictOne(nowMs: Int64) -> Bool {
-        var idle: HTTPConnection?
+        var awaiting: [HTTPConnection] = []
         var partial: (HTTPConnection, Int64)?
+        func consider(_ connection: HTTPConnection, since: Int64) {
+            // Ties (the same millisecond) go to the older connection: ids grow with each accept.
+            if partial == nil || (since, connection.id) < (partial!.1, partial!.0.id) { partial = (connection, since) }
+        }
+        var lingering: HTTPConnection?
         for connection in connections.values {
             switch connection.phase {
-            // Ties (the same millisecond) go to the older connection: ids grow with each accept.
-            case .awaiting:
-                if idle == nil || (connection.lastActivityMs, connection.id) < (idle!.lastActivityMs, idle!.id) {
-                    idle = connection
-                }
-            case .head(let since), .body(_, let since):
-                if partial == nil || (since, connection.id) < (partial!.1, partial!.0.id) {
-                    partial = (connection, since)
-                }
-            case .lingering:
-                // Already answered and closing: the cheapest of all to let go.
-                idle = connection
-            case .handling, .writing:
-                break
+            case .awaiting: awaiting.append(connection)
+            case .head(let since), .body(_, let since): consider(connection, since: since)
+            case .lingering: lingering = connection
+            case .handling, .writing: break
             }
-            if let chosen = idle, case .lingering = chosen.phase { break }
+            if lingering != nil { break }
         }
-        guard let victim = idle ?? partial?.0 else { return false }
+        var idle: HTTPConnection?
+        if lingering == nil {
+            awaiting.sort { ($0.lastActivityMs, $0.id) < ($1.lastActivityMs, $1.id) }
+            for connection in awaiting {
+                if !connection.hasUnreadInput {
+                    idle = connection
+                    break
+                }
+                consider(connection, since: .max)
+            }
+        }
+        guard let victim = lingering ?? idle ?? partial?.0 else { return false }
         // Counted before the close, as idle closes are.
         let evicted = statistics.withLock { statistics in
             statistics.evicted += 1
