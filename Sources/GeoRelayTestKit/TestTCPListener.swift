@@ -29,6 +29,10 @@ package final class TestTCPListener: Sendable {
         /// Connections whose threads are serving them (they close them, and leave this set, under the lock).
         var connections: Set<Int32> = []
         var accepted = 0
+        /// While stopped: a socket bound to the port and not listening, so no other socket (an
+        /// outgoing connection's ephemeral end included) takes the port before `start` reopens it,
+        /// and connections are still refused. -1 when none.
+        var reservation: Int32 = -1
     }
 
     private let state = Mutex(State())
@@ -56,7 +60,8 @@ package final class TestTCPListener: Sendable {
     /// Listens (again) on `port` (0: any free port).
     ///
     /// Works at once after `stop`, before the old accept thread has closed its socket: a listening
-    /// socket that has been shut down no longer holds its port against `SO_REUSEADDR`.
+    /// socket that has been shut down, like `stop`'s reservation, is bound without listening and
+    /// so does not hold its port against `SO_REUSEADDR`.
     /// - Precondition: not listening (a stopped listener is started again, not a running one).
     package func start(port: Int) throws {
         let socket = try IPv4Socket.bind(
@@ -66,6 +71,10 @@ package final class TestTCPListener: Sendable {
             precondition(
                 state.listenFD < 0, "TestTCPListener \(name): start(port: \(port)) while listening on \(self.port)")
             state.listenFD = fd
+            if state.reservation >= 0 {
+                close(state.reservation)
+                state.reservation = -1
+            }
         }
         portValue.store(bound, ordering: .relaxed)
         let thread = Thread { [self] in acceptLoop(fd) }
@@ -76,7 +85,8 @@ package final class TestTCPListener: Sendable {
     /// Refuses new connections from now on and shuts every open one down: the server is gone.
     ///
     /// Returns without waiting: the threads close their descriptors as they wake (see the type's
-    /// comment). Connections arriving after it are refused, as by a stopped server.
+    /// comment). Connections arriving after it are refused, as by a stopped server, and the port
+    /// stays reserved for `start(port:)` (see `State.reservation`).
     package func stop() {
         state.withLock { state in
             if state.listenFD >= 0 {
@@ -84,12 +94,24 @@ package final class TestTCPListener: Sendable {
                 // refused) and makes the blocked accept4 return EINVAL.
                 shutdown(state.listenFD, Int32(SHUT_RDWR))
                 state.listenFD = -1
+                // Best effort: without it a restart on this port is as likely to work as before.
+                if state.reservation < 0,
+                    let held = try? IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: host, port: UInt16(port))
+                {
+                    state.reservation = held.descriptor.release()
+                }
             }
             for fd in state.connections { shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        state.withLock { state in
+            if state.reservation >= 0 { close(state.reservation) }
+            state.reservation = -1
+        }
+    }
 
     private enum AcceptStep {
         case serve(Int)

@@ -1,0 +1,35 @@
+import GeoRelayCore
+import GeoRelayTestKit
+import Glibc
+import Testing
+
+/// The fake servers' listener, stopped and started again on its port as a destination that goes
+/// away and comes back: nothing else may take the port meanwhile.
+@Suite struct TestTCPListenerTests {
+    @Test func aStoppedListenerRefusesConnectionsAndKeepsItsPortForItsReturn() throws {
+        let listener = try TestTCPListener(name: "reserved") { _, _ in }
+        let port = listener.port
+        listener.stop()
+
+        #expect(IPv4Socket.connect(host: "127.0.0.1", port: port) == nil, "a stopped listener took a connection")
+        #expect(errno == ECONNREFUSED, "a stopped listener's port: \(String(cString: strerror(errno)))")
+        // What an outgoing connection's ephemeral end or another test's bind(0) would do: refused the port.
+        let other = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(other) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(other, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        #expect(bound != 0, "another socket bound the stopped listener's port \(port)")
+
+        try listener.start(port: port)
+        let client = try #require(IPv4Socket.connect(host: "127.0.0.1", port: port), "the listener is back")
+        try client.close()
+        listener.stop()
+    }
+}
