@@ -209,8 +209,9 @@ package final class SpoolReader {
                     """, then: "ORDER BY seq"))
             select.bind(1, destination)
             let alarms = try storedRowsWithDevice(select)
-            // Few rows: a destination's alarms, and at most one position per device per
-            // `send.minIntervalSeconds` while a budget is spent.
+            // Few rows: a destination's alarms, at most one position per device per
+            // `send.minIntervalSeconds` while a budget is spent, and for a round or two the
+            // batches a gateway took behind one it refused.
             let ahead = try db.statement(
                 Self.bothTables(
                     """

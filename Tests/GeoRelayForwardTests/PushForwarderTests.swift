@@ -276,8 +276,10 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
     }
 
     /// A 503 for one batch of a window while those behind it are taken: nothing is lost, the
-    /// batches behind it go again after the backoff (the gateway gets them twice).
-    @Test func aBatchRefusedInTheMiddleOfAWindowLosesNothing() async throws {
+    /// refused batch goes again after the backoff, and the batches the gateway took behind it are
+    /// settled, not sent again (the satellite link would carry them twice, the gateway get
+    /// duplicates).
+    @Test func aBatchRefusedInTheMiddleOfAWindowLosesNothingAndSendsNothingTwice() async throws {
         let f = try await PushFixture(readsAhead: .milliseconds(200))
         let track = movingTrack("a", count: 3_000)
         // The current position, the first batch of history, then a 503 for the second.
@@ -291,6 +293,14 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
             #expect(status.pending == 0)
         }
         #expect(f.server.problems.isEmpty)
+        #expect(
+            f.log.messages.contains { $0.contains("took behind a batch not delivered are settled") },
+            "no batch was taken behind the refused one, so the test shows nothing:\n\(f.log.tail())")
+        let points = f.server.points
+        #expect(
+            points.count == track.count,
+            "the gateway got \(points.count) positions for \(track.count): \(points.count - Set(points.map(\.timestamp)).count) twice"
+        )
     }
 
     @Test func backlogBatchesAreFull() async throws {

@@ -31,12 +31,13 @@ extension PushForwarder {
     }
 
     /// Sends `first` and, when `refill` holds the route it was planned on, the next full batches
-    /// behind it on the same connection (alarms and current positions among them, in their turn), as many at once as keep the link busy
-    /// (`PipelineDepth`, at most `batch.inFlight`). Each is planned as if those before it were
-    /// delivered, and their answers are settled in order, so a device's cursor never passes a
-    /// batch not yet answered. A batch not taken whole first waits for every answer behind it, so
-    /// its halves or retry go alone; one that stops the round (no answer, a 503, a token refused
-    /// twice) drops the rest, which go again.
+    /// behind it on the same connection (alarms and current positions among them, in their turn),
+    /// as many at once as keep the link busy (`PipelineDepth`, at most `batch.inFlight`). Each is
+    /// planned as if those before it were delivered, and their answers are settled in order, so a
+    /// device's cursor never passes a batch not yet answered. A batch not taken whole first waits
+    /// for every answer behind it, so its halves or retry go alone; one that stops the round (no
+    /// answer, a 503, a token refused twice) ends the window: what the gateway took behind it is
+    /// settled (`settleTakenBehind`), the rest goes again.
     func sendWindow(
         _ first: Prepared, token initialToken: String, state initial: DeliveryState, ledger: inout DeliveryLedger,
         depth: inout PipelineDepth, refill route: Int?
@@ -126,14 +127,54 @@ extension PushForwarder {
             // the batches behind it, planned as if it were delivered, skip: they are planned again.
             let refusedAhead = result.refused > 0 && sent.prepared.items.contains { $0.delivery.kind == .ahead }
             if result.stop != nil || !result.advancedAll || refusedAhead {
-                let dropped = window.reduce(0) { $0 + $1.prepared.items.count }
-                if dropped > 0 { logger.info("\(dropped) positions in batches behind one not delivered go again") }
                 // Answers not taken in are dropped with the connection; a drained one is kept.
                 if window.contains(where: { $0.answer == nil }) { await transport.reset() }
+                let taken = settleTakenBehind(window, ledger: &ledger)
+                let dropped = window.reduce(0) { $0 + $1.prepared.items.count } - taken
+                if taken > 0 {
+                    logger.info("\(taken) positions the gateway took behind a batch not delivered are settled")
+                }
+                if dropped > 0 { logger.info("\(dropped) positions in batches behind one not delivered go again") }
                 return (result, state)
             }
         }
         return (SendResult(stop: nil, advancedAll: true), state)
+    }
+
+    /// Settles the batches behind a failed one that the gateway answered 2xx: it has them, and
+    /// sending them again after the backoff would pay for them twice on the link and give the
+    /// gateway duplicates. The failed batch before them goes again, so their devices' cursors
+    /// cannot move past it: they settle as positions delivered ahead of their backlog (as an alarm
+    /// is), which the backlog skips when it gets there. Their filter-skipped positions are not
+    /// settled (they were planned as if the failed batch were delivered); the backlog plans them
+    /// again. Returns how many positions it settled.
+    private func settleTakenBehind(_ window: [InFlight], ledger: inout DeliveryLedger) -> Int {
+        var update = DeliveryUpdate(destination: settings.name)
+        var settled = 0
+        for sent in window {
+            guard let answer = sent.answer, case .success(let http) = answer, wire.outcome(of: answer) == .delivered
+            else { continue }
+            update.wireBytes += http.wireBytes
+            for item in sent.prepared.items {
+                var delivery = item.delivery
+                if delivery.kind == .backlog { delivery.kind = .ahead }
+                ledger.delivered(delivery, into: &update)
+            }
+            settled += sent.prepared.items.count
+        }
+        guard settled > 0 else { return 0 }
+        update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+        commit(&update)
+        return settled
+    }
+
+    /// Bills what an update's exchanges cost on the link and records it: the spool, the budget's
+    /// window and the uplink's gate each see it once.
+    private func commit(_ update: inout DeliveryUpdate) {
+        update.billWire(meter)
+        budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
+        spool.record(update)
+        gate?.spend(update.wireBytes, destination: settings.name)
     }
 
     /// Takes the answers of every batch still on the wire (after a failure, the same failure for
@@ -186,12 +227,7 @@ extension PushForwarder {
             var update = DeliveryUpdate(destination: settings.name)
             // A full batch is a backlog draining: its progress is committed within a second.
             update.drain = prepared.full
-            defer {
-                update.billWire(meter)
-                budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
-                spool.record(update)
-                gate?.spend(update.wireBytes, destination: settings.name)
-            }
+            defer { commit(&update) }
             let response: Result<HTTPResponse, CurlError>
             let sentEncoding: PushSettings.Compression
             let sentToken: String
