@@ -50,3 +50,47 @@ enum SpoolJob: Sendable {
         }
     }
 }
+
+/// Jobs waiting for their commit, each destination's delivery updates folded into one as they
+/// arrive (`DeliveryUpdate.absorb`): a draining backlog sends an update every 128 positions, and
+/// held for the state interval they would be an entry per position.
+///
+/// An operation or a barrier ends the folding: an update after it is not moved ahead of it (an
+/// operation may rewrite what the update touches, as clearing a destination's state does).
+struct JobQueue {
+    private(set) var jobs: [SpoolJob] = []
+    /// Where each destination's foldable update is in `jobs`.
+    private var deliveryAt: [String: Int] = [:]
+
+    var count: Int { jobs.count }
+
+    mutating func append(_ job: SpoolJob) {
+        switch job {
+        case .delivery(let update):
+            if let at = deliveryAt[update.destination], case .delivery(var held) = jobs[at] {
+                held.absorb(update)
+                jobs[at] = .delivery(held)
+                return
+            }
+            deliveryAt[update.destination] = jobs.count
+        case .operation, .barrier:
+            deliveryAt.removeAll()
+        case .append, .counters, .log, .chartSamples, .uplinkUsage:
+            break
+        }
+        jobs.append(job)
+    }
+
+    mutating func append(contentsOf jobs: some Sequence<SpoolJob>) {
+        for job in jobs { append(job) }
+    }
+
+    /// Everything queued, leaving the queue empty.
+    mutating func take() -> [SpoolJob] {
+        defer {
+            jobs.removeAll(keepingCapacity: true)
+            deliveryAt.removeAll(keepingCapacity: true)
+        }
+        return jobs
+    }
+}

@@ -16,7 +16,7 @@ final class SpoolWriter: @unchecked Sendable {
     typealias Job = SpoolJob
 
     private struct Inbox {
-        var jobs: [Job] = []
+        var jobs = JobQueue()
         /// A drain is queued or running and will look at the inbox again before it stops.
         var kicked = false
         var closed = false
@@ -55,7 +55,7 @@ final class SpoolWriter: @unchecked Sendable {
     /// The connection and what it applies (nil once closed).
     private var store: SpoolStore?
     /// Acknowledgements, counters and log entries held until `stateInterval` is up (see `Spool.Settings`).
-    private var heldState: [Job] = []
+    private var heldState = JobQueue()
     private var maintenanceTimer: DispatchSourceTimer?
     private var heartbeatTimer: DispatchSourceTimer?
 
@@ -225,8 +225,7 @@ final class SpoolWriter: @unchecked Sendable {
                     inbox.kicked = false
                     return nil
                 }
-                let jobs = inbox.jobs
-                inbox.jobs.removeAll(keepingCapacity: true)
+                let jobs = inbox.jobs.take()
                 let writeState = inbox.urgent || inbox.stateDueNs.map { nowNs >= $0 } == true
                 if writeState { inbox.stateDueNs = nil }
                 inbox.urgent = false
@@ -244,12 +243,11 @@ final class SpoolWriter: @unchecked Sendable {
     private func drainNow() {
         let jobs = inbox.withLock { inbox -> [Job] in
             defer {
-                inbox.jobs.removeAll()
                 inbox.window.close()
                 inbox.urgent = false
                 inbox.stateDueNs = nil
             }
-            return inbox.jobs
+            return inbox.jobs.take()
         }
         process(jobs, writeState: true)
     }
@@ -261,10 +259,9 @@ final class SpoolWriter: @unchecked Sendable {
         let jobs: [Job]
         let writeState = writeState || settings.stateInterval == .zero
         if writeState || heldState.count + taken.count > Self.maxHeldState {
-            jobs = heldState + taken
-            heldState.removeAll()
+            jobs = heldState.take() + taken
         } else {
-            heldState += taken.filter(\.isState)
+            heldState.append(contentsOf: taken.filter(\.isState))
             jobs = taken.filter { !$0.isState }
         }
         let writingState = writeState || jobs.contains(where: \.isState)
