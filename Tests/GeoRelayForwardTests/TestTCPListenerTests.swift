@@ -14,18 +14,7 @@ import Testing
         #expect(IPv4Socket.connect(host: "127.0.0.1", port: port) == nil, "a stopped listener took a connection")
         #expect(errno == ECONNREFUSED, "a stopped listener's port: \(String(cString: strerror(errno)))")
         // What an outgoing connection's ephemeral end or another test's bind(0) would do: refused the port.
-        let other = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(other) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(other, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        #expect(bound != 0, "another socket bound the stopped listener's port \(port)")
+        #expect(!loopbackPortIsFree(port), "another socket could bind the stopped listener's port \(port)")
 
         try listener.start(port: port)
         let client = try #require(IPv4Socket.connect(host: "127.0.0.1", port: port), "the listener is back")

@@ -14,18 +14,7 @@ import Testing
 func freePort() -> Int {
     for _ in 0..<1000 {
         let port = Int.random(in: 20_000..<32_768)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        if bound == 0 { return port }
+        if loopbackPortIsFree(port) { return port }
     }
     fatalError("no free port on loopback between 20000 and 32767")
 }
