@@ -50,7 +50,7 @@ package final class FakeOsmAndServer: Sendable {
         var behaviour = Behaviour.normal
         var rejectedRequests = 0
         /// Answers to the next payloads, before the behaviour applies.
-        var queuedStatuses: [Int] = []
+        var queuedStatuses: [Int?] = []
         /// How a GET naming nothing (the relay's probe) is answered; nil: as Traccar does (400).
         var probeStyle: ServerStyle?
         var probes = 0
@@ -143,8 +143,9 @@ package final class FakeOsmAndServer: Sendable {
 
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
-    /// The next payloads get these statuses (a server that fails a few requests, then recovers).
-    package func queueStatuses(_ statuses: [Int]) { state.withLock { $0.queuedStatuses += statuses } }
+    /// The next payloads get these statuses (a server that fails a few requests, then recovers),
+    /// without being stored; nil takes its payload as the server would.
+    package func queueStatuses(_ statuses: [Int?]) { state.withLock { $0.queuedStatuses += statuses } }
     /// Answers probes as the server behind `style` would (nginx, Python, a portal…), whatever the behaviour.
     package func setProbeStyle(_ style: ServerStyle?) { state.withLock { $0.probeStyle = style } }
     /// GET requests naming nothing that this server answered.

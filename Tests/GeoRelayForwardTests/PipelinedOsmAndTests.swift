@@ -42,6 +42,37 @@ import Testing
         #expect(server.http.connectionsAccepted == 40)
     }
 
+    /// A 503 for one request of a window while those behind it are taken (behind a link's round
+    /// trip, so the window is deep): nothing is lost, the refused one goes again after the backoff,
+    /// and those taken behind it do not cross the link twice.
+    @Test func aRequestRefusedInTheMiddleOfAWindowLosesNothingAndSendsNothingTwice() async throws {
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
+        let proxy = try FaultProxy(targetPort: f.server.http.port, latencyMs: 20)
+        defer { proxy.stop() }
+        f.settings.url = "http://127.0.0.1:\(proxy.port)/"
+        // The current position ahead, two of the backlog, then a 503 with the window behind it.
+        f.server.queueStatuses([nil, nil, nil, 503])
+        try await f.withForwarder {
+            _ = await f.spool.append(track("a", count: 300))
+            #expect(await f.server.waitUntil(timeout: .seconds(30)) { $0.count >= 300 })
+            try await f.waitForStatus { $0.pending == 0 }
+        }
+        let positions = f.server.positions
+        #expect(
+            positions.count == 300,
+            "Traccar got \(positions.count) positions for 300: \(positions.count - Set(positions.map(\.fixTimeMs)).count) twice"
+        )
+        let missing = Set(track("a", count: 300).map(\.timeMs)).subtracting(positions.map(\.fixTimeMs))
+        #expect(
+            missing.isEmpty,
+            "missing \(missing.sorted().map { ($0 - track("a", count: 1)[0].timeMs) / 1000 })\n\(f.log.tail())")
+        #expect(f.server.http.deepestPipeline >= 4, "nothing was behind the 503: \(f.server.http.deepestPipeline)")
+        // The refused one arrives after newer history taken behind it (as it did when those were
+        // sent twice): history, so it says so to Traccar.
+        let retried = try #require(positions.first { $0.fixTimeMs == track("a", count: 3)[2].timeMs })
+        #expect(retried.attributes["archive"] == .bool(true), "the refused one, sent again after newer ones")
+    }
+
     /// Behind nginx, which closes a connection with `Connection: close` on its `keepalive_requests`th
     /// answer while more requests are pipelined behind it: those go again on a new connection,
     /// nothing repeats, and pipelining goes on (it is not a server that never keeps alive).

@@ -209,6 +209,16 @@ struct DeliveryLedger: Sendable {
         }
     }
 
+    /// The server has it, but a position of its device before it has still to be delivered (it
+    /// got no answer, or a 503, and goes again): the cursor cannot pass that one, so this settles
+    /// as sent ahead of its backlog, as an alarm does, and the backlog skips it when it gets there.
+    /// Sending it again would cost the link its bytes twice and give the server a duplicate.
+    mutating func deliveredOutOfTurn(_ delivery: Delivery, into update: inout DeliveryUpdate) {
+        var delivery = delivery
+        if delivery.kind == .backlog { delivery.kind = .ahead }
+        delivered(delivery, into: &update)
+    }
+
     /// The server refused it for good. A backlog position is quarantined (kept, counted, never
     /// retried automatically) and its device goes on; a replayed one leaves the replay queue; a
     /// position refused ahead of its backlog (an alarm, a current one) is quarantined when its

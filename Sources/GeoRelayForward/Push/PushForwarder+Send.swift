@@ -141,13 +141,10 @@ extension PushForwarder {
         return (SendResult(stop: nil, advancedAll: true), state)
     }
 
-    /// Settles the batches behind a failed one that the gateway answered 2xx: it has them, and
-    /// sending them again after the backoff would pay for them twice on the link and give the
-    /// gateway duplicates. The failed batch before them goes again, so their devices' cursors
-    /// cannot move past it: they settle as positions delivered ahead of their backlog (as an alarm
-    /// is), which the backlog skips when it gets there. Their filter-skipped positions are not
-    /// settled (they were planned as if the failed batch were delivered); the backlog plans them
-    /// again. Returns how many positions it settled.
+    /// Settles the batches behind a failed one that the gateway answered 2xx, out of turn
+    /// (`DeliveryLedger.deliveredOutOfTurn`): the failed batch before them goes again. Their
+    /// filter-skipped positions are not settled (they were planned as if the failed batch were
+    /// delivered); the backlog plans them again. Returns how many positions it settled.
     private func settleTakenBehind(_ window: [InFlight], ledger: inout DeliveryLedger) -> Int {
         var update = DeliveryUpdate(destination: settings.name)
         var settled = 0
@@ -155,11 +152,7 @@ extension PushForwarder {
             guard let answer = sent.answer, case .success(let http) = answer, wire.outcome(of: answer) == .delivered
             else { continue }
             update.wireBytes += http.wireBytes
-            for item in sent.prepared.items {
-                var delivery = item.delivery
-                if delivery.kind == .backlog { delivery.kind = .ahead }
-                ledger.delivered(delivery, into: &update)
-            }
+            for item in sent.prepared.items { ledger.deliveredOutOfTurn(item.delivery, into: &update) }
             settled += sent.prepared.items.count
         }
         guard settled > 0 else { return 0 }

@@ -9,8 +9,10 @@ import GeoRelaySpool
 /// What may be settled, and what not:
 /// - Answers settle positions in order, through the ledger. Once a device's answer is anything
 ///   but a delivery or a refusal (its device unknown, the server unavailable), the answers to its
-///   requests behind it in the window are read and ignored: a later `200` would move the cursor
-///   past a position the server does not have.
+///   requests behind it in the window move no cursor: a later `200` would move it past a position
+///   the server does not have. Behind a server unavailable for one request, a `200` settles its
+///   position out of turn (sent ahead of its backlog, skipped when the backlog gets there), so it
+///   does not cross the link twice.
 /// - A connection that closes or resets with requests unanswered settles nothing more; those
 ///   requests are sent again from the first unanswered one (at-least-once, as one request at a
 ///   time is). That first one is the suspect: Traccar closes the connection on a payload it
@@ -62,6 +64,9 @@ struct PipelinedOsmAndRound: ConnectionRound {
     /// Per batch, the next delivery to send, and whether its device stopped for this round.
     private var nextIndex: [Int]
     private var stopped: [Bool]
+    /// Stopped by an answer saying the server cannot take positions now (a 503): the answers
+    /// behind it that took theirs settle out of turn.
+    private var unavailable: [Bool]
     private var nextBatch = 0
     private var halted = false
     private var yielding = false
@@ -89,6 +94,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         nextIndex = Array(repeating: 0, count: batches.count)
         stopped = Array(repeating: false, count: batches.count)
+        unavailable = stopped
         positionsLeft = maxPositions
         update = DeliveryUpdate(destination: setup.destination)
         for lane in self.carried.lanes.indices {
@@ -304,10 +310,16 @@ struct PipelinedOsmAndRound: ConnectionRound {
         if carried.lanes[lane].answeredOnConnection == 1 { carried.keepsAlive = http.keepAlive }
         update.wireBytes += http.response.wireBytes
         let batch = request.batch
-        if !stopped[batch] {
-            let outcome =
-                request.attempt == .canary
-                ? ServerCheck.canaryOutcome(.success(http.response)) : setup.traccar.outcome(of: http.response)
+        let outcome =
+            request.attempt == .canary
+            ? ServerCheck.canaryOutcome(.success(http.response)) : setup.traccar.outcome(of: http.response)
+        if stopped[batch] {
+            // Taken behind one the server could not take now: it has this one.
+            if unavailable[batch], case .delivered = outcome {
+                ledger.deliveredOutOfTurn(batches[batch].deliveries[request.index], into: &update)
+                flush(force: false)
+            }
+        } else {
             switch ledger.settle(
                 outcome, request.index..<(request.index + 1), of: batches[batch], result: &results[batch],
                 parkSeconds: setup.parkSeconds, logger: setup.logger, into: &update)
@@ -318,6 +330,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
                 stopped[batch] = true
             case .destinationFailed:
                 stopped[batch] = true
+                unavailable[batch] = true
                 halted = true
             }
             flush(force: false)
