@@ -37,6 +37,13 @@ import Testing
             round.handle(event, at: now, ledger: &ledger).described(progress: &progress)
         }
 
+        /// The round's first turn on lane 0: its connection opened and the window written.
+        mutating func sendWindow() {
+            _ = handle(.turn(yield: false))
+            _ = handle(.opened(0))
+            _ = wroteAll()
+        }
+
         /// Says the socket took all of lane 0's output.
         mutating func wroteAll() -> [String] {
             handle(.wrote(0, count: round.lanes[0].output.count - round.lanes[0].sentBytes))
@@ -105,9 +112,7 @@ import Testing
 
     @Test func anAnswerThatClosesTheConnectionSendsWhatWasBehindItAgain() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         let closing = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         #expect(h.receive(closing) == ["close 0"])
         #expect(h.round.results[0].delivered == 1)
@@ -120,9 +125,7 @@ import Testing
 
     @Test func aConnectionClosedMidWindowMakesTheFirstUnansweredTheSuspectAlone() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         _ = h.receive(Self.ok)
         #expect(h.handle(.peerClosed(0)) == ["close 0"])
         #expect(h.handle(.turn(yield: false)) == ["open 0"])
@@ -148,9 +151,7 @@ import Testing
 
     @Test func anUnknownDeviceStopsItsWindowAndTheAnswersBehindItSettleNothing() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         _ = h.receive("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n" + Self.ok + Self.ok + Self.ok)
         #expect(h.round.results[0].delivered == 0, "a later 200 must not move the cursor past the refused one")
         #expect(h.round.busyLanes.isEmpty)
@@ -164,9 +165,7 @@ import Testing
     /// cursor cannot pass the first, which goes again; they settle out of turn, not sent again.
     @Test func behindAServerUnavailableForOneRequestThe200sSettleOutOfTurn() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         _ = h.receive("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n" + Self.ok + Self.ok + Self.ok)
         #expect(h.round.results[0].delivered == 0, "a later 200 must not move the cursor past the one refused for now")
         #expect(h.round.results[0].unavailable != nil)
@@ -179,9 +178,7 @@ import Testing
 
     @Test func anAnswerToNoRequestBreaksTheConnectionAndIsNoAcknowledgement() throws {
         var h = try Harness(keepsAlive: nil)
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         #expect(h.receive(Self.ok + Self.ok) == ["close 0"])
         #expect(h.round.results[0].delivered == 1, "only the one request asked for is settled")
         #expect(h.round.results[0].unavailable == nil, "nothing was unanswered: the round goes on")
@@ -190,9 +187,7 @@ import Testing
 
     @Test func bytesThatAreNoResponseBreakTheConnectionAndFailTheRound() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         #expect(h.receive("SSH-2.0-OpenSSH_9.6\r\n") == ["close 0"])
         #expect(h.round.results[0].delivered == 0)
         #expect(h.round.results[0].unavailable != nil)
@@ -201,9 +196,7 @@ import Testing
 
     @Test func silenceForTheRequestTimeoutFailsTheRound() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         h.now += Harness.timeout - .milliseconds(1)
         #expect(h.handle(.tick).isEmpty)
         h.now += .milliseconds(1)
@@ -236,9 +229,7 @@ import Testing
 
     @Test func aYieldLetsWhatIsInFlightFinishAndStartsNothingNew() throws {
         var h = try Harness(keepsAlive: nil)
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         #expect(h.handle(.turn(yield: true)).isEmpty)
         _ = h.receive(Self.ok)
         #expect(h.handle(.turn(yield: true)).isEmpty)
@@ -248,9 +239,7 @@ import Testing
 
     @Test func aStoppedRoundAbandonsWhatWasInFlight() throws {
         var h = try Harness()
-        _ = h.handle(.turn(yield: false))
-        _ = h.handle(.opened(0))
-        _ = h.wroteAll()
+        h.sendWindow()
         _ = h.receive(Self.ok)
         #expect(h.handle(.stop).isEmpty)
         let closed = h.round.finish().compactMap { if case .close(let lane) = $0 { lane } else { nil } }
