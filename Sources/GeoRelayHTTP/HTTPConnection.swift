@@ -81,12 +81,13 @@ final class HTTPConnection {
         }
     }
 
-    /// Whether the kernel holds bytes the loop has not read yet (or the client's close): an
-    /// `awaiting` connection with some is a request arriving, not an idle one. Asked only when
-    /// choosing whom to evict, so a peek per candidate costs nothing in the common case.
+    /// Whether the kernel holds bytes the loop has not read yet: an `awaiting` connection with
+    /// some is a request arriving, not an idle one (one the client closed, nothing waiting, is
+    /// as idle as they come). Asked only when choosing whom to evict, so a peek per candidate
+    /// costs nothing in the common case.
     var hasUnreadInput: Bool {
         var byte: UInt8 = 0
-        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) >= 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
     }
 
     /// Whether the request line is still unfinished past `limit` bytes.

@@ -30,6 +30,29 @@ import Testing
         #expect(ledger.alarms((unsent: [alarm, other], sent: [])).ahead.map(\.stored.seq) == [5])
     }
 
+    /// Positions taken out of turn are skipped by the backlog, and forgotten once the device's
+    /// cursor passes them (the spool may never list them: their commit can come with the cursor's).
+    @Test func whatWasSentAheadIsForgottenOnceItsDevicesCursorPassesIt() {
+        var ledger = DeliveryLedger(destination: "traccar")
+        var update = DeliveryUpdate(destination: "traccar")
+        for seq: Int64 in [14, 12, 13] {
+            ledger.deliveredOutOfTurn(
+                Delivery(stored: Self.stored(seq, second: seq), ackThrough: seq, stateAfter: FilterState()),
+                into: &update)
+        }
+        ledger.deliveredOutOfTurn(
+            Delivery(stored: Self.stored(30, device: 2, second: 30), ackThrough: 30, stateAfter: FilterState()),
+            into: &update)
+        #expect(update.acknowledged.isEmpty, "out of turn: no cursor moves")
+        #expect(ledger.sentAhead == [12, 13, 14, 30])
+        ledger.delivered(
+            Delivery(stored: Self.stored(11, second: 11), ackThrough: 12, stateAfter: FilterState()), into: &update)
+        #expect(ledger.sentAhead == [13, 14, 30], "device 1's cursor at 12")
+        ledger.delivered(
+            Delivery(stored: Self.stored(20, second: 20), ackThrough: 20, stateAfter: FilterState()), into: &update)
+        #expect(ledger.sentAhead == [30], "device 2's is still ahead of its cursor")
+    }
+
     @Test func theStillAliveMinimumIsCountedInDeviceTimeFromTheNewestTheServerHas() {
         var ledger = DeliveryLedger(destination: "traccar")
         // Nothing sent yet: the newest goes.

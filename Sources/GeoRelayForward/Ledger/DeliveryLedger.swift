@@ -20,9 +20,13 @@ struct DeliveryLedger: Sendable {
     private(set) var acked: [Int64: Int64] = [:]
     /// Per device, the location filter's memory as of `acked`.
     private(set) var filters: [Int64: FilterState] = [:]
-    /// Positions delivered ahead of their backlog (alarms, still-alive positions) that the spool
-    /// may not have recorded yet.
+    /// Positions delivered ahead of their backlog (alarms, still-alive positions, those taken out
+    /// of turn) that the spool may not have recorded yet.
     private(set) var sentAhead: Set<Int64> = []
+    /// The same per device, oldest first: forgotten once the device's cursor passes them. The
+    /// spool's read forgets only those it lists, and one whose commit comes with the cursor's
+    /// move past it is never listed: a relay running for months would keep every such seq.
+    private var sentAheadOf: [Int64: [Int64]] = [:]
     /// Replayed positions settled (delivered or refused) that the spool may still list as queued.
     private(set) var replaysSettled: Set<Int64> = []
     /// Per device, the park this destination decided (until when; nil: unparked), which holds from
@@ -197,7 +201,7 @@ struct DeliveryLedger: Sendable {
             replaysSettled.insert(delivery.stored.seq)
         case .ahead:
             update.sentAhead.append(delivery.stored.seq)
-            sentAhead.insert(delivery.stored.seq)
+            rememberAhead(delivery.stored.seq, of: delivery.deviceID)
             // Traccar computes distance and engine hours against a device's latest position,
             // so what the server now has as newest makes the older backlog history (`archive`).
             var state = filters[delivery.deviceID] ?? FilterState()
@@ -261,7 +265,10 @@ struct DeliveryLedger: Sendable {
 
     /// Takes in what another copy of this ledger settled (a batch planned on the reader's thread).
     mutating func apply(_ update: DeliveryUpdate) {
-        for (deviceID, seq) in update.acknowledged { acked[deviceID] = max(acked[deviceID] ?? 0, seq) }
+        for (deviceID, seq) in update.acknowledged {
+            acked[deviceID] = max(acked[deviceID] ?? 0, seq)
+            forgetAhead(of: deviceID, through: seq)
+        }
         for (deviceID, state) in update.filterStates { filters[deviceID] = state }
         for (deviceID, until, _) in update.parked { parks[deviceID] = .some(until) }
         sentAhead.formUnion(update.sentAhead)
@@ -283,6 +290,23 @@ struct DeliveryLedger: Sendable {
         update.filterStates.append((deviceID, state))
         acked[deviceID] = max(acked[deviceID] ?? 0, seq)
         filters[deviceID] = state
+        forgetAhead(of: deviceID, through: seq)
+    }
+
+    private mutating func rememberAhead(_ seq: Int64, of deviceID: Int64) {
+        guard sentAhead.insert(seq).inserted else { return }
+        var seqs = sentAheadOf[deviceID] ?? []
+        seqs.append(seq)
+        if seqs.count > 1, seqs[seqs.count - 2] > seq { seqs.sort() }
+        sentAheadOf[deviceID] = seqs
+    }
+
+    /// What was sent ahead of `deviceID`'s cursor and is behind it now: the backlog has passed it.
+    private mutating func forgetAhead(of deviceID: Int64, through seq: Int64) {
+        guard let seqs = sentAheadOf[deviceID], let first = seqs.first, first <= seq else { return }
+        let passed = seqs.prefix { $0 <= seq }
+        sentAhead.subtract(passed)
+        sentAheadOf[deviceID] = passed.count == seqs.count ? nil : Array(seqs.dropFirst(passed.count))
     }
 
     // MARK: - Grouping
