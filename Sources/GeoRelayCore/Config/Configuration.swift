@@ -133,6 +133,11 @@ package struct Configuration: Sendable, Equatable {
         package var probeConnectSeconds = 2.0
         package var requestTimeoutSeconds = 30.0
         package var connectTimeoutSeconds = 10.0
+        /// `requestTimeoutSeconds` for the rounds' clocks: range-checked where the config is read,
+        /// and converted without a trap all the same (a setting built in code is not read).
+        package var requestTimeout: Duration {
+            .milliseconds(CheckedNumbers.milliseconds(seconds: requestTimeoutSeconds, max: 3_600) ?? 30_000)
+        }
         /// How long a device the server does not know stays parked before one retry.
         package var parkSeconds = 600.0
         /// Which positions this destination gets (distance 75 m for Traccar, the SDK's 50 m for push).

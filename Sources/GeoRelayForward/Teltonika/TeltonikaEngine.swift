@@ -27,7 +27,7 @@ final class TeltonikaEngine: TraccarEngine {
             meter: meter)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,
-            requestTimeout: .milliseconds(Int(settings.requestTimeoutSeconds * 1000)), buffered: true,
+            requestTimeout: settings.requestTimeout, buffered: true,
             parkSeconds: 0, logger: .disabled, maxIdle: Self.maxIdleConnections)
         carried = TeltonikaRound.Carried(pipeline: settings.pipeline)
     }

@@ -23,7 +23,7 @@ package enum TeltonikaUpload {
             return .unavailable(error.message, retryAfter: nil, transport: true)
         }
         defer { session.close() }
-        let deadline = ContinuousClock.now + .milliseconds(Int(settings.requestTimeoutSeconds * 1000))
+        let deadline = ContinuousClock.now + settings.requestTimeout
         var event = session.send(frame: TeltonikaCodec.dataFrame(records: [TeltonikaCodec.record(from: position)]))
         while true {
             switch event ?? session.nextEvent(before: deadline) {

@@ -30,7 +30,7 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         setup = PipelinedOsmAndRound.Setup(
             destination: settings.name, traccar: TraccarProtocol(settings: settings),
             framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,
-            requestTimeout: .milliseconds(Int(settings.requestTimeoutSeconds * 1000)), parkSeconds: 0,
+            requestTimeout: settings.requestTimeout, parkSeconds: 0,
             logger: .disabled)
         carried = PipelinedOsmAndRound.Carried(lanes: settings.concurrency, window: settings.pipeline)
     }
