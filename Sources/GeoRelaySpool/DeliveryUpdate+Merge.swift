@@ -13,8 +13,10 @@ extension DeliveryUpdate {
     /// change is the later one, keeping the earlier success time when the later has none.
     package mutating func absorb(_ later: DeliveryUpdate) {
         precondition(later.destination == destination, "absorbing \(later.destination)'s update into \(destination)'s")
-        acknowledged = Self.highestPerDevice(acknowledged + later.acknowledged)
-        filterStates = Self.lastPerDevice(filterStates + later.filterStates)
+        acknowledged = Self.onePerDevice(
+            acknowledged + later.acknowledged, device: { $0.deviceID }, merge: { $1.seq > $0.seq ? $1 : $0 })
+        filterStates = Self.onePerDevice(
+            filterStates + later.filterStates, device: { $0.deviceID }, merge: { $1 })
         quarantined += later.quarantined
         quarantinedUnreached += later.quarantinedUnreached
         parked += later.parked
@@ -31,32 +33,18 @@ extension DeliveryUpdate {
         drain = drain || later.drain
     }
 
-    /// One entry per device, its highest seq, devices in order of first appearance.
-    static func highestPerDevice(_ entries: [(deviceID: Int64, seq: Int64)]) -> [(deviceID: Int64, seq: Int64)] {
+    /// One entry per device, in order of first appearance, `merge` deciding between a device's
+    /// entry so far and its next one.
+    static func onePerDevice<Entry>(
+        _ entries: [Entry], device: (Entry) -> Int64, merge: (Entry, Entry) -> Entry
+    ) -> [Entry] {
         var index: [Int64: Int] = [:]
-        var result: [(deviceID: Int64, seq: Int64)] = []
+        var result: [Entry] = []
         for entry in entries {
-            if let at = index[entry.deviceID] {
-                result[at].seq = max(result[at].seq, entry.seq)
+            if let at = index[device(entry)] {
+                result[at] = merge(result[at], entry)
             } else {
-                index[entry.deviceID] = result.count
-                result.append(entry)
-            }
-        }
-        return result
-    }
-
-    /// One entry per device, its last state, devices in order of first appearance.
-    static func lastPerDevice(_ entries: [(deviceID: Int64, state: FilterState)]) -> [(
-        deviceID: Int64, state: FilterState
-    )] {
-        var index: [Int64: Int] = [:]
-        var result: [(deviceID: Int64, state: FilterState)] = []
-        for entry in entries {
-            if let at = index[entry.deviceID] {
-                result[at].state = entry.state
-            } else {
-                index[entry.deviceID] = result.count
+                index[device(entry)] = result.count
                 result.append(entry)
             }
         }
