@@ -74,6 +74,9 @@ package struct Exporter {
                         extensions += "<georelay:accuracy>\(accuracy)</georelay:accuracy>"
                     }
                     if let alarm = p.alarm { extensions += "<georelay:alarm>\(xml(alarm))</georelay:alarm>" }
+                    if let odometer = Self.finite(p.odometer) {
+                        extensions += "<georelay:odometer>\(JSONValue.format(number: odometer))</georelay:odometer>"
+                    }
                     if !extensions.isEmpty { point += "<extensions>\(extensions)</extensions>" }
                     output.write(point + "</trkpt>\n")
                     count += 1
@@ -116,11 +119,20 @@ package struct Exporter {
                     first = false
                     return points > 1
                 }
+                // Metres along the track at each point (`Odometer`), null where a position has none.
+                output.write(#"],"odometers":["#)
+                first = true
+                try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
+                    guard Self.onGlobe(p) else { return true }
+                    output.write((first ? "" : ",") + (Self.finite(p.odometer).map { JSONValue.format(number: $0) } ?? "null"))
+                    first = false
+                    return points > 1
+                }
                 output.write("]}}")
             }
             output.write("]}\n")
         case .csv:
-            output.write("device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm\n")
+            output.write("device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm,odometer\n")
             for (id, name) in devices {
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
                     guard Self.onGlobe(p) else { return true }
@@ -129,7 +141,7 @@ package struct Exporter {
                         [
                             csv(name), Timestamp.iso8601(milliseconds: p.timeMs), "\(p.lat)", "\(p.lon)", v(p.altitude),
                             v(p.speed),
-                            v(p.course), v(p.accuracy), v(p.battery), csv(p.alarm ?? ""),
+                            v(p.course), v(p.accuracy), v(p.battery), csv(p.alarm ?? ""), v(p.odometer),
                         ].joined(separator: ",") + "\n")
                     count += 1
                     return true

@@ -194,8 +194,13 @@ package struct RecentPositions {
     /// Folds `recent` into `devices` and copies it into `positions` (`db.changes` after it: rows copied).
     static let mergeSQL = mergeSQL(from: "recent")
 
-    /// The merge from a table of `recent`'s columns (the view, or the table it was before the ring).
-    static func mergeSQL(from table: String) -> String {
+    /// A position row's columns after `seq, device_id`, as `positions` and `recent` have them.
+    static let rowColumns =
+        "fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes, odometer"
+
+    /// The merge from a table of `recent`'s columns (the view, or the table it was before the ring,
+    /// whose rows had the `columns` of their schema version).
+    static func mergeSQL(from table: String, columns: String = rowColumns) -> String {
         """
         UPDATE devices SET last_seq = max(last_seq, r.seq),
             last_fix_ms = max(coalesce(last_fix_ms, r.fix_ms), r.fix_ms),
@@ -204,9 +209,8 @@ package struct RecentPositions {
         FROM (SELECT device_id, max(seq) AS seq, max(fix_ms) AS fix_ms, max(received_ms) AS received_ms, count(*) AS n
               FROM \(table) GROUP BY device_id) AS r
         WHERE devices.id = r.device_id;
-        INSERT OR IGNORE INTO positions(seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes)
-        SELECT seq, device_id, fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes
-        FROM \(table) ORDER BY seq;
+        INSERT OR IGNORE INTO positions(seq, device_id, \(columns))
+        SELECT seq, device_id, \(columns) FROM \(table) ORDER BY seq;
         """
     }
 }

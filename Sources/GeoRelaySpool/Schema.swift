@@ -139,7 +139,7 @@ enum Schema {
         // `positions` first, as the writer's merge would (nothing is lost, seqs are kept), then the
         // ring starts empty above it; `recent` is now a view of the ring's live slots, with the
         // table's columns, so every reader reads it as before.
-        RecentPositions.mergeSQL(from: "recent") + """
+        RecentPositions.mergeSQL(from: "recent", columns: version1Columns) + """
             -- The highest seq merged into `positions` (one row): a slot whose seq is at or below it is free.
             CREATE TABLE recent_merged(seq INTEGER NOT NULL);
             INSERT INTO recent_merged VALUES(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'positions'), 0),
@@ -167,7 +167,27 @@ enum Schema {
             FROM recent_slots WHERE seq > (SELECT seq FROM recent_merged);
             \(deviceTotalsView)
             """,
+        // Version 12: each position's odometer (`Odometer`: metres along its device's track,
+        // whole metres), and per destination and device the odometer of the last position sent
+        // and of the newest, from which the `distance` Traccar chains is sent. Rows stored before
+        // carry none.
+        """
+        ALTER TABLE positions ADD COLUMN odometer REAL;
+        ALTER TABLE recent_slots ADD COLUMN odometer REAL;
+        DROP VIEW device_totals;
+        DROP VIEW recent;
+        CREATE VIEW recent AS
+        SELECT seq, device_id, \(RecentPositions.rowColumns)
+        FROM recent_slots WHERE seq > (SELECT seq FROM recent_merged);
+        \(deviceTotalsView)
+        ALTER TABLE filter_state ADD COLUMN last_sent_odometer REAL;
+        ALTER TABLE filter_state ADD COLUMN newest_sent_odometer REAL;
+        """,
     ]
+
+    /// A position row's columns after `seq, device_id` from version 1 to 11.
+    private static let version1Columns =
+        "fix_ms, received_ms, lat, lon, speed, course, altitude, accuracy, battery, charging, alarm, attributes"
 
     /// Each device's totals over `positions` (what `devices` holds) and `recent` (what waits to be merged).
     private static let deviceTotalsView = """

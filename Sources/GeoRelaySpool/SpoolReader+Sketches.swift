@@ -15,6 +15,8 @@ extension SpoolReader {
         package var lon: Double
         package var speed: Double?
         package var course: Double?
+        /// Metres along the device's track (`Odometer`); nil for a fix stored before it existed.
+        package var odometer: Double? = nil
     }
 
     /// Every destination's chart samples, oldest first, by destination.
@@ -40,7 +42,7 @@ extension SpoolReader {
             let select = try db.statement(
                 Self.bothTables(
                     """
-                    SELECT fix_ms, lat, lon, speed, course FROM %TABLE WHERE device_id = (SELECT id FROM devices WHERE name = ?1)
+                    SELECT fix_ms, lat, lon, speed, course, odometer FROM %TABLE WHERE device_id = (SELECT id FROM devices WHERE name = ?1)
                     """, then: "ORDER BY fix_ms DESC LIMIT 1"))
             select.bind(1, device)
             guard try select.step() else { return nil }
@@ -71,7 +73,7 @@ extension SpoolReader {
             func bucket(_ timeMs: Int64) -> Int64 { (timeMs - sinceMs) / step }
             let seek = try db.statement(
                 """
-                SELECT fix_ms, lat, lon, speed, course FROM positions
+                SELECT fix_ms, lat, lon, speed, course, odometer FROM positions
                 WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms LIMIT 1
                 """)
             var candidates: [Fix] = []
@@ -93,7 +95,7 @@ extension SpoolReader {
             }
             let recent = try db.statement(
                 """
-                SELECT fix_ms, lat, lon, speed, course FROM recent WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
+                SELECT fix_ms, lat, lon, speed, course, odometer FROM recent WHERE device_id = ? AND fix_ms >= ? AND fix_ms <= ? ORDER BY fix_ms
                 """)
             recent.bind(1, deviceID)
             recent.bind(2, sinceMs)
@@ -111,6 +113,6 @@ extension SpoolReader {
     private static func fix(_ s: SQLiteStatement) -> Fix {
         Fix(
             timeMs: s.int64(0), lat: s.double(1), lon: s.double(2), speed: s.optionalDouble(3),
-            course: s.optionalDouble(4))
+            course: s.optionalDouble(4), odometer: s.optionalDouble(5))
     }
 }

@@ -140,19 +140,19 @@ package final class SpoolReader {
     static func columns(of table: String) -> String { columnNames.map { "\(table).\($0)" }.joined(separator: ", ") }
     private static let columnNames = [
         "seq", "received_ms", "fix_ms", "lat", "lon", "speed", "course", "altitude", "accuracy", "battery", "charging",
-        "alarm", "attributes",
+        "alarm", "attributes", "odometer",
     ]
 
     /// A position from a row whose columns 2… are fix_ms, lat, lon, speed, course,
-    /// altitude, accuracy, battery, charging, alarm, attributes (every reader's SELECT).
+    /// altitude, accuracy, battery, charging, alarm, attributes, odometer (every reader's SELECT).
     /// Rows of a query selecting the position columns, then `device_id` and the device's name.
     private func storedRowsWithDevice(_ select: SQLiteStatement) throws(SQLiteError) -> [StoredPosition] {
         var rows: [StoredPosition] = []
         while try select.step() {
             rows.append(
                 StoredPosition(
-                    seq: select.int64(0), deviceID: select.int64(13), receivedMs: select.int64(1),
-                    position: Self.readPosition(select, device: select.text(14) ?? "")))
+                    seq: select.int64(0), deviceID: select.int64(14), receivedMs: select.int64(1),
+                    position: Self.readPosition(select, device: select.text(15) ?? "")))
         }
         return rows
     }
@@ -162,7 +162,7 @@ package final class SpoolReader {
             device: device, timeMs: s.int64(2), lat: s.double(3), lon: s.double(4),
             speed: s.optionalDouble(5), course: s.optionalDouble(6), altitude: s.optionalDouble(7),
             accuracy: s.optionalDouble(8), battery: s.optionalDouble(9),
-            charging: s.isNull(10) ? nil : s.int64(10) != 0, alarm: s.text(11),
+            charging: s.isNull(10) ? nil : s.int64(10) != 0, alarm: s.text(11), odometer: s.optionalDouble(13),
             attributes: s.text(12).map { [Attribute](jsonText: $0) } ?? [])
     }
 
@@ -172,7 +172,8 @@ package final class SpoolReader {
             let select = try db.statement(
                 """
                 SELECT device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course, newest_sent_ms,
-                       anchor_lat, anchor_lon, anchor_since_ms, stopped FROM filter_state WHERE destination = ?
+                       anchor_lat, anchor_lon, anchor_since_ms, stopped, last_sent_odometer, newest_sent_odometer
+                FROM filter_state WHERE destination = ?
                 """)
             select.bind(1, destination)
             var states: [Int64: FilterState] = [:]
@@ -187,6 +188,8 @@ package final class SpoolReader {
                 state.anchorLon = select.optionalDouble(7)
                 state.anchorSinceMs = select.int64(8)
                 state.stopped = select.int64(9) != 0
+                state.lastSentOdometer = select.optionalDouble(10)
+                state.newestSentOdometer = select.optionalDouble(11)
                 states[select.int64(0)] = state
             }
             return states

@@ -45,7 +45,8 @@ extension SpoolStore {
             let upsert = try db.statement(
                 """
                 INSERT OR REPLACE INTO filter_state(destination, device_id, last_sent_ms, last_sent_lat, last_sent_lon, last_sent_course,
-                    newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    newest_sent_ms, anchor_lat, anchor_lon, anchor_since_ms, stopped, last_sent_odometer, newest_sent_odometer)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             // The last state per device is the one that holds; one upsert per device.
             var latest: [Int64: FilterState] = [:]
@@ -54,7 +55,8 @@ extension SpoolStore {
                 try upsert.run(
                     with: update.destination, deviceID, state.lastSentMs, state.lastSentLat, state.lastSentLon,
                     state.lastSentCourse,
-                    state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped)
+                    state.newestSentMs, state.anchorLat, state.anchorLon, state.anchorSinceMs, state.stopped,
+                    state.lastSentOdometer, state.newestSentOdometer)
             }
         }
         if !update.sentAhead.isEmpty {

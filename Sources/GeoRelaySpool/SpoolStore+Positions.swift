@@ -27,6 +27,7 @@ extension SpoolStore {
                         .spoolFull("the spool is at its quota of \(settings.maxBytes) bytes and whenFull is reject")))
                 continue
             }
+            let p = try withOdometer(p, deviceID: deviceID)
             // A full ring is merged in this transaction before its oldest slot is taken again.
             if recent.isFull { try merge(&recent, nowNs: WallClock.monotonicNs(), counters: &counters) }
             // The seq is the writer's to give (see `RecentPositions`): a failed group leaves no gap
@@ -74,7 +75,8 @@ extension SpoolStore {
 package enum PositionRow {
     package static let insertSQL = """
         UPDATE recent_slots SET seq = ?1, device_id = ?2, fix_ms = ?3, received_ms = ?4, lat = ?5, lon = ?6, speed = ?7,
-            course = ?8, altitude = ?9, accuracy = ?10, battery = ?11, charging = ?12, alarm = ?13, attributes = ?14
+            course = ?8, altitude = ?9, accuracy = ?10, battery = ?11, charging = ?12, alarm = ?13, attributes = ?14,
+            odometer = ?16
         WHERE slot = ?15 AND seq <= (SELECT seq FROM recent_merged)
         """
 
@@ -97,5 +99,6 @@ package enum PositionRow {
         insert.bind(12, p.charging)
         insert.bind(13, p.alarm)
         insert.bind(14, p.attributes.isEmpty ? nil : p.attributes.jsonText)
+        insert.bind(16, p.odometer)
     }
 }

@@ -16,6 +16,9 @@ final class SpoolStore {
     /// Counters of groups committed while state was held, written with it.
     private var heldCounters: [String: Int64] = [:]
     var deviceIDs: [String: Int64] = [:]
+    /// Per device, its odometer as of its newest stored position (read from the spool when first
+    /// needed, and again after a rollback).
+    var odometers: [Int64: Odometer] = [:]
     /// Source receivers of multi-source devices: stored, never forwarded as themselves.
     var sourceDevices: Set<String> = []
     /// Per destination, positions acknowledged since a window began (for the send rate).
@@ -97,6 +100,7 @@ final class SpoolStore {
             db.resetStatements()
             if db.isInTransaction { try? db.execute("ROLLBACK") }
             deviceIDs.removeAll()
+            odometers.removeAll()
             reloadRecent()
             throw error
         }

@@ -10,6 +10,10 @@ package struct FilterState: Sendable, Equatable {
     package var lastSentCourse: Double?
     /// The newest fix time sent: anything older that follows is history to the server.
     package var newestSentMs: Int64?
+    /// The odometers (`Position.odometer`) of the last position sent and of the newest: what
+    /// the `distance` Traccar chains is counted from (`DevicePlan`). nil: it carried none.
+    package var lastSentOdometer: Double?
+    package var newestSentOdometer: Double?
     /// Stop detection: where the device has stayed since when, and whether that made it stopped.
     package var anchorLat: Double?
     package var anchorLon: Double?
@@ -17,6 +21,13 @@ package struct FilterState: Sendable, Equatable {
     package var stopped = false
 
     package init() {}
+
+    /// `position` was sent: when no newer fix was, it is the server's newest.
+    package mutating func markNewest(_ position: Position) {
+        guard position.timeMs >= newestSentMs ?? .min else { return }
+        newestSentMs = position.timeMs
+        newestSentOdometer = position.odometer
+    }
 }
 
 /// Whether a destination gets a position.
@@ -77,7 +88,8 @@ package struct LocationFilter: Sendable {
             next.lastSentLat = position.lat
             next.lastSentLon = position.lon
             next.lastSentCourse = position.course ?? state.lastSentCourse
-            next.newestSentMs = max(state.newestSentMs ?? .min, position.timeMs)
+            next.lastSentOdometer = position.odometer
+            next.markNewest(position)
         }
         return (decision, next)
     }

@@ -121,6 +121,8 @@ package enum OsmAndQuery {
         add("batt", p.battery)
         if p.charging == true { add("charge", "true") }
         if let alarm = p.alarm { add("alarm", alarm) }
+        // Traccar keeps it as the `odometer` attribute its reports measure distance by.
+        add("odometer", p.odometer ?? Odometer.reported(p))
         for attribute in p.attributes + extra where !attribute.key.isEmpty && !reservedKeys.contains(attribute.key) {
             add(attribute.key, attribute.value.text)
         }
@@ -155,7 +157,7 @@ package enum OsmAndQuery {
     /// Keys the encoder writes itself; an attribute of the same name would make the position ambiguous.
     private static let reservedKeys: Set<String> = [
         "id", "deviceid", "timestamp", "lat", "lon", "location", "speed", "bearing", "heading",
-        "altitude", "accuracy", "batt", "charge", "alarm",
+        "altitude", "accuracy", "batt", "charge", "alarm", "odometer",
     ]
 
     private static func isUnreserved(_ c: UInt8) -> Bool {

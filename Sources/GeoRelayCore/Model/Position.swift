@@ -24,13 +24,17 @@ package struct Position: Sendable, Equatable {
     package var charging: Bool?
     /// A Traccar alarm name (`sos`, `general`, `lowBattery`, …).
     package var alarm: String?
+    /// Metres along the device's track up to this fix, in fix-time order: the source's own when
+    /// it reports one (an `odometer` attribute), else the relay's (`Odometer`), set when stored.
+    package var odometer: Double?
     /// Extra scalar fields, forwarded as they came, in order.
     package var attributes: [Attribute]
 
     package init(
         device: String, timeMs: Int64, lat: Double, lon: Double,
         speed: Double? = nil, course: Double? = nil, altitude: Double? = nil, accuracy: Double? = nil,
-        battery: Double? = nil, charging: Bool? = nil, alarm: String? = nil, attributes: [Attribute] = []
+        battery: Double? = nil, charging: Bool? = nil, alarm: String? = nil, odometer: Double? = nil,
+        attributes: [Attribute] = []
     ) {
         self.device = device
         self.timeMs = timeMs
@@ -43,6 +47,7 @@ package struct Position: Sendable, Equatable {
         self.battery = battery
         self.charging = charging
         self.alarm = alarm
+        self.odometer = odometer
         self.attributes = attributes
     }
 }

@@ -21,6 +21,7 @@
 /// | `accuracy` | 0…1,000,000 m                                  | a cell-tower guess is kilometres; a thousand km is no fix |
 /// | `battery`  | 0…100 %                                        | a level |
 /// | `hdop`     | 0…100                                          | NMEA writes at most 99.9 |
+/// | `odometer` | 0…10¹² m                                       | a billion km; a field or an attribute of that name |
 /// | attribute numbers | finite, magnitude < 10¹⁵                | exact as an integer in a Double, and every encoder writes them as numbers |
 ///
 /// Every value must be finite; NaN and infinities are refused everywhere.
@@ -31,6 +32,7 @@ package enum PositionBounds {
     package static let accuracy: ClosedRange<Double> = 0...1_000_000
     package static let battery: ClosedRange<Double> = 0...100
     package static let hdop: ClosedRange<Double> = 0...100
+    package static let odometer: ClosedRange<Double> = 0...1e12
     /// 9999-12-31T23:59:59.999Z, the last instant a four-digit year writes.
     package static let latestTimeMs: Int64 = 253_402_300_799_999
     package static let timeMs: ClosedRange<Int64> = 0...latestTimeMs
@@ -64,6 +66,7 @@ package enum PositionBounds {
         if let value = position.altitude, let problem = check("alt", value, altitude) { return problem }
         if let value = position.accuracy, let problem = check("accuracy", value, accuracy) { return problem }
         if let value = position.battery, let problem = check("batt", value, battery) { return problem }
+        if let value = position.odometer, let problem = check("odometer", value, odometer) { return problem }
         for attribute in position.attributes {
             if let problem = problem(in: attribute) { return problem }
         }
@@ -78,8 +81,12 @@ package enum PositionBounds {
                 "attribute \"\(ControlEscaping.escape(String(attribute.key.prefix(40))))\": a name may not hold control characters"
             )
         }
-        guard case .number(let n) = attribute.value else { return nil }
+        guard case .number(let n) = attribute.value else {
+            // A source's own odometer is stored as the position's (`Odometer`): metres or nothing.
+            return attribute.key == "odometer" ? .range("odometer \"\(ControlEscaping.escape(String(attribute.value.text.prefix(40))))\" is not a number of metres") : nil
+        }
         if attribute.key == "hdop" { return check("hdop", n, hdop) }
+        if attribute.key == "odometer" { return check("odometer", n, odometer) }
         guard n.isFinite, abs(n) < attributeMagnitude else {
             return .range(
                 "\(ControlEscaping.escape(String(attribute.key.prefix(40)))) \(describe(n)) is not a finite number below 1e15"

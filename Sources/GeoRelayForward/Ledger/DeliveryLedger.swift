@@ -205,7 +205,7 @@ struct DeliveryLedger: Sendable {
             // Traccar computes distance and engine hours against a device's latest position,
             // so what the server now has as newest makes the older backlog history (`archive`).
             var state = filters[delivery.deviceID] ?? FilterState()
-            state.newestSentMs = max(state.newestSentMs ?? .min, delivery.stored.position.timeMs)
+            state.markNewest(delivery.stored.position)
             filters[delivery.deviceID] = state
             update.filterStates.append((delivery.deviceID, state))
         case .backlog:

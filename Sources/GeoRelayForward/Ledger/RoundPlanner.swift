@@ -97,6 +97,9 @@ struct RoundPlanner {
             guard !deliveries.isEmpty else { return plan }
             plan.kind = kind
             plan.deliveries = Array(deliveries.prefix(maxPositions))
+            if traccarAttributes, kind != .backlog, kind != .replay {
+                plan.deliveries = plan.deliveries.map(DevicePlan.aheadWithDistance)
+            }
             return plan
         }
 

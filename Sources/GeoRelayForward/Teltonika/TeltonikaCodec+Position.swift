@@ -25,7 +25,7 @@ import GeoRelayCore
 /// | attribute `ignition` (bool)   | IO 239 (1 byte)              | `ignition`                             | `register(239, any, …)` |
 /// | attribute `power` (V)         | IO 66 (2 bytes), mV          | `power` (V)                            | `register(66, any, … readUnsignedShort() / 1000.0)` |
 /// | attribute `battery` (V)       | IO 67 (2 bytes), mV          | `battery` (V)                          | `register(67, any, …)` |
-/// | attribute `odometer` (m)      | IO 16 (4 bytes)              | `odometer`                             | `register(16, any, … readUnsignedInt())` |
+/// | `odometer` (m)                | IO 16 (4 bytes)              | `odometer`                             | `register(16, any, … readUnsignedInt())` |
 /// | attribute `tripOdometer` (m)  | IO 199 (4 bytes)             | `tripOdometer`                         | `register(199, any, …)` |
 /// | attribute `rssi`              | IO 21 (1 byte)               | `rssi`                                 | `register(21, any, …)` |
 /// | attributes `in1`–`in4`, `out1`, `out2` (bool) | IO 1–4, 179, 180 (1 byte) | the same names       | `register(1…4, any, …)`, `register(179/180, any, …)` |
@@ -61,7 +61,10 @@ extension TeltonikaCodec {
     /// when it is a whole number 0–255; else ``defaultSatellites``.
     /// Attributes named more than once count by their last value, as Traccar's `set` does.
     package static func record(from position: Position, satellites: Int? = nil) -> Record {
-        func attribute(_ key: String) -> AttributeValue? { position.attributes.last { $0.key == key }?.value }
+        func attribute(_ key: String) -> AttributeValue? {
+            if key == "odometer", let metres = position.odometer { return .number(metres) }
+            return position.attributes.last { $0.key == key }?.value
+        }
 
         var io = IOElements()
         for mapping in attributeMappings {

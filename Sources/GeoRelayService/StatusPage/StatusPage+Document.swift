@@ -267,7 +267,8 @@ extension StatusPage {
               <dt>Last fix</dt><dd data-field="lastFix" data-value="${esc(d.lastFix || "")}">${d.lastFix ? `${esc(clock(d.lastFix))} <span class="sub">(${esc(ago(d.lastFix, now))})</span>` : "none"}</dd>
               ${p ? `<dt>Position</dt><dd data-field="position" data-lat="${p.lat}" data-lon="${p.lon}">${dm(p.lat, "N", "S")}<br>${dm(p.lon, "E", "W")}</dd>
               <dt>Speed</dt><dd data-field="speed">${p.speed == null ? "not given" : `${(p.speed * 1.943844).toFixed(1)} kn`}</dd>
-              <dt>Course</dt><dd data-field="course">${p.course == null ? "not given" : `${Math.round(p.course)}°`}</dd>` : ""}
+              <dt>Course</dt><dd data-field="course">${p.course == null ? "not given" : `${Math.round(p.course)}°`}</dd>
+              ${p.odometer == null ? "" : `<dt>Odometer</dt><dd data-field="odometer">${(p.odometer / 1852).toFixed(1)} nm</dd>`}` : ""}
               ${sources ? `<dt>Sources</dt><dd data-field="sources">${sources}</dd>` : ""}
             </dl>
             ${track(d.track, p)}

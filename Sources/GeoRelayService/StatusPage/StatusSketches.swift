@@ -107,7 +107,8 @@ package struct StatusSketches: Sendable {
             ]))
     }
 
-    /// `devices[].lastPosition`: the newest fix (speed in m/s, course in degrees), or null.
+    /// `devices[].lastPosition`: the newest fix (speed in m/s, course in degrees, odometer in
+    /// metres along the track), or null.
     package func lastPositionJSON(device: String) -> JSONValue {
         guard let fix = fixes[device] else { return .null }
         return .object(
@@ -117,6 +118,7 @@ package struct StatusSketches: Sendable {
                 ("lon", .number(Self.rounded(fix.lon))),
                 ("speed", fix.speed.map { .number(($0 * 100).rounded() / 100) } ?? .null),
                 ("course", fix.course.map { .number(($0 * 10).rounded() / 10) } ?? .null),
+                ("odometer", fix.odometer.map { .number($0.rounded()) } ?? .null),
             ]))
     }
 
