@@ -25,6 +25,8 @@ package final class FakeOsmAndServer: Sendable {
         package var attributes: [String: AttributeValue]
         /// The keep-alive connection that carried it.
         package var connection: Int
+        /// When it was stored (wall clock), for Traccar's buffering (`TraccarModel`).
+        package var arrivalMs: Int64 = 0
     }
 
     /// How the server answers, for fault tests.
@@ -131,6 +133,11 @@ package final class FakeOsmAndServer: Sendable {
         return nil
     }
 
+    /// What Traccar made of the positions in the order they came (`TraccarModel`).
+    package func traccar(bufferingMs: Int64 = 0) -> TraccarModel {
+        TraccarModel(positions.map(TraccarModel.Arrival.init), bufferingMs: bufferingMs)
+    }
+
     package var requestCount: Int { state.withLock { $0.requests } }
     /// How many requests named a device this server does not know.
     package var unknownDeviceRequests: Int { state.withLock { $0.unknownDeviceRequests } }
@@ -205,7 +212,8 @@ package final class FakeOsmAndServer: Sendable {
                 parameters = try Self.parameters(request.body[...])
             }
             let decoded = try decode(parameters, connection: request.connection)
-            guard let decoded else { return HTTPTestResponse(status: 400) }
+            guard var decoded else { return HTTPTestResponse(status: 400) }
+            decoded.arrivalMs = WallClock.nowMs()
             state.withLock { $0.positions.append(decoded) }
             changed.signal()
             return HTTPTestResponse(status: 200)
@@ -363,3 +371,5 @@ func awaitCondition<T: Sendable>(
         if records.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
     }
 }
+
+extension FakeOsmAndServer.Stored: TraccarStoredPosition {}

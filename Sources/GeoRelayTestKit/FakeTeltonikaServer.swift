@@ -47,6 +47,8 @@ package final class FakeTeltonikaServer: Sendable {
         package var attributes: [String: AttributeValue]
         /// Which accepted connection carried it (1 for the first).
         package var connection: Int
+        /// When it was stored (wall clock), for Traccar's buffering (`TraccarModel`).
+        package var arrivalMs: Int64 = 0
     }
 
     /// One identification frame and how it was answered.
@@ -106,6 +108,11 @@ package final class FakeTeltonikaServer: Sendable {
 
     package var port: Int { listener.port }
     package var positions: [Stored] { state.withLock { $0.positions } }
+
+    /// What Traccar made of the positions in the order they came (`TraccarModel`).
+    package func traccar(bufferingMs: Int64 = 0) -> TraccarModel {
+        TraccarModel(positions.map(TraccarModel.Arrival.init), bufferingMs: bufferingMs)
+    }
     package var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// Starts on an ephemeral loopback port.
@@ -333,7 +340,8 @@ package final class FakeTeltonikaServer: Sendable {
             return false
         }
         if behaviour == .normal || behaviour == .storeThenClose {
-            state.withLock { $0.positions += decoded }
+            let arrivalMs = WallClock.nowMs()
+            state.withLock { $0.positions += decoded.map { var p = $0; p.arrivalMs = arrivalMs; return p } }
             changed.signal()
         }
         guard behaviour == .normal else { return false }
@@ -601,3 +609,5 @@ struct WireReader {
         try bytes(count).map { FakeTeltonikaServer.hex(UInt64($0), digits: 2, uppercase: false) }.joined()
     }
 }
+
+extension FakeTeltonikaServer.Stored: TraccarStoredPosition {}

@@ -178,7 +178,7 @@ import Testing
     /// that the loopback drains well under half of it in that time (20,000 were 16,385 delivered
     /// once, on a loaded machine).
     @Test func liveGoesAheadOfTheBackfill() async throws {
-        let f = try await ForwardFixture(concurrency: 1, pipeline: 32)
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 32) { $0.order = .currentFirst }
         let gate = UplinkGate()
         gate.set([f.settings.name: Self.restriction])
         let backlog = track("a", count: 60_000)

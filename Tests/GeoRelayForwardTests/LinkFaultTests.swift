@@ -194,6 +194,7 @@ import Testing
         defer { proxy.stop() }
         let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline) { settings in
             settings.url = "http://127.0.0.1:\(proxy.port)/"
+            settings.order = .currentFirst
         }
         try await f.withForwarder {
             // The server has the vessel at second 10,000 (sent ahead, as a still-alive position is):

@@ -46,7 +46,7 @@ import Testing
     /// trip, so the window is deep): nothing is lost, the refused one goes again after the backoff,
     /// and those taken behind it do not cross the link twice.
     @Test func aRequestRefusedInTheMiddleOfAWindowLosesNothingAndSendsNothingTwice() async throws {
-        let f = try await ForwardFixture(concurrency: 1, pipeline: 16)
+        let f = try await ForwardFixture(concurrency: 1, pipeline: 16) { $0.order = .currentFirst }
         let proxy = try FaultProxy(targetPort: f.server.http.port, latencyMs: 20)
         defer { proxy.stop() }
         f.settings.url = "http://127.0.0.1:\(proxy.port)/"

@@ -82,11 +82,10 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.tokensIssued == 1)
         #expect(f.server.logins == 1)
         let bow = f.server.points.filter { $0.trackerId == "bow@alice" }
-        // The alarm (the fourth fix) goes ahead of its backlog, which is then history behind it, so
-        // the newest goes next (the live edge of a backfill); the rest follow in order, once.
+        // The alarm (the fourth fix) goes ahead of its backlog; the rest follow oldest first
+        // (`order: auto`), once.
         var expected = movingTrack("bow", count: 40, alarmAt: 3).map { Timestamp.iso8601(milliseconds: $0.timeMs) }
         expected.insert(expected.remove(at: 3), at: 0)
-        expected.insert(expected.removeLast(), at: 1)
         #expect(bow.map(\.timestamp) == expected)
         let fourth = try #require(bow.first, "no position reached the gateway for bow")
         #expect(fourth.fields["speed"] == .number(5.3))
@@ -192,7 +191,7 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         expected.remove(at: 37)
         #expect(
             DeliveryOrder.problem(f.server.points.map(\.timestamp), expected: expected, onlyNewestAhead: true) == nil)
-        #expect(f.server.points.first?.timestamp == expected.last, "the current position first")
+        #expect(f.server.points.first?.timestamp == expected.first, "history first (order: auto)")
     }
 
     @Test func a413HalvesTheBatchesAndABacklogGoesOutInFullOnes() async throws {
@@ -205,15 +204,14 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         #expect(f.server.points.count == 1000)
         let sizes = f.server.batches.map(\.points)
         #expect(sizes.allSatisfy { $0 <= 150 })
-        // The current position alone, then the history: 500 → 250 → 125 after the 413s, then
-        // full batches of 125.
-        #expect(sizes.first == 1)
-        #expect(sizes.dropFirst().dropLast().allSatisfy { $0 == 125 })
+        // The history first (`order: auto`, the backlog well within 10 s): 500 → 250 → 125 after
+        // the 413s, then full batches of 125.
+        #expect(sizes == Array(repeating: 125, count: 8))
     }
 
     /// A fleet back from an outage: the first batch is every unit's current position.
     @Test func aFleetsCurrentPositionsGoAsTheFirstBatch() async throws {
-        let f = try await PushFixture()
+        let f = try await PushFixture { $0.order = .currentFirst }
         let devices = (0..<40).map { String(format: "unit%02d", $0) }
         _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 60) })
         try await f.withForwarder {
@@ -309,8 +307,8 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         try await f.withForwarder {
             #expect(await f.server.waitUntil { $0.count >= 1200 })
         }
-        // Both devices' current positions first, then their history in full batches.
-        #expect(f.server.batches.map(\.points) == [2, 500, 500, 198])
+        // Their history first, in full batches (`order: auto`, the backlog well within 10 s).
+        #expect(f.server.batches.map(\.points) == [500, 500, 200])
     }
 
     /// Positions received before the wall clock was set back 3 h look, to the batcher, as if

@@ -47,7 +47,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     static let devices = ["356307042441013", "356307042441014", "a", "b2", "vessel-7", "356307042441015"]
 
     @Test func everyDevicesBacklogArrivesInOrderInFramesOnOneConnectionPerDevice() async throws {
-        let f = try await TeltonikaFixture(concurrency: 4)
+        let f = try await TeltonikaFixture(concurrency: 4) { $0.order = .currentFirst }
         for device in Self.devices { _ = await f.spool.append(movingTrack(device, count: 600)) }
         let total = Self.devices.count * 600
         try await f.withForwarder {
@@ -101,7 +101,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
 
     /// A fleet back from an outage: every unit's current position in a frame before any history.
     @Test func aFleetsCurrentPositionsAllArriveBeforeAnyHistory() async throws {
-        let f = try await TeltonikaFixture(concurrency: 4)
+        let f = try await TeltonikaFixture(concurrency: 4) { $0.order = .currentFirst }
         let devices = (0..<40).map { String(format: "35630704244%04d", $0) }
         for device in devices { _ = await f.spool.append(movingTrack(device, count: 60)) }
         try await f.withForwarder {
@@ -193,7 +193,7 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     /// again after it.
     @Test(arguments: [1, 37, 254, 255, 256, 600])
     func anUndecodablePositionIsQuarantinedAloneAndTheRestArrives(bad: Int) async throws {
-        let f = try await TeltonikaFixture(concurrency: 2, readsAhead: .milliseconds(50))
+        let f = try await TeltonikaFixture(concurrency: 2, readsAhead: .milliseconds(50)) { $0.order = .currentFirst }
         let track = movingTrack("356307042441013", count: 600)
         f.server.setUndecodable(fixTimes: [track[bad - 1].timeMs])
         try await f.withForwarder {
@@ -222,7 +222,10 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
     /// waits for each answer shows it whatever the timing; `pipeline: 1` does.
     @Test(arguments: [1, 128])
     func aBacklogsFramesGoBackToBack(pipeline: Int) async throws {
-        let f = try await TeltonikaFixture(readsAhead: .milliseconds(200)) { $0.pipeline = pipeline }
+        let f = try await TeltonikaFixture(readsAhead: .milliseconds(200)) {
+            $0.pipeline = pipeline
+            $0.order = .currentFirst
+        }
         let device = "356307042441013"
         let track = movingTrack(device, count: 2000)
         _ = await f.spool.append(track)

@@ -145,7 +145,7 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
     /// unit's history, and the history follows oldest first, marked as such.
     @Test(arguments: [1, 32])
     func aFleetsCurrentPositionsAllArriveBeforeAnyHistory(pipeline: Int) async throws {
-        let f = try await ForwardFixture(concurrency: 4, pipeline: pipeline)
+        let f = try await ForwardFixture(concurrency: 4, pipeline: pipeline) { $0.order = .currentFirst }
         let devices = (0..<40).map { String(format: "unit%02d", $0) }
         for device in devices { _ = await f.spool.append(track(device, count: 60)) }
         try await f.withForwarder {
@@ -486,11 +486,12 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
             #expect(status.pending == 0)
         }
         let sent = f.server.positions
-        // The current position first (the backlog spans 22 minutes), then as history: the first
-        // fix, the stop (after 60 s inside the radius), leaving it, then every 75 m.
-        #expect(sent.first?.fixTimeMs == track.last?.timeMs)
-        #expect(sent.dropFirst().first?.fixTimeMs == track[0].timeMs)
+        // Oldest first (`order: auto`: the backlog reaches the server well within 10 s): the first
+        // fix, the stop (after 60 s inside the radius), leaving it, then every 75 m, and Traccar's
+        // event handlers see every one.
+        #expect(sent.first?.fixTimeMs == track[0].timeMs)
         #expect(f.server.orderProblem("a") == nil)
+        #expect(f.server.traccar().skippedByEvents == 0)
         #expect(sent.filter { $0.attributes["motion"] == .bool(false) }.count == 1)
         #expect(sent.filter { $0.attributes["motion"] == .bool(true) }.count == 1)
         #expect(sent.count < 15, "\(sent.count) sent of \(track.count)")

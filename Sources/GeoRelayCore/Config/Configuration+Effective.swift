@@ -12,6 +12,7 @@ extension Configuration {
                 ("timeoutSeconds", number(d.requestTimeoutSeconds)),
                 ("connectTimeoutSeconds", number(d.connectTimeoutSeconds)),
                 ("unknownDeviceRetrySeconds", number(d.parkSeconds)),
+                ("order", .string(d.order.rawValue)), ("currentWithinSeconds", number(d.currentWithinSeconds)),
                 (
                     "backoff",
                     .object(

@@ -140,6 +140,10 @@ package struct Configuration: Sendable, Equatable {
         }
         /// How long a device the server does not know stays parked before one retry.
         package var parkSeconds = 600.0
+        /// After an outage, whether the history goes before each device's current position
+        /// (`DrainOrder`), and how long the current position may wait for it under `auto`.
+        package var order = DrainOrderSetting.auto
+        package var currentWithinSeconds = 10.0
         /// Which positions this destination gets (distance 75 m for Traccar, the SDK's 50 m for push).
         package var filter = FilterSettings()
         /// The push destination's own settings, when `kind` is `.push`.
@@ -147,6 +151,18 @@ package struct Configuration: Sendable, Equatable {
         /// How HTTPS servers are verified (all of this destination's requests: positions, probes, auth).
         package var tls = TLSSettings()
         package init() {}
+    }
+
+    /// Which goes first when a device is behind (after an outage, a start-up, a budget freed):
+    /// its history, oldest first, or its current position (see `DrainOrder`).
+    package enum DrainOrderSetting: String, Sendable, CaseIterable {
+        /// History first while the current position can still reach the server within
+        /// `currentWithinSeconds`; then the current position, and the rest of the history after it.
+        case auto
+        /// History first, however long it takes: every event and report as if the link had not dropped.
+        case oldestFirst = "oldest-first"
+        /// Each device's current position first, then the history (Traccar raises no event for it).
+        case currentFirst = "current-first"
     }
 
     /// Certificate verification for a destination's HTTPS requests: on by default, against the
@@ -392,6 +408,9 @@ extension Configuration.DestinationSettings {
         connectTimeoutSeconds = try node.number(
             "connectTimeoutSeconds", default: connectTimeoutSeconds, min: 1, max: 3_600)
         parkSeconds = try node.number("unknownDeviceRetrySeconds", default: parkSeconds, min: 1, max: 604_800)
+        order = try node.choice("order", default: order)
+        currentWithinSeconds = try node.number(
+            "currentWithinSeconds", default: currentWithinSeconds, min: 1, max: 86_400)
         var backoff = try node.node("backoff")
         backoffMinSeconds = try backoff.number("minSeconds", default: backoffMinSeconds, min: 0.1, max: 86_400)
         backoffMaxSeconds = try backoff.number(

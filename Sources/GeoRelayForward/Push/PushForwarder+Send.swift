@@ -40,7 +40,7 @@ extension PushForwarder {
     /// settled (`settleTakenBehind`), the rest goes again.
     func sendWindow(
         _ first: Prepared, token initialToken: String, state initial: DeliveryState, ledger: inout DeliveryLedger,
-        depth: inout PipelineDepth, refill route: Int?
+        depth: inout PipelineDepth, order: inout DrainOrder, refill route: Int?
     ) async -> (SendResult, DeliveryState) {
         var state = initial
         var token = initialToken
@@ -71,7 +71,8 @@ extension PushForwarder {
                 // units one arrives every few hundred milliseconds, and each batch of them costs a
                 // read of every device's backlog and a request (as Traccar's live edge gives way).
                 let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
-                let currentDue = currentAheadAt.map { clock.now - $0 >= giveWay } ?? true
+                let currentDue =
+                    order.currentAhead(at: clock.now) && (currentAheadAt.map { clock.now - $0 >= giveWay } ?? true)
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                     gate?.bytesLeft(for: settings.name) == nil,
                     (gate?.routeGeneration(for: settings.name) ?? 0) == route,
@@ -83,6 +84,7 @@ extension PushForwarder {
                     refilling = false
                     break
                 }
+                order.observe(next.kind, backfilling: next.backfilling, at: clock.now)
                 assumed.apply(next.settled)
                 assumed = assumed.assuming(next.items.map(\.delivery))
                 if carriesCurrent(next) { currentAheadAt = clock.now }

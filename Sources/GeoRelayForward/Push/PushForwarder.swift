@@ -97,6 +97,7 @@ package final class PushForwarder: DestinationForwarder {
         var budget = BudgetNotice()
         var route = gate?.routeGeneration(for: name) ?? 0
         var depth = PipelineDepth(ceiling: push.batchInFlight)
+        var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
         while !Task.isCancelled {
             // The route moved: new connections (batches, logins, probes), so the answers to the
             // backlog do not come back over the uplink the old ones left by.
@@ -121,12 +122,14 @@ package final class PushForwarder: DestinationForwarder {
                 // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
                 let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
                 prepared = try await prepare(
-                    ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction)
+                    ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction,
+                    currentAhead: order.currentAhead(at: .now))
             } catch {
                 logger.error("cannot read the spool: \(error)")
                 try? await Task.sleep(for: .seconds(5))
                 continue
             }
+            order.observe(prepared.kind, backfilling: prepared.backfilling, at: .now)
             // Positions the filter skipped before anything to send are settled now.
             if !prepared.settled.isEmpty {
                 spool.record(prepared.settled)
@@ -154,7 +157,7 @@ package final class PushForwarder: DestinationForwarder {
                 prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
                 && !prepared.items.contains { $0.delivery.kind == .replay }
             let (result, newState) = await sendWindow(
-                prepared, token: token, state: state, ledger: &ledger, depth: &depth,
+                prepared, token: token, state: state, ledger: &ledger, depth: &depth, order: &order,
                 refill: backlog ? route : nil)
             state = newState
             if Task.isCancelled { break }
@@ -168,6 +171,7 @@ package final class PushForwarder: DestinationForwarder {
             case .unavailable(let reason, let retryAfter, let transport):
                 // The path may not be the one that comes back: its round trip is measured anew.
                 depth.reset()
+                order.linkFailed()
                 trial =
                     await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
                     == .trial
@@ -197,6 +201,9 @@ package final class PushForwarder: DestinationForwarder {
         var encoding: PushSettings.Compression
         var body: [UInt8]
         var compression: CompressionMeasurement?
+        /// What the planner made of the round, and whether some device was behind (`DrainOrder`).
+        var kind: RoundPlanner.Kind? = nil
+        var backfilling = false
     }
 
     /// What one zstd compression cost, for the planner.
@@ -218,18 +225,20 @@ package final class PushForwarder: DestinationForwarder {
         restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true
     ) async throws -> Prepared {
         let started = WallClock.monotonicNs()
-        let (items, full, settled) = try await nextBatch(
+        let (items, full, settled, plan) = try await nextBatch(
             ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
             restriction: restriction, currentAhead: currentAhead)
         guard !items.isEmpty else {
-            return Prepared(items: [], full: false, settled: settled, encoding: state.encoding, body: [])
+            return Prepared(
+                items: [], full: false, settled: settled, encoding: state.encoding, body: [], kind: plan.kind,
+                backfilling: plan.backfilling)
         }
         let planning = Double(WallClock.monotonicNs() - started) / 1e9
         var encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         encoded.measurement?.planningSeconds = planning
         return Prepared(
             items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body,
-            compression: encoded.measurement)
+            compression: encoded.measurement, kind: plan.kind, backfilling: plan.backfilling)
     }
 
     /// What the forwarder keeps between batches.
@@ -247,7 +256,7 @@ package final class PushForwarder: DestinationForwarder {
     private func nextBatch(
         ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
         currentAhead: Bool
-    ) async throws -> ([Item], Bool, DeliveryUpdate) {
+    ) async throws -> ([Item], Bool, DeliveryUpdate, (kind: RoundPlanner.Kind?, backfilling: Bool)) {
         let planner = RoundPlanner(
             destination: settings.name, filter: filter, traccarAttributes: false, restriction: restriction,
             allowance: alarmAllowance, currentAhead: currentAhead, maxPositions: maxPositions,
@@ -260,12 +269,13 @@ package final class PushForwarder: DestinationForwarder {
             func item(_ delivery: Delivery) -> Item {
                 Item(delivery: delivery, point: wire.encodePoint(delivery.stored.position))
             }
+            let round = (plan.kind, plan.backfilling)
             switch plan.kind {
             case nil:
-                return ([], false, plan.settled)
+                return ([], false, plan.settled, round)
             case .alarms?, .stillAlive?, .current?, .replay?:
                 // Ahead of the backlog, or history: a batch of its own, sent at once.
-                return (plan.deliveries.map(item), true, plan.settled)
+                return (plan.deliveries.map(item), true, plan.settled, round)
             case .backlog?:
                 // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
                 var items: [Item] = []
@@ -273,12 +283,12 @@ package final class PushForwarder: DestinationForwarder {
                 for delivery in plan.deliveries.sorted(by: { $0.stored.seq < $1.stored.seq }) {
                     let next = item(delivery)
                     if items.count == maxPositions || (!items.isEmpty && bytes + next.point.count + 1 > maxBytes) {
-                        return (items, true, plan.settled)
+                        return (items, true, plan.settled, round)
                     }
                     items.append(next)
                     bytes += next.point.count + 1
                 }
-                return (items, items.count >= maxPositions || plan.more, plan.settled)
+                return (items, items.count >= maxPositions || plan.more, plan.settled, round)
             }
         }
     }

@@ -137,8 +137,10 @@ package final class TraccarForwarder: DestinationForwarder {
         /// After a round of current positions, the next is history: with live fixes arriving faster
         /// than rounds, current positions at every turn would starve the backfill.
         var historyNext = false
+        var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
+            let now = ContinuousClock.now
             // The route moved (the gate woke this loop and a round in progress ended with its
             // answers in): new connections, so nothing more flows over the uplink the old ones left by.
             if let moved = gate?.routeGeneration(for: name), moved != route {
@@ -158,7 +160,8 @@ package final class TraccarForwarder: DestinationForwarder {
             }
             let planner = RoundPlanner(
                 destination: name, filter: filter, traccarAttributes: true, restriction: restriction,
-                allowance: alarmAllowance, currentAhead: !historyNext, maxPositions: fitting,
+                allowance: alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
+                maxPositions: fitting,
                 readBound: Self.positionsPerRound,
                 devicesPerTurn: Self.devicesPerRound, turnAfter: rotation, parkSeconds: settings.parkSeconds,
                 nowMs: nowMs)
@@ -175,6 +178,7 @@ package final class TraccarForwarder: DestinationForwarder {
             }
             ledger = plan.ledger
             spool.record(plan.settled)
+            order.observe(plan.kind, backfilling: plan.backfilling, at: now)
             // A trial is one position for each device ready: their current positions, ahead of any history.
             let maxPositions =
                 trial ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
@@ -203,8 +207,9 @@ package final class TraccarForwarder: DestinationForwarder {
                 rotation = plan.lastInTurn ?? rotation
                 results = await send(
                     backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger, alarms: alarmWake,
-                    liveEdge: plan.backfilling ? positionWake : nil,
-                    liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound), maxPositions: maxPositions)
+                    liveEdge: plan.backfilling && order.currentAhead(at: now) ? positionWake : nil,
+                    liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound),
+                    historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
             }
             if Task.isCancelled { break }
             if let failure = results.lazy.compactMap(\.unavailable).first,
@@ -216,6 +221,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 state = .probing
                 // The current positions did not get through: they go first again.
                 historyNext = false
+                order.linkFailed()
                 continue
             }
             // The server answered the round (a trial's position included): full rounds from here.
@@ -293,7 +299,7 @@ package final class TraccarForwarder: DestinationForwarder {
     func send(
         _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
         alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
-        maxPositions: Int = .max
+        historyLeft: Duration? = nil, maxPositions: Int = .max
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
@@ -324,6 +330,16 @@ package final class TraccarForwarder: DestinationForwarder {
                     group.addTask {
                         try? await Task.sleep(for: liveEdgeAfter)
                         await liveEdge.wait()
+                        if !Task.isCancelled {
+                            yield.set()
+                            wake()
+                        }
+                    }
+                }
+                if let historyLeft {
+                    // History goes first only so long (`DrainOrder`): then the current positions.
+                    group.addTask {
+                        try? await Task.sleep(for: historyLeft)
                         if !Task.isCancelled {
                             yield.set()
                             wake()

@@ -1,0 +1,77 @@
+import GeoRelayCore
+
+/// Which goes first while a device is behind (after an outage, a start-up, a budget freed, a
+/// route moved): its history, oldest first, or its current position.
+///
+/// Traccar decides on order, not on fix time alone. Its event handlers skip every position older
+/// than the device's latest (`BasePositionEventHandler`: geofences, overspeed, motion, ignition,
+/// driver, maintenance, alarms), and its distance chain runs from the latest (`DistanceHandler`).
+/// History sent after the current position raises no event at all. So history goes first while
+/// the current position can wait for it, and the current position goes first only when it cannot:
+///
+/// - `current-first`: each device's newest first, then its history (the relay's order before).
+/// - `oldest-first`: the history first, however long it takes.
+/// - `auto`: the history first until 80 % of `currentWithin` has passed since the backfill
+///   began; a round of history then gives way, each device's newest goes, and the rest of the
+///   history follows it (the rest of the ride is `current-first`). A backlog the link carries in
+///   time is all in order; a larger one gets its first seconds in order and its current position
+///   within `currentWithin`. The time the drain really takes decides, not a forecast of it: right
+///   after an outage, a route change or a restart the link's rate is least known.
+///
+/// A value without I/O; the time is handed in.
+struct DrainOrder: Sendable {
+    let setting: Configuration.DrainOrderSetting
+    let currentWithin: Duration
+    /// When the present backfill began; nil while no device is behind.
+    private(set) var since: ContinuousClock.Instant?
+    /// The current positions went ahead in this backfill: what is left is history to the server.
+    private(set) var gaveWay = false
+
+    init(setting: Configuration.DrainOrderSetting, currentWithinSeconds: Double) {
+        self.setting = setting
+        currentWithin = .milliseconds(CheckedNumbers.milliseconds(seconds: currentWithinSeconds, max: 86_400) ?? 10_000)
+    }
+
+    /// Of `currentWithin`, what history may take: the rest is the current positions' round.
+    static let historyShare = 0.8
+
+    /// Whether devices behind send their newest ahead of their history in the next round.
+    func currentAhead(at now: ContinuousClock.Instant) -> Bool {
+        switch setting {
+        case .currentFirst: true
+        case .oldestFirst: false
+        case .auto: gaveWay || (since.map { now >= $0 + currentWithin * Self.historyShare } ?? false)
+        }
+    }
+
+    /// How much longer a round of history may run before it gives way to the current positions;
+    /// nil when it need not (no backfill under `auto`, or it gave way already).
+    func historyLeft(at now: ContinuousClock.Instant) -> Duration? {
+        guard setting == .auto, !gaveWay, let since else { return nil }
+        return max(.zero, since + currentWithin * Self.historyShare - now)
+    }
+
+    /// Takes in what a round planned: a backfill begins with the first round that found a device
+    /// behind, and ends with the first that found none (or nothing to send at all).
+    mutating func observe(_ kind: RoundPlanner.Kind?, backfilling: Bool, at now: ContinuousClock.Instant) {
+        switch kind {
+        case .backlog?, .current?, nil:
+            if backfilling || kind == .current {
+                if since == nil { since = now }
+                if kind == .current { gaveWay = true }
+            } else {
+                since = nil
+                gaveWay = false
+            }
+        case .alarms?, .stillAlive?, .replay?:
+            break
+        }
+    }
+
+    /// The link failed: when it returns, what has piled up since is a backfill of its own, and
+    /// the current position's wait counts from then.
+    mutating func linkFailed() {
+        since = nil
+        gaveWay = false
+    }
+}
