@@ -88,6 +88,10 @@ package enum Metrics {
             "georelay_destination_sent_total", "counter", "Positions a destination acknowledged.",
             destinations.map { (label("destination", $0.name), Double($0.sent)) })
         family(
+            "georelay_destination_sent_behind_newer_total", "counter",
+            "Positions delivered older than one of their device the server already had: Traccar raises no event for them.",
+            destinations.map { (label("destination", $0.name), Double($0.behindNewer)) })
+        family(
             "georelay_destination_wire_bytes_total", "counter",
             "Bytes the link carried for a destination, as a metered plan bills them (IP packets).",
             destinations.map { (label("destination", $0.name), Double($0.wireBytes)) })

@@ -111,6 +111,7 @@ package struct StatusReport: Sendable {
                 ("lastError", d.lastError.map { .string($0) } ?? .null),
                 ("nextAttempt", iso(d.nextAttemptMs)),
                 ("sent", num(d.sent)),
+                ("sentBehindNewer", num(d.behindNewer)),
                 ("wireBytes", num(d.wireBytes)),
                 ("payloadBytes", num(c["forward.payloadBytes.\(d.name)"] ?? 0)),
                 ("quarantined", num(d.quarantined)),
@@ -297,6 +298,7 @@ package struct StatusReport: Sendable {
             if let oldest = d.oldestPendingFixMs { line += ", oldest \(duration(nowMs.saturatingMinus(oldest))) old" }
             line +=
                 ", sent \(d.sent), \(bytes(d.wireBytes)) on the wire (\(bytes(status.counters["forward.payloadBytes.\(d.name)"] ?? 0)) of it HTTP)"
+            if d.behindNewer > 0 { line += " (\(d.behindNewer) behind a newer one: no Traccar events)" }
             if let rate = d.sendRate { line += ", sending \(oneDecimal(rate))/s" }
             if d.pending > 0, let eta = drainEstimate(d) {
                 line += ", drained in about \(duration(CheckedNumbers.milliseconds(seconds: eta) ?? .max))"

@@ -21,6 +21,7 @@ extension DeliveryUpdate {
         quarantinedUnreached += later.quarantinedUnreached
         parked += later.parked
         sent += later.sent
+        behindNewer += later.behindNewer
         wireBytes += later.wireBytes
         payloadBytes += later.payloadBytes
         if var change = later.state {

@@ -169,8 +169,8 @@ enum Schema {
             """,
         // Version 12: each position's odometer (`Odometer`: metres along its device's track,
         // whole metres), and per destination and device the odometer of the last position sent
-        // and of the newest, from which the `distance` Traccar chains is sent. Rows stored before
-        // carry none.
+        // and of the newest, from which the `distance` Traccar chains is sent (rows stored before
+        // carry none); per destination, the positions delivered behind a newer one of their device.
         """
         ALTER TABLE positions ADD COLUMN odometer REAL;
         ALTER TABLE recent_slots ADD COLUMN odometer REAL;
@@ -182,6 +182,7 @@ enum Schema {
         \(deviceTotalsView)
         ALTER TABLE filter_state ADD COLUMN last_sent_odometer REAL;
         ALTER TABLE filter_state ADD COLUMN newest_sent_odometer REAL;
+        ALTER TABLE destinations ADD COLUMN behind_newer INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 

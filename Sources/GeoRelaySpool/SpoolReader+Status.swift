@@ -29,6 +29,8 @@ package struct SpoolStatus: Sendable, Equatable {
         package var replayPending = 0
         package var wireBytesToday: Int64 = 0
         package var wireBytesThisMonth: Int64 = 0
+        /// Of `sent`, delivered behind a newer position of their device: Traccar raised no event for them.
+        package var behindNewer: Int64 = 0
 
         /// A destination the spool has no record of yet.
         package static func notStarted(name: String, buffered: Bool) -> Destination {
@@ -69,7 +71,8 @@ extension SpoolReader {
             let select = try db.statement(
                 """
                 SELECT name, buffered, state, last_success_ms, last_error, next_attempt_ms, sent, wire_bytes,
-                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding, send_rate, rate_updated_ms
+                       (SELECT count(*) FROM quarantine q WHERE q.destination = name), updated_ms, encoding, send_rate, rate_updated_ms,
+                       behind_newer
                 FROM destinations ORDER BY name
                 """)
             while try select.step() {
@@ -85,6 +88,7 @@ extension SpoolReader {
                         sendRate: select.optionalInt64(12).flatMap {
                             nowMs - $0 < 60_000 ? select.optionalDouble(11) : nil
                         }))
+                destinations[destinations.count - 1].behindNewer = select.int64(13)
             }
             // Pending from the cursors' running counts (stored minus settled), and the oldest by
             // the first row after each cursor: the same cost with ten million waiting as with ten.

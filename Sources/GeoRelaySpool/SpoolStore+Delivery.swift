@@ -93,6 +93,7 @@ extension SpoolStore {
             let state = try db.statement(
                 """
                 UPDATE destinations SET sent = sent + ?2, wire_bytes = wire_bytes + ?3, updated_ms = ?4,
+                    behind_newer = behind_newer + ?9,
                     state = coalesce(?5, state),
                     last_error = CASE WHEN ?5 IS NULL THEN last_error ELSE ?6 END,
                     next_attempt_ms = CASE WHEN ?5 IS NULL THEN next_attempt_ms ELSE ?7 END,
@@ -107,6 +108,7 @@ extension SpoolStore {
             state.bind(6, update.state?.lastError)
             state.bind(7, update.state?.nextAttemptMs)
             state.bind(8, update.state?.lastSuccessMs)
+            state.bind(9, update.behindNewer)
             try state.run()
         }
     }

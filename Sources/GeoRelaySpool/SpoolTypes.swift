@@ -84,6 +84,9 @@ package struct DeliveryUpdate: Sendable {
     /// Devices the server does not know: parked until the time given, or unparked (nil).
     package var parked: [(deviceID: Int64, untilMs: Int64?, reason: String?)] = []
     package var sent = 0
+    /// Of `sent`, positions older than one of their device the server already had: Traccar's
+    /// event handlers skip them (`DrainOrder`), so the operator sees what a drain cost.
+    package var behindNewer = 0
     /// What the link carried for this destination since the last update, as a metered plan bills
     /// it (IP bytes: headers, handshakes, ACKs, retransmissions; the forwarders' `WireMeter`).
     package var wireBytes = 0

@@ -72,9 +72,12 @@ import Testing
             "export", "--format", "csv", "--device", "boat & co", "--since", "2026-07-25T04:30:05Z",
         ])
         let rows = csv.stdout.split(separator: "\n")
-        #expect(rows.first == "device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm")
+        #expect(rows.first == "device,time,lat,lon,altitude,speed,course,accuracy,battery,alarm,odometer")
         #expect(rows.count == 1 + 15)
-        #expect(rows[1].hasSuffix(",sos"))
+        // The alarm, then the odometer: metres along the boat's track since its first fix.
+        #expect(rows[1].contains(",sos,"))
+        let odometers = rows.dropFirst().compactMap { $0.split(separator: ",").last.flatMap { Double($0) } }
+        #expect(odometers.count == 15 && odometers == odometers.sorted() && odometers[0] > 0, "\(odometers)")
         #expect(try world.command(["export", "--format", "kml"]).status == 64)
     }
 
@@ -94,7 +97,7 @@ import Testing
         for row in rows {
             // Every text cell quoted with a leading apostrophe; numbers (here negative) stay numbers.
             #expect(row.hasPrefix("\"'"), "\(row)")
-            #expect(row.hasSuffix("\""), "\(row)")
+            #expect(row.hasSuffix("\",0.0"), "\(row)")
         }
         #expect(rows.contains { $0.contains(",-1.0,-2.0,") }, "\(rows)")
     }

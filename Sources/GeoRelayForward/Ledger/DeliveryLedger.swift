@@ -194,6 +194,9 @@ struct DeliveryLedger: Sendable {
     /// The server has it.
     mutating func delivered(_ delivery: Delivery, into update: inout DeliveryUpdate) {
         update.sent += 1
+        if let newest = filters[delivery.deviceID]?.newestSentMs, delivery.stored.position.timeMs < newest {
+            update.behindNewer += 1
+        }
         known.insert(delivery.deviceID)
         switch delivery.kind {
         case .replay:

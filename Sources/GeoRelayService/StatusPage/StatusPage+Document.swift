@@ -191,6 +191,7 @@ extension StatusPage {
               <dt>Sent today</dt><dd data-field="wireBytesToday" data-value="${d.wireBytesToday}">${bytes(d.wireBytesToday)}</dd>
               <dt>This month</dt><dd data-field="wireBytesThisMonth" data-value="${d.wireBytesThisMonth}">${bytes(d.wireBytesThisMonth)}</dd>
               <dt>Of it data</dt><dd data-field="payloadBytes" data-value="${d.payloadBytes || 0}" title="what the relay sent and read (requests, answers, frames) against what the link billed (TCP/IP headers, handshakes, retransmissions, TLS) since the relay started">${bytes(d.payloadBytes || 0)} of ${bytes(d.wireBytes || 0)} since start</dd>
+              ${d.sentBehindNewer ? `<dt>Behind newer</dt><dd data-field="sentBehindNewer" data-value="${d.sentBehindNewer}" title="positions delivered older than one of their device the server already had: Traccar's event handlers skip them (geofences, overspeed, motion, alarms)">${count(d.sentBehindNewer)} of ${count(d.sent || 0)} sent: no events</dd>` : ""}
               ${d.uplink ? `<dt>Via</dt><dd data-field="uplink" data-value="${esc(d.uplink.name || "")}">${esc(via(d.uplink))}</dd>` : ""}
             </dl>
             ${error}

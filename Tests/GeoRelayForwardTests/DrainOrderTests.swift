@@ -1,0 +1,50 @@
+import GeoRelayCore
+import Testing
+
+@testable import GeoRelayForward
+
+/// Which goes first while a device is behind, on a clock the test moves.
+struct DrainOrderTests {
+    let start = ContinuousClock.now
+
+    @Test func autoSendsHistoryFirstUntilTheCurrentPositionCanWaitNoLonger() {
+        var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)
+        #expect(!order.currentAhead(at: start))
+        #expect(order.historyLeft(at: start) == nil)
+        order.observe(.backlog, backfilling: true, at: start)
+        #expect(!order.currentAhead(at: start + .seconds(7)))
+        #expect(order.historyLeft(at: start + .seconds(7)) == .seconds(1))
+        // At 80 % of the 10 s, the current positions go; the rest is history behind them.
+        #expect(order.currentAhead(at: start + .seconds(8)))
+        order.observe(.current, backfilling: true, at: start + .seconds(8))
+        #expect(order.historyLeft(at: start + .seconds(9)) == nil)
+        #expect(order.currentAhead(at: start + .seconds(9)))
+        // Drained: the next backfill starts its own clock.
+        order.observe(.backlog, backfilling: false, at: start + .seconds(20))
+        #expect(!order.currentAhead(at: start + .seconds(20)))
+        order.observe(.backlog, backfilling: true, at: start + .seconds(30))
+        #expect(!order.currentAhead(at: start + .seconds(37)))
+    }
+
+    @Test func alarmsAndRepliesDoNotEndABackfillAndAFailedLinkRestartsTheClock() {
+        var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)
+        order.observe(.backlog, backfilling: true, at: start)
+        order.observe(.alarms, backfilling: false, at: start + .seconds(1))
+        order.observe(.replay, backfilling: false, at: start + .seconds(2))
+        #expect(order.currentAhead(at: start + .seconds(8)))
+        order.linkFailed()
+        order.observe(.backlog, backfilling: true, at: start + .seconds(60))
+        #expect(!order.currentAhead(at: start + .seconds(67)))
+    }
+
+    @Test func theFixedOrdersNeverChange() {
+        var oldest = DrainOrder(setting: .oldestFirst, currentWithinSeconds: 10)
+        var current = DrainOrder(setting: .currentFirst, currentWithinSeconds: 10)
+        oldest.observe(.backlog, backfilling: true, at: start)
+        current.observe(.backlog, backfilling: true, at: start)
+        #expect(!oldest.currentAhead(at: start + .seconds(3600)))
+        #expect(oldest.historyLeft(at: start) == nil)
+        #expect(current.currentAhead(at: start))
+        #expect(current.historyLeft(at: start) == nil)
+    }
+}
