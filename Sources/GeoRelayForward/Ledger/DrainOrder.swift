@@ -75,3 +75,31 @@ struct DrainOrder: Sendable {
         gaveWay = false
     }
 }
+
+/// How fast a destination's backlog rounds deliver, as measured: the positions the link carries
+/// within an alarm's second, so an alarm the backlog reaches that soon goes in its turn
+/// (`RoundPlanner.alarmInOrderPositions`). Only rounds that carried a backlog's worth count: a
+/// round of one live fix measures the round trip, not the link.
+struct DeliveryPace: Sendable {
+    /// Positions a second, smoothed over the last few rounds; nil: none measured yet.
+    private(set) var perSecond: Double?
+
+    /// The fewest positions a round must deliver to measure the pace.
+    static let leastPositions = 32
+
+    mutating func record(delivered: Int, elapsed: Duration) {
+        let seconds = elapsed / .seconds(1)
+        guard delivered >= Self.leastPositions, seconds > 0, seconds.isFinite else { return }
+        let rate = Double(delivered) / seconds
+        perSecond = perSecond.map { 0.7 * $0 + 0.3 * rate } ?? rate
+    }
+
+    /// The positions delivered within `window` at this pace, less the round trip's share a
+    /// round's first answer waits anyway (counted as a fifth of it); 0 when not known.
+    func positions(within window: Duration) -> Int {
+        guard let perSecond else { return 0 }
+        let count = perSecond * (window / .seconds(1)) * 0.8
+        guard count.isFinite, count >= 1 else { return 0 }
+        return Int(min(count, 1_000_000))
+    }
+}

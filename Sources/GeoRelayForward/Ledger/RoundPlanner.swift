@@ -17,7 +17,8 @@ extension SpoolReader: PendingSource {}
 /// What a destination's next round sends, decided in one place for every transport.
 ///
 /// Each round is one of these, the first that has something: alarms not yet sent (under a spent
-/// budget, as many as the allowance leaves); under a spent budget, each device's newest when its
+/// budget, as many as the allowance leaves; while history goes first, only those the backlog
+/// would not carry within a second); under a spent budget, each device's newest when its
 /// still-alive minimum is due, and nothing more; each device's newest ahead of every device's
 /// history when some device is behind (after an outage, a start-up, a budget freed, a route
 /// moved); the oldest of each backlog the filter keeps; and when no backlog has anything, the
@@ -68,9 +69,13 @@ struct RoundPlanner {
     var traccarAttributes: Bool
     var restriction: UplinkGate.Restriction?
     var allowance: AlarmAllowance
-    /// Whether devices behind send their newest ahead of the backlog (push turns it off while a
-    /// window gives way to the backlog).
+    /// Whether devices behind send their newest ahead of the backlog (`DrainOrder`; push turns it
+    /// off while a window gives way to the backlog).
     var currentAhead = true
+    /// How many positions the link delivers within an alarm's second (`DeliveryPace`): while the
+    /// history goes first, an alarm this round carries within as many goes in its turn, not ahead
+    /// of its history. 0: alarms go ahead (the pace is not known, or history does not go first).
+    var alarmInOrderPositions = 0
     /// The most positions the round may carry (a budget's remainder, a trial's one a device).
     var maxPositions = Int.max
     /// The most positions read of the backlogs in one round, whatever the filter keeps.
@@ -112,7 +117,7 @@ struct RoundPlanner {
                 ledger.stillAlive(
                     try source.newest(of: plan.ready), minIntervalMs: restriction.minIntervalMs, sent: alarms.sent))
         }
-        if !readyAlarms.isEmpty { return ahead(.alarms, readyAlarms) }
+        if !readyAlarms.isEmpty, alarmInOrderPositions == 0 || currentAhead { return ahead(.alarms, readyAlarms) }
 
         let turn = devicesPerTurn.map { Self.inTurn(plan.ready, after: turnAfter, count: $0) } ?? plan.ready
         // Each backlog as far as the round needs (a few dozen positions of each of forty, or
@@ -121,6 +126,14 @@ struct RoundPlanner {
             source: source, cursors: turn, ledger: ledger, settled: plan.settled, filter: filter,
             alreadySent: alarms.sent, batch: min(maxPositions, readBound), bound: readBound,
             traccarAttributes: traccarAttributes)
+        if !readyAlarms.isEmpty {
+            // In its turn when this round carries it within what the link delivers in a second:
+            // ahead of its history, that history would be older than the server's newest, and
+            // Traccar's event handlers would skip all of it (`DrainOrder`).
+            let soon = Set(backlogs.candidates.sorted { $0.stored.seq < $1.stored.seq }
+                .prefix(alarmInOrderPositions).map(\.stored.seq))
+            if !readyAlarms.allSatisfy({ soon.contains($0.stored.seq) }) { return ahead(.alarms, readyAlarms) }
+        }
         // Judged against the ledger before the plan moved the filter's memory past what it skips.
         let behind = Set(ledger.behind(backlogs.chunks, filter: filter, alreadySent: alarms.sent))
         plan.backfilling = !behind.isEmpty

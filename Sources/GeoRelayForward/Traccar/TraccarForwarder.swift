@@ -138,6 +138,7 @@ package final class TraccarForwarder: DestinationForwarder {
         /// than rounds, current positions at every turn would starve the backfill.
         var historyNext = false
         var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
+        var pace = DeliveryPace()
         while !Task.isCancelled {
             let nowMs = WallClock.nowMs()
             let now = ContinuousClock.now
@@ -161,7 +162,7 @@ package final class TraccarForwarder: DestinationForwarder {
             let planner = RoundPlanner(
                 destination: name, filter: filter, traccarAttributes: true, restriction: restriction,
                 allowance: alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
-                maxPositions: fitting,
+                alarmInOrderPositions: pace.positions(within: .seconds(1)), maxPositions: fitting,
                 readBound: Self.positionsPerRound,
                 devicesPerTurn: Self.devicesPerRound, turnAfter: rotation, parkSeconds: settings.parkSeconds,
                 nowMs: nowMs)
@@ -205,11 +206,13 @@ package final class TraccarForwarder: DestinationForwarder {
                     maxPositions: maxPositions)
             case .backlog?:
                 rotation = plan.lastInTurn ?? rotation
+                let started = ContinuousClock.now
                 results = await send(
                     backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger, alarms: alarmWake,
                     liveEdge: plan.backfilling && order.currentAhead(at: now) ? positionWake : nil,
                     liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound),
                     historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
+                pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: .now - started)
             }
             if Task.isCancelled { break }
             if let failure = results.lazy.compactMap(\.unavailable).first,

@@ -1,0 +1,139 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+import Testing
+
+@testable import GeoRelayForward
+
+/// A vessel at 5 m/s, a fix a second, on a slowly turning course (45° ± 30° over 20 minutes).
+func voyage(_ device: String, seconds: Range<Int>, alarmAt: Int? = nil) -> [Position] {
+    var lat = 59.9
+    var lon = 10.7
+    var track: [Position] = []
+    for second in 0..<seconds.upperBound {
+        let course = 45 + 30 * sin(Double(second) / 190)
+        if second >= seconds.lowerBound {
+            track.append(
+                Position(
+                    device: device, timeMs: 1_784_953_800_000 + Int64(second) * 1000, lat: lat, lon: lon, speed: 5,
+                    course: course, alarm: second == alarmAt ? "sos" : nil))
+        }
+        lat += 5 * cos(course * .pi / 180) / 111_195
+        lon += 5 * sin(course * .pi / 180) / (111_195 * cos(lat * .pi / 180))
+    }
+    return track
+}
+
+/// The length of a track, fix to fix.
+func pathLength(_ track: some Collection<Position>) -> Double {
+    zip(track, track.dropFirst()).reduce(0) { $0 + Geo.distance(lat1: $1.0.lat, lon1: $1.0.lon, lat2: $1.1.lat, lon2: $1.1.lon) }
+}
+
+/// What Traccar makes of a two-hour outage's backlog, through the model of its processing
+/// (`TraccarModel`): its events, its summary report and its `totalDistance`.
+@Suite(.offThePool) struct OutageOrderTests {
+    /// Ten minutes under way, then two hours while the link is down.
+    static let voyage = GeoRelayForwardTests.voyage("vessel", seconds: 0..<7800)
+    static let outage = voyage[600...]
+
+    /// The vessel's first ten minutes delivered, then two hours of fixes stored while the link was
+    /// down, then the drain; returns Traccar's view of the vessel and the destination's status.
+    func drain(_ f: SpoolFixture, server: () -> TraccarModel, forwarder: (() async throws -> Void) async throws -> Void)
+        async throws -> (TraccarModel, SpoolStatus.Destination)
+    {
+        _ = await f.spool.append(Array(Self.voyage[..<600]))
+        try await forwarder { try await f.waitForStatus { $0.pending == 0 } }
+        _ = await f.spool.append(Array(Self.outage))
+        var status: SpoolStatus.Destination?
+        try await forwarder { status = try await f.waitForStatus { $0.pending == 0 } }
+        return (server(), try #require(status))
+    }
+
+    /// What the device's `totalDistance` gained from its latest before the outage to its latest
+    /// after, and the path sailed between those two fixes.
+    static func totalDistanceOverTheOutage(_ vessel: TraccarModel.Device) throws -> (gained: Double, sailed: Double) {
+        let before = try #require(
+            vessel.processed.filter { $0.arrival.fixTimeMs < outage.first!.timeMs }
+                .max { $0.arrival.fixTimeMs < $1.arrival.fixTimeMs })
+        let after = try #require(vessel.latest)
+        let sailed = pathLength(
+            voyage.filter { (before.arrival.fixTimeMs...after.arrival.fixTimeMs).contains($0.timeMs) })
+        return (after.totalDistance - before.totalDistance, sailed)
+    }
+
+    @Test(arguments: Configuration.DrainOrderSetting.allCases)
+    func osmAnd(order: Configuration.DrainOrderSetting) async throws {
+        let f = try await ForwardFixture {
+            $0.filter = FilterSettings()
+            $0.order = order
+        }
+        let (traccar, status) = try await drain(f, server: { f.server.traccar() }) { try await f.withForwarder($0) }
+        let vessel = try #require(traccar.devices["vessel"])
+        // History first: every position reaches the event handlers. Current first: the history behind
+        // it does not, and status counts exactly what the model skipped.
+        if order == .currentFirst {
+            #expect(vessel.skippedByEvents > 100)
+        } else {
+            #expect(vessel.skippedByEvents == 0)
+        }
+        #expect(status.behindNewer == Int64(vessel.skippedByEvents))
+        // In any order: the report over the outage by the odometer, and the device's totalDistance
+        // by the `distance` sent with the position that became the latest, within 1 % of the path.
+        let outage = Self.outage
+        let sailed = pathLength(outage)
+        let report = try #require(vessel.reportDistance(fromMs: outage.first!.timeMs, toMs: outage.last!.timeMs))
+        #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
+        let (gained, sailedSince) = try Self.totalDistanceOverTheOutage(vessel)
+        #expect(abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
+    }
+
+    @Test(arguments: [Configuration.DrainOrderSetting.auto, .currentFirst])
+    func teltonika(order: Configuration.DrainOrderSetting) async throws {
+        let f = try await TeltonikaFixture {
+            $0.filter = FilterSettings()
+            $0.order = order
+        }
+        let (traccar, _) = try await drain(f, server: { f.server.traccar() }) { try await f.withForwarder($0) }
+        let vessel = try #require(traccar.devices["vessel"])
+        let outage = Self.outage
+        let sailed = pathLength(outage)
+        // IO 16 carries the odometer: the report is right in either order.
+        let report = try #require(vessel.reportDistance(fromMs: outage.first!.timeMs, toMs: outage.last!.timeMs))
+        #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
+        let (gained, sailedSince) = try Self.totalDistanceOverTheOutage(vessel)
+        if order == .auto {
+            // In order, Traccar chains fix to fix: the path, to the filter's 75 m chords.
+            #expect(vessel.skippedByEvents == 0)
+            #expect(abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
+        } else {
+            // No IO element carries `distance`: the current position's is the chord across the
+            // outage, which the README says.
+            #expect(vessel.skippedByEvents > 100)
+            #expect(gained < sailedSince * 0.99)
+        }
+    }
+
+    /// An alarm in an outage's backlog raises its event in every order; while history goes first
+    /// and the link's pace is known, it goes in its turn, so its history's events are kept too.
+    @Test(arguments: Configuration.DrainOrderSetting.allCases)
+    func anAlarmInTheBacklog(order: Configuration.DrainOrderSetting) async throws {
+        let f = try await ForwardFixture {
+            $0.filter = FilterSettings()
+            $0.order = order
+        }
+        // Ten minutes delivered (the pace is measured), then an hour's outage with an SOS half-way.
+        let track = GeoRelayForwardTests.voyage("vessel", seconds: 0..<4200, alarmAt: 2400)
+        _ = await f.spool.append(Array(track[..<600]))
+        try await f.withForwarder {
+            try await f.waitForStatus { $0.pending == 0 }
+            _ = await f.spool.append(Array(track[600...]))
+            try await f.waitForStatus { $0.pending == 0 }
+        }
+        let traccar = f.server.traccar()
+        let vessel = try #require(traccar.devices["vessel"])
+        #expect(vessel.alarmsSkipped == 0)
+        #expect(vessel.processed.contains { $0.alarmEvents == ["sos"] })
+        if order != .currentFirst { #expect(vessel.skippedByEvents == 0) }
+    }
+}
