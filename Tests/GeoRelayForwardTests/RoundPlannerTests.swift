@@ -65,11 +65,13 @@ import Testing
 
     static func planner(
         restriction: UplinkGate.Restriction? = nil, allowance: AlarmAllowance = AlarmAllowance(),
-        maxPositions: Int = .max, devicesPerTurn: Int? = nil, turnAfter: Int64 = 0, currentAhead: Bool = true
+        maxPositions: Int = .max, devicesPerTurn: Int? = nil, turnAfter: Int64 = 0, currentAhead: Bool = true,
+        alarmInOrderPositions: Int = 0
     ) -> RoundPlanner {
         RoundPlanner(
             destination: "traccar", filter: DeliveryLedgerTests.everything, traccarAttributes: true,
-            restriction: restriction, allowance: allowance, currentAhead: currentAhead, maxPositions: maxPositions,
+            restriction: restriction, allowance: allowance, currentAhead: currentAhead,
+            alarmInOrderPositions: alarmInOrderPositions, maxPositions: maxPositions,
             readBound: 8192, devicesPerTurn: devicesPerTurn, turnAfter: turnAfter, parkSeconds: 600, nowMs: nowMs)
     }
 
@@ -116,6 +118,34 @@ import Testing
                 $0.add(device: 1, seconds: 120, alarmAt: 30)
                 $0.add(device: 2, seconds: 3)
             }, kind: .alarms,
+            seqs: { _ in [31] }),
+        Case(
+            name: "history first (DrainOrder): a device behind sends its backlog oldest first",
+            spool: {
+                $0.add(device: 1, seconds: 120)
+                $0.add(device: 2, seconds: 3, from: 200)
+            }, planner: { planner(currentAhead: false) }, kind: .backlog,
+            seqs: { $0.seqs(of: 1) + $0.seqs(of: 2) }),
+        Case(
+            name: "history first, the alarm within what the link carries in a second: in its turn",
+            spool: {
+                $0.add(device: 1, seconds: 120, alarmAt: 30)
+                $0.add(device: 2, seconds: 3)
+            }, planner: { planner(currentAhead: false, alarmInOrderPositions: 40) }, kind: .backlog,
+            seqs: { $0.seqs(of: 1) + $0.seqs(of: 2) }),
+        Case(
+            name: "history first, the alarm beyond what the link carries in a second: ahead",
+            spool: {
+                $0.add(device: 1, seconds: 120, alarmAt: 30)
+                $0.add(device: 2, seconds: 3)
+            }, planner: { planner(currentAhead: false, alarmInOrderPositions: 30) }, kind: .alarms,
+            seqs: { _ in [31] }),
+        Case(
+            name: "current first: an alarm goes ahead whatever the pace (the current position would overtake it)",
+            spool: {
+                $0.add(device: 1, seconds: 120, alarmAt: 30)
+                $0.add(device: 2, seconds: 3)
+            }, planner: { planner(currentAhead: true, alarmInOrderPositions: 1000) }, kind: .alarms,
             seqs: { _ in [31] }),
         Case(
             name: "an alarm the spool records as sent is not sent again",
