@@ -33,7 +33,7 @@ extension SpoolStore {
 
     /// The odometer as the device's newest stored positions leave it: their figure, anchored at
     /// the oldest of the newest run that carries it (where it last advanced). nil: none stored.
-    /// Rows stored before the odometer existed carry none: the count starts at 0 from the newest.
+    /// Rows stored before the odometer existed carry none: the count starts afresh from the newest.
     private func newestOdometer(deviceID: Int64) throws -> Odometer? {
         let select = try db.statement(
             SpoolReader.bothTables(
@@ -44,7 +44,7 @@ extension SpoolStore {
         guard try select.step() else { return nil }
         let newestMs = select.int64(0)
         var odometer = Odometer(
-            anchorLat: select.double(1), anchorLon: select.double(2), metres: select.optionalDouble(3) ?? 0,
+            anchorLat: select.double(1), anchorLon: select.double(2), metres: select.optionalDouble(3) ?? Odometer.start,
             newestMs: newestMs)
         guard let metres = select.optionalDouble(3) else { return odometer }
         while try select.step(), select.optionalDouble(3) == metres {
@@ -65,6 +65,6 @@ extension SpoolStore {
         select.bind(2, position.timeMs)
         defer { select.reset() }
         guard try select.step() else { return nil }
-        return (select.double(1), select.double(2), select.optionalDouble(3) ?? 0)
+        return (select.double(1), select.double(2), select.optionalDouble(3) ?? Odometer.start)
     }
 }

@@ -47,4 +47,17 @@ struct DrainOrderTests {
         #expect(current.currentAhead(at: start))
         #expect(current.historyLeft(at: start) == nil)
     }
+
+    @Test func thePaceCountsOnlyRoundsThatCarriedABacklog() {
+        var pace = DeliveryPace()
+        #expect(pace.positions(within: .seconds(1)) == 0)
+        // A live fix a round measures the round trip, not the link.
+        pace.record(delivered: 1, elapsed: .milliseconds(600))
+        #expect(pace.positions(within: .seconds(1)) == 0)
+        // 450 positions in 3 s: 150 a second, of which a second carries four fifths.
+        pace.record(delivered: 450, elapsed: .seconds(3))
+        #expect(pace.positions(within: .seconds(1)) == 120)
+        pace.record(delivered: 100, elapsed: .zero)
+        #expect(pace.positions(within: .seconds(1)) == 120)
+    }
 }

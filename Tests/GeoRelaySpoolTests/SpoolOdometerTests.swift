@@ -39,9 +39,9 @@ struct SpoolOdometerTests {
         defer { b.close() }
         let expected = try odometers(a)
         #expect(try odometers(b) == expected)
-        // 3,570 m sailed; the figure is at most one radius behind and in whole metres.
+        // 3,570 m sailed (from 1 m); the figure is at most one radius behind and in whole metres.
         let last = try #require(expected.last ?? nil)
-        #expect(last <= 3570 && last > 3570 - Odometer.radiusMeters)
+        #expect(last <= 3571 && last > 3571 - Odometer.radiusMeters)
         #expect(expected.allSatisfy { $0 == $0?.rounded() })
     }
 
@@ -51,13 +51,14 @@ struct SpoolOdometerTests {
         defer { spool.close() }
         _ = await spool.append([north(0, 0), north(1000, 100), north(2000, 200)])
         let before = try odometers(spool)
-        #expect(before == [0, 1000, 2000])
+        // From 1 m (`Odometer.start`: Traccar reads 0 as none).
+        #expect(before == [1, 1001, 2001])
         // Stored after the newest, a fix from between the first two.
         _ = await spool.append([north(600, 50)])
-        #expect(try odometers(spool) == [0, 600, 1000, 2000])
+        #expect(try odometers(spool) == [1, 601, 1001, 2001])
         // And the device's next fix counts from its newest, not from the late one.
         _ = await spool.append([north(2500, 250)])
-        #expect(try odometers(spool).last == 2500)
+        #expect(try odometers(spool).last == 2501)
     }
 
     @Test func aSourcesOwnOdometerIsStoredAsThePositionsAndNotTwice() async throws {

@@ -97,11 +97,11 @@ func fill(_ spool: Spool) async -> [AppendResult] {
             attributes: [Attribute("k", .string("v")), Attribute("n", .number(1.5)), Attribute("b", .bool(true))])
         _ = await spool.append([full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)])
         let rows = try spool.makeReader().positions(after: 0, limit: 10)
-        // Each comes back with its odometer: 0 at the device's first fix, then the great circle
-        // from Sydney's latitude to 0°, 0° (15,231 km) in whole metres.
+        // Each comes back with its odometer: 1 m at the device's first fix (`Odometer.start`), then
+        // the great circle from Sydney's latitude to 0°, 0° (15,231 km) on top, in whole metres.
         var expected = [full, Position(device: "x", timeMs: 1_784_953_801_000, lat: 0, lon: 0)]
-        expected[0].odometer = 0
-        expected[1].odometer = Geo.distance(lat1: -33.5, lon1: 151.25, lat2: 0, lon2: 0).rounded()
+        expected[0].odometer = 1
+        expected[1].odometer = (1 + Geo.distance(lat1: -33.5, lon1: 151.25, lat2: 0, lon2: 0)).rounded()
         #expect(rows.map(\.position) == expected)
     }
 

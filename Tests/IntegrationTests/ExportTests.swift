@@ -97,7 +97,7 @@ import Testing
         for row in rows {
             // Every text cell quoted with a leading apostrophe; numbers (here negative) stay numbers.
             #expect(row.hasPrefix("\"'"), "\(row)")
-            #expect(row.hasSuffix("\",0.0"), "\(row)")
+            #expect(row.hasSuffix("\",1.0"), "\(row)")
         }
         #expect(rows.contains { $0.contains(",-1.0,-2.0,") }, "\(rows)")
     }

@@ -88,11 +88,19 @@ import Testing
         #expect(drainSeconds < Self.backoffMax, "drained \(drainSeconds) s after the link came back")
         #expect(push.problems.isEmpty, "\(push.problems)")
 
-        let status = try world.statusJSON()
+        // Bounded: the held state (acknowledgements, the counts) commits every 15 s.
+        let status = try await world.waitForStatus(timeout: .seconds(40)) { status in
+            (status["destinations"]?.array ?? []).allSatisfy { $0["pending"]?.number == 0 }
+        }
         for destination in status["destinations"]?.array ?? [] {
             #expect(
                 destination["quarantined"]?.number == 0, "\(destination["name"]?.string ?? "?") quarantined positions")
         }
+        // What the relay says the outages cost Traccar's events is what Traccar's handlers skipped.
+        let traccarStatus = status["destinations"]?.array?.first { $0["name"]?.string == "traccar" }
+        #expect(
+            traccarStatus?["sentBehindNewer"]?.number == Double(world.server.traccar().skippedByEvents),
+            "sentBehindNewer \(traccarStatus?["sentBehindNewer"]?.number ?? -1), the model \(world.server.traccar().skippedByEvents)")
         let arrivals = world.server.firstArrivals
         for device in devices {
             let times = arrivals.byDevice[device] ?? []

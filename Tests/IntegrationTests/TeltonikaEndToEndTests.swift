@@ -26,6 +26,9 @@ import Testing
         #expect(await port.waitUntil { $0.count >= 20 }, "every position stored")
         #expect(port.positions.map(\.fixTimeMs) == (0..<20).map(fixTimeMs))
         #expect(port.statistics.connections == 1)
+        // Every record reaches Traccar's event handlers, with its odometer (IO 16).
+        #expect(port.traccar().skippedByEvents == 0)
+        #expect(port.positions.allSatisfy { $0.attributes["odometer"] != nil })
         let status = try await world.waitForStatus { $0["destinations"]?.array?.first?["pending"]?.number == 0 }
         #expect(status["destinations"]?.array?.first?["state"]?.string == "online")
     }

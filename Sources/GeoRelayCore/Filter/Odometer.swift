@@ -16,6 +16,10 @@
 package struct Odometer: Sendable, Equatable {
     /// The default filter's stationary radius: the one stop rule the relay documents.
     package static let radiusMeters = FilterSettings().stationaryRadiusMeters
+    /// Where a device's odometer starts: 1 m, not 0, because Traccar reads an odometer of 0 as
+    /// none (`PositionUtil.calculateDistance` wants both ends non-zero), and a report whose
+    /// period starts at the device's first fix would fall back on the `totalDistance` chain.
+    package static let start = 1.0
 
     /// Where the odometer last advanced.
     package var anchorLat: Double
@@ -35,7 +39,7 @@ package struct Odometer: Sendable, Equatable {
     /// A device's first position: where its odometer starts (at its own figure, or 0).
     package init(first position: Position) {
         self.init(
-            anchorLat: position.lat, anchorLon: position.lon, metres: Self.reported(position) ?? 0,
+            anchorLat: position.lat, anchorLon: position.lon, metres: Self.reported(position) ?? Self.start,
             newestMs: position.timeMs)
     }
 
@@ -72,12 +76,12 @@ package struct Odometer: Sendable, Equatable {
     }
 
     /// The metres of a position older than the device's newest, from the stored position just
-    /// before it in fix time (nil: none before it, it starts at 0).
+    /// before it in fix time (nil: none before it, it starts at `start`).
     package static func late(
         _ position: Position, after predecessor: (lat: Double, lon: Double, metres: Double)?
     ) -> Double {
         if let own = reported(position) { return own }
-        guard let predecessor else { return 0 }
+        guard let predecessor else { return start }
         let step = Geo.distance(lat1: predecessor.lat, lon1: predecessor.lon, lat2: position.lat, lon2: position.lon)
         return predecessor.metres + (step > radiusMeters ? step : 0)
     }

@@ -296,7 +296,8 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
     /// the round early (requests in flight finish, no new ones start), so the
-    /// next round can send it ahead of everything. Cancelling the task (the
+    /// next round can send it ahead of everything; with `liveEdge`, a live fix after
+    /// `liveEdgeAfter` does; with `historyLeft`, the time history may still go first does. Cancelling the task (the
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
     func send(
@@ -315,39 +316,33 @@ package final class TraccarForwarder: DestinationForwarder {
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
-                if let alarms {
-                    alarms.clear()
+                /// Ends the round once `until` returns: requests in flight finish, none start.
+                func endRound(when until: @escaping @Sendable () async -> Void) {
                     group.addTask {
-                        await alarms.wait()
+                        await until()
                         if !Task.isCancelled {
                             yield.set()
                             wake()
                         }
                     }
+                }
+                if let alarms {
+                    alarms.clear()
+                    endRound { await alarms.wait() }
                 }
                 if let liveEdge {
                     // A backfill's round gives way to a live fix (the next round sends each
                     // device's newest first), but not before it has had its interval: a round
                     // ending at every fix would lose the pipelining that makes the backfill fast.
                     liveEdge.clear()
-                    group.addTask {
+                    endRound {
                         try? await Task.sleep(for: liveEdgeAfter)
                         await liveEdge.wait()
-                        if !Task.isCancelled {
-                            yield.set()
-                            wake()
-                        }
                     }
                 }
                 if let historyLeft {
                     // History goes first only so long (`DrainOrder`): then the current positions.
-                    group.addTask {
-                        try? await Task.sleep(for: historyLeft)
-                        if !Task.isCancelled {
-                            yield.set()
-                            wake()
-                        }
-                    }
+                    endRound { try? await Task.sleep(for: historyLeft) }
                 }
                 let outcome = await engine.run { engine in
                     var ledger = before
