@@ -114,6 +114,28 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         }
     }
 
+    /// A fleet of 40 back from an outage, `auto`, on a link that carries the backlog in time:
+    /// every unit's history in order, no event lost, over OsmAnd and Teltonika.
+    @Test(arguments: ["osmand", "teltonika"])
+    func aFleetsBacklogGoesInOrder(transport: String) async throws {
+        let devices = (0..<40).map { String(format: "35630704244%04d", $0) }
+        let tracks = devices.map { movingTrack($0, count: 60) }
+        let traccar: TraccarModel
+        if transport == "osmand" {
+            let f = try await ForwardFixture(concurrency: 4)
+            for track in tracks { _ = await f.spool.append(track) }
+            try await f.withForwarder { #expect(await f.server.waitUntil { $0.count >= devices.count * 60 }) }
+            traccar = f.server.traccar()
+        } else {
+            let f = try await TeltonikaFixture(concurrency: 4)
+            for track in tracks { _ = await f.spool.append(track) }
+            try await f.withForwarder { #expect(await f.server.waitUntil { $0.count >= devices.count * 60 }) }
+            traccar = f.server.traccar()
+        }
+        #expect(traccar.devices.count == devices.count)
+        #expect(traccar.skippedByEvents == 0)
+    }
+
     /// An alarm in an outage's backlog raises its event in every order; while history goes first
     /// and the link's pace is known, it goes in its turn, so its history's events are kept too.
     @Test(arguments: Configuration.DrainOrderSetting.allCases)
