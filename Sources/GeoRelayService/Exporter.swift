@@ -124,7 +124,8 @@ package struct Exporter {
                 first = true
                 try reader.forEachPosition(deviceID: id, device: name, sinceMs: sinceMs, untilMs: untilMs) { p in
                     guard Self.onGlobe(p) else { return true }
-                    output.write((first ? "" : ",") + (Self.finite(p.odometer).map { JSONValue.format(number: $0) } ?? "null"))
+                    output.write(
+                        (first ? "" : ",") + (Self.finite(p.odometer).map { JSONValue.format(number: $0) } ?? "null"))
                     first = false
                     return points > 1
                 }

@@ -21,7 +21,8 @@ extension SpoolStore {
             p.odometer = Odometer.stored(odometer.advance(to: position))
             odometers[deviceID] = odometer
         } else {
-            p.odometer = Odometer.stored(Odometer.late(position, after: try predecessor(of: position, deviceID: deviceID)))
+            p.odometer = Odometer.stored(
+                Odometer.late(position, after: try predecessor(of: position, deviceID: deviceID)))
         }
         return p
     }
@@ -44,7 +45,8 @@ extension SpoolStore {
         guard try select.step() else { return nil }
         let newestMs = select.int64(0)
         var odometer = Odometer(
-            anchorLat: select.double(1), anchorLon: select.double(2), metres: select.optionalDouble(3) ?? Odometer.start,
+            anchorLat: select.double(1), anchorLon: select.double(2),
+            metres: select.optionalDouble(3) ?? Odometer.start,
             newestMs: newestMs)
         guard let metres = select.optionalDouble(3) else { return odometer }
         while try select.step(), select.optionalDouble(3) == metres {
@@ -55,8 +57,9 @@ extension SpoolStore {
     }
 
     /// The stored position of the device just before `position` in fix time.
-    private func predecessor(of position: Position, deviceID: Int64) throws -> (lat: Double, lon: Double, metres: Double)?
-    {
+    private func predecessor(of position: Position, deviceID: Int64) throws -> (
+        lat: Double, lon: Double, metres: Double
+    )? {
         let select = try db.statement(
             SpoolReader.bothTables(
                 "SELECT fix_ms, lat, lon, odometer FROM %TABLE WHERE device_id = ?1 AND fix_ms < ?2",

@@ -341,7 +341,13 @@ package final class FakeTeltonikaServer: Sendable {
         }
         if behaviour == .normal || behaviour == .storeThenClose {
             let arrivalMs = WallClock.nowMs()
-            state.withLock { $0.positions += decoded.map { var p = $0; p.arrivalMs = arrivalMs; return p } }
+            state.withLock {
+                $0.positions += decoded.map {
+                    var p = $0
+                    p.arrivalMs = arrivalMs
+                    return p
+                }
+            }
             changed.signal()
         }
         guard behaviour == .normal else { return false }

@@ -91,7 +91,9 @@ package struct TraccarModel: Sendable {
         /// driver, maintenance or alarm event could come of them.
         package var skippedByEvents: Int { processed.count { $0.skippedByEvents } }
         /// Alarms carried by positions the event handlers skipped: events lost.
-        package var alarmsSkipped: Int { processed.filter(\.skippedByEvents).reduce(0) { $0 + $1.arrival.alarms.count } }
+        package var alarmsSkipped: Int {
+            processed.filter(\.skippedByEvents).reduce(0) { $0 + $1.arrival.alarms.count }
+        }
 
         /// The summary report's distance over `fromMs...toMs`, as `calculateDistance` gives it.
         package func reportDistance(fromMs: Int64, toMs: Int64, ignoreOdometer: Bool = false) -> Double? {

@@ -27,7 +27,9 @@ func voyage(_ device: String, seconds: Range<Int>, alarmAt: Int? = nil) -> [Posi
 
 /// The length of a track, fix to fix.
 func pathLength(_ track: some Collection<Position>) -> Double {
-    zip(track, track.dropFirst()).reduce(0) { $0 + Geo.distance(lat1: $1.0.lat, lon1: $1.0.lon, lat2: $1.1.lat, lon2: $1.1.lon) }
+    zip(track, track.dropFirst()).reduce(0) {
+        $0 + Geo.distance(lat1: $1.0.lat, lon1: $1.0.lon, lat2: $1.1.lat, lon2: $1.1.lon)
+    }
 }
 
 /// What Traccar makes of a two-hour outage's backlog, through the model of its processing
@@ -68,7 +70,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             $0.filter = FilterSettings()
             $0.order = order
         }
-        let (traccar, status) = try await drain(f, server: { f.server.traccar() }) { try await f.withForwarder($0) }
+        let (traccar, status) = try await drain(
+            f, server: { f.server.traccar() }, forwarder: { try await f.withForwarder($0) })
         let vessel = try #require(traccar.devices["vessel"])
         // History first: every position reaches the event handlers. Current first: the history behind
         // it does not, and status counts exactly what the model skipped.
@@ -94,7 +97,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             $0.filter = FilterSettings()
             $0.order = order
         }
-        let (traccar, _) = try await drain(f, server: { f.server.traccar() }) { try await f.withForwarder($0) }
+        let (traccar, _) = try await drain(
+            f, server: { f.server.traccar() }, forwarder: { try await f.withForwarder($0) })
         let vessel = try #require(traccar.devices["vessel"])
         let outage = Self.outage
         let sailed = pathLength(outage)
@@ -105,7 +109,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         if order == .auto {
             // In order, Traccar chains fix to fix: the path, to the filter's 75 m chords.
             #expect(vessel.skippedByEvents == 0)
-            #expect(abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
+            #expect(
+                abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
         } else {
             // No IO element carries `distance`: the current position's is the chord across the
             // outage, which the README says.

@@ -6,7 +6,8 @@ import Testing
 /// end-to-end tests assert through must itself be right.
 struct TraccarModelTests {
     /// A vessel's fix `second` seconds into a passage north at 5 m/s.
-    func fix(_ second: Int64, arrivalMs: Int64 = 0, attributes: [String: AttributeValue] = [:]) -> TraccarModel.Arrival {
+    func fix(_ second: Int64, arrivalMs: Int64 = 0, attributes: [String: AttributeValue] = [:]) -> TraccarModel.Arrival
+    {
         TraccarModel.Arrival(
             device: "v", fixTimeMs: second * 1000, lat: 59 + Double(second) * 5 / 111_195, lon: 10,
             attributes: attributes, arrivalMs: arrivalMs)
@@ -51,7 +52,9 @@ struct TraccarModelTests {
 
     @Test func anAlarmBehindANewerPositionRaisesNothingAndARepeatedOneIsDropped() {
         let alarm: [String: AttributeValue] = ["alarm": .string("sos")]
-        let model = TraccarModel([fix(10), fix(5, attributes: alarm), fix(11, attributes: alarm), fix(12, attributes: alarm)])
+        let model = TraccarModel([
+            fix(10), fix(5, attributes: alarm), fix(11, attributes: alarm), fix(12, attributes: alarm),
+        ])
         let device = try! #require(model.devices["v"])
         #expect(device.alarmsSkipped == 1)
         // The one at 11 raises its event; the one at 12 repeats the latest's alarm (ignoreDuplicateAlerts).
@@ -61,7 +64,8 @@ struct TraccarModelTests {
     @Test func theBufferSortsWhatArrivesWithinItsThreshold() {
         // Current first, the history 100 ms apart behind it: Traccar 6.9's 3 s buffer releases all
         // in fix-time order; one arriving after a 4 s pause comes after the newer ones, as without it.
-        let arrivals = [fix(100, arrivalMs: 0)] + (1..<50).map { fix(Int64($0), arrivalMs: Int64($0) * 100) }
+        let arrivals =
+            [fix(100, arrivalMs: 0)] + (1..<50).map { fix(Int64($0), arrivalMs: Int64($0) * 100) }
             + [fix(50, arrivalMs: 9_000)]
         #expect(TraccarModel(arrivals, bufferingMs: 3_000).skippedByEvents == 1)
         #expect(TraccarModel(arrivals).skippedByEvents == 50)

@@ -100,7 +100,8 @@ import Testing
         let traccarStatus = status["destinations"]?.array?.first { $0["name"]?.string == "traccar" }
         #expect(
             traccarStatus?["sentBehindNewer"]?.number == Double(world.server.traccar().skippedByEvents),
-            "sentBehindNewer \(traccarStatus?["sentBehindNewer"]?.number ?? -1), the model \(world.server.traccar().skippedByEvents)")
+            "sentBehindNewer \(traccarStatus?["sentBehindNewer"]?.number ?? -1), the model \(world.server.traccar().skippedByEvents)"
+        )
         let arrivals = world.server.firstArrivals
         for device in devices {
             let times = arrivals.byDevice[device] ?? []

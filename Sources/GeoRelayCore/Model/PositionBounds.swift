@@ -83,7 +83,10 @@ package enum PositionBounds {
         }
         guard case .number(let n) = attribute.value else {
             // A source's own odometer is stored as the position's (`Odometer`): metres or nothing.
-            return attribute.key == "odometer" ? .range("odometer \"\(ControlEscaping.escape(String(attribute.value.text.prefix(40))))\" is not a number of metres") : nil
+            return attribute.key == "odometer"
+                ? .range(
+                    "odometer \"\(ControlEscaping.escape(String(attribute.value.text.prefix(40))))\" is not a number of metres"
+                ) : nil
         }
         if attribute.key == "hdop" { return check("hdop", n, hdop) }
         if attribute.key == "odometer" { return check("odometer", n, odometer) }

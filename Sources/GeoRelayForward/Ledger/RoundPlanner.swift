@@ -130,8 +130,9 @@ struct RoundPlanner {
             // In its turn when this round carries it within what the link delivers in a second:
             // ahead of its history, that history would be older than the server's newest, and
             // Traccar's event handlers would skip all of it (`DrainOrder`).
-            let soon = Set(backlogs.candidates.sorted { $0.stored.seq < $1.stored.seq }
-                .prefix(alarmInOrderPositions).map(\.stored.seq))
+            let soon = Set(
+                backlogs.candidates.sorted { $0.stored.seq < $1.stored.seq }
+                    .prefix(alarmInOrderPositions).map(\.stored.seq))
             if !readyAlarms.allSatisfy({ soon.contains($0.stored.seq) }) { return ahead(.alarms, readyAlarms) }
         }
         // Judged against the ledger before the plan moved the filter's memory past what it skips.
