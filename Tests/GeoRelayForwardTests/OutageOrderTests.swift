@@ -64,6 +64,13 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         return (after.totalDistance - before.totalDistance, sailed)
     }
 
+    /// The summary report over the outage (Traccar's `calculateDistance`) within 1 % of the path.
+    static func expectTheReportOverTheOutage(_ vessel: TraccarModel.Device) throws {
+        let sailed = pathLength(outage)
+        let report = try #require(vessel.reportDistance(fromMs: outage.first!.timeMs, toMs: outage.last!.timeMs))
+        #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
+    }
+
     @Test(arguments: Configuration.DrainOrderSetting.allCases)
     func osmAnd(order: Configuration.DrainOrderSetting) async throws {
         let f = try await ForwardFixture {
@@ -83,10 +90,7 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         #expect(status.behindNewer == Int64(vessel.skippedByEvents))
         // In any order: the report over the outage by the odometer, and the device's totalDistance
         // by the `distance` sent with the position that became the latest, within 1 % of the path.
-        let outage = Self.outage
-        let sailed = pathLength(outage)
-        let report = try #require(vessel.reportDistance(fromMs: outage.first!.timeMs, toMs: outage.last!.timeMs))
-        #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
+        try Self.expectTheReportOverTheOutage(vessel)
         let (gained, sailedSince) = try Self.totalDistanceOverTheOutage(vessel)
         #expect(abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
     }
@@ -100,11 +104,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         let (traccar, _) = try await drain(
             f, server: { f.server.traccar() }, forwarder: { try await f.withForwarder($0) })
         let vessel = try #require(traccar.devices["vessel"])
-        let outage = Self.outage
-        let sailed = pathLength(outage)
         // IO 16 carries the odometer: the report is right in either order.
-        let report = try #require(vessel.reportDistance(fromMs: outage.first!.timeMs, toMs: outage.last!.timeMs))
-        #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
+        try Self.expectTheReportOverTheOutage(vessel)
         let (gained, sailedSince) = try Self.totalDistanceOverTheOutage(vessel)
         if order == .auto {
             // In order, Traccar chains fix to fix: the path, to the filter's 75 m chords.
