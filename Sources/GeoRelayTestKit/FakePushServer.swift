@@ -146,6 +146,17 @@ package final class FakePushServer: Sendable {
         await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.points } }, condition)
     }
 
+    /// Waits until `condition` holds over the points, for as long as points keep arriving
+    /// (`FakeOsmAndServer.waitWhileArriving`).
+    @discardableResult
+    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool)
+        async -> Bool
+    {
+        await awaitCondition(
+            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { state.withLock { $0.points } },
+            condition)
+    }
+
     // MARK: - Handling
 
     private func problem(_ text: String, status: Int) -> HTTPTestResponse {

@@ -154,6 +154,17 @@ package final class FakeTeltonikaServer: Sendable {
             timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
     }
 
+    /// Waits until `condition` holds over the stored positions, for as long as positions keep
+    /// arriving (`FakeOsmAndServer.waitWhileArriving`).
+    @discardableResult
+    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool)
+        async -> Bool
+    {
+        await awaitCondition(
+            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { state.withLock { $0.positions } },
+            condition)
+    }
+
     /// Waits until every fix time in `expected` (per device) has arrived at least once.
     package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
         await waitUntil(timeout: timeout) { stored in

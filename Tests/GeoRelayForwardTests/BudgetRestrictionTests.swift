@@ -127,7 +127,7 @@ import Testing
 
             gate.set([:])
             #expect(
-                await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total },
+                await f.server.waitWhileArriving { $0.count >= total },
                 "the backlog once the budget is free")
             let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
             #expect(online.state == "online")
@@ -188,7 +188,7 @@ import Testing
             #expect(await f.server.waitUntil { $0.count >= 1 }, "the still-alive position")
             gate.set([:])
             _ = await f.spool.append([live])
-            #expect(await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= backlog.count + 1 }, "the backfill")
+            #expect(await f.server.waitWhileArriving { $0.count >= backlog.count + 1 }, "the backfill")
             _ = try await f.waitForStatus { $0.pending == 0 }
         }
         let received = f.server.positions
@@ -228,7 +228,7 @@ import Testing
             gate.set([:])
             let total = bow.count + stern.count + 2
             #expect(
-                await f.server.waitUntil(timeout: .seconds(60)) { $0.count >= total },
+                await f.server.waitWhileArriving { $0.count >= total },
                 "the backlog once the budget is free")
             let online = try await f.waitForStatus { $0.pending == 0 && $0.state == "online" }
             #expect(online.pending == 0)
