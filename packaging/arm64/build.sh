@@ -101,6 +101,8 @@ ensure_root() {
 	# --one-file-system: should an interrupted mmdebstrap have left /proc or /dev mounted in the
 	# half-made root, rm must not walk into the host's.
 	rm -rf --one-file-system "$root" "$root.new"
+	# mmdebstrap wants the target's parent to exist: on a clean clone .build/ does not yet.
+	mkdir -p "$(dirname "$root")"
 	nice -n "$nice_level" mmdebstrap --quiet "$@" "$suite" "$root.new" "$mirror"
 	mv "$root.new" "$root"
 	step_done
