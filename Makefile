@@ -4,7 +4,8 @@
 #   make deb   the Debian package, georelay_<version>_<arch>.deb (packaging/build-deb.sh);
 #              make deb ARCH=arm64 cross-compiles it for arm64 (packaging/arm64/build.sh)
 #   make test-arm64  that package, checked under qemu user-mode (Tests/Package/check-deb.sh)
-#   make format / make lint  the code's layout (.swift-format); make test runs the lint first
+#   make format / make lint  the code's layout (.swift-format), and no new direct read of the system
+#              clock (Tests/Lint/clock_reads.py: time is handed in); make test runs the lint first
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
@@ -85,6 +86,7 @@ test: deps lint
 SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_FORMAT_PATHS)
+	python3 Tests/Lint/clock_reads.py
 
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_FORMAT_PATHS)

@@ -1,0 +1,112 @@
+import Synchronization
+
+/// The relay's time as a value handed to the parts that need it, so that behaviour over time
+/// (backoff, parks, budgets, refreshes, retention) runs as well on a clock a test or a simulation
+/// moves as on the system's (issue 37). Parts still reading the system clock themselves are
+/// listed, and held to it, by `Tests/Lint/clock_reads.py`.
+package protocol RelayClock: Sendable {
+    /// Wall time, milliseconds since 1970-01-01T00:00:00Z: it may be stepped either way.
+    func nowMs() -> Int64
+    /// Monotonic time in nanoseconds, for durations: it never goes back.
+    func monotonicNs() -> UInt64
+    /// Returns once the monotonic time has reached `deadlineNs`, or the task is cancelled.
+    func sleep(untilNs deadlineNs: UInt64) async
+}
+
+extension RelayClock {
+    /// Returns after `duration` of this clock's monotonic time (at once for none or less).
+    package func sleep(for duration: Duration) async {
+        let now = monotonicNs()
+        let span = Self.nanoseconds(duration)
+        await sleep(untilNs: now > UInt64.max - span ? .max : now + span)
+    }
+
+    /// `duration` in nanoseconds, 0 for a negative one, `UInt64.max` for one too long to count.
+    package static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, duration > .zero else { return 0 }
+        let whole = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !whole.overflow else { return .max }
+        let sum = whole.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return sum.overflow ? .max : sum.partialValue
+    }
+}
+
+/// The system's clocks: what the daemon runs on.
+package struct SystemClock: RelayClock {
+    package init() {}
+    package func nowMs() -> Int64 { WallClock.nowMs() }
+    package func monotonicNs() -> UInt64 { WallClock.monotonicNs() }
+    package func sleep(untilNs deadlineNs: UInt64) async {
+        let now = WallClock.monotonicNs()
+        guard deadlineNs > now else { return }
+        try? await Task.sleep(for: .nanoseconds(Int64(clamping: deadlineNs - now)))
+    }
+}
+
+/// A clock that moves only when told: for tests and the simulation. Moving it wakes every
+/// sleeper whose deadline it reached, in deadline order; stepping the wall clock (NTP at sea, an
+/// operator) moves wall time alone.
+package final class SimulatedClock: RelayClock {
+    private struct State {
+        var wallMs: Int64
+        var monotonicNs: UInt64 = 1_000_000_000
+        var sleepers: [(deadlineNs: UInt64, id: UInt64, wake: CheckedContinuation<Void, Never>)] = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// Starts at `wallMs` (wall time) with a monotonic clock of its own.
+    package init(wallMs: Int64) {
+        state = Mutex(State(wallMs: wallMs))
+    }
+
+    package func nowMs() -> Int64 { state.withLock { $0.wallMs } }
+    package func monotonicNs() -> UInt64 { state.withLock { $0.monotonicNs } }
+
+    /// How many tasks are asleep on it: a test moves the clock once the part it drives waits.
+    package var sleeping: Int { state.withLock { $0.sleepers.count } }
+
+    package func sleep(untilNs deadlineNs: UInt64) async {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now: Bool = state.withLock { state in
+                    if deadlineNs <= state.monotonicNs || Task.isCancelled { return true }
+                    state.sleepers.append((deadlineNs, id, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let woken = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index).wake
+            }
+            woken?.resume()
+        }
+    }
+
+    /// Moves wall and monotonic time forward by `duration` and wakes the sleepers it reaches.
+    package func advance(by duration: Duration) {
+        let ns = Self.nanoseconds(duration)
+        let due = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.wallMs = state.wallMs.saturatingPlus(Int64(ns / 1_000_000))
+            state.monotonicNs = state.monotonicNs > UInt64.max - ns ? .max : state.monotonicNs + ns
+            let now = state.monotonicNs
+            let woken = state.sleepers.filter { $0.deadlineNs <= now }.sorted { $0.deadlineNs < $1.deadlineNs }
+            state.sleepers.removeAll { $0.deadlineNs <= now }
+            return woken.map(\.wake)
+        }
+        for wake in due { wake.resume() }
+    }
+
+    /// Steps the wall clock alone (NTP correcting it, an operator setting it): durations go on.
+    package func stepWall(byMs ms: Int64) {
+        state.withLock { $0.wallMs = $0.wallMs.saturatingPlus(ms) }
+    }
+}

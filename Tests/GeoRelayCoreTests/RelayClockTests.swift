@@ -1,0 +1,60 @@
+import GeoRelayCore
+import Testing
+
+/// The clock the tests and the simulation move: sleepers wake when time reaches them, in order,
+/// and a wall-clock step moves no duration.
+struct RelayClockTests {
+    @Test func sleepersWakeWhenTheClockReachesThemInDeadlineOrder() async throws {
+        let clock = SimulatedClock(wallMs: 1_784_953_800_000)
+        let woken = WokenOrder()
+        await withTaskGroup(of: Void.self) { group in
+            for seconds in [30, 10, 20] {
+                group.addTask {
+                    await clock.sleep(for: .seconds(seconds))
+                    await woken.append(seconds)
+                }
+            }
+            // Bounded: three tasks asleep within ten seconds of real time.
+            for _ in 0..<1000 where clock.sleeping < 3 { try? await Task.sleep(for: .milliseconds(10)) }
+            #expect(clock.sleeping == 3, "the three sleepers did not go to sleep")
+            clock.advance(by: .seconds(15))
+            for _ in 0..<1000 where await woken.order.count < 1 { try? await Task.sleep(for: .milliseconds(10)) }
+            #expect(await woken.order == [10])
+            #expect(clock.sleeping == 2)
+            clock.advance(by: .seconds(15))
+        }
+        #expect(await woken.order == [10, 20, 30])
+        #expect(clock.nowMs() == 1_784_953_830_000)
+    }
+
+    @Test func aWallClockStepMovesNoDurationAndAPastDeadlineReturnsAtOnce() async {
+        let clock = SimulatedClock(wallMs: 1_784_953_800_000)
+        let before = clock.monotonicNs()
+        clock.stepWall(byMs: -3_600_000)
+        #expect(clock.nowMs() == 1_784_950_200_000)
+        #expect(clock.monotonicNs() == before)
+        await clock.sleep(for: .zero)
+        await clock.sleep(untilNs: before - 1)
+        #expect(clock.sleeping == 0)
+    }
+
+    @Test func aCancelledSleeperReturns() async {
+        let clock = SimulatedClock(wallMs: 0)
+        let task = Task { await clock.sleep(for: .seconds(3600)) }
+        for _ in 0..<1000 where clock.sleeping < 1 { try? await Task.sleep(for: .milliseconds(10)) }
+        task.cancel()
+        await task.value
+        #expect(clock.sleeping == 0)
+    }
+
+    @Test func durationsConvertWithoutATrap() {
+        #expect(SystemClock.nanoseconds(.seconds(-5)) == 0)
+        #expect(SystemClock.nanoseconds(.milliseconds(1500)) == 1_500_000_000)
+        #expect(SystemClock.nanoseconds(.seconds(Int64.max)) == .max)
+    }
+}
+
+actor WokenOrder {
+    var order: [Int] = []
+    func append(_ seconds: Int) { order.append(seconds) }
+}
