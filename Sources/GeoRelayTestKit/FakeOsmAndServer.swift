@@ -59,7 +59,7 @@ package final class FakeOsmAndServer: Sendable {
     }
 
     private let state = Mutex(State())
-    private let changed = WakeSignal()
+    package let changed = WakeSignal()
     package let http: HTTPTestServer
 
     /// - Parameters:
@@ -157,26 +157,6 @@ package final class FakeOsmAndServer: Sendable {
     package func setProbeStyle(_ style: ServerStyle?) { state.withLock { $0.probeStyle = style } }
     /// GET requests naming nothing that this server answered.
     package var probeCount: Int { state.withLock { $0.probes } }
-
-    /// Waits until `condition` holds over the stored positions, or `timeout` passes.
-    /// Returns whether it held.
-    @discardableResult
-    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
-        await awaitCondition(
-            timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
-    }
-
-    /// Waits until `condition` holds over the stored positions, for as long as positions keep
-    /// arriving: fails once none has arrived for `stalledFor`. For a drain whose pace is the
-    /// machine's, not the test's to assume.
-    @discardableResult
-    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool)
-        async -> Bool
-    {
-        await awaitCondition(
-            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { state.withLock { $0.positions } },
-            condition)
-    }
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
         let isProbe = request.method == "GET" && request.body.isEmpty && !request.target.contains("?")
@@ -369,28 +349,8 @@ package final class FakeOsmAndServer: Sendable {
 ///
 /// The condition runs on a copy, outside the server's lock, so a costly one never
 /// holds the server up; `changed` wakes it when something arrives.
-/// Waits until `condition` holds over `snapshot()`, woken by `changed`, at most `timeout`; with
-/// `whileGrowing`, `timeout` is how long the records may stop growing: a drain that a loaded
-/// machine slows is waited for as long as it moves, and one that stops fails as soon.
-func awaitCondition<T: Sendable>(
-    timeout: Duration, whileGrowing: Bool = false, changed: WakeSignal, snapshot: () -> [T],
-    _ condition: ([T]) -> Bool
-) async -> Bool {
-    var deadline = ContinuousClock.now + timeout
-    var grown = 0
-    while true {
-        let records = snapshot()
-        if condition(records) { return true }
-        if whileGrowing, records.count > grown {
-            grown = records.count
-            deadline = ContinuousClock.now + timeout
-        }
-        let remaining = deadline - ContinuousClock.now
-        if remaining <= .zero { return false }
-        await changed.wait(timeout: min(remaining, .milliseconds(500)))
-        // Let a burst of arrivals land before evaluating again.
-        if records.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
-    }
-}
-
 extension FakeOsmAndServer.Stored: TraccarStoredPosition {}
+
+extension FakeOsmAndServer: ArrivalLog {
+    package var arrivals: [Stored] { positions }
+}

@@ -63,7 +63,7 @@ package final class FakePushServer: Sendable {
 
     package let expected: Expected
     private let state = Mutex(State())
-    private let changed = WakeSignal()
+    package let changed = WakeSignal()
     package let http: HTTPTestServer
 
     /// - Parameter readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
@@ -139,22 +139,6 @@ package final class FakePushServer: Sendable {
             }
             return missing.values.allSatisfy(\.isEmpty)
         }
-    }
-
-    @discardableResult
-    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool) async -> Bool {
-        await awaitCondition(timeout: timeout, changed: changed, snapshot: { state.withLock { $0.points } }, condition)
-    }
-
-    /// Waits until `condition` holds over the points, for as long as points keep arriving
-    /// (`FakeOsmAndServer.waitWhileArriving`).
-    @discardableResult
-    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Point]) -> Bool)
-        async -> Bool
-    {
-        await awaitCondition(
-            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { state.withLock { $0.points } },
-            condition)
     }
 
     // MARK: - Handling
@@ -357,4 +341,8 @@ package final class FakePushServer: Sendable {
         guard b.count == 24, b[23] == UInt8(ascii: "Z"), b[19] == UInt8(ascii: ".") else { return false }
         return Timestamp.milliseconds(fromISO8601: text) != nil
     }
+}
+
+extension FakePushServer: ArrivalLog {
+    package var arrivals: [Point] { points }
 }

@@ -98,7 +98,7 @@ package final class FakeTeltonikaServer: Sendable {
     }
 
     private let state = Mutex(State())
-    private let changed = WakeSignal()
+    package let changed = WakeSignal()
     private let listener: TestTCPListener
     /// How long a data frame's answer waits for another frame behind it; nil: none.
     private let readsAhead: Duration?
@@ -145,25 +145,6 @@ package final class FakeTeltonikaServer: Sendable {
 
     /// Forgets everything stored, as a server restored from an old backup.
     package func clear() { state.withLock { $0.positions.removeAll() } }
-
-    /// Waits until `condition` holds over the stored positions, or `timeout` passes.
-    /// Returns whether it held.
-    @discardableResult
-    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool) async -> Bool {
-        await awaitCondition(
-            timeout: timeout, changed: changed, snapshot: { state.withLock { $0.positions } }, condition)
-    }
-
-    /// Waits until `condition` holds over the stored positions, for as long as positions keep
-    /// arriving (`FakeOsmAndServer.waitWhileArriving`).
-    @discardableResult
-    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Stored]) -> Bool)
-        async -> Bool
-    {
-        await awaitCondition(
-            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { state.withLock { $0.positions } },
-            condition)
-    }
 
     /// Waits until every fix time in `expected` (per device) has arrived at least once.
     package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
@@ -628,3 +609,7 @@ struct WireReader {
 }
 
 extension FakeTeltonikaServer.Stored: TraccarStoredPosition {}
+
+extension FakeTeltonikaServer: ArrivalLog {
+    package var arrivals: [Stored] { positions }
+}

@@ -1,0 +1,52 @@
+import GeoRelayCore
+
+/// What a fake server has received, in order, and the signal its handler raises with each: what
+/// the tests wait on, the same way for every server.
+package protocol ArrivalLog: AnyObject, Sendable {
+    associatedtype Arrival: Sendable
+    var arrivals: [Arrival] { get }
+    var changed: WakeSignal { get }
+}
+
+extension ArrivalLog {
+    /// Waits until `condition` holds over what arrived, or `timeout` passes. Returns whether it held.
+    @discardableResult
+    package func waitUntil(timeout: Duration = .seconds(30), _ condition: @Sendable ([Arrival]) -> Bool) async -> Bool {
+        await awaitCondition(timeout: timeout, changed: changed, snapshot: { arrivals }, condition)
+    }
+
+    /// Waits until `condition` holds over what arrived, for as long as arrivals keep coming: fails
+    /// once none has come for `stalledFor`. For a drain whose pace is the machine's, not the test's
+    /// to assume.
+    @discardableResult
+    package func waitWhileArriving(stalledFor: Duration = .seconds(30), _ condition: @Sendable ([Arrival]) -> Bool)
+        async -> Bool
+    {
+        await awaitCondition(
+            timeout: stalledFor, whileGrowing: true, changed: changed, snapshot: { arrivals }, condition)
+    }
+}
+
+/// Waits until `condition` holds over `snapshot()`, woken by `changed`, at most `timeout`; with
+/// `whileGrowing`, `timeout` is how long the records may stop growing: a drain that a loaded
+/// machine slows is waited for as long as it moves, and one that stops fails as soon.
+func awaitCondition<T: Sendable>(
+    timeout: Duration, whileGrowing: Bool = false, changed: WakeSignal, snapshot: () -> [T],
+    _ condition: ([T]) -> Bool
+) async -> Bool {
+    var deadline = ContinuousClock.now + timeout
+    var grown = 0
+    while true {
+        let records = snapshot()
+        if condition(records) { return true }
+        if whileGrowing, records.count > grown {
+            grown = records.count
+            deadline = ContinuousClock.now + timeout
+        }
+        let remaining = deadline - ContinuousClock.now
+        if remaining <= .zero { return false }
+        await changed.wait(timeout: min(remaining, .milliseconds(500)))
+        // Let a burst of arrivals land before evaluating again.
+        if records.count > 1000 { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+}
