@@ -27,7 +27,7 @@ extension RelayClock {
         guard seconds >= 0, duration > .zero else { return 0 }
         let whole = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
         guard !whole.overflow else { return .max }
-        let sum = whole.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        let sum = whole.partialValue.addingReportingOverflow(UInt64(max(0, attoseconds / 1_000_000_000)))
         return sum.overflow ? .max : sum.partialValue
     }
 }

@@ -116,6 +116,7 @@ package final class PushForwarder: DestinationForwarder {
                 budget.lifted(link: link, logger: logger)
             }
             let prepared: Prepared
+            let planned = ContinuousClock.now
             do {
                 // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
                 let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
@@ -123,13 +124,13 @@ package final class PushForwarder: DestinationForwarder {
                 let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
                 prepared = try await prepare(
                     ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction,
-                    currentAhead: order.currentAhead(at: .now))
+                    currentAhead: order.currentAhead(at: planned))
             } catch {
                 logger.error("cannot read the spool: \(error)")
                 try? await Task.sleep(for: .seconds(5))
                 continue
             }
-            order.observe(prepared.kind, backfilling: prepared.backfilling, at: .now)
+            order.observe(prepared.kind, backfilling: prepared.backfilling, at: planned)
             // Positions the filter skipped before anything to send are settled now.
             if !prepared.settled.isEmpty {
                 spool.record(prepared.settled)
