@@ -24,7 +24,12 @@ final class ConnectCheck: Sendable {
 
     /// How an attempt ended.
     enum Outcome: Sendable, Equatable {
+        /// Opened across the link: a handshake that took a round trip.
         case opened
+        /// Opened quicker than any uplink's round trip: by this host, a server beside it, or a
+        /// terminal's TCP accelerator answering on board whether or not its satellite is there.
+        /// It says nothing of the far side, and nothing crossed the link: nothing is billed.
+        case openedHere
         /// Refused quicker than any uplink's round trip: by this host or the terminal's router
         /// while its link is down. Nothing crossed the link, and nothing is billed.
         case refusedHere
@@ -33,11 +38,17 @@ final class ConnectCheck: Sendable {
     }
 
     /// Quicker than any uplink's round trip (a low-orbit or cellular link's is 25 ms or more): an
-    /// attempt refused within it never crossed one.
+    /// attempt answered within it, either way, never crossed one.
     static let answeredHere = Duration.milliseconds(10)
 
     static func outcome(opened: Bool, took: Duration) -> Outcome {
-        opened ? .opened : took < answeredHere ? .refusedHere : .failed
+        let here = took < answeredHere
+        return opened ? (here ? .openedHere : .opened) : here ? .refusedHere : .failed
+    }
+
+    /// Whether an attempt's bytes crossed the uplink, to be billed: not when this side answered.
+    static func crossedTheLink(_ outcome: Outcome) -> Bool {
+        outcome == .opened || outcome == .failed
     }
 
     /// nil when the URL is not one a bare connection can stand for (credentials in it, a scheme
@@ -85,7 +96,7 @@ final class ConnectCheck: Sendable {
                 let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now))
                 if let attemptMeter {
                     let bytes = attemptMeter.take()
-                    if outcome != .refusedHere { meter?.bill(bytes) }
+                    if Self.crossedTheLink(outcome) { meter?.bill(bytes) }
                 }
                 continuation.resume(returning: outcome)
             }

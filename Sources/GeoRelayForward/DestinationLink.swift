@@ -15,25 +15,31 @@ package final class DestinationLink: Sendable {
     private let connectCheck: ConnectCheck?
     /// The kernel's route, address and link announcements: each brings the next attempt forward.
     private let linkChanges: WakeBroadcast?
+    /// The probes' own count, moved to `meter` unless nothing crossed the link.
+    private let probeMeter: WireMeter
+    private let clock: any RelayClock
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.
-    typealias Probe = @Sendable () async -> (answer: ServerCheck.Answer, wireBytes: Int)
+    typealias Probe = @Sendable (_ timeout: Duration) async -> (answer: ServerCheck.Answer, wireBytes: Int)
 
     /// - Parameters:
     ///   - probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
+    ///   - probeMeter: where the probe's own connections are counted (the meter `probe` was built with).
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
     init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil,
-        meter: WireMeter? = nil,
-        linkChanges: WakeBroadcast? = nil
+        probeMeter: WireMeter = WireMeter(), meter: WireMeter? = nil,
+        linkChanges: WakeBroadcast? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
         self.linkChanges = linkChanges
         self.spool = spool
         self.logger = logger
         self.meter = meter
-        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: meter)
+        self.probeMeter = probeMeter
+        self.clock = clock
+        self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: probeMeter)
         self.ownProbe = probe
         self.connectCheck = ConnectCheck(settings: settings, meter: meter)
     }
@@ -68,133 +74,69 @@ package final class DestinationLink: Sendable {
     /// - After an HTTP answer to a payload (`transport` false: a 503, a 429, a
     ///   portal's page), the link is up: the next attempt is a payload at the
     ///   backoff time, and no probe is sent.
-    /// - After no answer at all, probes (a few hundred bytes each, at most every
-    ///   `probe.intervalSeconds`) notice the link's return early instead of
-    ///   payloads that cannot arrive. Between probes a bare TCP connection is tried every
-    ///   `probe.connectSeconds` (free on a dead link). One that opens after attempts failed is
-    ///   the link's return: a trial payload goes at once instead of a probe (about a probe's
-    ///   bytes, and its answer proves the server as well), saving the probe's own connection
-    ///   and round trip before the current positions go. One that opens at the first attempt
-    ///   shows the failure is above TCP (a server or middlebox that takes connections and
-    ///   resets or ignores them), so it brings the probe forward instead, and if that probe gets
-    ///   no answer the attempts stop until the next backoff: on such a path each one costs its
-    ///   handshake, and the probes' own spacing holds. A probe answered by the server resumes
-    ///   delivery at once; any other HTTP answer (an HTML error page, a
-    ///   redirect) shows a path, so a payload goes at the backoff time; and if
-    ///   no probe is answered, a payload still goes once per backoff ceiling,
-    ///   in case only the probe cannot get through.
+    /// - After no answer at all, `ReturnWatch` decides how the link's return is looked for (bare
+    ///   connections every `probe.connectSeconds`, quicker where this side of the uplink answers
+    ///   for it; probes at most every `probe.intervalSeconds`), and this carries it out. A probe
+    ///   answered by the server resumes delivery at once; any other HTTP answer (an HTML error
+    ///   page, a redirect) shows a path, so a payload goes at the backoff time; and if no probe is
+    ///   answered, a payload still goes once per backoff ceiling, in case only the probe cannot get through.
     package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async
         -> Resumption
     {
         let delay = max(backoff.nextDelay(), retryAfter ?? 0)
         logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
-        let clock = ContinuousClock()
-        let started = clock.now
-        let payloadAt = started + .milliseconds(Int(delay * 1000))
+        let started = clock.monotonicNs()
         guard transport else {
-            recordState(.backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
-            try? await Task.sleep(until: payloadAt, clock: clock)
+            let payloadAt = started.saturatingPlus(ReturnWatch.ns(seconds: delay))
+            show(.backoff, reason: reason, atNs: payloadAt)
+            await clock.sleep(untilNs: payloadAt)
             return Task.isCancelled ? .cancelled : .trial
         }
-        // Probes start at the backoff floor and slow to the probe interval; the insurance
-        // payload goes one ceiling (or the server's Retry-After, if longer) after the failure.
-        let ceilingAt = started + .milliseconds(Int(max(delay, backoff.maxSeconds) * 1000))
-        var probeSpacing = Backoff(
-            minSeconds: min(backoff.minSeconds, settings.probeIntervalSeconds),
-            maxSeconds: settings.probeIntervalSeconds)
-        /// Whether a connection that opens may bring the next probe forward.
-        var connectionsMayProbe = true
-        /// Whether a connection attempt has failed in this wait: the link itself was down.
-        var attemptsFailed = false
-        var firstLook = true
-        while !Task.isCancelled {
-            let probeAt = min(clock.now + .milliseconds(Int(probeSpacing.nextDelay() * 1000)), ceilingAt)
-            recordState(.probing, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: probeAt))
-            let early: Bool
-            if connectionsMayProbe {
-                let attempts = await connectionOpens(before: probeAt, clock: clock, announce: firstLook)
-                attemptsFailed = attemptsFailed || attempts.failed > 0
-                early = attempts.opened
-            } else {
-                early = false
-            }
-            firstLook = false
-            if early, attemptsFailed, !Task.isCancelled {
-                logger.info(
-                    "a connection to the destination opened after the link was down: sending one position to try it")
-                return .trial
-            }
-            if !early { try? await Task.sleep(until: probeAt, clock: clock) }
-            if Task.isCancelled { break }
-            if clock.now >= ceilingAt { return .trial }
-            let answer = await probe()
-            if early && answer == .nothing { connectionsMayProbe = false }
-            switch answer {
-            case .server:
-                return .proven
-            case .path:
-                // Something answers HTTP: no more probes, a payload at the backoff time tells.
-                logger.info("a probe got an answer that does not prove the server; a payload goes at the backoff time")
-                recordState(
-                    .backoff, error: reason, nextAttemptMs: WallClock.nowMs() + Self.milliseconds(until: payloadAt))
-                try? await Task.sleep(until: payloadAt, clock: clock)
-                return Task.isCancelled ? .cancelled : .trial
-            case .nothing:
-                continue
-            }
-        }
-        return .cancelled
-    }
-
-    /// Tries a bare connection every `probe.connectSeconds`, and at once when the kernel announces
-    /// a route, address or link change (an interface up, a modem's route back), until one opens
-    /// or `deadline` comes; not opened at once without a `ConnectCheck`. `failed`: the attempts
-    /// that did not open before the one that did (or before the deadline).
-    ///
-    /// An attempt refused on this side of the uplink (`ConnectCheck.Outcome.refusedHere`: the
-    /// terminal's router or modem saying its link is down, or this host) cost nothing, so the next
-    /// goes after half a second instead: the link's return is seen within half a second for
-    /// nothing. A refusal from beyond the link (the server's host up, its port closed) cost its
-    /// bytes, and a timeout took its time: the spacing holds.
-    /// - Parameter announce: say, after the first attempt fails, how the link's return will be seen.
-    private func connectionOpens(
-        before deadline: ContinuousClock.Instant, clock: ContinuousClock,
-        announce: Bool
-    ) async -> (opened: Bool, failed: Int) {
-        guard let connectCheck else { return (false, 0) }
-        let every = Duration.milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000))
+        var watch = ReturnWatch(
+            delaySeconds: delay, ceilingSeconds: backoff.maxSeconds, backoffMinSeconds: backoff.minSeconds,
+            timing: .init(
+                connectEvery: connectCheck == nil
+                    ? nil : .milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000)),
+                probeTimeout: .milliseconds(Int(settings.connectTimeoutSeconds * 2000)),
+                probeIntervalSeconds: settings.probeIntervalSeconds, wakesOnLinkChanges: linkChanges != nil),
+            nowNs: started)
         let changes = linkChanges?.subscribe()
         defer { if let changes { linkChanges?.unsubscribe(changes) } }
-        var failed = 0
+        var actions = watch.start(nowNs: started)
         while !Task.isCancelled {
-            let attempted = clock.now
-            if attempted >= deadline { return (false, failed) }
-            let outcome = await connectCheck.attempt()
-            if outcome == .opened {
-                if failed == 0 { logger.info("a connection to the destination opened: probing now") }
-                return (true, failed)
+            var event: ReturnWatch.Event?
+            for action in actions {
+                switch action {
+                case .note(let text):
+                    logger.info(text)
+                case .show(let state, let atNs):
+                    show(state, reason: reason, atNs: atNs)
+                case .connect:
+                    guard let connectCheck else { return .cancelled }
+                    event = .connected(await connectCheck.attempt())
+                case .probe(let timeout):
+                    let probed = clock.monotonicNs()
+                    let answer = await probe(timeout: timeout)
+                    event = .probed(answer, tookNs: clock.monotonicNs() - probed)
+                case .sleep(let until, let earliestOnChange):
+                    if let changes, let earliestOnChange {
+                        // A wake that came while the attempt ran is taken now (the change may be what
+                        // let it fail); half a second between attempts however the kernel chatters.
+                        let now = clock.monotonicNs()
+                        await changes.wait(timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)))
+                        await clock.sleep(untilNs: min(until, earliestOnChange))
+                    } else {
+                        await clock.sleep(untilNs: until)
+                    }
+                    event = .woke
+                case .resume(let how):
+                    return how
+                }
             }
-            failed += 1
-            let spacing = Self.spacing(after: outcome, every: every)
-            if failed == 1, announce {
-                let local =
-                    spacing < every ? " (every \(Self.phrase(spacing)) while this side of the uplink refuses)" : ""
-                logger.info(
-                    "no connection to the destination: trying every \(Self.phrase(every))\(local)\(changes == nil ? "" : " and when the network changes")"
-                )
-            }
-            if let changes {
-                // Until the next attempt or the probe, whichever comes first; a wake that came while
-                // the attempt ran is taken now (the change may be what let it fail).
-                await changes.wait(timeout: clock.now.duration(to: min(attempted + spacing, deadline)))
-                // Half a second between attempts however the kernel chatters (a flapping modem).
-                try? await Task.sleep(until: min(attempted + Self.quickestAttempts, deadline), clock: clock)
-            } else {
-                if attempted + spacing >= deadline { return (false, failed) }
-                try? await Task.sleep(until: attempted + spacing, clock: clock)
-            }
+            guard let event, !Task.isCancelled else { break }
+            actions = watch.handle(event, nowNs: clock.monotonicNs())
         }
-        return (false, failed)
+        return .cancelled
     }
 
     static let quickestAttempts = Duration.milliseconds(500)
@@ -205,32 +147,39 @@ package final class DestinationLink: Sendable {
         outcome == .refusedHere ? min(every, quickestAttempts) : every
     }
 
-    /// "2 s", or "500 ms" for a part of a second: from the Duration's own integers, no Double.
-    private static func phrase(_ interval: Duration) -> String {
-        let (seconds, attoseconds) = interval.components
-        return attoseconds == 0 ? "\(seconds) s" : "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000) ms"
-    }
-
-    /// From now until `instant`, for the wall-clock time status shows as the next attempt.
-    private static func milliseconds(until instant: ContinuousClock.Instant) -> Int64 {
-        max(0, Int64(ContinuousClock.now.duration(to: instant) / .milliseconds(1)))
+    /// Shows `state` in status, the next attempt at `atNs` on the monotonic clock.
+    private func show(_ state: DestinationState, reason: String, atNs: UInt64) {
+        let now = clock.monotonicNs()
+        let inMs = Int64(clamping: (atNs > now ? atNs - now : 0) / 1_000_000)
+        recordState(state, error: reason, nextAttemptMs: clock.nowMs().saturatingPlus(inMs))
     }
 
     /// A cheap check that the destination is back: the destination's own probe when it has one,
     /// else GET `probe.url`, or an empty request to the destination itself (`ServerCheck`). Its
     /// wire bytes count against the uplink like a payload's.
-    func probe() async -> ServerCheck.Answer {
+    ///
+    /// A probe that got nothing quicker than any uplink's round trip was closed on this side of it
+    /// (a terminal's accelerator while its satellite is down): it crossed nothing and is not billed.
+    func probe(timeout: Duration) async -> ServerCheck.Answer {
+        let started = clock.monotonicNs()
+        let answer: ServerCheck.Answer
+        var payloadBytes = 0
         if let ownProbe {
-            let (answer, wireBytes) = await ownProbe()
-            record(payloadBytes: wireBytes)
-            return answer
+            (answer, payloadBytes) = await ownProbe(timeout)
+        } else {
+            let request = ServerCheck.request(
+                url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds,
+                timeout: timeout)
+            let result = await prober.perform(request)
+            payloadBytes = (try? result.get())?.wireBytes ?? 0
+            answer = ServerCheck.answer(result, ownURL: settings.probeURL == nil)
         }
-        let request = ServerCheck.request(
-            url: settings.probeURL ?? settings.url, connectTimeoutSeconds: settings.connectTimeoutSeconds)
-        let result = await prober.perform(request)
-        // A probe that got no answer still cost its connection attempts (SYNs on a dead link).
-        record(payloadBytes: (try? result.get())?.wireBytes ?? 0)
-        return ServerCheck.answer(result, ownURL: settings.probeURL == nil)
+        let here = answer == .nothing && clock.monotonicNs() - started < ReturnWatch.ns(ConnectCheck.answeredHere)
+        // A probe that got no answer from beyond still cost its connection attempts (SYNs on a dead link).
+        let billed = probeMeter.take()
+        if !here { meter?.bill(billed) }
+        record(payloadBytes: here ? 0 : payloadBytes)
+        return answer
     }
 
     /// Records a probe's bytes: what the link billed (the meter) as the wire bytes, the HTTP bytes

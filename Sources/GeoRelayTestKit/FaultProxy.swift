@@ -27,8 +27,18 @@ package final class FaultProxy: Sendable {
         case resetMidRequest
         /// Forward the request (the server takes it), pass back the answer's first 5 bytes, then reset.
         case resetMidResponse
+        /// A terminal's TCP accelerator (PEP) answering the handshake on board and closing at once,
+        /// with nothing said.
+        case closeAtOnce
+        /// A PEP that answers the handshake on board and holds the connection silent, new and open
+        /// ones alike, reading what the relay sends; when the link returns it carries them through.
+        case hold
+        /// The handshake gets no answer at all (SYNs dropped), and open connections go silent.
+        case drop
 
         package var isDown: Bool { self != .pass }
+        /// Modes in which the port does not accept: nothing listens, or a listener whose queue is full.
+        var replacesListener: Bool { self == .refuse || self == .drop }
         /// Every way down.
         package static let allDown: [Mode] = allCases.filter(\.isDown)
     }
@@ -91,10 +101,11 @@ package final class FaultProxy: Sendable {
     package func setMode(_ mode: Mode) {
         state.withLock { state in
             guard state.mode != mode else { return }
-            if mode.isDown { state.epoch += 1 }
+            // A held connection outlives the outage; every other way down takes it.
+            if mode.isDown, mode != .hold { state.epoch += 1 }
             state.mode = mode
             // Wakes accept(); the accept thread, which owns the socket, closes it and listens again when allowed.
-            if mode == .refuse, state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
+            if mode.replacesListener, state.listenFD >= 0 { shutdown(state.listenFD, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -143,12 +154,14 @@ package final class FaultProxy: Sendable {
                 continue
             }
             if errno == EINTR { continue }
-            // The listener was shut (refuse, or stop): close it, and listen again once allowed.
+            // The listener was shut (refuse, drop, or stop): close it, and listen again once allowed.
             state.withLock { state in
                 close(state.listenFD)
                 state.listenFD = -1
             }
-            while !stopped.load(ordering: .relaxed), mode == .refuse { usleep(5_000) }
+            while !stopped.load(ordering: .relaxed), mode.replacesListener {
+                if mode == .drop { dropHandshakes() } else { usleep(5_000) }
+            }
             if stopped.load(ordering: .relaxed) { return }
             relisten()
         }
@@ -171,6 +184,22 @@ package final class FaultProxy: Sendable {
         fatalError("FaultProxy could not listen on port \(portValue) again")
     }
 
+    /// While the mode is `drop`: a listener on the port whose accept queue one connection of its
+    /// own fills, so the kernel drops every other SYN and the relay's handshakes go unanswered.
+    private func dropHandshakes() {
+        guard
+            let bound = try? IPv4Socket.bind(
+                type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: UInt16(portValue), backlog: 0)
+        else {
+            usleep(5_000)
+            return
+        }
+        let filler = IPv4Socket.connect(host: "127.0.0.1", port: portValue)
+        while !stopped.load(ordering: .relaxed), mode == .drop { usleep(5_000) }
+        try? filler?.close()
+        try? bound.descriptor.close()
+    }
+
     private func serve(_ client: Int32) {
         let (mode, epoch) = state.withLock { state in
             state.counters.connections += 1
@@ -189,6 +218,14 @@ package final class FaultProxy: Sendable {
             case .blackHole:
                 while receive(client, epoch: epoch, counted: true) != nil {}
                 Self.reset(client)
+            case .closeAtOnce:
+                close(client)
+            case .hold:
+                holdThenCarry(client, epoch: epoch)
+            case .drop:
+                // Queued before the listener was replaced: as silent as the rest.
+                while receive(client, epoch: epoch, counted: true) != nil {}
+                Self.reset(client)
             case .closeAfterRequest:
                 var request: [UInt8] = []
                 while !Self.isComplete(request), let chunk = receive(client, epoch: epoch, counted: true) {
@@ -200,6 +237,40 @@ package final class FaultProxy: Sendable {
                 Self.reset(client)
             }
         }.start()
+    }
+
+    /// A connection accepted while held: what the relay sends is read and kept until the link
+    /// returns, then carried to the server ahead of the rest; a connection the relay gave up on
+    /// in the meantime is forgotten, as is every held one when the link goes down another way.
+    private func holdThenCarry(_ client: Int32, epoch: Int) {
+        var held: [UInt8] = []
+        while mode == .hold, !stopped.load(ordering: .relaxed) {
+            var pollFD = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            guard poll(&pollFD, 1, 5) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else {
+                close(client)
+                return
+            }
+            count(up: Array(buffer[..<n]))
+            held += buffer[..<n]
+        }
+        guard mode == .pass, currentEpoch == epoch,
+            let upstream = IPv4Socket.connect(host: "127.0.0.1", port: targetPort)?.release()
+        else {
+            Self.reset(client)
+            return
+        }
+        usleep(UInt32(latencyMs) * 1000)
+        guard Self.sendAll(held[...], to: upstream) else {
+            Self.reset(client)
+            close(upstream)
+            return
+        }
+        let pair = Pair(client: client, upstream: upstream)
+        Thread { [self] in pump(pair, up: true, epoch: epoch, cutAfterFirstChunk: false) }.start()
+        pump(pair, up: false, epoch: epoch, cutAfterFirstChunk: false)
     }
 
     // MARK: - Moving bytes
@@ -250,7 +321,7 @@ package final class FaultProxy: Sendable {
                 if !up { state.withLock { $0.counters.bytesDown += chunk.count } }
                 if currentEpoch != epoch {
                     // The link went down under this connection.
-                    if mode == .blackHole { continue }
+                    if mode == .blackHole || mode == .drop { continue }
                     pair.breakLink()
                     break
                 }
@@ -271,7 +342,15 @@ package final class FaultProxy: Sendable {
             }
             line.close()
         }.start()
-        while let (chunk, due) = line.pop() {
+        while let (chunk, sent) = line.pop() {
+            var due = sent
+            // Held on board while the link is down, then on its way: a latency after the return.
+            var held = false
+            while mode == .hold, !pair.broken.load(ordering: .relaxed), !stopped.load(ordering: .relaxed) {
+                held = true
+                usleep(5_000)
+            }
+            if held { due = max(due, WallClock.monotonicNs() + latencyNs) }
             let now = WallClock.monotonicNs()
             if due > now { usleep(UInt32((due - now) / 1000)) }
             if pair.broken.load(ordering: .relaxed) { break }
@@ -430,4 +509,28 @@ package struct SeededRandom: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// What a terminal does while its satellite is down (`../shared/LINKS.md`), as the proxy plays it.
+package enum TerminalKind: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// Refused at once by the terminal's router; open connections cut.
+    case refuse
+    /// Accepted on board by a TCP accelerator and closed at once; open connections cut.
+    case close
+    /// Accepted on board and held silent, new and open connections alike; carried through on return.
+    case hold
+    /// No answer to the handshake; open connections silent.
+    case drop
+
+    /// The proxy's mode while the satellite is down.
+    package var downMode: FaultProxy.Mode {
+        switch self {
+        case .refuse: .refuse
+        case .close: .closeAtOnce
+        case .hold: .hold
+        case .drop: .drop
+        }
+    }
+
+    package var description: String { rawValue }
 }

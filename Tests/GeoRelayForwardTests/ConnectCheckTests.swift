@@ -109,15 +109,17 @@ import Testing
         }
     }
 
-    /// Only a refusal quicker than any uplink's round trip was free; one that took longer crossed the
-    /// link and keeps the configured spacing, as does a timeout.
+    /// Only an answer quicker than any uplink's round trip was free, an open as well as a refusal; a
+    /// refusal that took longer crossed the link and keeps the configured spacing, as does a timeout.
     @Test(arguments: [
         (false, Duration.milliseconds(0), ConnectCheck.Outcome.refusedHere),
         (false, .microseconds(9_999), .refusedHere),
         (false, .milliseconds(10), .failed),
         (false, .milliseconds(600), .failed),
         (false, .seconds(2), .failed),
-        (true, .microseconds(100), .opened),
+        (true, .microseconds(100), .openedHere),
+        (true, .microseconds(9_999), .openedHere),
+        (true, .milliseconds(10), .opened),
         (true, .seconds(1), .opened),
     ])
     func anAttemptRefusedQuickerThanAnyUplinksRoundTripWasRefusedHere(
@@ -132,9 +134,12 @@ import Testing
         #expect(DestinationLink.spacing(after: .failed, every: .seconds(2)) == .seconds(2))
     }
 
-    /// What an attempt costs where a plan bills it: a refusal here nothing, a connection that opens
-    /// its handshake and teardown, billed to the destination's meter.
+    /// What an attempt costs where a plan bills it: an answer on this side of the uplink nothing
+    /// (a connection on this host opens, then is refused); an attempt that crossed it, its handshake
+    /// and teardown or its SYNs, billed to the destination's meter.
     @Test func onlyWhatCrossedTheLinkIsBilled() async throws {
+        #expect(ConnectCheck.crossedTheLink(.opened) && ConnectCheck.crossedTheLink(.failed))
+        #expect(!ConnectCheck.crossedTheLink(.openedHere) && !ConnectCheck.crossedTheLink(.refusedHere))
         let meter = WireMeter()
         let listener = try TestTCPListener(name: "connect-check") { _, _ in }
         defer { listener.stop() }
@@ -142,9 +147,8 @@ import Testing
         settings.url = "http://127.0.0.1:\(listener.port)/"
         settings.probeConnectSeconds = 2
         let check = try #require(ConnectCheck(settings: settings, meter: meter))
-        #expect(await check.attempt() == .opened)
-        let opened = meter.take()
-        #expect(opened >= 3 * 52, "a handshake is three segments: billed \(opened) B")
+        #expect(await check.attempt() == .openedHere)
+        #expect(meter.take() == 0, "a handshake on this host crossed no link")
         listener.stop()
         #expect(await check.attempt() == .refusedHere)
         #expect(meter.take() == 0, "a refusal on this host crossed no link")

@@ -40,3 +40,12 @@ extension Int64 {
         return overflow ? (other > 0 ? .max : .min) : sum
     }
 }
+
+extension UInt64 {
+    /// `self + other`, held at `.max` instead of trapping: a monotonic deadline far enough away.
+    @inline(__always)
+    package func saturatingPlus(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
+}

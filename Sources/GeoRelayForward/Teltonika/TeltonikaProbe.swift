@@ -32,9 +32,10 @@ package final class TeltonikaProbe: Sendable {
 
     /// Probes once, off the cooperative pool (connecting blocks); cancelling the task ends the
     /// wait for the answer within a quarter of a second.
-    func check() async -> (answer: ServerCheck.Answer, wireBytes: Int) {
+    /// - Parameter timeout: how long the answer may take (default twice the connect timeout).
+    func check(timeout: Duration? = nil) async -> (answer: ServerCheck.Answer, wireBytes: Int) {
         let abort = AbortFlag()
-        let (endpoint, timeout) = (self.endpoint, self.timeout)
+        let (endpoint, timeout) = (self.endpoint, timeout ?? self.timeout)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 queue.async { continuation.resume(returning: Self.run(endpoint, timeout: timeout, abort: abort)) }

@@ -53,9 +53,10 @@ package final class TraccarForwarder: DestinationForwarder {
         let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
+        let probeMeter = WireMeter()
         self.link = try DestinationLink(
-            settings: settings, spool: spool, logger: self.logger, probe: try Self.makeProbe(settings, meter: meter),
-            meter: meter,
+            settings: settings, spool: spool, logger: self.logger,
+            probe: try Self.makeProbe(settings, meter: probeMeter), probeMeter: probeMeter, meter: meter,
             linkChanges: gate?.linkChanges)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -68,7 +69,7 @@ package final class TraccarForwarder: DestinationForwarder {
     {
         guard settings.traccarProtocol == .teltonika, settings.probeURL == nil else { return nil }
         let probe = try TeltonikaProbe(settings: settings, meter: meter)
-        return { await probe.check() }
+        return { await probe.check(timeout: $0) }
     }
 
     /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,

@@ -1,0 +1,110 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+import GeoRelayTestTraits
+import Testing
+
+@testable import GeoRelayForward
+
+/// The link's return seen at once on each kind of terminal (`../shared/LINKS.md`): one that
+/// refuses while its satellite is down, one whose TCP accelerator answers the handshake on board
+/// and closes, one that holds connections silent and carries them through, one that drops
+/// everything. Probes and the backoff are a minute apart, so a return seen only by them shows.
+@Suite(.offThePool) struct TerminalKindTests {
+    /// A geostationary-like path shortened for a test: 100 ms each way.
+    static let latencyMs = 100
+
+    static func outage(_ settings: inout Configuration.DestinationSettings) {
+        settings.backoffMinSeconds = 60
+        settings.backoffMaxSeconds = 120
+        settings.probeIntervalSeconds = 60
+        settings.requestTimeoutSeconds = 2
+        settings.connectTimeoutSeconds = 2
+    }
+
+    /// Delivers two positions, takes the link down the kind's way with two more to send, leaves it
+    /// down while the destination watches for its return, stores two more (a terminal that holds
+    /// connections carries those already sent through on the return by itself), brings the link
+    /// back, and returns how long the last two took to arrive.
+    static func returnSeen(
+        _ kind: TerminalKind, proxy: FaultProxy, fixture f: SpoolFixture,
+        stored: @escaping @Sendable () -> Int
+    ) async throws -> Duration {
+        _ = await f.spool.append(movingTrack("a", count: 2))
+        try await f.waitForStatus { $0.pending == 0 }
+        proxy.setMode(kind.downMode)
+        _ = await f.spool.append(movingTrack("a", count: 2, from: 2))
+        try await f.waitForStatus { $0.state == "probing" }
+        // The scenario itself: the watch in its steady state, with the link down.
+        try await Task.sleep(for: .seconds(1))
+        _ = await f.spool.append(movingTrack("a", count: 2, from: 4))
+        try await Task.sleep(for: .seconds(1))
+        #expect(stored() < 6, "\(kind): delivered while the link was down")
+        let back = ContinuousClock.now
+        proxy.setMode(.pass)
+        let deadline = back + .seconds(60)
+        while stored() < 6, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let took = back.duration(to: .now)
+        #expect(stored() >= 6, "\(kind): the link's return was not seen within a minute\n\(f.log.tail())")
+        return took
+    }
+
+    /// Well within the probe a minute away; the figure a user feels is the bench's.
+    static let seenWithin = Duration.seconds(10)
+
+    @Test(arguments: TerminalKind.allCases)
+    func osmAnd(kind: TerminalKind) async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        let proxy = try FaultProxy(targetPort: server.http.port, latencyMs: Self.latencyMs)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture(concurrency: 1) { settings in
+            settings.url = "http://127.0.0.1:\(proxy.port)/"
+            Self.outage(&settings)
+        }
+        try await f.withForwarder {
+            let took = try await Self.returnSeen(kind, proxy: proxy, fixture: f) {
+                Set(server.positions.map(\.fixTimeMs)).count
+            }
+            #expect(took < Self.seenWithin, "\(kind): delivered \(took) after the link's return\n\(f.log.tail())")
+        }
+    }
+
+    @Test(arguments: TerminalKind.allCases)
+    func teltonika(kind: TerminalKind) async throws {
+        let server = try FakeTeltonikaServer()
+        defer { server.stop() }
+        let proxy = try FaultProxy(targetPort: server.port, latencyMs: Self.latencyMs)
+        defer { proxy.stop() }
+        let f = try await TeltonikaFixture(concurrency: 1) { settings in
+            settings.url = "tcp://127.0.0.1:\(proxy.port)"
+            Self.outage(&settings)
+        }
+        try await f.withForwarder {
+            let took = try await Self.returnSeen(kind, proxy: proxy, fixture: f) {
+                Set(server.positions.map(\.fixTimeMs)).count
+            }
+            #expect(took < Self.seenWithin, "\(kind): delivered \(took) after the link's return\n\(f.log.tail())")
+        }
+    }
+
+    @Test(arguments: TerminalKind.allCases)
+    func push(kind: TerminalKind) async throws {
+        let f = try await PushFixture { settings in Self.outage(&settings) }
+        let proxy = try FaultProxy(targetPort: f.server.http.port, latencyMs: Self.latencyMs)
+        defer { proxy.stop() }
+        let (direct, viaProxy) = (f.server.http.url, "http://127.0.0.1:\(proxy.port)")
+        f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
+        f.settings.push?.authBaseURL = f.server.authBaseURL.replacingOccurrences(of: direct, with: viaProxy)
+        f.settings.push?.registrationBaseURL = f.server.registrationBaseURL.replacingOccurrences(
+            of: direct, with: viaProxy)
+        let server = f.server
+        try await f.withForwarder {
+            let took = try await Self.returnSeen(kind, proxy: proxy, fixture: f) {
+                Set(server.points.map(\.timestamp)).count
+            }
+            #expect(took < Self.seenWithin, "\(kind): delivered \(took) after the link's return\n\(f.log.tail())")
+        }
+    }
+}
