@@ -180,9 +180,11 @@ struct ReturnWatch {
         case .nothing:
             break
         }
+        // A probe at or after its slot's time spends the slot: the next is scheduled.
+        let slot = nowNs >= probeAtNs ? nextSlot(nowNs: nowNs) : []
         if tookNs < Self.ns(ConnectCheck.answeredHere) {
             // Closed on this side (an accelerator whose satellite is down): free, so again shortly.
-            var actions: [Action] = []
+            var actions = slot
             if !announcedHere {
                 announcedHere = true
                 actions.append(
@@ -195,15 +197,14 @@ struct ReturnWatch {
             return actions + [.sleep(untilNs: next, earliestOnChangeNs: nil)]
         }
         let heldOnBoard = probeThroughHere
-        if !heldOnBoard, timing.connectEvery != nil, nowNs < probeAtNs {
-            // Opened across the link, then nothing: the failure is above TCP.
-            connectionsMayProbe = false
-        }
         probeThroughHere = false
-        guard nowNs >= probeAtNs else { return [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)] }
-        // This slot's probe is spent: the next slot, and a look at once through a terminal that
-        // held it (its next probe waits on board in turn).
-        let slot = nextSlot(nowNs: nowNs)
+        if slot.isEmpty {
+            // Before its slot's time: a probe brought forward by a connection. One opened across
+            // the link, then nothing: the failure is above TCP, and connections stop.
+            if !heldOnBoard, timing.connectEvery != nil { connectionsMayProbe = false }
+            return [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)]
+        }
+        // Through a terminal that held it, the next probe waits on board in turn, at once.
         return slot + [
             heldOnBoard && connectionsMayProbe
                 ? look(nowNs: nowNs) : .sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)

@@ -48,31 +48,52 @@ func satelliteFigure() throws {
     if let only = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRANSPORTS"] {
         transports = only.split(separator: ",").map(String.init)
     }
+    // GEORELAY_BENCH_TERMINAL=refuse,close,hold,drop (or all): what the terminal does while its
+    // satellite is down (LINKS.md); refuse by default.
+    let terminalNames = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TERMINAL"] ?? "refuse"
+    let terminals =
+        terminalNames == "all"
+        ? TerminalKind.allCases
+        : try terminalNames.split(separator: ",").map { name in
+            guard let kind = TerminalKind(rawValue: String(name)) else {
+                throw BenchError("GEORELAY_BENCH_TERMINAL: no terminal kind \(name) (refuse, close, hold, drop, all)")
+            }
+            return kind
+        }
     var fleets = [Fleet.vessel, Fleet.forty]
     if let units = ProcessInfo.processInfo.environment["GEORELAY_BENCH_UNITS"].flatMap(Int.init) {
         fleets = fleets.filter { $0.units == units }
     }
     for fleet in fleets {
         for transport in transports {
-            let result = try standardOutage(
-                transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600))
-            emit(
-                "satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")",
-                [
-                    ("link", .string(link.name)), ("outage_hours", .number(hours)),
-                    ("units", .number(Double(fleet.units))),
-                    ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
-                    ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
-                    ("every_unit_current_s", .number(result.everyUnitCurrentSeconds.rounded(to: 1))),
-                    ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
-                    ("positions_delivered", .number(Double(result.delivered))),
-                    ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
-                    ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
-                    ("order", .string(ProcessInfo.processInfo.environment["GEORELAY_BENCH_ORDER"] ?? "auto")),
-                    ("traccar_events_skipped", result.eventsSkipped.map { .number(Double($0)) } ?? .null),
-                    ("report_error_pct_worst", result.reportErrorPercent.map { .number($0.rounded(to: 2)) } ?? .null),
-                    ("target", .string(satelliteTarget(transport, fleet: fleet))),
-                ])
+            for terminal in terminals {
+                let result = try standardOutage(
+                    transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600),
+                    terminal: terminal)
+                emit(
+                    "satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")\(terminal == .refuse ? "" : "_\(terminal)")",
+                    [
+                        ("link", .string(link.name)), ("terminal", .string(terminal.rawValue)),
+                        ("outage_hours", .number(hours)),
+                        ("units", .number(Double(fleet.units))),
+                        ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
+                        ("current_position_s", .number(result.currentSeconds.rounded(to: 1))),
+                        ("every_unit_current_s", .number(result.everyUnitCurrentSeconds.rounded(to: 1))),
+                        ("drained_s", .number(result.drainedSeconds.rounded(to: 1))),
+                        ("positions_delivered", .number(Double(result.delivered))),
+                        ("link_bytes_per_position", .number(result.bytesPerPosition.rounded(to: 1))),
+                        ("limit_s", .number(result.limitSeconds.rounded(to: 1))),
+                        ("order", .string(ProcessInfo.processInfo.environment["GEORELAY_BENCH_ORDER"] ?? "auto")),
+                        ("traccar_events_skipped", result.eventsSkipped.map { .number(Double($0)) } ?? .null),
+                        (
+                            "report_error_pct_worst",
+                            result.reportErrorPercent.map { .number($0.rounded(to: 2)) } ?? .null
+                        ),
+                        ("terminal_bytes_per_hour_down", .number(result.terminalBytesPerHourDown.rounded())),
+                        ("connections_per_hour_down", .number(result.connectionsPerHourDown.rounded())),
+                        ("target", .string(satelliteTarget(transport, fleet: fleet))),
+                    ])
+            }
         }
     }
 }
@@ -103,6 +124,10 @@ struct OutageResult {
     var delivered: Int
     var bytesPerPosition: Double
     var limitSeconds: Double
+    /// While down, once settled, scaled to an hour: the bytes the relay sent into the terminal
+    /// (none of them cross while its satellite is down) and the connections it accepted.
+    var terminalBytesPerHourDown: Double
+    var connectionsPerHourDown: Double
     /// Through the model of Traccar's processing: history positions its event handlers skipped,
     /// and the worst unit's summary report over the outage against the path it sailed (per cent).
     var eventsSkipped: Int?
@@ -152,7 +177,8 @@ private struct PushSink: FixSink {
 }
 
 private func standardOutage(
-    transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40
+    transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40,
+    terminal: TerminalKind = .refuse
 ) throws -> OutageResult {
     let sink: FixSink
     let pushServer: FakePushServer?
@@ -171,7 +197,7 @@ private func standardOutage(
     defer { sink.stop() }
     let proxy = try FaultProxy(targetPort: sink.port, bytesPerSecond: link.bytesPerSecond, latencyMs: link.oneWayMs)
     defer { proxy.stop() }
-    proxy.setMode(.refuse)
+    proxy.setMode(terminal.downMode)
     let via = "http://127.0.0.1:\(proxy.port)"
     // GEORELAY_BENCH_ORDER=current-first or oldest-first: the destination's `order` (default auto).
     let order = ProcessInfo.processInfo.environment["GEORELAY_BENCH_ORDER"].map { #", order: "\#($0)""# } ?? ""
@@ -237,9 +263,13 @@ private func standardOutage(
         live.store(false, ordering: .relaxed)
         liveDone.wait()
     }
-    // Down long enough for the probes to settle at their interval, as after two hours.
-    usleep(UInt32(downSeconds * 1_000_000))
+    // Down long enough for the probes to settle at their interval, as after two hours; what the
+    // relay sends into the terminal is counted over the last three quarters, once it has settled.
+    usleep(UInt32(downSeconds * 250_000))
+    let settled = proxy.counters
+    usleep(UInt32(downSeconds * 750_000))
     let before = proxy.counters
+    let perHourDown = 3600 / (downSeconds * 0.75)
     let heldBefore = sink.fixes.count
     let linkUpMs = WallClock.nowMs()
     let linkUp = WallClock.monotonicNs()
@@ -285,7 +315,9 @@ private func standardOutage(
         drainedSeconds: seconds(drainedAt),
         delivered: delivered,
         bytesPerPosition: Double(up + down) / Double(max(1, delivered)),
-        limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt)
+        limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt,
+        terminalBytesPerHourDown: Double(before.bytesUpWhileDown - settled.bytesUpWhileDown) * perHourDown,
+        connectionsPerHourDown: Double(before.connections - settled.connections) * perHourDown)
     if let traccar = sink.traccar() {
         result.eventsSkipped = traccar.skippedByEvents
         result.reportErrorPercent = histories.compactMap { device, history -> Double? in

@@ -30,6 +30,61 @@ import Testing
         actions.lazy.compactMap { if case .show(_, let at) = $0 { at } else { nil } }.first
     }
 
+    /// Runs the watch for `seconds` of simulated time against a terminal that answers each look
+    /// as `answer` says (after `tookNs`); returns the looks made, by kind.
+    static func simulate(
+        seconds: UInt64, connect: ConnectCheck.Outcome, probe: ServerCheck.Answer, probeTookNs: UInt64
+    ) -> (connects: Int, probes: Int, resumed: DestinationLink.Resumption?) {
+        var w = watch()
+        var now = t0
+        var (connects, probes) = (0, 0)
+        var actions = w.start(nowNs: now)
+        while now < t0 + seconds * second {
+            let event: ReturnWatch.Event
+            switch step(actions) {
+            case .connect:
+                connects += 1
+                now += 1_000_000
+                event = .connected(connect)
+            case .probe(let timeout):
+                probes += 1
+                let took = min(probeTookNs, SystemClock.nanoseconds(timeout))
+                now += took
+                event = .probed(probe, tookNs: took)
+            case .sleep(let until, _):
+                now = max(now, until)
+                event = .woke
+            case .resume(let how):
+                return (connects, probes, how)
+            default:
+                Issue.record("no I/O action in \(actions)")
+                return (connects, probes, nil)
+            }
+            actions = w.handle(event, nowNs: now)
+        }
+        return (connects, probes, nil)
+    }
+
+    /// Over the backoff's ceiling (5 min), what each kind of terminal costs in looks: never a
+    /// busy loop, and the insurance payload at the ceiling.
+    @Test func noTerminalMakesTheWatchSpin() {
+        // Closes on board: a connection and a probe each half second, all free.
+        let closing = Self.simulate(seconds: 600, connect: .openedHere, probe: .nothing, probeTookNs: 1_000_000)
+        #expect(closing.resumed == .trial)
+        #expect(closing.connects <= 2 * 300 + 20 && closing.connects >= 300, "\(closing)")
+        #expect(closing.probes <= closing.connects + 300 / 5, "\(closing)")
+        // Holds: one probe per slot (15 s once settled), each waiting on board.
+        let holding = Self.simulate(seconds: 600, connect: .openedHere, probe: .nothing, probeTookNs: .max)
+        #expect(holding.resumed == .trial)
+        #expect(holding.probes <= 300 / 15 + 2, "\(holding)")
+        // Refuses: a connection attempt each half second and a probe per slot.
+        let refusing = Self.simulate(seconds: 600, connect: .refusedHere, probe: .nothing, probeTookNs: 1_000_000)
+        #expect(refusing.connects <= 2 * 300 + 20 && refusing.probes <= 300 / 5, "\(refusing)")
+        // Drops: attempts at their interval, probes timed out.
+        let dropping = Self.simulate(seconds: 600, connect: .failed, probe: .nothing, probeTookNs: 10 * Self.second)
+        #expect(dropping.connects <= 300 / 2 + 2, "\(dropping)")
+    }
+
     @Test func aRefusingTerminalIsTriedEveryHalfSecondAndItsFirstOpenConnectionIsTheReturn() {
         var w = Self.watch()
         #expect(Self.step(w.start(nowNs: Self.t0)) == .connect)
