@@ -92,4 +92,27 @@ static inline int georelay_filesystem_space(const char *path, unsigned long long
     return 0;
 }
 
+// The tests' satellite wire: a TUN device in each of two network namespaces, a process between.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+/// A TUN device named `name` (IP packets, no packet information) in the calling thread's network
+/// namespace, or -1 with errno set. `struct ifreq` is spelled out: <linux/if.h> and <net/if.h>
+/// clash in one module.
+static inline int georelay_open_tun(const char *name) {
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct { char name[16]; short flags; char pad[22]; } request;
+    memset(&request, 0, sizeof request);
+    strncpy(request.name, name, sizeof request.name - 1);
+    request.flags = 0x0001 /* IFF_TUN */ | 0x1000 /* IFF_NO_PI */;
+    if (ioctl(fd, 0x400454ca /* TUNSETIFF */, &request) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
 #endif

@@ -190,6 +190,9 @@ package final class NetworkLab: @unchecked Sendable {
         (Self.ip, ["netns", "exec", relaySide] + arguments)
     }
 
+    /// Runs `ip` with `arguments` (for the lab's own devices: `SatelliteWire`).
+    func ip(_ arguments: [String]) throws { try Self.ip(arguments) }
+
     static let ip = FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip"
 
     private static func ip(_ arguments: [String]) throws {

@@ -60,6 +60,9 @@ func satelliteFigure() throws {
             }
             return kind
         }
+    // GEORELAY_BENCH_WIRE=kernel: over `SatelliteWire` (real TCP end to end through TUN devices;
+    // OsmAnd only, the terminal drops while down) instead of the fault proxy.
+    let kernelWire = ProcessInfo.processInfo.environment["GEORELAY_BENCH_WIRE"] == "kernel"
     var fleets = [Fleet.vessel, Fleet.forty]
     if let units = ProcessInfo.processInfo.environment["GEORELAY_BENCH_UNITS"].flatMap(Int.init) {
         fleets = fleets.filter { $0.units == units }
@@ -69,11 +72,12 @@ func satelliteFigure() throws {
             for terminal in terminals {
                 let result = try standardOutage(
                     transport: transport, link: link, fleet: fleet, historySeconds: Int(hours * 3600),
-                    terminal: terminal)
+                    terminal: terminal, kernelWire: kernelWire)
                 emit(
-                    "satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")\(terminal == .refuse ? "" : "_\(terminal)")",
+                    "satellite_outage_\(transport)\(fleet.units == 1 ? "" : "_fleet\(fleet.units)")\(link.name == "geo" ? "" : "_\(link.name)")\(kernelWire ? "_kernel" : terminal == .refuse ? "" : "_\(terminal)")",
                     [
-                        ("link", .string(link.name)), ("terminal", .string(terminal.rawValue)),
+                        ("link", .string(link.name)),
+                        ("terminal", .string(kernelWire ? "drop (kernel wire)" : terminal.rawValue)),
                         ("outage_hours", .number(hours)),
                         ("units", .number(Double(fleet.units))),
                         ("first_arrival_s", .number(result.firstArrivalSeconds.rounded(to: 1))),
@@ -176,13 +180,53 @@ private struct PushSink: FixSink {
     func stop() { server.http.stop() }
 }
 
+/// The link a satellite figure runs over: the fault proxy on loopback (every terminal kind), or
+/// the kernel wire (`SatelliteWire`: real TCP end to end; down drops everything).
+private enum BenchLink {
+    case proxy(FaultProxy, TerminalKind)
+    case wire(NetworkLab, SatelliteWire)
+
+    var isWire: Bool { if case .wire = self { true } else { false } }
+
+    func setDown(_ down: Bool) {
+        switch self {
+        case .proxy(let proxy, let terminal): proxy.setMode(down ? terminal.downMode : .pass)
+        case .wire(_, let wire): wire.setDown(down)
+        }
+    }
+
+    /// Bytes each way, bytes sent into the terminal while down, and connections it accepted.
+    var counters: (up: Int, down: Int, upWhileDown: Int, connections: Int) {
+        switch self {
+        case .proxy(let proxy, _):
+            let c = proxy.counters
+            return (c.bytesUp, c.bytesDown, c.bytesUpWhileDown, c.connections)
+        case .wire(_, let wire):
+            let c = wire.current
+            return (c.bytesUp, c.bytesDown, 0, 0)
+        }
+    }
+
+    func stop() {
+        switch self {
+        case .proxy(let proxy, _): proxy.stop()
+        case .wire(_, let wire): wire.stop()
+        }
+    }
+}
+
 private func standardOutage(
     transport: String, link: LinkProfile, fleet: Fleet, historySeconds: Int, downSeconds: Double = 40,
-    terminal: TerminalKind = .refuse
+    terminal: TerminalKind = .refuse, kernelWire: Bool = false
 ) throws -> OutageResult {
+    let lab = try kernelWire ? NetworkLab() : nil
     let sink: FixSink
     let pushServer: FakePushServer?
     switch transport {
+    case _ where lab != nil:
+        guard transport == "osmand" else { throw BenchError("GEORELAY_BENCH_WIRE=kernel: osmand only") }
+        sink = OsmAndSink(server: try lab!.onServerSide { try FakeOsmAndServer(host: "0.0.0.0") })
+        pushServer = nil
     case "push":
         let server = try FakePushServer()
         sink = PushSink(server: server)
@@ -195,10 +239,20 @@ private func standardOutage(
         pushServer = nil
     }
     defer { sink.stop() }
-    let proxy = try FaultProxy(targetPort: sink.port, bytesPerSecond: link.bytesPerSecond, latencyMs: link.oneWayMs)
-    defer { proxy.stop() }
-    proxy.setMode(terminal.downMode)
-    let via = "http://127.0.0.1:\(proxy.port)"
+    let bench: BenchLink
+    let via: String
+    if let lab {
+        bench = .wire(
+            lab, try SatelliteWire(lab: lab, bytesPerSecond: link.bytesPerSecond, oneWayMs: link.oneWayMs))
+        via = "http://\(lab.serverAddress):\(sink.port)"
+    } else {
+        let proxy = try FaultProxy(
+            targetPort: sink.port, bytesPerSecond: link.bytesPerSecond, latencyMs: link.oneWayMs)
+        bench = .proxy(proxy, terminal)
+        via = "http://127.0.0.1:\(proxy.port)"
+    }
+    defer { bench.stop() }
+    bench.setDown(true)
     // GEORELAY_BENCH_ORDER=current-first or oldest-first: the destination's `order` (default auto).
     let order = ProcessInfo.processInfo.environment["GEORELAY_BENCH_ORDER"].map { #", order: "\#($0)""# } ?? ""
     let destination: String
@@ -214,7 +268,8 @@ private func standardOutage(
     case "osmand-serial":
         destination = #"{ url: "\#(via)", pipeline: 1\#(order) }"#
     case "teltonika":
-        destination = #"{ protocol: "teltonika", url: "tcp://127.0.0.1:\#(proxy.port)"\#(order) }"#
+        destination =
+            #"{ protocol: "teltonika", url: "\#(via.replacingOccurrences(of: "http://", with: "tcp://"))"\#(order) }"#
     default:
         destination = #"{ url: "\#(via)"\#(order) }"#
     }
@@ -223,7 +278,7 @@ private func standardOutage(
     try """
     { spool: { path: "\(directory.file("spool.db"))" }, ingest: { socket: "\(relay.socketPath)" }, destinations: [\(destination)] }
     """.write(toFile: relay.configPath, atomically: true, encoding: .utf8)
-    try relay.start()
+    try relay.start(lab: lab)
     defer { relay.stop() }
     let started = WallClock.nowMs()
     let client = try UnixLineClient(path: relay.socketPath)
@@ -266,14 +321,14 @@ private func standardOutage(
     // Down long enough for the probes to settle at their interval, as after two hours; what the
     // relay sends into the terminal is counted over the last three quarters, once it has settled.
     usleep(UInt32(downSeconds * 250_000))
-    let settled = proxy.counters
+    let settled = bench.counters
     usleep(UInt32(downSeconds * 750_000))
-    let before = proxy.counters
+    let before = bench.counters
     let perHourDown = 3600 / (downSeconds * 0.75)
     let heldBefore = sink.fixes.count
     let linkUpMs = WallClock.nowMs()
     let linkUp = WallClock.monotonicNs()
-    proxy.setMode(.pass)
+    bench.setDown(false)
     var firstAt: UInt64?
     var currentAt: UInt64?
     var everyUnitAt: UInt64?
@@ -303,10 +358,10 @@ private func standardOutage(
         }
         usleep(200_000)
     }
-    let after = proxy.counters
+    let after = bench.counters
     let delivered = sink.fixes.count - heldBefore
-    let up = after.bytesUp - before.bytesUp
-    let down = after.bytesDown - before.bytesDown
+    let up = after.up - before.up
+    let down = after.down - before.down
     let rtt = 2 * Double(link.oneWayMs) / 1000
     func seconds(_ at: UInt64?) -> Double { Double((at ?? deadline) - linkUp) / 1e9 }
     var result = OutageResult(
@@ -316,7 +371,7 @@ private func standardOutage(
         delivered: delivered,
         bytesPerPosition: Double(up + down) / Double(max(1, delivered)),
         limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt,
-        terminalBytesPerHourDown: Double(before.bytesUpWhileDown - settled.bytesUpWhileDown) * perHourDown,
+        terminalBytesPerHourDown: Double(before.upWhileDown - settled.upWhileDown) * perHourDown,
         connectionsPerHourDown: Double(before.connections - settled.connections) * perHourDown)
     if let traccar = sink.traccar() {
         result.eventsSkipped = traccar.skippedByEvents

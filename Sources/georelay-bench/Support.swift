@@ -43,10 +43,11 @@ final class BenchRelay {
         """.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
-    func start() throws {
+    /// - Parameter lab: runs the relay in the lab's relay-side namespace.
+    func start(lab: NetworkLab? = nil) throws {
         process = try RelayProcess(
             configPath: configPath, socketPath: socketPath, directory: directory.path,
-            arguments: ["--log-level", "warning"])
+            arguments: ["--log-level", "warning"], lab: lab)
     }
 
     func stop() {
