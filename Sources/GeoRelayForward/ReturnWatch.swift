@@ -69,6 +69,11 @@ struct ReturnWatch {
     private var lastAttemptNs: UInt64 = 0
     /// An attempt failed in this wait: the link itself was down, so a connection that opens is its return.
     private var sawDown = false
+    /// The last connection attempt failed: the link is down below TCP, and the attempts will see
+    /// it return (a probe now could only open a connection they would open too, a round trip later).
+    private var attemptsFailing = false
+    /// When the next attempt may go after the last failed one.
+    private var attemptDueNs: UInt64 = 0
     /// A probe after a connection across the link got nothing: attempts stop (see the type's comment).
     private var connectionsMayProbe = true
     /// The connection before the probe in flight opened on this side of the uplink.
@@ -94,7 +99,7 @@ struct ReturnWatch {
     }
 
     mutating func start(nowNs: UInt64) -> [Action] {
-        nextSlot(nowNs: nowNs) + [look(nowNs: nowNs)]
+        nextSlot(nowNs: nowNs) + look(nowNs: nowNs)
     }
 
     mutating func handle(_ event: Event, nowNs: UInt64) -> [Action] {
@@ -102,7 +107,7 @@ struct ReturnWatch {
         if nowNs >= ceilingNs || (awaitingPayload && event == .woke) { return [.resume(.trial)] }
         switch event {
         case .woke:
-            return [look(nowNs: nowNs)]
+            return look(nowNs: nowNs)
         case .connected(let outcome):
             return connected(outcome, nowNs: nowNs)
         case .probed(let answer, let tookNs):
@@ -113,22 +118,33 @@ struct ReturnWatch {
     // MARK: - Steps
 
     /// The next look at the link: a probe when one is due, else a bare connection when they are
-    /// tried, else a sleep until the probe.
-    private mutating func look(nowNs: UInt64) -> Action {
+    /// tried, else a sleep until the probe. While attempts fail below TCP, a probe due is not
+    /// sent (its slot passes): the attempts will see the return first and cheaper.
+    private mutating func look(nowNs: UInt64) -> [Action] {
+        let attempts = timing.connectEvery != nil && connectionsMayProbe
+        var actions: [Action] = []
         if nowNs >= probeAtNs {
-            probeThroughHere = false
-            return .probe(timeout: timing.probeTimeout)
+            guard attempts, attemptsFailing else {
+                probeThroughHere = false
+                return [.probe(timeout: timing.probeTimeout)]
+            }
+            actions = nextSlot(nowNs: nowNs)
+            if attemptDueNs > nowNs {
+                let earliest =
+                    timing.wakesOnLinkChanges
+                    ? lastAttemptNs.saturatingPlus(Self.ns(DestinationLink.quickestAttempts)) : nil
+                return actions + [.sleep(untilNs: attemptDueNs, earliestOnChangeNs: earliest)]
+            }
         }
-        guard timing.connectEvery != nil, connectionsMayProbe else {
-            return .sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)
-        }
+        guard attempts else { return actions + [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)] }
         lastAttemptNs = nowNs
-        return .connect
+        return actions + [.connect]
     }
 
     private mutating func connected(_ outcome: ConnectCheck.Outcome, nowNs: UInt64) -> [Action] {
         switch outcome {
         case .opened, .openedHere:
+            attemptsFailing = false
             if sawDown {
                 return [
                     .note(
@@ -146,6 +162,7 @@ struct ReturnWatch {
             return note + [.probe(timeout: timeout)]
         case .refusedHere, .failed:
             sawDown = true
+            attemptsFailing = true
             let every = timing.connectEvery ?? .seconds(2)
             let spacing = DestinationLink.spacing(after: outcome, every: every)
             var actions: [Action] = []
@@ -158,7 +175,8 @@ struct ReturnWatch {
                         "no connection to the destination: trying every \(Self.phrase(every))\(local)\(timing.wakesOnLinkChanges ? " and when the network changes" : "")"
                     ))
             }
-            let next = min(lastAttemptNs.saturatingPlus(Self.ns(spacing)), probeAtNs)
+            attemptDueNs = lastAttemptNs.saturatingPlus(Self.ns(spacing))
+            let next = min(attemptDueNs, probeAtNs)
             let earliest =
                 timing.wakesOnLinkChanges
                 ? min(lastAttemptNs.saturatingPlus(Self.ns(DestinationLink.quickestAttempts)), probeAtNs) : nil
@@ -205,10 +223,10 @@ struct ReturnWatch {
             return [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)]
         }
         // Through a terminal that held it, the next probe waits on board in turn, at once.
-        return slot + [
-            heldOnBoard && connectionsMayProbe
-                ? look(nowNs: nowNs) : .sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)
-        ]
+        guard heldOnBoard, connectionsMayProbe else {
+            return slot + [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)]
+        }
+        return slot + look(nowNs: nowNs)
     }
 
     /// Schedules the next probe, and shows it.

@@ -37,6 +37,9 @@ package final class SatelliteWire: @unchecked Sendable {
     /// What a modem holds before it drops: `NetworkLab.shape`'s token bucket holds as much.
     private let queueLimitBytes: Int
     private let counters = Mutex(Counters())
+    /// Each packet carried, when `tracing`: when it entered the wire (monotonic), which way, its size.
+    private let trace = Mutex<[(ns: UInt64, up: Bool, bytes: Int)]>([])
+    package let tracing: Bool
     private let down = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
     private var threads: [Thread] = []
@@ -45,7 +48,11 @@ package final class SatelliteWire: @unchecked Sendable {
     /// - Parameters:
     ///   - bytesPerSecond: each way, as a terminal's modem serialises it.
     ///   - oneWayMs: added to every packet after its serialisation.
-    package init(lab: NetworkLab, bytesPerSecond: Int, oneWayMs: Int, queueLimitBytes: Int = 262_144) throws {
+    ///   - tracing: keep each packet's time, direction and size (`timeline`).
+    package init(
+        lab: NetworkLab, bytesPerSecond: Int, oneWayMs: Int, queueLimitBytes: Int = 262_144, tracing: Bool = false
+    ) throws {
+        self.tracing = tracing
         self.bytesPerSecond = max(1, bytesPerSecond)
         latencyNs = UInt64(max(0, oneWayMs)) * 1_000_000
         self.queueLimitBytes = queueLimitBytes
@@ -83,6 +90,9 @@ package final class SatelliteWire: @unchecked Sendable {
     }
 
     package var current: Counters { counters.withLock { $0 } }
+
+    /// The packets carried so far (with `tracing`), oldest first.
+    package var timeline: [(ns: UInt64, up: Bool, bytes: Int)] { trace.withLock { $0 } }
 
     package func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
@@ -124,6 +134,7 @@ package final class SatelliteWire: @unchecked Sendable {
                     $0.packetsDown += 1
                 }
             }
+            if tracing { trace.withLock { $0.append((now, up, n)) } }
             line.push(Array(buffer[..<n]), due: departure + latencyNs)
         }
     }

@@ -243,7 +243,10 @@ private func standardOutage(
     let via: String
     if let lab {
         bench = .wire(
-            lab, try SatelliteWire(lab: lab, bytesPerSecond: link.bytesPerSecond, oneWayMs: link.oneWayMs))
+            lab,
+            try SatelliteWire(
+                lab: lab, bytesPerSecond: link.bytesPerSecond, oneWayMs: link.oneWayMs,
+                tracing: ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRACE"] != nil))
         via = "http://\(lab.serverAddress):\(sink.port)"
     } else {
         let proxy = try FaultProxy(
@@ -359,6 +362,14 @@ private func standardOutage(
         usleep(200_000)
     }
     let after = bench.counters
+    // GEORELAY_BENCH_TRACE=file: the kernel wire's packets from link-up, as CSV (seconds, way, bytes).
+    if case .wire(_, let wire) = bench, let path = ProcessInfo.processInfo.environment["GEORELAY_BENCH_TRACE"] {
+        let rows = wire.timeline.filter { $0.ns >= linkUp }.map {
+            "\(Double($0.ns - linkUp) / 1e9),\($0.up ? "up" : "down"),\($0.bytes)"
+        }
+        try ("seconds,way,bytes\n" + rows.joined(separator: "\n") + "\n").write(
+            toFile: path, atomically: true, encoding: .utf8)
+    }
     let delivered = sink.fixes.count - heldBefore
     let up = after.up - before.up
     let down = after.down - before.down

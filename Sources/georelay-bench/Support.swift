@@ -47,7 +47,8 @@ final class BenchRelay {
     func start(lab: NetworkLab? = nil) throws {
         process = try RelayProcess(
             configPath: configPath, socketPath: socketPath, directory: directory.path,
-            arguments: ["--log-level", "warning"], lab: lab)
+            arguments: ["--log-level", ProcessInfo.processInfo.environment["GEORELAY_BENCH_LOG_LEVEL"] ?? "warning"],
+            lab: lab)
     }
 
     func stop() {
