@@ -31,6 +31,9 @@ package final class Spool: Sendable {
         /// How long acknowledgements, counters and log entries may wait in memory before they
         /// are written (at the latest; a barrier, `flush()` or close writes them at once).
         package var stateInterval: Duration = .zero
+        /// Where the spool's time comes from (arrival times, the held state's interval, retention,
+        /// the daily counters' day): the system's, or a test's or simulation's.
+        package var clock: any RelayClock = SystemClock()
 
         package init(path: String) {
             self.init(Configuration.SpoolSettings())
@@ -53,6 +56,8 @@ package final class Spool: Sendable {
 
     private let writer: SpoolWriter
     package let path: String
+    /// The spool's time (`Settings.clock`).
+    package let clock: any RelayClock
     /// Signals each commit that stored new positions.
     package let commits: CommitSignal
     /// Signals each commit that stored an alarm, so forwarders can cut a round short for it.
@@ -67,19 +72,20 @@ package final class Spool: Sendable {
         let signal = CommitSignal()
         writer = try SpoolWriter(settings: settings, signal: signal, logger: logger)
         path = settings.path
+        clock = settings.clock
         commits = signal
     }
 
     /// Stores positions; `completion` runs once they are committed and synced
     /// (or failed), on the writer's queue: keep it short.
     package func append(
-        _ positions: [Position], receivedMs: Int64 = WallClock.nowMs(),
+        _ positions: [Position], receivedMs: Int64? = nil,
         completion: @escaping @Sendable ([AppendResult]) -> Void
     ) {
-        writer.submit(.append(positions, receivedMs: receivedMs, completion: completion))
+        writer.submit(.append(positions, receivedMs: receivedMs ?? clock.nowMs(), completion: completion))
     }
 
-    package func append(_ positions: [Position], receivedMs: Int64 = WallClock.nowMs()) async -> [AppendResult] {
+    package func append(_ positions: [Position], receivedMs: Int64? = nil) async -> [AppendResult] {
         await withCheckedContinuation { continuation in
             append(positions, receivedMs: receivedMs) { continuation.resume(returning: $0) }
         }
@@ -168,7 +174,7 @@ package final class Spool: Sendable {
 
     /// Opens a read-only connection for one reader.
     package func makeReader() throws(SpoolError) -> SpoolReader {
-        try SpoolReader(path: path)
+        try SpoolReader(path: path, clock: clock)
     }
 
     /// Does the spool's upkeep (retention, the quota's idle check, merging the ring of recent
@@ -200,8 +206,9 @@ package final class Spool: Sendable {
     }
 
     /// Runs the retention pass now instead of at the next maintenance tick.
-    package func deleteExpired(nowMs: Int64 = WallClock.nowMs()) throws -> Int {
-        try writer.sync { store in try SpoolMaintenance(store: store).deleteExpired(nowMs: nowMs) }
+    package func deleteExpired(nowMs: Int64? = nil) throws -> Int {
+        let nowMs = nowMs ?? clock.nowMs()
+        return try writer.sync { store in try SpoolMaintenance(store: store).deleteExpired(nowMs: nowMs) }
     }
 }
 

@@ -14,7 +14,7 @@ struct SpoolMaintenance {
     /// The idle pass on the maintenance timer: retention, the log, the quota with nothing incoming.
     func run() {
         do {
-            let deleted = try deleteExpired(nowMs: WallClock.nowMs())
+            let deleted = try deleteExpired(nowMs: settings.clock.nowMs())
             if deleted > 0 { logger.debug("retention deleted \(deleted) delivered positions") }
         } catch {
             logger.warning("retention pass failed: \(error)")

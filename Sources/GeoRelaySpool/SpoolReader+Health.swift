@@ -58,8 +58,9 @@ extension SpoolReader {
     /// Cheap on a large spool: the rollover count is a range over the `(device_id, fix_ms)`
     /// index below `nowMs` minus 1023 weeks, which holds no rows on a healthy box, and the
     /// newest position is the last entry of the `device_id` index.
-    package func receivers(nowMs: Int64 = WallClock.nowMs()) throws(SpoolError) -> [ReceiverRecord] {
-        try wrap {
+    package func receivers(nowMs: Int64? = nil) throws(SpoolError) -> [ReceiverRecord] {
+        let nowMs = nowMs ?? clock.nowMs()
+        return try wrap {
             try db.execute("BEGIN")
             defer {
                 db.resetStatements()

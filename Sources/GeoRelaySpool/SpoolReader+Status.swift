@@ -59,8 +59,9 @@ package struct SpoolStatus: Sendable, Equatable {
 }
 
 extension SpoolReader {
-    package func status(nowMs: Int64 = WallClock.nowMs()) throws(SpoolError) -> SpoolStatus {
-        try wrap {
+    package func status(nowMs: Int64? = nil) throws(SpoolError) -> SpoolStatus {
+        let nowMs = nowMs ?? clock.nowMs()
+        return try wrap {
             // One read transaction: every figure from the same commit, even while the writer goes on.
             try db.execute("BEGIN")
             defer {

@@ -6,9 +6,12 @@ import GeoRelayCore
 /// Reads see the last committed state and never block the writer (WAL).
 package final class SpoolReader {
     let db: SQLiteDatabase
+    /// The time status and health are judged at, when not given.
+    let clock: any RelayClock
 
-    init(path: String) throws(SpoolError) {
+    init(path: String, clock: any RelayClock = SystemClock()) throws(SpoolError) {
         db = try SpoolConnection.openReader(path: path)
+        self.clock = clock
     }
 
     /// Opens a reader on a spool file directly (`georelay status` with the daemon down).

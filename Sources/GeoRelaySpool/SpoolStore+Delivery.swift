@@ -25,7 +25,7 @@ extension SpoolStore {
         if !update.quarantined.isEmpty || !update.quarantinedUnreached.isEmpty {
             let quarantine = try db.statement(
                 "INSERT OR REPLACE INTO quarantine(destination, seq, time_ms, reason) VALUES(?, ?, ?, ?)")
-            let now = WallClock.nowMs()
+            let now = settings.clock.nowMs()
             for (seq, reason) in update.quarantined.map({ ($0.seq, $0.reason) }) + update.quarantinedUnreached {
                 try quarantine.run(with: update.destination, seq, now, reason)
             }
@@ -84,7 +84,7 @@ extension SpoolStore {
                 ON CONFLICT(destination, day) DO UPDATE SET bytes = bytes + excluded.bytes
                 """)
             daily.bind(1, update.destination)
-            daily.bind(2, String(Timestamp.iso8601(milliseconds: WallClock.nowMs()).prefix(10)))
+            daily.bind(2, String(Timestamp.iso8601(milliseconds: settings.clock.nowMs()).prefix(10)))
             daily.bind(3, update.wireBytes)
             try daily.run()
         }
@@ -103,7 +103,7 @@ extension SpoolStore {
             state.bind(1, update.destination)
             state.bind(2, update.sent)
             state.bind(3, update.wireBytes)
-            state.bind(4, WallClock.nowMs())
+            state.bind(4, settings.clock.nowMs())
             state.bind(5, update.state?.state.rawValue)
             state.bind(6, update.state?.lastError)
             state.bind(7, update.state?.nextAttemptMs)
@@ -115,7 +115,7 @@ extension SpoolStore {
 
     /// Positions per second over windows of about ten seconds, kept in the spool for status.
     private func recordRate(_ destination: String, sent: Int) throws {
-        let now = WallClock.nowMs()
+        let now = settings.clock.nowMs()
         var window = rateWindows[destination] ?? (startMs: now, count: 0)
         window.count += sent
         if now - window.startMs >= 10_000 {

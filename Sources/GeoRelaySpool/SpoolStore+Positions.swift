@@ -29,7 +29,7 @@ extension SpoolStore {
             }
             let p = try withOdometer(p, deviceID: deviceID)
             // A full ring is merged in this transaction before its oldest slot is taken again.
-            if recent.isFull { try merge(&recent, nowNs: WallClock.monotonicNs(), counters: &counters) }
+            if recent.isFull { try merge(&recent, nowNs: settings.clock.monotonicNs(), counters: &counters) }
             // The seq is the writer's to give (see `RecentPositions`): a failed group leaves no gap
             // because the writer reads `recent` back after a rollback.
             let (seq, slot) = recent.add(deviceID: deviceID, fixMs: p.timeMs, lat: p.lat, lon: p.lon)

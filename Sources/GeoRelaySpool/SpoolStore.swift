@@ -44,7 +44,7 @@ final class SpoolStore {
         self.settings = settings
         let db = try SpoolConnection.openWriter(path: settings.path, maxBytes: settings.maxBytes)
         self.db = db
-        recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: WallClock.monotonicNs()) }
+        recent = try SpoolError.wrapping { try RecentPositions(db: db, nowNs: settings.clock.monotonicNs()) }
     }
 
     /// Applies `jobs` in one transaction and commits it; held counters are written with it when
@@ -85,7 +85,7 @@ final class SpoolStore {
                     applied.operationErrors.append(try run(body))
                 }
             }
-            let nowNs = WallClock.monotonicNs()
+            let nowNs = settings.clock.monotonicNs()
             // A command's writer (upkeep off) leaves `recent` to the daemon's, which holds it in memory.
             if settings.upkeep, recent.isDue(nowNs: nowNs) {
                 try merge(&recent, nowNs: nowNs, counters: &applied.counters)
@@ -146,7 +146,7 @@ final class SpoolStore {
     func mergeRecent() throws {
         var recent = self.recent
         var counters = GroupCounters()
-        try merge(&recent, nowNs: WallClock.monotonicNs(), counters: &counters)
+        try merge(&recent, nowNs: settings.clock.monotonicNs(), counters: &counters)
         counters.hold(in: &heldCounters)
         self.recent = recent
     }
@@ -154,7 +154,7 @@ final class SpoolStore {
     /// After a rollback, memory may hold rows the database does not: read them back.
     func reloadRecent() {
         do {
-            recent = try RecentPositions(db: db, nowNs: WallClock.monotonicNs())
+            recent = try RecentPositions(db: db, nowNs: settings.clock.monotonicNs())
         } catch {
             logger.error("reading recent positions back failed: \(error)")
         }

@@ -117,7 +117,7 @@ final class SpoolWriter: @unchecked Sendable {
 
     /// Queues a job; it runs in the next group that is due.
     func submit(_ job: Job) {
-        let nowNs = WallClock.monotonicNs()
+        let nowNs = settings.clock.monotonicNs()
         let stateNs = UInt64(max(0, settings.stateInterval.wholeMilliseconds)) * 1_000_000
         let wake = inbox.withLock { inbox -> Wake in
             guard !inbox.closed else { return .rejected }
@@ -169,7 +169,7 @@ final class SpoolWriter: @unchecked Sendable {
     /// A window's or the held state's deadline (and every heartbeat, as a safety net): drain
     /// if nothing drained it meanwhile; a timer that fired a little early is set again.
     private func wakeUp() {
-        let nowNs = WallClock.monotonicNs()
+        let nowNs = settings.clock.monotonicNs()
         let next = inbox.withLock { inbox -> UInt64?? in
             if inbox.kicked { return .some(nil) }
             if inbox.isDue(nowNs: nowNs) {
@@ -220,7 +220,7 @@ final class SpoolWriter: @unchecked Sendable {
     private func drain() {
         while true {
             let taken = inbox.withLock { inbox -> (jobs: [Job], writeState: Bool)? in
-                let nowNs = WallClock.monotonicNs()
+                let nowNs = settings.clock.monotonicNs()
                 guard inbox.isDue(nowNs: nowNs) else {
                     inbox.kicked = false
                     return nil

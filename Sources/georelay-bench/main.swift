@@ -20,7 +20,8 @@ let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").map { arguments[$0 + 1] }
 let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
     .path
-setenv("GEORELAY_BIN", binDirectory + "/georelay", 1)
+// GEORELAY_BENCH_RELAY=path: another build's relay under this bench (an A/B against an older commit).
+setenv("GEORELAY_BIN", ProcessInfo.processInfo.environment["GEORELAY_BENCH_RELAY"] ?? binDirectory + "/georelay", 1)
 
 func want(_ name: String) -> Bool { only == nil || only == name }
 
