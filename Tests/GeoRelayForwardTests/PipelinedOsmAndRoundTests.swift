@@ -18,7 +18,7 @@ import Testing
         var progress: [DeliveryUpdate] = []
         static let timeout: Duration = .seconds(30)
 
-        init(keepsAlive: Bool? = true, lanes: Int = 1) throws {
+        init(keepsAlive: Bool? = true, lanes: Int = 1, unproven: Int? = nil) throws {
             var settings = Configuration.DestinationSettings()
             settings.url = "http://traccar.example:5055/"
             let setup = Round.Setup(
@@ -27,8 +27,10 @@ import Testing
                 requestTimeout: Self.timeout, parkSeconds: 600, logger: .disabled)
             var carried = Round.Carried(lanes: lanes, window: 4)
             carried.keepsAlive = keepsAlive
+            var batch = SettlementTests.batch(parked: false)
+            batch.unproven = unproven
             round = Round(
-                Array(repeating: SettlementTests.batch(parked: false), count: lanes), setup: setup, carried: carried,
+                Array(repeating: batch, count: lanes), setup: setup, carried: carried,
                 connected: Array(repeating: false, count: lanes), maxPositions: 100, now: now)
         }
 
@@ -147,6 +149,24 @@ import Testing
         #expect(h.round.lanes[0].inFlight.map(\.index) == [2, 3])
         h.finish()
         #expect(h.progress.flatMap(\.quarantined).map(\.seq) == [12])
+    }
+
+    /// A device the server has not shown it knows: one request on the wire until it is taken,
+    /// then the rest of the batch in the same round (not a round, and a round trip, later).
+    @Test func aDeviceNotYetKnownSendsAFewUntilOneIsTakenThenTheRest() throws {
+        var h = try Harness(unproven: 1)
+        h.sendWindow()
+        #expect(h.round.lanes[0].inFlight.count == 1, "one request before the server has taken one")
+        _ = h.receive(Self.ok)
+        #expect(h.round.results[0].delivered == 1)
+        _ = h.handle(.turn(yield: false))
+        _ = h.wroteAll()
+        #expect(h.round.lanes[0].inFlight.count == 3, "the rest of the batch, in this round")
+        var unknown = try Harness(unproven: 1)
+        unknown.sendWindow()
+        _ = unknown.receive("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        _ = unknown.handle(.turn(yield: false))
+        #expect(unknown.round.results[0].attempted == 1, "a device the server does not know cost one request")
     }
 
     @Test func anUnknownDeviceStopsItsWindowAndTheAnswersBehindItSettleNothing() throws {

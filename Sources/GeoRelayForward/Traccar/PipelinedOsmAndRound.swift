@@ -265,6 +265,12 @@ struct PipelinedOsmAndRound: ConnectionRound {
         {
             // The batch is the lane's now: once connected it goes on, or it fails with the connection.
             guard carried.lanes[lane].connected else { return open(lane) }
+            // A device the server has not shown it knows: a few requests, until one is taken.
+            if let bound = batches[batch].unproven, results[batch].delivered == 0,
+                carried.lanes[lane].inFlight.count(where: { $0.batch == batch }) >= bound
+            {
+                break
+            }
             room -= 1
             let index = nextIndex[batch]
             let bytes = setup.framing.append(

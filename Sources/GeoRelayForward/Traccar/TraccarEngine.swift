@@ -5,6 +5,9 @@ import GeoRelaySpool
 struct DeviceBatch: Sendable {
     var cursor: DeviceCursor
     var deliveries: [Delivery]
+    /// Until the server has taken one of them (it knows the device), at most this many of the
+    /// batch's requests on the wire (`DeliveryLedger.window`); nil: no bound.
+    var unproven: Int? = nil
 }
 
 /// What a round did for one device.

@@ -281,16 +281,15 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// Each device's part of a backlog round. A pipelined window goes out before its first
-    /// answer: a device not known to the server yet gets a small one (`DeliveryLedger.window`),
-    /// so a device nobody registered costs a few requests a park period, not a window. One request
-    /// at a time and Teltonika (whose identification is answered before any frame) need no bound.
+    /// answer: a device not known to the server yet has a few requests on the wire until one is
+    /// taken (`DeliveryLedger.window`), then the rest of its batch in the same round; a device
+    /// nobody registered costs a few requests a park period, not a window. One request at a time
+    /// and Teltonika (whose identification is answered before any frame) need no bound.
     private func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger) -> [DeviceBatch] {
         let pipelined = settings.traccarProtocol == .osmand && settings.pipeline > 1 && settings.buffer
         return Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
             var batch = batch
-            if pipelined, let window = ledger.window(for: batch.cursor.deviceID), batch.deliveries.count > window {
-                batch.deliveries.removeSubrange(window...)
-            }
+            if pipelined { batch.unproven = ledger.window(for: batch.cursor.deviceID) }
             return batch
         }
     }
