@@ -29,6 +29,9 @@ package struct Relay: Sendable {
     package var environment: [String: String] = ProcessInfo.processInfo.environment
     /// What a test injects: wedged loops, a clock discipline (`FaultInjection`).
     package var faults: FaultInjection = .none
+    /// The relay's time, handed to the parts that take it so far (the spool, each destination's
+    /// watch for the link's return): the system's, or a test's or simulation's (issue 37).
+    package var clock: any RelayClock = SystemClock()
 
     package init(configuration: Configuration, configPath: String?) {
         self.configuration = configuration
@@ -46,6 +49,7 @@ package struct Relay: Sendable {
         do {
             var settings = Spool.Settings(configuration.spool)
             settings.turnInterval = timing.turnInterval
+            settings.clock = clock
             spool = try Spool(
                 settings: settings, logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel)
             )
@@ -275,14 +279,16 @@ package struct Relay: Sendable {
                         (
                             destination.name,
                             try TraccarForwarder(
-                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)
+                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate,
+                                clock: clock)
                         ))
                 case .push:
                     forwarders.append(
                         (
                             destination.name,
                             try PushForwarder(
-                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate)
+                                settings: destination, spool: spool, logger: logger.with(label: ""), gate: gate,
+                                clock: clock)
                         ))
                 }
             } catch {

@@ -35,7 +35,7 @@ package final class PushForwarder: DestinationForwarder {
 
     package init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
-        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs
+        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs, clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
         self.gate = gate
@@ -43,7 +43,8 @@ package final class PushForwarder: DestinationForwarder {
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         self.link = try DestinationLink(
-            settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges)
+            settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges,
+            clock: clock)
         self.wire = PushProtocol(settings: settings)
         self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())

@@ -43,9 +43,11 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Devices per round: bounds the memory a round holds with thousands of devices.
     static let devicesPerRound = 64
 
-    package init(settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil)
-        throws
-    {
+    /// - Parameter clock: the relay's time, for the parts handed it so far (the link's watch).
+    package init(
+        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
+        clock: any RelayClock = SystemClock()
+    ) throws {
         self.settings = settings
         self.gate = gate
         self.spool = spool
@@ -57,7 +59,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.link = try DestinationLink(
             settings: settings, spool: spool, logger: self.logger,
             probe: try Self.makeProbe(settings, meter: probeMeter), probeMeter: probeMeter, meter: meter,
-            linkChanges: gate?.linkChanges)
+            linkChanges: gate?.linkChanges, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
