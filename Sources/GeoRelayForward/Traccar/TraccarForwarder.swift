@@ -23,6 +23,9 @@ package final class TraccarForwarder: DestinationForwarder {
     let spool: Spool
     let logger: Logger
     let engine: QueueConfined<any TraccarEngine>
+    /// OsmAnd through the pipelined engine (`makeEngine`'s choice): a batch may be bounded until
+    /// the server has taken one of it (`DeviceBatch.unproven`).
+    let pipelinesOsmAnd: Bool
     let wakeEngine: @Sendable () -> Void
     let link: DestinationLink
     let filter: LocationFilter
@@ -53,6 +56,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
         let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
+        pipelinesOsmAnd = engine is PipelinedOsmAndEngine
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         let probeMeter = WireMeter()
@@ -183,9 +187,14 @@ package final class TraccarForwarder: DestinationForwarder {
             ledger = plan.ledger
             spool.record(plan.settled)
             order.observe(plan.kind, backfilling: plan.backfilling, at: now)
-            // A trial is one position for each device ready: their current positions, ahead of any history.
+            // A trial is one position for each device ready: their current positions, ahead of any
+            // history. A pipelined backlog round's trial is each device's first request, its batch
+            // going on in the same round once the server has taken it (`DeviceBatch.unproven`): no
+            // round trip between the trial's answer and the window.
+            let pipelinedTrial = trial && plan.kind == .backlog && pipelinesOsmAnd
             let maxPositions =
-                trial ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
+                trial && !pipelinedTrial
+                ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
             historyNext = plan.kind == .current
             let results: [DeviceResult]
             switch plan.kind {
@@ -211,7 +220,8 @@ package final class TraccarForwarder: DestinationForwarder {
                 rotation = plan.lastInTurn ?? rotation
                 let started = ContinuousClock.now
                 results = await send(
-                    backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger, alarms: alarmWake,
+                    backlogBatches(plan, ledger: ledger, trial: pipelinedTrial), mode: .buffered, ledger: &ledger,
+                    alarms: alarmWake,
                     liveEdge: plan.backfilling && order.currentAhead(at: now) ? positionWake : nil,
                     liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound),
                     historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
@@ -287,11 +297,11 @@ package final class TraccarForwarder: DestinationForwarder {
     /// taken (`DeliveryLedger.window`), then the rest of its batch in the same round; a device
     /// nobody registered costs a few requests a park period, not a window. One request at a time
     /// and Teltonika (whose identification is answered before any frame) need no bound.
-    private func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger) -> [DeviceBatch] {
-        let pipelined = settings.traccarProtocol == .osmand && settings.pipeline > 1 && settings.buffer
-        return Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
+    /// - Parameter trial: one request a device until the server has taken it.
+    private func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger, trial: Bool) -> [DeviceBatch] {
+        Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
             var batch = batch
-            if pipelined { batch.unproven = ledger.window(for: batch.cursor.deviceID) }
+            if pipelinesOsmAnd { batch.unproven = trial ? 1 : ledger.window(for: batch.cursor.deviceID) }
             return batch
         }
     }
