@@ -66,11 +66,13 @@ package final class FakePushServer: Sendable {
     package let changed = WakeSignal()
     package let http: HTTPTestServer
 
-    /// - Parameter readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
-    package init(expected: Expected = Expected(), readsAhead: Duration? = nil) throws {
+    /// - Parameters:
+    ///   - readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
+    ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
+    package init(expected: Expected = Expected(), readsAhead: Duration? = nil, host: String = "127.0.0.1") throws {
         self.expected = expected
         let server = WeakReference<FakePushServer>()
-        http = try HTTPTestServer(readsAhead: readsAhead) { request in server.value?.handle(request) }
+        http = try HTTPTestServer(host: host, readsAhead: readsAhead) { request in server.value?.handle(request) }
         server.value = self
     }
 

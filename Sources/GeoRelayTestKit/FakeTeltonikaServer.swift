@@ -119,10 +119,11 @@ package final class FakeTeltonikaServer: Sendable {
     /// - Parameter readsAhead: a server that reads before it answers: each data frame's answer
     ///   waits up to this long for another frame behind it, so `deepestPipeline` shows a client
     ///   that pipelines whatever the timing (one that does not gets every answer this late).
-    package init(readsAhead: Duration? = nil) throws {
+    ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
+    package init(readsAhead: Duration? = nil, host: String = "127.0.0.1") throws {
         self.readsAhead = readsAhead
         let server = WeakReference<FakeTeltonikaServer>()
-        listener = try TestTCPListener(name: "teltonika-test", backlog: 64) { fd, number in
+        listener = try TestTCPListener(name: "teltonika-test", backlog: 64, host: host) { fd, number in
             server.value?.serve(fd, number: number)
         }
         server.value = self

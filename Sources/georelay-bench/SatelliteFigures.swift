@@ -61,7 +61,7 @@ func satelliteFigure() throws {
             return kind
         }
     // GEORELAY_BENCH_WIRE=kernel: over `SatelliteWire` (real TCP end to end through TUN devices;
-    // OsmAnd only, the terminal drops while down) instead of the fault proxy.
+    // the terminal drops while down) instead of the fault proxy.
     let kernelWire = ProcessInfo.processInfo.environment["GEORELAY_BENCH_WIRE"] == "kernel"
     var fleets = [Fleet.vessel, Fleet.forty]
     if let units = ProcessInfo.processInfo.environment["GEORELAY_BENCH_UNITS"].flatMap(Int.init) {
@@ -222,20 +222,22 @@ private func standardOutage(
     let lab = try kernelWire ? NetworkLab() : nil
     let sink: FixSink
     let pushServer: FakePushServer?
+    // The fakes listen where the relay reaches them: on loopback behind the proxy, or in the
+    // lab's server-side namespace at the far end of the kernel wire.
+    func listening<T: Sendable>(_ make: @escaping @Sendable (String) throws -> T) throws -> T {
+        guard let lab else { return try make("127.0.0.1") }
+        return try lab.onServerSide { try make("0.0.0.0") }
+    }
     switch transport {
-    case _ where lab != nil:
-        guard transport == "osmand" else { throw BenchError("GEORELAY_BENCH_WIRE=kernel: osmand only") }
-        sink = OsmAndSink(server: try lab!.onServerSide { try FakeOsmAndServer(host: "0.0.0.0") })
-        pushServer = nil
     case "push":
-        let server = try FakePushServer()
+        let server = try listening { try FakePushServer(host: $0) }
         sink = PushSink(server: server)
         pushServer = server
     case "teltonika":
-        sink = TeltonikaSink(server: try FakeTeltonikaServer())
+        sink = TeltonikaSink(server: try listening { try FakeTeltonikaServer(host: $0) })
         pushServer = nil
     default:
-        sink = OsmAndSink(server: try FakeOsmAndServer())
+        sink = OsmAndSink(server: try listening { try FakeOsmAndServer(host: $0) })
         pushServer = nil
     }
     defer { sink.stop() }
