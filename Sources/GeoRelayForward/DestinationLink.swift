@@ -139,14 +139,6 @@ package final class DestinationLink: Sendable {
         return .cancelled
     }
 
-    static let quickestAttempts = Duration.milliseconds(500)
-
-    /// The wait from one failed attempt to the next: `quickestAttempts` after a refusal from this
-    /// side of the uplink (free), else `every`.
-    static func spacing(after outcome: ConnectCheck.Outcome, every: Duration) -> Duration {
-        outcome == .refusedHere ? min(every, quickestAttempts) : every
-    }
-
     /// Shows `state` in status, the next attempt at `atNs` on the monotonic clock.
     private func show(_ state: DestinationState, reason: String, atNs: UInt64) {
         let now = clock.monotonicNs()

@@ -132,7 +132,7 @@ struct ReturnWatch {
             if attemptDueNs > nowNs {
                 let earliest =
                     timing.wakesOnLinkChanges
-                    ? lastAttemptNs.saturatingPlus(Self.ns(DestinationLink.quickestAttempts)) : nil
+                    ? lastAttemptNs.saturatingPlus(Self.ns(Self.quickestAttempts)) : nil
                 return actions + [.sleep(untilNs: attemptDueNs, earliestOnChangeNs: earliest)]
             }
         }
@@ -164,7 +164,7 @@ struct ReturnWatch {
             sawDown = true
             attemptsFailing = true
             let every = timing.connectEvery ?? .seconds(2)
-            let spacing = DestinationLink.spacing(after: outcome, every: every)
+            let spacing = Self.spacing(after: outcome, every: every)
             var actions: [Action] = []
             if !announcedAttempts {
                 announcedAttempts = true
@@ -179,7 +179,7 @@ struct ReturnWatch {
             let next = min(attemptDueNs, probeAtNs)
             let earliest =
                 timing.wakesOnLinkChanges
-                ? min(lastAttemptNs.saturatingPlus(Self.ns(DestinationLink.quickestAttempts)), probeAtNs) : nil
+                ? min(lastAttemptNs.saturatingPlus(Self.ns(Self.quickestAttempts)), probeAtNs) : nil
             return actions + [.sleep(untilNs: max(next, nowNs), earliestOnChangeNs: earliest)]
         }
     }
@@ -207,11 +207,11 @@ struct ReturnWatch {
                 announcedHere = true
                 actions.append(
                     .note(
-                        "connections open on this side of the uplink and close unanswered (a terminal's accelerator while its satellite is down): looking again every \(Self.phrase(DestinationLink.quickestAttempts)), which costs nothing on the link"
+                        "connections open on this side of the uplink and close unanswered (a terminal's accelerator while its satellite is down): looking again every \(Self.phrase(Self.quickestAttempts)), which costs nothing on the link"
                     ))
             }
             lastAttemptNs = nowNs
-            let next = min(nowNs.saturatingPlus(Self.ns(DestinationLink.quickestAttempts)), probeAtNs)
+            let next = min(nowNs.saturatingPlus(Self.ns(Self.quickestAttempts)), probeAtNs)
             return actions + [.sleep(untilNs: next, earliestOnChangeNs: nil)]
         }
         let heldOnBoard = probeThroughHere
@@ -227,6 +227,16 @@ struct ReturnWatch {
             return slot + [.sleep(untilNs: probeAtNs, earliestOnChangeNs: nil)]
         }
         return slot + look(nowNs: nowNs)
+    }
+
+    /// The shortest wait between two looks that cost nothing: however the kernel chatters or a
+    /// terminal answers on board, no quicker.
+    static let quickestAttempts = Duration.milliseconds(500)
+
+    /// The wait from one failed attempt to the next: `quickestAttempts` after a refusal from this
+    /// side of the uplink (free), else `every`.
+    static func spacing(after outcome: ConnectCheck.Outcome, every: Duration) -> Duration {
+        outcome == .refusedHere ? min(every, quickestAttempts) : every
     }
 
     /// Schedules the next probe, and shows it.

@@ -129,9 +129,9 @@ import Testing
     }
 
     @Test func attemptsAfterARefusalHereAreHalfASecondApart() {
-        #expect(DestinationLink.spacing(after: .refusedHere, every: .seconds(2)) == .milliseconds(500))
-        #expect(DestinationLink.spacing(after: .refusedHere, every: .milliseconds(200)) == .milliseconds(200))
-        #expect(DestinationLink.spacing(after: .failed, every: .seconds(2)) == .seconds(2))
+        #expect(ReturnWatch.spacing(after: .refusedHere, every: .seconds(2)) == .milliseconds(500))
+        #expect(ReturnWatch.spacing(after: .refusedHere, every: .milliseconds(200)) == .milliseconds(200))
+        #expect(ReturnWatch.spacing(after: .failed, every: .seconds(2)) == .seconds(2))
     }
 
     /// What an attempt costs where a plan bills it: an answer on this side of the uplink nothing
