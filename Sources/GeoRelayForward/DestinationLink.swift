@@ -95,9 +95,8 @@ package final class DestinationLink: Sendable {
         var watch = ReturnWatch(
             delaySeconds: delay, ceilingSeconds: backoff.maxSeconds, backoffMinSeconds: backoff.minSeconds,
             timing: .init(
-                connectEvery: connectCheck == nil
-                    ? nil : .milliseconds(Int(max(0.1, settings.probeConnectSeconds) * 1000)),
-                probeTimeout: .milliseconds(Int(settings.connectTimeoutSeconds * 2000)),
+                connectEvery: connectCheck == nil ? nil : settings.probeConnectInterval,
+                probeTimeout: settings.probeTimeout,
                 probeIntervalSeconds: settings.probeIntervalSeconds, wakesOnLinkChanges: linkChanges != nil),
             nowNs: started)
         let changes = linkChanges?.subscribe()

@@ -138,6 +138,15 @@ package struct Configuration: Sendable, Equatable {
         package var requestTimeout: Duration {
             .milliseconds(CheckedNumbers.milliseconds(seconds: requestTimeoutSeconds, max: 3_600) ?? 30_000)
         }
+        /// A probe's own timeout, twice `connectTimeoutSeconds`, converted as `requestTimeout` is.
+        package var probeTimeout: Duration {
+            .milliseconds(CheckedNumbers.milliseconds(seconds: connectTimeoutSeconds * 2, max: 7_200) ?? 20_000)
+        }
+        /// Between bare connection attempts while the link is down (at least 0.1 s), converted as
+        /// `requestTimeout` is.
+        package var probeConnectInterval: Duration {
+            .milliseconds(CheckedNumbers.milliseconds(seconds: max(0.1, probeConnectSeconds), max: 3_600) ?? 2_000)
+        }
         /// How long a device the server does not know stays parked before one retry.
         package var parkSeconds = 600.0
         /// After an outage, whether the history goes before each device's current position

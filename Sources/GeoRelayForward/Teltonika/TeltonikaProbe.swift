@@ -26,7 +26,7 @@ package final class TeltonikaProbe: Sendable {
 
     init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
         endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
-        timeout = .milliseconds(Int(settings.connectTimeoutSeconds * 2000))
+        timeout = settings.probeTimeout
         queue = DispatchQueue(label: "georelay.probe.\(settings.name)")
     }
 
