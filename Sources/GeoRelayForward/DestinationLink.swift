@@ -6,16 +6,15 @@ import GeoRelaySpool
 /// the spool its state so `georelay status` can show it.
 package final class DestinationLink: Sendable {
     let settings: Configuration.DestinationSettings
-    private let spool: Spool
+    private let recorder: DeliveryRecorder
     private let logger: Logger
     private let prober: HTTPWorker
     private let ownProbe: Probe?
-    private let meter: WireMeter?
     /// Bare connection attempts between probes (`probe.connectSeconds`); nil: probes only.
     private let connectCheck: ConnectCheck?
     /// The kernel's route, address and link announcements: each brings the next attempt forward.
     private let linkChanges: WakeBroadcast?
-    /// The probes' own count, moved to `meter` unless nothing crossed the link.
+    /// The probes' own count, moved to the destination's meter unless nothing crossed the link.
     private let probeMeter: WireMeter
     private let clock: any RelayClock
 
@@ -25,23 +24,22 @@ package final class DestinationLink: Sendable {
 
     /// - Parameters:
     ///   - probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
+    ///   - recorder: the destination's hand-overs (its meter counts the attempts).
     ///   - probeMeter: where the probe's own connections are counted (the meter `probe` was built with).
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
     init(
-        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, probe: Probe? = nil,
-        probeMeter: WireMeter = WireMeter(), meter: WireMeter? = nil,
-        linkChanges: WakeBroadcast? = nil, clock: any RelayClock = SystemClock()
+        settings: Configuration.DestinationSettings, recorder: DeliveryRecorder, logger: Logger, probe: Probe? = nil,
+        probeMeter: WireMeter = WireMeter(), linkChanges: WakeBroadcast? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
         self.linkChanges = linkChanges
-        self.spool = spool
+        self.recorder = recorder
         self.logger = logger
-        self.meter = meter
         self.probeMeter = probeMeter
         self.clock = clock
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: probeMeter)
         self.ownProbe = probe
-        self.connectCheck = ConnectCheck(settings: settings, meter: meter)
+        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter)
     }
 
     /// How delivery goes on after backing off.
@@ -142,12 +140,12 @@ package final class DestinationLink: Sendable {
     private func show(_ state: DestinationState, reason: String, atNs: UInt64) {
         let now = clock.monotonicNs()
         let inMs = Int64(clamping: (atNs > now ? atNs - now : 0) / 1_000_000)
-        recordState(state, error: reason, nextAttemptMs: clock.nowMs().saturatingPlus(inMs))
+        recorder.record(state, error: reason, nextAttemptMs: clock.nowMs().saturatingPlus(inMs))
     }
 
     /// A cheap check that the destination is back: the destination's own probe when it has one,
     /// else GET `probe.url`, or an empty request to the destination itself (`ServerCheck`). Its
-    /// wire bytes count against the uplink like a payload's.
+    /// wire bytes count against the uplink, and its budget, like a payload's.
     ///
     /// A probe that got nothing quicker than any uplink's round trip was closed on this side of it
     /// (a terminal's accelerator while its satellite is down): it crossed nothing and is not billed.
@@ -168,28 +166,17 @@ package final class DestinationLink: Sendable {
         let here = answer == .nothing && clock.monotonicNs() - started < ReturnWatch.ns(ConnectCheck.answeredHere)
         // A probe that got no answer from beyond still cost its connection attempts (SYNs on a dead link).
         let billed = probeMeter.take()
-        if !here { meter?.bill(billed) }
-        record(payloadBytes: here ? 0 : payloadBytes)
-        return answer
-    }
-
-    /// Records a probe's bytes: what the link billed (the meter) as the wire bytes, the HTTP bytes
-    /// beside them.
-    private func record(payloadBytes: Int) {
         var update = DeliveryUpdate(destination: settings.name)
-        update.wireBytes = payloadBytes
-        if let meter { update.billWire(meter) }
-        if update.wireBytes > 0 || update.payloadBytes > 0 { spool.record(update) }
+        if !here {
+            recorder.meter.bill(billed)
+            update.payloadBytes = payloadBytes
+        }
+        recorder.record(update)
+        return answer
     }
 
     /// The probe's next request opens a new connection (the route moved).
     func forgetConnections() async {
         await prober.forgetConnections()
-    }
-
-    package func recordState(_ state: DestinationState, error: String?, nextAttemptMs: Int64?) {
-        var update = DeliveryUpdate(destination: settings.name)
-        update.state = .init(state: state, lastError: error, nextAttemptMs: nextAttemptMs)
-        spool.record(update)
     }
 }

@@ -204,14 +204,3 @@ final class LookupBill {
         return 4 * question + 16 + 28
     }
 }
-
-extension DeliveryUpdate {
-    /// The bytes the transport counted so far (HTTP, Teltonika frames) become `payloadBytes`;
-    /// what the link billed since the last hand-over (`meter`, every live socket read now)
-    /// becomes `wireBytes`, which budgets, status and the uplink monitor count.
-    mutating func billWire(_ meter: WireMeter) {
-        payloadBytes += wireBytes
-        meter.sampleLive()
-        wireBytes = meter.take()
-    }
-}

@@ -153,23 +153,13 @@ extension PushForwarder {
         for sent in window {
             guard let answer = sent.answer, case .success(let http) = answer, wire.outcome(of: answer) == .delivered
             else { continue }
-            update.wireBytes += http.wireBytes
+            update.payloadBytes += http.wireBytes
             for item in sent.prepared.items { ledger.deliveredOutOfTurn(item.delivery, into: &update) }
             settled += sent.prepared.items.count
         }
         guard settled > 0 else { return 0 }
-        update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
-        commit(&update)
+        recorder.record(update)
         return settled
-    }
-
-    /// Bills what an update's exchanges cost on the link and records it: the spool, the budget's
-    /// window and the uplink's gate each see it once.
-    private func commit(_ update: inout DeliveryUpdate) {
-        update.billWire(meter)
-        budgetWindow.observe(billed: update.wireBytes, positions: update.sent)
-        spool.record(update)
-        gate?.spend(update.wireBytes, destination: settings.name)
     }
 
     /// Takes the answers of every batch still on the wire (after a failure, the same failure for
@@ -222,7 +212,7 @@ extension PushForwarder {
             var update = DeliveryUpdate(destination: settings.name)
             // A full batch is a backlog draining: its progress is committed within a second.
             update.drain = prepared.full
-            defer { commit(&update) }
+            defer { recorder.record(update) }
             let response: Result<HTTPResponse, CurlError>
             let sentEncoding: PushSettings.Compression
             let sentToken: String
@@ -266,12 +256,11 @@ extension PushForwarder {
                 spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(chunk.count)])
                 break
             }
-            if case .success(let http) = response { update.wireBytes += http.wireBytes }
+            if case .success(let http) = response { update.payloadBytes += http.wireBytes }
             switch wire.outcome(of: response) {
             case .delivered:
                 for item in chunk { ledger.delivered(item.delivery, into: &update) }
                 handled += chunk.count
-                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
             case .tooLarge where chunk.count > 1:
                 state.maxPositions = max(1, chunk.count / 2)
                 logger.warning("HTTP 413 for \(chunk.count) positions: batches now hold at most \(state.maxPositions)")

@@ -28,10 +28,8 @@ package final class PushForwarder: DestinationForwarder {
     let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
     private let alarmAllowance = AlarmAllowance()
-    /// What this destination's connections cost the link (batches, probes, logins).
-    let meter = WireMeter()
-    /// What a position costs on the wire here, to bound a batch by a budget's remainder.
-    let budgetWindow = BudgetWindow()
+    /// Every hand-over's bill, record and spend (batches, probes, logins).
+    let recorder: DeliveryRecorder
 
     package init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
@@ -42,9 +40,10 @@ package final class PushForwarder: DestinationForwarder {
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
+        let meter = WireMeter()
+        recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
         self.link = try DestinationLink(
-            settings: settings, spool: spool, logger: self.logger, meter: meter, linkChanges: gate?.linkChanges,
-            clock: clock)
+            settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, clock: clock)
         self.wire = PushProtocol(settings: settings)
         self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -112,15 +111,15 @@ package final class PushForwarder: DestinationForwarder {
             }
             let restriction = gate?.restriction(for: name)
             if let restriction {
-                budget.restricted(restriction, link: link, logger: logger)
+                budget.restricted(restriction, recorder: recorder, logger: logger)
             } else {
-                budget.lifted(link: link, logger: logger)
+                budget.lifted(recorder: recorder, logger: logger)
             }
             let prepared: Prepared
             let planned = ContinuousClock.now
             do {
                 // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
-                let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: settings.name), meter: meter)
+                let fitting = recorder.positionsFitting()
                 // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
                 let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
                 prepared = try await prepare(
@@ -304,7 +303,7 @@ package final class PushForwarder: DestinationForwarder {
         case .rejected(let reason):
             let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
             logger.error("authentication failed: \(reason)")
-            link.recordState(.authFailed, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
+            recorder.record(.authFailed, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             return .trial
         }

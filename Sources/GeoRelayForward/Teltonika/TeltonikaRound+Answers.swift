@@ -68,8 +68,6 @@ extension TeltonikaRound {
                 _ = ledger.settle(
                     .delivered, frame.range, of: batches[batch], result: &results[batch],
                     parkSeconds: setup.parkSeconds, logger: setup.logger, into: &update)
-                // A frame can take seconds on a slow link: status says so at each one, not at the round's end.
-                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
             } else {
                 update.sent += count
                 results[batch].delivered += count

@@ -162,11 +162,11 @@ struct TeltonikaRound: ConnectionRound {
         case .wrote(let id, let count):
             carried.connections[id]?.exchange.wrote(count)
             carried.connections[id]?.lastProgress = now
-            update.wireBytes += count
+            update.payloadBytes += count
         case .received(let id, let bytes):
             guard carried.connections[id]?.isOpen == true else { break }
             carried.connections[id]?.lastProgress = now
-            update.wireBytes += bytes.count
+            update.payloadBytes += bytes.count
             let events = carried.connections[id]?.exchange.received(bytes) ?? []
             for event in events {
                 if case .broken = event {

@@ -132,7 +132,7 @@ final class OsmAndEngine: TraccarEngine {
                 else { continue }
                 multi.remove(easies[slot])
                 let response = easies[slot].result(finished.code)
-                if case .success(let http) = response { update.wireBytes += http.wireBytes }
+                if case .success(let http) = response { update.payloadBytes += http.wireBytes }
                 let outcome =
                     assignment.attempt == .canary
                     ? ServerCheck.canaryOutcome(response) : traccar.outcome(of: response)
@@ -172,9 +172,6 @@ final class OsmAndEngine: TraccarEngine {
                     break
                 }
             }
-        }
-        if results.contains(where: { $0.delivered > 0 }), mode == .buffered {
-            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
         }
         flush(force: true)
         return results

@@ -178,8 +178,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         return actions
     }
 
-    /// Ends the round: after `stop`, what is in flight abandoned; the destination online if anything
-    /// was delivered; the last progress handed over.
+    /// Ends the round: after `stop`, what is in flight abandoned; the last progress handed over.
     mutating func finish() -> [Action] {
         actions.removeAll()
         if stopping {
@@ -189,9 +188,6 @@ struct PipelinedOsmAndRound: ConnectionRound {
                 carried.lanes[lane].inFlight.removeAll()
                 close(lane)
             }
-        }
-        if results.contains(where: { $0.delivered > 0 }) {
-            update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
         }
         flush(force: true)
         return actions
@@ -253,7 +249,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
                 suspect.attempt == .canary
                 ? setup.framing.appendCanary(to: &carried.lanes[lane].output)
                 : setup.framing.append(position, to: &carried.lanes[lane].output)
-            update.wireBytes += request.bytes
+            update.payloadBytes += request.bytes
             track(&request)
             carried.lanes[lane].inFlight.append(request)
             carried.lanes[lane].suspect = nil
@@ -275,7 +271,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
             let index = nextIndex[batch]
             let bytes = setup.framing.append(
                 batches[batch].deliveries[index].stored.position, to: &carried.lanes[lane].output)
-            update.wireBytes += bytes
+            update.payloadBytes += bytes
             var request = InFlight(batch: batch, index: index, bytes: bytes)
             track(&request)
             carried.lanes[lane].inFlight.append(request)
@@ -314,7 +310,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         // A connection's first answer says whether the server keeps connections alive (one that
         // closes after many answers, as nginx does after `keepalive_requests`, still does).
         if carried.lanes[lane].answeredOnConnection == 1 { carried.keepsAlive = http.keepAlive }
-        update.wireBytes += http.response.wireBytes
+        update.payloadBytes += http.response.wireBytes
         let batch = request.batch
         let outcome =
             request.attempt == .canary

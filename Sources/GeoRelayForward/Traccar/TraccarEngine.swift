@@ -69,7 +69,7 @@ struct ProgressCadence {
         let now = ContinuousClock.now
         guard
             force || update.acknowledged.count + update.quarantined.count >= Self.positions
-                || (update.wireBytes > 0 && now - last >= Self.interval)
+                || (update.payloadBytes > 0 && now - last >= Self.interval)
         else { return false }
         last = now
         return true

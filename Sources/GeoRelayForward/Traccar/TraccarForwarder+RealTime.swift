@@ -16,7 +16,7 @@ extension TraccarForwarder {
             logger.error("cannot read the spool: \(error)")
             return
         }
-        link.recordState(.online, error: nil, nextAttemptMs: nil)
+        recorder.record(.online)
         var ledger = DeliveryLedger(destination: settings.name)
         while !Task.isCancelled {
             await wake.wait()
@@ -55,14 +55,11 @@ extension TraccarForwarder {
             let results = await send(batches, mode: .realTime, ledger: &ledger)
             let delivered = results.reduce(0) { $0 + $1.delivered }
             let dropped = attempted - delivered
-            var update = DeliveryUpdate(destination: settings.name)
+            // What was delivered showed the destination online as it went (`DeliveryRecorder`).
             if dropped > 0 {
                 logger.warning("real-time destination dropped \(dropped) of \(attempted) positions (buffer is off)")
-                update.state = .init(state: .backoff, lastError: "dropped \(dropped) positions")
-            } else {
-                update.state = .init(state: .online, lastSuccessMs: WallClock.nowMs())
+                recorder.record(.backoff, error: "dropped \(dropped) positions")
             }
-            spool.record(update)
         }
     }
 }

@@ -35,10 +35,8 @@ package final class TraccarForwarder: DestinationForwarder {
     let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
     let alarmAllowance = AlarmAllowance()
-    /// What this destination's connections cost the link (every socket of its engine and probes).
-    let meter = WireMeter()
-    /// What a position costs on the wire here, to bound a round by a budget's remainder.
-    let budgetWindow = BudgetWindow()
+    /// Every hand-over's bill, record and spend (every socket of its engine and probes).
+    let recorder: DeliveryRecorder
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
@@ -55,14 +53,16 @@ package final class TraccarForwarder: DestinationForwarder {
         self.gate = gate
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
+        let meter = WireMeter()
+        recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
         let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
         pipelinesOsmAnd = engine is PipelinedOsmAndEngine
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         let probeMeter = WireMeter()
         self.link = try DestinationLink(
-            settings: settings, spool: spool, logger: self.logger,
-            probe: try Self.makeProbe(settings, meter: probeMeter), probeMeter: probeMeter, meter: meter,
+            settings: settings, recorder: recorder, logger: self.logger,
+            probe: try Self.makeProbe(settings, meter: probeMeter), probeMeter: probeMeter,
             linkChanges: gate?.linkChanges, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -158,13 +158,13 @@ package final class TraccarForwarder: DestinationForwarder {
                 logger.info("the route moved: new connections from here on")
             }
             // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
-            let fitting = budgetWindow.positions(fitting: gate?.bytesLeft(for: name), meter: meter)
+            let fitting = recorder.positionsFitting()
             let restriction = gate?.restriction(for: name)
             if let restriction {
                 // The uplink's budget is spent: alarms and still-alive positions only, no replays.
-                budget.restricted(restriction, link: link, logger: logger)
+                budget.restricted(restriction, recorder: recorder, logger: logger)
             } else {
-                budget.lifted(link: link, logger: logger)
+                budget.lifted(recorder: recorder, logger: logger)
             }
             let planner = RoundPlanner(
                 destination: name, filter: filter, traccarAttributes: true, restriction: restriction,
@@ -319,9 +319,8 @@ package final class TraccarForwarder: DestinationForwarder {
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, spool, wake, before, gate, name, meter, window) = (
-            settings.parkSeconds, self.logger, self.spool, self.wakeEngine, ledger, gate, settings.name, self.meter,
-            self.budgetWindow
+        let (parkSeconds, logger, wake, before, recorder) = (
+            settings.parkSeconds, self.logger, self.wakeEngine, ledger, self.recorder
         )
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
@@ -365,10 +364,7 @@ package final class TraccarForwarder: DestinationForwarder {
                         var update = update
                         update.drain = drain
                         // On the engine's thread, between its socket calls: every live socket read now.
-                        update.billWire(meter)
-                        window.observe(billed: update.wireBytes, positions: update.sent)
-                        spool.record(update)
-                        gate?.spend(update.wireBytes, destination: name)
+                        recorder.record(update)
                     }
                     return (results, ledger)
                 }
