@@ -14,11 +14,25 @@ package protocol RelayClock: Sendable {
 }
 
 extension RelayClock {
+    /// The monotonic time as a `Duration` since the clock's origin: an instant to do arithmetic
+    /// on with durations (when a backfill began, when current positions last went ahead).
+    package func monotonicNow() -> Duration {
+        .nanoseconds(Int64(clamping: monotonicNs()))
+    }
+
     /// Returns after `duration` of this clock's monotonic time (at once for none or less).
     package func sleep(for duration: Duration) async {
         let now = monotonicNs()
         let span = Self.nanoseconds(duration)
         await sleep(untilNs: now > UInt64.max - span ? .max : now + span)
+    }
+
+    /// Wall time as of now, advanced from here by the monotonic clock alone: it never jumps,
+    /// whatever NTP or an operator does to the wall clock. For schedules that span hours (the push
+    /// token's refresh) and must neither fire early nor hours late.
+    package func steadyWall() -> @Sendable () -> Int64 {
+        let (originMs, originNs) = (nowMs(), monotonicNs())
+        return { [self] in originMs.saturatingPlus(Int64(clamping: (monotonicNs() &- originNs) / 1_000_000)) }
     }
 
     /// `duration` in nanoseconds, 0 for a negative one, `UInt64.max` for one too long to count.

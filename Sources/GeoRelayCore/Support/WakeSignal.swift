@@ -66,6 +66,17 @@ package final class WakeSignal: Sendable {
         }
     }
 
+    /// Returns when signalled, when `timeout` has passed on `clock`, or when the task is cancelled:
+    /// a wait a test or a simulation ends by moving the clock.
+    package func wait(timeout: Duration, clock: any RelayClock) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await clock.sleep(for: timeout) }
+            group.addTask { await self.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
     private func expire(_ generation: Int?) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter, generation == nil || generation == state.generation else { return nil }

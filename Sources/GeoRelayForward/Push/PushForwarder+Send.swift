@@ -14,6 +14,8 @@ extension PushForwarder {
         var advancedAll = false
         /// Positions the gateway refused for good.
         var refused = 0
+        /// Positions the gateway took.
+        var delivered = 0
     }
 
     /// A batch on the wire, and its answer once taken off the connection.
@@ -44,17 +46,20 @@ extension PushForwarder {
     ) async -> (SendResult, DeliveryState) {
         var state = initial
         var token = initialToken
+        /// The network's own time, for the link's measurements (answers' arrival times are its instants).
         let clock = ContinuousClock()
         var window: [InFlight] = []
         var assumed = ledger.assuming(first.items.map(\.delivery))
         var refilling = route != nil
         var lastAnswerAt: ContinuousClock.Instant?
+        /// Taken by the gateway in this window's earlier batches.
+        var delivered = 0
         /// When current positions last went ahead in this window.
-        var currentAheadAt: ContinuousClock.Instant?
+        var currentAheadAt: Duration?
         func carriesCurrent(_ prepared: Prepared) -> Bool {
             prepared.items.contains { $0.delivery.kind == .ahead && $0.delivery.stored.position.alarm == nil }
         }
-        if carriesCurrent(first) { currentAheadAt = clock.now }
+        if carriesCurrent(first) { currentAheadAt = self.clock.monotonicNow() }
         func submit(_ prepared: Prepared, speculative: Bool) async {
             await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
             window.append(
@@ -71,8 +76,8 @@ extension PushForwarder {
                 // units one arrives every few hundred milliseconds, and each batch of them costs a
                 // read of every device's backlog and a request (as Traccar's live edge gives way).
                 let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
-                let currentDue =
-                    order.currentAhead(at: clock.now) && (currentAheadAt.map { clock.now - $0 >= giveWay } ?? true)
+                let now = self.clock.monotonicNow()
+                let currentDue = order.currentAhead(at: now) && (currentAheadAt.map { now - $0 >= giveWay } ?? true)
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                     gate?.bytesLeft(for: settings.name) == nil,
                     (gate?.routeGeneration(for: settings.name) ?? 0) == route,
@@ -84,10 +89,10 @@ extension PushForwarder {
                     refilling = false
                     break
                 }
-                order.observe(next.kind, backfilling: next.backfilling, at: clock.now)
+                order.observe(next.kind, backfilling: next.backfilling, at: self.clock.monotonicNow())
                 assumed.apply(next.settled)
                 assumed = assumed.assuming(next.items.map(\.delivery))
-                if carriesCurrent(next) { currentAheadAt = clock.now }
+                if carriesCurrent(next) { currentAheadAt = self.clock.monotonicNow() }
                 await submit(next, speculative: true)
             }
             var sent = window.removeFirst()
@@ -119,12 +124,14 @@ extension PushForwarder {
                 refilling = false
             }
             if sent.speculative, !sent.prepared.settled.isEmpty {
-                spool.record(sent.prepared.settled)
+                recorder.record(sent.prepared.settled)
                 ledger.apply(sent.prepared.settled)
             }
-            let (result, newState) = await send(
+            var (result, newState) = await send(
                 sent.prepared, token: &token, state: state, ledger: &ledger, first: answer, firstToken: sent.token)
             state = newState
+            delivered += result.delivered
+            result.delivered = delivered
             // A position refused when sent ahead is to be quarantined in its backlog turn, which
             // the batches behind it, planned as if it were delivered, skip: they are planned again.
             let refusedAhead = result.refused > 0 && sent.prepared.items.contains { $0.delivery.kind == .ahead }
@@ -132,6 +139,7 @@ extension PushForwarder {
                 // Answers not taken in are dropped with the connection; a drained one is kept.
                 if window.contains(where: { $0.answer == nil }) { await transport.reset() }
                 let taken = settleTakenBehind(window, ledger: &ledger)
+                result.delivered += taken
                 let dropped = window.reduce(0) { $0 + $1.prepared.items.count } - taken
                 if taken > 0 {
                     logger.info("\(taken) positions the gateway took behind a batch not delivered are settled")
@@ -140,7 +148,7 @@ extension PushForwarder {
                 return (result, state)
             }
         }
-        return (SendResult(stop: nil, advancedAll: true), state)
+        return (SendResult(stop: nil, advancedAll: true, delivered: delivered), state)
     }
 
     /// Settles the batches behind a failed one that the gateway answered 2xx, out of turn
@@ -261,6 +269,7 @@ extension PushForwarder {
             case .delivered:
                 for item in chunk { ledger.delivered(item.delivery, into: &update) }
                 handled += chunk.count
+                result.delivered += chunk.count
             case .tooLarge where chunk.count > 1:
                 state.maxPositions = max(1, chunk.count / 2)
                 logger.warning("HTTP 413 for \(chunk.count) positions: batches now hold at most \(state.maxPositions)")

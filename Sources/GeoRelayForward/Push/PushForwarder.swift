@@ -30,12 +30,17 @@ package final class PushForwarder: DestinationForwarder {
     private let alarmAllowance = AlarmAllowance()
     /// Every hand-over's bill, record and spend (batches, probes, logins).
     let recorder: DeliveryRecorder
+    let clock: any RelayClock
 
+    /// - Parameters:
+    ///   - now: the token's schedule (a test's own wall time); nil: `clock`'s, steadied (`steadyWall`).
+    ///   - clock: the relay's time: the loop's waits, the batches' plans, the link's watch.
     package init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
-        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs, clock: any RelayClock = SystemClock()
+        now: (@Sendable () -> Int64)? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
+        self.clock = clock
         self.gate = gate
         self.push = settings.push ?? PushSettings()
         self.spool = spool
@@ -52,7 +57,7 @@ package final class PushForwarder: DestinationForwarder {
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
             worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter),
-            logger: self.logger, now: now)
+            logger: self.logger, now: now ?? clock.steadyWall())
     }
 
     /// A delivery with its JSON point, encoded once.
@@ -86,98 +91,14 @@ package final class PushForwarder: DestinationForwarder {
         {
             state.encoding = remembered
         }
-        var ledger = DeliveryLedger(
+        let ledger = DeliveryLedger(
             destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
-        var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
         if !settings.buffer {
             logger.warning("buffer: false is not supported for push destinations; positions queue as usual")
         }
-        /// After backing off without proof that the gateway is back: the next batch holds one position.
-        var trial = false
-        var budget = BudgetNotice()
-        var route = gate?.routeGeneration(for: name) ?? 0
-        var depth = PipelineDepth(ceiling: push.batchInFlight)
-        var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
-        while !Task.isCancelled {
-            // The route moved: new connections (batches, logins, probes), so the answers to the
-            // backlog do not come back over the uplink the old ones left by.
-            if let moved = gate?.routeGeneration(for: name), moved != route {
-                route = moved
-                depth.reset()
-                await transport.reset()
-                await auth.forgetConnections()
-                await link.forgetConnections()
-                logger.info("the route moved: new connections from here on")
-            }
-            let restriction = gate?.restriction(for: name)
-            if let restriction {
-                budget.restricted(restriction, recorder: recorder, logger: logger)
-            } else {
-                budget.lifted(recorder: recorder, logger: logger)
-            }
-            let prepared: Prepared
-            let planned = ContinuousClock.now
-            do {
-                // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
-                let fitting = recorder.positionsFitting()
-                // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
-                let limit = trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
-                prepared = try await prepare(
-                    ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit, restriction: restriction,
-                    currentAhead: order.currentAhead(at: planned))
-            } catch {
-                logger.error("cannot read the spool: \(error)")
-                try? await Task.sleep(for: .seconds(5))
-                continue
-            }
-            order.observe(prepared.kind, backfilling: prepared.backfilling, at: planned)
-            // Positions the filter skipped before anything to send are settled now.
-            if !prepared.settled.isEmpty {
-                spool.record(prepared.settled)
-                ledger.apply(prepared.settled)
-            }
-            guard !prepared.items.isEmpty else {
-                // A replay queued by another process is noticed within half a minute.
-                if prepared.settled.isEmpty { await wake.wait(timeout: .seconds(30)) }
-                continue
-            }
-            if let waitMs = waitMs(before: prepared) {
-                await wake.wait(timeout: .milliseconds(waitMs))
-                continue
-            }
-            let token: String
-            do {
-                token = try await auth.token()
-            } catch {
-                trial = await handleAuth(error, backoff: &backoff) == .trial
-                continue
-            }
-            // Full batches go several at a time on one connection; a trial, a budget's remainder or
-            // a replay alone.
-            let backlog =
-                prepared.full && !trial && restriction == nil && gate?.bytesLeft(for: name) == nil
-                && !prepared.items.contains { $0.delivery.kind == .replay }
-            let (result, newState) = await sendWindow(
-                prepared, token: token, state: state, ledger: &ledger, depth: &depth, order: &order,
-                refill: backlog ? route : nil)
-            state = newState
-            if Task.isCancelled { break }
-            switch result.stop {
-            case .none:
-                trial = false
-                backoff.reset()
-                if restriction != nil { budget.delivered() }
-            case .auth(let error):
-                trial = await handleAuth(error, backoff: &backoff) == .trial
-            case .unavailable(let reason, let retryAfter, let transport):
-                // The path may not be the one that comes back: its round trip is measured anew.
-                depth.reset()
-                order.linkFailed()
-                trial =
-                    await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
-                    == .trial
-            }
-        }
+        let rounds = PushRounds(self, state: state, ledger: ledger)
+        await DestinationLoop.run(
+            rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
     }
 
     /// How long a batch that is not full waits: at most `batch.maxDelaySeconds` after its oldest
@@ -186,7 +107,7 @@ package final class PushForwarder: DestinationForwarder {
         guard !prepared.full, let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else { return nil }
         let maxDelayMs = CheckedNumbers.milliseconds(seconds: push.batchMaxDelaySeconds) ?? 0
         let due = oldest + maxDelayMs
-        let nowMs = WallClock.nowMs()
+        let nowMs = clock.nowMs()
         // Further away than the delay itself: the wall clock was set back since the position
         // arrived; send now rather than wait for the clock to catch up.
         guard due > nowMs, due - nowMs <= maxDelayMs else { return nil }
@@ -225,7 +146,7 @@ package final class PushForwarder: DestinationForwarder {
         ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
         restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true
     ) async throws -> Prepared {
-        let started = WallClock.monotonicNs()
+        let started = clock.monotonicNs()
         let (items, full, settled, plan) = try await nextBatch(
             ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
             restriction: restriction, currentAhead: currentAhead)
@@ -234,7 +155,7 @@ package final class PushForwarder: DestinationForwarder {
                 items: [], full: false, settled: settled, encoding: state.encoding, body: [], kind: plan.kind,
                 backfilling: plan.backfilling)
         }
-        let planning = Double(WallClock.monotonicNs() - started) / 1e9
+        let planning = Double(clock.monotonicNs() &- started) / 1e9
         var encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
         encoded.measurement?.planningSeconds = planning
         return Prepared(
@@ -261,7 +182,7 @@ package final class PushForwarder: DestinationForwarder {
         let planner = RoundPlanner(
             destination: settings.name, filter: filter, traccarAttributes: false, restriction: restriction,
             allowance: alarmAllowance, currentAhead: currentAhead, maxPositions: maxPositions,
-            readBound: TraccarForwarder.positionsPerRound, parkSeconds: settings.parkSeconds, nowMs: WallClock.nowMs())
+            readBound: TraccarForwarder.positionsPerRound, parkSeconds: settings.parkSeconds, nowMs: clock.nowMs())
         let (wire, maxBytes) = (self.wire, push.batchMaxBytes)
         return try await reader.run { reader in
             let plan = try reader.snapshot { reader throws(SpoolError) in
@@ -291,21 +212,6 @@ package final class PushForwarder: DestinationForwarder {
                 }
                 return (items, items.count >= maxPositions || plan.more, plan.settled, round)
             }
-        }
-    }
-
-    /// No usable token: wait (login mode retries with backoff; token mode waits for a new token).
-    private func handleAuth(_ error: PushAuthError, backoff: inout Backoff) async -> DestinationLink.Resumption {
-        switch error {
-        case .unavailable(_, let retryAfter, let transport):
-            return await link.backOff(
-                reason: error.description, retryAfter: retryAfter, transport: transport, backoff: &backoff)
-        case .rejected(let reason):
-            let delay = push.authMode == .token ? settings.probeIntervalSeconds : backoff.nextDelay()
-            logger.error("authentication failed: \(reason)")
-            recorder.record(.authFailed, error: reason, nextAttemptMs: WallClock.nowMs() + Int64(delay * 1000))
-            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            return .trial
         }
     }
 }

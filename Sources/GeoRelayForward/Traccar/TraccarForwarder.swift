@@ -37,6 +37,7 @@ package final class TraccarForwarder: DestinationForwarder {
     let alarmAllowance = AlarmAllowance()
     /// Every hand-over's bill, record and spend (every socket of its engine and probes).
     let recorder: DeliveryRecorder
+    let clock: any RelayClock
 
     /// Positions read per round, shared among its devices: few devices get long
     /// chunks (fewer pauses between rounds), many get short ones (bounded memory).
@@ -44,12 +45,13 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Devices per round: bounds the memory a round holds with thousands of devices.
     static let devicesPerRound = 64
 
-    /// - Parameter clock: the relay's time, for the parts handed it so far (the link's watch).
+    /// - Parameter clock: the relay's time: the loop's waits, the rounds' plans, the link's watch.
     package init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
         clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
+        self.clock = clock
         self.gate = gate
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
@@ -118,7 +120,6 @@ package final class TraccarForwarder: DestinationForwarder {
     // MARK: - Buffered delivery
 
     private func runBuffered(wake: WakeSignal) async {
-        let name = settings.name
         let alarmWake = spool.alarms.subscribe()
         let positionWake = spool.commits.subscribe()
         // A budget spent during a round ends it as an alarm does: the next round is restricted.
@@ -128,128 +129,12 @@ package final class TraccarForwarder: DestinationForwarder {
             spool.alarms.unsubscribe(alarmWake)
             spool.commits.unsubscribe(positionWake)
         }
-        var ledger = DeliveryLedger(
+        let name = settings.name
+        let ledger = DeliveryLedger(
             destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
-        var backoff = Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds)
-        var state = DestinationState.online
-        /// After backing off without proof that the server is back: the next round is a trial.
-        var trial = false
-        /// The last device of the previous round: the next round starts after it, so with more
-        /// devices than fit in a round every device is served in turn, not the first 64 until done.
-        var rotation: Int64 = 0
-        var budget = BudgetNotice()
-        var route = gate?.routeGeneration(for: name) ?? 0
-        /// How long the last round of current positions took (`liveEdgeInterval`).
-        var aheadRound: Duration = .zero
-        /// After a round of current positions, the next is history: with live fixes arriving faster
-        /// than rounds, current positions at every turn would starve the backfill.
-        var historyNext = false
-        var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
-        var pace = DeliveryPace()
-        while !Task.isCancelled {
-            let nowMs = WallClock.nowMs()
-            let now = ContinuousClock.now
-            // The route moved (the gate woke this loop and a round in progress ended with its
-            // answers in): new connections, so nothing more flows over the uplink the old ones left by.
-            if let moved = gate?.routeGeneration(for: name), moved != route {
-                route = moved
-                await engine.run { $0.closeConnections() }
-                await link.forgetConnections()
-                logger.info("the route moved: new connections from here on")
-            }
-            // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
-            let fitting = recorder.positionsFitting()
-            let restriction = gate?.restriction(for: name)
-            if let restriction {
-                // The uplink's budget is spent: alarms and still-alive positions only, no replays.
-                budget.restricted(restriction, recorder: recorder, logger: logger)
-            } else {
-                budget.lifted(recorder: recorder, logger: logger)
-            }
-            let planner = RoundPlanner(
-                destination: name, filter: filter, traccarAttributes: true, restriction: restriction,
-                allowance: alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
-                alarmInOrderPositions: pace.positions(within: .seconds(1)), maxPositions: fitting,
-                readBound: Self.positionsPerRound,
-                devicesPerTurn: Self.devicesPerRound, turnAfter: rotation, parkSeconds: settings.parkSeconds,
-                nowMs: nowMs)
-            let plan: RoundPlanner.Plan
-            do {
-                plan = try await reader.run { [ledger] reader in
-                    try reader.snapshot { reader throws(SpoolError) in try planner.plan(ledger: ledger, source: reader)
-                    }
-                }
-            } catch {
-                logger.error("cannot read the spool: \(error)")
-                try? await Task.sleep(for: .seconds(5))
-                continue
-            }
-            ledger = plan.ledger
-            spool.record(plan.settled)
-            order.observe(plan.kind, backfilling: plan.backfilling, at: now)
-            // A trial is one position for each device ready: their current positions, ahead of any
-            // history. A pipelined backlog round's trial is each device's first request, its batch
-            // going on in the same round once the server has taken it (`DeviceBatch.unproven`): no
-            // round trip between the trial's answer and the window.
-            let pipelinedTrial = trial && plan.kind == .backlog && pipelinesOsmAnd
-            let maxPositions =
-                trial && !pipelinedTrial
-                ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
-            historyNext = plan.kind == .current
-            let results: [DeviceResult]
-            switch plan.kind {
-            case nil:
-                // Positions the filter skipped were settled: plan again at once.
-                if !plan.settled.isEmpty { continue }
-                // A replay queued by another process is noticed within half a minute.
-                let untilUnpark = plan.nextUnparkMs.map { Duration.milliseconds(max(1, $0 - nowMs)) }
-                await wake.wait(timeout: min(untilUnpark ?? .seconds(30), .seconds(30)))
-                continue
-            case .alarms?, .stillAlive?, .current?:
-                let started = ContinuousClock.now
-                results = await send(
-                    Self.batches(plan.deliveries, cursors: plan.ready), mode: .buffered, ledger: &ledger,
-                    maxPositions: maxPositions)
-                if plan.kind == .current { aheadRound = ContinuousClock.now - started }
-                if restriction != nil, results.contains(where: { $0.delivered > 0 }) { budget.delivered() }
-            case .replay?:
-                results = await send(
-                    Self.replayBatches(plan.deliveries), mode: .buffered, ledger: &ledger,
-                    maxPositions: maxPositions)
-            case .backlog?:
-                rotation = plan.lastInTurn ?? rotation
-                let started = ContinuousClock.now
-                results = await send(
-                    backlogBatches(plan, ledger: ledger, trial: pipelinedTrial), mode: .buffered, ledger: &ledger,
-                    alarms: alarmWake,
-                    liveEdge: plan.backfilling && order.currentAhead(at: now) ? positionWake : nil,
-                    liveEdgeAfter: Self.liveEdgeInterval(aheadRound: aheadRound),
-                    historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
-                pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: .now - started)
-            }
-            if Task.isCancelled { break }
-            if let failure = results.lazy.compactMap(\.unavailable).first,
-                case .unavailable(let reason, let retryAfter, let transport) = failure
-            {
-                trial =
-                    await link.backOff(reason: reason, retryAfter: retryAfter, transport: transport, backoff: &backoff)
-                    == .trial
-                state = .probing
-                // The current positions did not get through: they go first again.
-                historyNext = false
-                order.linkFailed()
-                continue
-            }
-            // The server answered the round (a trial's position included): full rounds from here.
-            trial = false
-            if results.contains(where: { $0.delivered > 0 }) {
-                backoff.reset()
-                if state != .online {
-                    logger.notice("delivering again")
-                }
-                state = .online
-            }
-        }
+        let rounds = TraccarRounds(self, ledger: ledger, alarms: alarmWake, positions: positionWake)
+        await DestinationLoop.run(
+            rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
     }
 
     /// How long a round carrying a backfill runs before a live fix ends it, given how long the
@@ -298,7 +183,7 @@ package final class TraccarForwarder: DestinationForwarder {
     /// nobody registered costs a few requests a park period, not a window. One request at a time
     /// and Teltonika (whose identification is answered before any frame) need no bound.
     /// - Parameter trial: one request a device until the server has taken it.
-    private func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger, trial: Bool) -> [DeviceBatch] {
+    func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger, trial: Bool) -> [DeviceBatch] {
         Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
             var batch = batch
             if pipelinesOsmAnd { batch.unproven = trial ? 1 : ledger.window(for: batch.cursor.deviceID) }
@@ -319,8 +204,8 @@ package final class TraccarForwarder: DestinationForwarder {
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, wake, before, recorder) = (
-            settings.parkSeconds, self.logger, self.wakeEngine, ledger, self.recorder
+        let (parkSeconds, logger, wake, before, recorder, clock) = (
+            settings.parkSeconds, self.logger, self.wakeEngine, ledger, self.recorder, self.clock
         )
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
@@ -347,13 +232,13 @@ package final class TraccarForwarder: DestinationForwarder {
                     // ending at every fix would lose the pipelining that makes the backfill fast.
                     liveEdge.clear()
                     endRound {
-                        try? await Task.sleep(for: liveEdgeAfter)
+                        await clock.sleep(for: liveEdgeAfter)
                         await liveEdge.wait()
                     }
                 }
                 if let historyLeft {
                     // History goes first only so long (`DrainOrder`): then the current positions.
-                    endRound { try? await Task.sleep(for: historyLeft) }
+                    endRound { await clock.sleep(for: historyLeft) }
                 }
                 let outcome = await engine.run { engine in
                     var ledger = before

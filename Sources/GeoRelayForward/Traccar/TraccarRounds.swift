@@ -1,0 +1,110 @@
+import GeoRelayCore
+import GeoRelaySpool
+
+/// A Traccar destination's rounds behind its loop (`DestinationLoop`): each planned by
+/// `RoundPlanner` from the ledger and one read of the spool, and sent a batch per device by the
+/// forwarder's engine (OsmAnd or Teltonika).
+///
+/// Used by the loop's task alone.
+final class TraccarRounds: DestinationRounds {
+    private let forwarder: TraccarForwarder
+    private var ledger: DeliveryLedger
+    /// Alarms committed during a round end it, so they go ahead of the rest.
+    private let alarms: WakeSignal
+    /// Live fixes committed during a backfill's round end it after its interval.
+    private let positions: WakeSignal
+    /// The last device of the previous round: the next round starts after it, so with more
+    /// devices than fit in a round every device is served in turn, not the first 64 until done.
+    private var rotation: Int64 = 0
+    /// How long the last round of current positions took (`TraccarForwarder.liveEdgeInterval`).
+    private var aheadRound: Duration = .zero
+    /// After a round of current positions, the next is history: with live fixes arriving faster
+    /// than rounds, current positions at every turn would starve the backfill.
+    private var historyNext = false
+    private var pace = DeliveryPace()
+
+    init(_ forwarder: TraccarForwarder, ledger: DeliveryLedger, alarms: WakeSignal, positions: WakeSignal) {
+        self.forwarder = forwarder
+        self.ledger = ledger
+        self.alarms = alarms
+        self.positions = positions
+    }
+
+    func routeMoved() async {
+        await forwarder.engine.run { $0.closeConnections() }
+    }
+
+    /// The current positions did not get through: they go first again.
+    func linkFailed() {
+        historyNext = false
+    }
+
+    func round(_ turn: DestinationLoop.Turn, order: inout DrainOrder) async -> DestinationLoop.Report {
+        let f = forwarder
+        let nowMs = f.clock.nowMs()
+        let now = f.clock.monotonicNow()
+        // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
+        let fitting = f.recorder.positionsFitting()
+        let planner = RoundPlanner(
+            destination: f.settings.name, filter: f.filter, traccarAttributes: true, restriction: turn.restriction,
+            allowance: f.alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
+            alarmInOrderPositions: pace.positions(within: .seconds(1)), maxPositions: fitting,
+            readBound: TraccarForwarder.positionsPerRound, devicesPerTurn: TraccarForwarder.devicesPerRound,
+            turnAfter: rotation, parkSeconds: f.settings.parkSeconds, nowMs: nowMs)
+        let plan: RoundPlanner.Plan
+        do {
+            plan = try await f.reader.run { [ledger] reader in
+                try reader.snapshot { reader throws(SpoolError) in try planner.plan(ledger: ledger, source: reader) }
+            }
+        } catch {
+            f.logger.error("cannot read the spool: \(error)")
+            return .idle(.seconds(5))
+        }
+        ledger = plan.ledger
+        f.recorder.record(plan.settled)
+        order.observe(plan.kind, backfilling: plan.backfilling, at: now)
+        // A trial is one position for each device ready: their current positions, ahead of any
+        // history. A pipelined backlog round's trial is each device's first request, its batch
+        // going on in the same round once the server has taken it (`DeviceBatch.unproven`): no
+        // round trip between the trial's answer and the window.
+        let pipelinedTrial = turn.trial && plan.kind == .backlog && f.pipelinesOsmAnd
+        let maxPositions =
+            turn.trial && !pipelinedTrial
+            ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
+        historyNext = plan.kind == .current
+        let results: [DeviceResult]
+        switch plan.kind {
+        case nil:
+            // Positions the filter skipped were settled: plan again at once.
+            if !plan.settled.isEmpty { return .again }
+            // A replay queued by another process is noticed within half a minute.
+            let untilUnpark = plan.nextUnparkMs.map { Duration.milliseconds(max(1, $0 - nowMs)) }
+            return .idle(min(untilUnpark ?? .seconds(30), .seconds(30)))
+        case .alarms?, .stillAlive?, .current?:
+            let started = f.clock.monotonicNow()
+            results = await f.send(
+                TraccarForwarder.batches(plan.deliveries, cursors: plan.ready), mode: .buffered, ledger: &ledger,
+                maxPositions: maxPositions)
+            if plan.kind == .current { aheadRound = f.clock.monotonicNow() - started }
+        case .replay?:
+            results = await f.send(
+                TraccarForwarder.replayBatches(plan.deliveries), mode: .buffered, ledger: &ledger,
+                maxPositions: maxPositions)
+        case .backlog?:
+            rotation = plan.lastInTurn ?? rotation
+            let started = f.clock.monotonicNow()
+            results = await f.send(
+                f.backlogBatches(plan, ledger: ledger, trial: pipelinedTrial), mode: .buffered, ledger: &ledger,
+                alarms: alarms, liveEdge: plan.backfilling && order.currentAhead(at: now) ? positions : nil,
+                liveEdgeAfter: TraccarForwarder.liveEdgeInterval(aheadRound: aheadRound),
+                historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
+            pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.monotonicNow() - started)
+        }
+        if let failure = results.lazy.compactMap(\.unavailable).first,
+            case .unavailable(let reason, let retryAfter, let transport) = failure
+        {
+            return .unavailable(reason: reason, retryAfter: retryAfter, transport: transport)
+        }
+        return .answered(delivered: results.reduce(0) { $0 + $1.delivered })
+    }
+}
