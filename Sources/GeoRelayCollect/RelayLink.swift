@@ -60,14 +60,17 @@ package final class RelayLink: @unchecked Sendable {
 
     private let settings: Settings
     private let logger: Logger
+    /// What `finish`'s timeout is measured on.
+    private let clock: any RelayClock
     private let queue = Mutex(Queue())
     private let room = MonotonicCondition()
     /// An eventfd that ends the link thread's poll when a line is queued or the link closes.
     private let wakeup: FileDescriptor
 
-    package init(settings: Settings, logger: Logger) throws {
+    package init(settings: Settings, logger: Logger, clock: any RelayClock = SystemClock()) throws {
         self.settings = settings
         self.logger = logger
+        self.clock = clock
         wakeup = FileDescriptor(adopting: try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
     }
 
@@ -97,19 +100,21 @@ package final class RelayLink: @unchecked Sendable {
         wake()
     }
 
-    /// Waits until the relay has answered every line (or `timeout` passes).
+    /// Waits until the relay has answered every line (or `timeout` seconds of the link's clock pass).
     @discardableResult
     package func finish(timeout: Double = .infinity) -> Bool {
-        let deadline = WallClock.monotonicMs() + Int64(min(timeout, 1e9) * 1000)
+        let deadline = nowMs() + Int64(min(timeout, 1e9) * 1000)
         room.lock()
         defer { room.unlock() }
         while queue.withLock({ $0.count > 0 }) {
-            let left = deadline - WallClock.monotonicMs()
+            let left = deadline - nowMs()
             if left <= 0 { return false }
             room.wait(seconds: min(0.5, Double(left) / 1000))
         }
         return true
     }
+
+    private func nowMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
 
     package func close() {
         queue.withLock { $0.closed = true }

@@ -72,10 +72,11 @@ package final class HTTPListener: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     /// Listens on `HOST:PORT` (connections wait in the socket's queue) for `run()` to serve;
-    /// `what` names the setting in errors and logs (`ingest.http.listen`).
+    /// `what` names the setting in errors and logs (`ingest.http.listen`). The limits' timeouts
+    /// and the warnings' rate are measured on `clock`, the relay's.
     package init(
         listen: String, what: String, limits: Limits = Limits(), logger: Logger? = nil,
-        handler: @escaping @Sendable (Request) -> Response
+        clock: any RelayClock = SystemClock(), handler: @escaping @Sendable (Request) -> Response
     ) throws(HTTPListenError) {
         guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
             throw HTTPListenError(description: "\(what) \(listen): expected HOST:PORT")
@@ -94,7 +95,8 @@ package final class HTTPListener: Sendable {
         do {
             // On failure the socket closes with its owner, here.
             loop = try HTTPServerLoop(
-                listener: socket.descriptor, what: what, limits: limits, logger: logger, handler: handler)
+                listener: socket.descriptor, what: what, limits: limits, logger: logger, clock: clock,
+                handler: handler)
         } catch {
             throw HTTPListenError(description: "cannot start the HTTP listener on \(listen) (\(what)): \(error)")
         }

@@ -21,7 +21,7 @@ extension HTTPServerLoop {
     }
 
     func read(_ connection: HTTPConnection) {
-        let now = WallClock.monotonicMs()
+        let now = monotonicMs()
         // One request's head and body at most: anything longer is over a limit before it is whole.
         let capacity = limits.maxHeadBytes + limits.maxBodyBytes + 8
         for _ in 0..<4 {
@@ -171,7 +171,7 @@ extension HTTPServerLoop {
             return inbox
         }
         guard !answers.isEmpty else { return }
-        let now = WallClock.monotonicMs()
+        let now = monotonicMs()
         for (id, response) in answers {
             // A connection reset while its handler ran is gone, and its answer with it.
             guard let connection = connections[id], case .handling(let keepAlive, let http10) = connection.phase else {
@@ -213,7 +213,7 @@ extension HTTPServerLoop {
             updateInterest(connection)
             return
         }
-        let now = WallClock.monotonicMs()
+        let now = monotonicMs()
         if close || connection.peerClosed {
             if stopping || connection.peerClosed {
                 closeConnection(connection)

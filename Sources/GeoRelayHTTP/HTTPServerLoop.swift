@@ -19,6 +19,8 @@ final class HTTPServerLoop: @unchecked Sendable {
     let what: String
     let limits: HTTPListener.Limits
     let logger: Logger?
+    /// The relay's: deadlines, lingering and the warnings' windows are measured on its monotonic time.
+    let clock: any RelayClock
     let inbox = Mutex<[(UInt64, HTTPServerResponse)]>([])
     let stopRequested = Atomic<Bool>(false)
     /// Set before `stop()` shuts the listening socket down, so the loop takes the accept error that
@@ -52,12 +54,13 @@ final class HTTPServerLoop: @unchecked Sendable {
 
     init(
         listener: FileDescriptor, what: String, limits: HTTPListener.Limits, logger: Logger?,
-        handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse
+        clock: any RelayClock, handler: @escaping @Sendable (HTTPServerRequest) -> HTTPServerResponse
     ) throws(SystemError) {
         self.listener = listener
         self.what = what
         self.limits = limits
         self.logger = logger
+        self.clock = clock
         requestTimeoutMs = max(1, limits.requestTimeout.wholeMilliseconds)
         idleTimeoutMs = max(1, limits.idleTimeout.wholeMilliseconds)
         epoll = try Epoll()
@@ -68,6 +71,9 @@ final class HTTPServerLoop: @unchecked Sendable {
             self?.complete(id, response)
         }
     }
+
+    /// The clock's monotonic time in milliseconds, the unit of every deadline here.
+    func monotonicMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
 
     func announceStop() {
         stopAnnounced.store(true, ordering: .releasing)
@@ -89,7 +95,7 @@ final class HTTPServerLoop: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var stopDeadlineMs: Int64?
         while true {
-            var now = WallClock.monotonicMs()
+            var now = monotonicMs()
             if stopDeadlineMs == nil, stopRequested.load(ordering: .acquiring) {
                 stopDeadlineMs = now + Self.lingerMs
                 beginStop()
@@ -107,7 +113,7 @@ final class HTTPServerLoop: @unchecked Sendable {
                 }
             }
             deliverAnswers()
-            now = WallClock.monotonicMs()
+            now = monotonicMs()
             if now - lastSweepMs >= Self.sweepIntervalMs {
                 lastSweepMs = now
                 sweep(nowMs: now)
@@ -133,7 +139,7 @@ final class HTTPServerLoop: @unchecked Sendable {
                 accepted = .wouldBlock
                 failure = error
             }
-            let now = WallClock.monotonicMs()
+            let now = monotonicMs()
             if let failure {
                 let code = failure.errno
                 switch code {

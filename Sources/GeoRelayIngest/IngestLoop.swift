@@ -17,7 +17,7 @@ final class IngestLoop: @unchecked Sendable {
     let rules: IngestSession.Rules
     private let inbox = Mutex<[IngestServer.Completion]>([])
     private let stopDeadline = Mutex<Int64?>(nil)
-    let heartbeat = Heartbeat("ingest loop")
+    let heartbeat: Heartbeat
     /// A stall the test hook asked for, in milliseconds; 0 for none.
     private let pendingStallMs = Atomic<Int64>(0)
 
@@ -48,9 +48,13 @@ final class IngestLoop: @unchecked Sendable {
         self.spool = spool
         self.logger = logger
         self.rules = rules
+        heartbeat = Heartbeat("ingest loop", clock: settings.clock)
         self.epoll = try Epoll()
         try epoll.add(listenFD, token: Self.listenToken, events: EPOLLIN.rawValue)
     }
+
+    /// The relay's monotonic time in milliseconds: a stop's grace and the log's rate are measured on it.
+    private func nowMs() -> Int64 { Int64(settings.clock.monotonicNs() / 1_000_000) }
 
     func stall(for duration: Duration) {
         pendingStallMs.store(max(1, duration.wholeMilliseconds), ordering: .relaxed)
@@ -58,7 +62,7 @@ final class IngestLoop: @unchecked Sendable {
 
     /// Asks the loop to stop within `graceMs`; a second request never extends the first's deadline.
     func requestStop(graceMs: Int64) {
-        let deadline = WallClock.monotonicMs() + graceMs
+        let deadline = nowMs() + graceMs
         stopDeadline.withLock { $0 = min($0 ?? deadline, deadline) }
     }
 
@@ -73,10 +77,10 @@ final class IngestLoop: @unchecked Sendable {
             let deadline = stopDeadline.withLock { $0 }
             if let deadline {
                 if listening { stopListening() }
-                if inFlight == 0 || WallClock.monotonicMs() >= deadline { break }
+                if inFlight == 0 || nowMs() >= deadline { break }
             }
             var timeout = turnMs
-            if let deadline { timeout = min(timeout, Int32(clamping: max(1, deadline - WallClock.monotonicMs()))) }
+            if let deadline { timeout = min(timeout, Int32(clamping: max(1, deadline - nowMs()))) }
             // A fix cycle held open wakes the loop once a second to end it if the receiver went quiet.
             let holdsNMEA = connections.values.contains { $0.session.holdsCycle }
             if holdsNMEA { timeout = min(timeout, 1000) }
@@ -262,7 +266,7 @@ final class IngestLoop: @unchecked Sendable {
                 rejected["ingest.rejected.\(error.code)", default: 0] += 1
                 // Counted per receiver too, so the health check can name the one sending fixes without a time.
                 if let device = error.untimedDevice { rejected["ingest.untimed.\(device)", default: 0] += 1 }
-                if let log, rejectLog.allow(nowMs: WallClock.monotonicMs()) { logger.warning(log) }
+                if let log, rejectLog.allow(nowMs: nowMs()) { logger.warning(log) }
             }
         }
     }

@@ -28,6 +28,9 @@ package final class IngestServer: Sendable {
         package var phones: PhoneAdmission?
         /// The longest the event loop waits before it turns over (and beats) with nothing to do.
         package var turnInterval: Duration = Heartbeat.turnInterval
+        /// The relay's time: what fix times are judged against, quiet fix cycles and a stop's
+        /// grace measured by, and the loop's heartbeat kept on.
+        package var clock: any RelayClock = SystemClock()
 
         package init(socketPath: String) {
             self.init(Configuration.IngestSettings())
@@ -82,8 +85,8 @@ package final class IngestServer: Sendable {
         let listener = try UnixListener.listen(path: settings.socketPath)
         var rules = IngestSession.Rules(
             decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
-            router: SourceRouter(devices: settings.devices, logger: logger), maxLineBytes: settings.maxLineBytes,
-            nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
+            router: SourceRouter(devices: settings.devices, logger: logger), clock: IngestClock(settings.clock),
+            maxLineBytes: settings.maxLineBytes, nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
         rules.phones = settings.phones
         self.rules = rules
         let loop: IngestLoop

@@ -22,13 +22,16 @@ package final class PhoneListener: Sendable {
     ///   multi-source routing, so a phone listed as one of a device's sources feeds that device
     ///   as a collector would.
     /// - Parameter requestsPerSecond: what one client address may send on average (ten times that at once).
-    package init(listen: String, spool: Spool, rules: IngestSession.Rules, requestsPerSecond: Int = 20, logger: Logger)
-        throws(IngestStartError)
-    {
+    /// - Parameter clock: the relay's, which the rates and the connections' timeouts are measured on.
+    package init(
+        listen: String, spool: Spool, rules: IngestSession.Rules, requestsPerSecond: Int = 20, logger: Logger,
+        clock: any RelayClock = SystemClock()
+    ) throws(IngestStartError) {
         let session = IngestSession(rules: rules)
-        let refusals = RefusalLog(requestsPerSecond: requestsPerSecond)
+        let refusals = RefusalLog(requestsPerSecond: requestsPerSecond, clock: clock)
         do {
-            http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger) { request in
+            http = try HTTPListener(listen: listen, what: "ingest.http.listen", logger: logger, clock: clock) {
+                request in
                 Self.answer(request, session: session, spool: spool, refusals: refusals, logger: logger)
             }
         } catch {
@@ -100,10 +103,13 @@ package final class PhoneListener: Sendable {
     private final class RefusalLog: Sendable {
         private let limiter = Mutex(RateLimiter(perWindow: 10, windowMs: 60_000))
         private let clients: Mutex<ClientBuckets>
-        init(requestsPerSecond: Int) {
+        private let clock: any RelayClock
+        init(requestsPerSecond: Int, clock: any RelayClock) {
             clients = Mutex(ClientBuckets(perSecond: requestsPerSecond, burst: requestsPerSecond * 10))
+            self.clock = clock
         }
-        func allow() -> Bool { limiter.withLock { $0.allow(nowMs: WallClock.monotonicMs()) } }
-        func admit(_ client: String) -> Bool { clients.withLock { $0.allow(client, nowMs: WallClock.monotonicMs()) } }
+        func allow() -> Bool { limiter.withLock { $0.allow(nowMs: nowMs()) } }
+        func admit(_ client: String) -> Bool { clients.withLock { $0.allow(client, nowMs: nowMs()) } }
+        private func nowMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
     }
 }

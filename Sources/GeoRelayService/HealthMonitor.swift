@@ -52,22 +52,27 @@ package struct HealthMonitor: Sendable {
 
     package let parts: [Part]
     package let configuration: Configuration
+    /// The relay's, which the parts' heartbeats beat on: a report judges them at its now, and
+    /// the watchdog checks at its pace.
+    package let clock: any RelayClock
     /// Steps of the wall clock, noticed on each report (the watchdog asks about once a second).
-    package let clock = ClockJumpDetector()
+    package let clockJumps = ClockJumpDetector()
 
-    package init(parts: [Part], configuration: Configuration) {
+    package init(parts: [Part], configuration: Configuration, clock: any RelayClock = SystemClock()) {
         self.parts = parts
         self.configuration = configuration
+        self.clock = clock
     }
 
-    /// The parts as of `nowMs` (monotonic), with the wall clock's last step.
-    package func report(nowMs: Int64 = WallClock.monotonicMs()) -> HealthReport {
-        HealthReport(
+    /// The parts as of now on the monitor's clock, with the wall clock's last step.
+    package func report() -> HealthReport {
+        let nowMs = Int64(clock.monotonicNs() / 1_000_000)
+        return HealthReport(
             parts: parts.map {
                 HealthReport.Part(key: $0.key, name: $0.heartbeat.name, lastTurnMs: $0.heartbeat.lastBeatMs)
             },
             stallAfterMs: configuration.stallAfter.wholeMilliseconds, atMs: nowMs,
-            clockJump: clock.observe(wallMs: WallClock.nowMs(), monotonicMs: nowMs))
+            clockJump: clockJumps.observe(wallMs: clock.nowMs(), monotonicMs: nowMs))
     }
 }
 

@@ -11,12 +11,13 @@ package enum Metrics {
     /// every health check per request (the spool's quick_check excepted: it reads the whole file).
     /// Each request reads `live`'s configuration, so a destination or uplink a reload (SIGHUP)
     /// added or removed shows at the next scrape; the listener itself stays as it started.
+    /// Each answer is of `clock`'s now (the relay's).
     package static func serve(
         listen: String, configuration live: StatusPage.LiveConfiguration, health: HealthMonitor? = nil,
-        faults: FaultInjection = .none
+        faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) throws(HTTPListenError) -> HTTPListener {
-        try HTTPListener(listen: listen, what: "metrics.listen") { request in
-            respond(to: request, configuration: live.configuration, health: health, faults: faults)
+        try HTTPListener(listen: listen, what: "metrics.listen", clock: clock) { request in
+            respond(to: request, configuration: live.configuration, health: health, faults: faults, clock: clock)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
         }
     }
@@ -24,22 +25,25 @@ package enum Metrics {
     /// `/metrics` and `/healthz`; nil for any other path (the status page shares a listener this way).
     package static func respond(
         to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
-        faults: FaultInjection = .none
+        faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) -> HTTPListener.Response? {
         switch request.path {
         case "/metrics":
+            let nowMs = clock.nowMs()
             let (device, status) = DeviceHealth.assessRunning(
-                configuration: configuration, monitor: health, faults: faults)
+                configuration: configuration, monitor: health, nowMs: nowMs, faults: faults)
             guard let status else { return HTTPListener.Response(status: 503, reason: "Service Unavailable") }
             return HTTPListener.Response(
                 status: 200, reason: "OK", contentType: "text/plain; version=0.0.4; charset=utf-8",
                 body: Array(
-                    (render(status, configuration: configuration, health: health?.report(), device: device)
-                        + uplinkFamilies(configuration: configuration, nowMs: WallClock.nowMs())).utf8))
+                    (render(
+                        status, configuration: configuration, health: health?.report(), device: device, nowMs: nowMs)
+                        + uplinkFamilies(configuration: configuration, nowMs: nowMs)).utf8))
         case "/healthz":
             // Read-only, on its own connection: a stalled writer does not hold it up.
-            let answer = DeviceHealth.assessRunning(configuration: configuration, monitor: health, faults: faults)
-                .health.healthz
+            let answer = DeviceHealth.assessRunning(
+                configuration: configuration, monitor: health, nowMs: clock.nowMs(), faults: faults
+            ).health.healthz
             return HTTPListener.Response(
                 status: answer.status, reason: answer.status == 200 ? "OK" : "Service Unavailable",
                 contentType: "text/plain", body: Array(answer.body.utf8))
@@ -48,11 +52,11 @@ package enum Metrics {
         }
     }
 
-    /// The exposition text (format 0.0.4); the loop families only with `health` (in the daemon),
-    /// the health checks' only with `device`.
+    /// The exposition text (format 0.0.4) as of `nowMs` (wall time); the loop families only with
+    /// `health` (in the daemon), the health checks' only with `device`.
     package static func render(
         _ status: SpoolStatus, configuration: Configuration, health: HealthReport? = nil, device: DeviceHealth? = nil,
-        nowMs: Int64 = WallClock.nowMs()
+        nowMs: Int64
     ) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [Sample]) {

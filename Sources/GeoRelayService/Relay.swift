@@ -29,8 +29,9 @@ package struct Relay: Sendable {
     package var environment: [String: String] = ProcessInfo.processInfo.environment
     /// What a test injects: wedged loops, a clock discipline (`FaultInjection`).
     package var faults: FaultInjection = .none
-    /// The relay's time, handed to the parts that take it so far (the spool, each destination's
-    /// watch for the link's return): the system's, or a test's or simulation's (issue 37).
+    /// The relay's time, handed to every part it builds (the spool, ingest and the listeners, the
+    /// loops' heartbeats and their monitor, the log's timestamps, the forwarders): the system's,
+    /// or a test's or simulation's (issue 37).
     package var clock: any RelayClock = SystemClock()
 
     package init(configuration: Configuration, configPath: String?) {
@@ -51,13 +52,14 @@ package struct Relay: Sendable {
             settings.turnInterval = timing.turnInterval
             settings.clock = clock
             spool = try Spool(
-                settings: settings, logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel)
-            )
+                settings: settings,
+                logger: Logger(label: "spool", sinks: [stderr] + extraSinks, minimumLevel: logLevel, clock: clock))
         } catch {
             throw RelayError("cannot open the spool \(configuration.spool.path): \(error)")
         }
         let logger = Logger(
-            label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel)
+            label: "relay", sinks: [stderr, SpoolLogSink(spool: spool)] + extraSinks, minimumLevel: logLevel,
+            clock: clock)
 
         let ingest: IngestServer
         let health: HealthMonitor
@@ -73,27 +75,28 @@ package struct Relay: Sendable {
             try spool.setSourceDevices(configuration.sourceIDs)
             var settings = IngestServer.Settings(configuration)
             settings.turnInterval = timing.turnInterval
+            settings.clock = clock
             ingest = try IngestServer(settings: settings, spool: spool, logger: logger.with(label: "ingest"))
             health = HealthMonitor(
                 parts: [
                     HealthMonitor.Part(key: "ingest", heartbeat: ingest.heartbeat),
                     HealthMonitor.Part(key: "writer", heartbeat: spool.writerHeartbeat),
                 ],
-                configuration: timing)
+                configuration: timing, clock: clock)
             if let listen = configuration.metricsListen, listen != configuration.uiListen {
                 metrics = try Metrics.serve(
-                    listen: listen, configuration: liveConfiguration, health: health, faults: faults)
+                    listen: listen, configuration: liveConfiguration, health: health, faults: faults, clock: clock)
             }
             if let listen = configuration.uiListen {
                 page = try StatusPage.serve(
                     listen: listen, configuration: liveConfiguration, health: health,
-                    metrics: listen == configuration.metricsListen, faults: faults)
+                    metrics: listen == configuration.metricsListen, faults: faults, clock: clock)
             }
             if let listen = configuration.ingest.httpListen {
                 phones = try PhoneListener(
                     listen: listen, spool: spool, rules: ingest.rules,
                     requestsPerSecond: configuration.ingest.httpRequestsPerSecond,
-                    logger: logger.with(label: "phones"))
+                    logger: logger.with(label: "phones"), clock: clock)
             }
         } catch {
             spool.close()
@@ -184,7 +187,11 @@ package struct Relay: Sendable {
         var parts: [PartGroup.Part] = []
         let wedges = faults.wedges
         if !wedges.isEmpty {
-            parts.append(.init("wedges") { await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger) })
+            let clock = self.clock
+            parts.append(
+                .init("wedges") {
+                    await Self.inject(wedges, ingest: ingest, spool: spool, logger: logger, clock: clock)
+                })
         }
         if listeners.page != nil {
             parts.append(.init("sampler") { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() })
@@ -208,11 +215,15 @@ package struct Relay: Sendable {
     private static let intake = ["phones", "metrics", "page", ingestPart]
     private static let ingestPart = "ingest"
 
-    /// Runs the test hook's wedges at their times (from now), each blocking its part's thread.
-    private static func inject(_ wedges: [TestWedge], ingest: IngestServer, spool: Spool, logger: Logger) async {
-        let start = ContinuousClock.now
+    /// Runs the test hook's wedges at their times (from now, on the relay's clock), each blocking
+    /// its part's thread.
+    private static func inject(
+        _ wedges: [TestWedge], ingest: IngestServer, spool: Spool, logger: Logger, clock: any RelayClock
+    ) async {
+        let startNs = clock.monotonicNs()
         for wedge in wedges.sorted(by: { $0.after < $1.after }) {
-            do { try await Task.sleep(until: start + wedge.after) } catch { return }
+            await clock.sleep(untilNs: startNs.saturatingPlus(SystemClock.nanoseconds(wedge.after)))
+            if Task.isCancelled { return }
             logger.warning(
                 "test hook GEORELAY_TEST_WEDGE: stalling the \(wedge.part == .ingest ? "ingest loop" : "spool writer") for \(wedge.duration)"
             )
@@ -326,7 +337,7 @@ package struct Relay: Sendable {
             for member in generation { member.forwarder.finish() }
             // Cancelled (the relay's task was), the sleep ends at once: abandon without waiting.
             group.addTask {
-                try? await Task.sleep(for: grace)
+                await clock.sleep(for: grace)
                 return .graceOver
             }
             var running = Set(generation.indices)

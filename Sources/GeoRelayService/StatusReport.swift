@@ -33,21 +33,26 @@ package struct StatusReport: Sendable {
         case unknown(String)
     }
 
+    /// - Parameter clock: whose now the report is of: the relay's when it serves the page, the
+    ///   system's for `georelay status`.
     /// - Parameter monitor: the running relay's own monitor (the status page, served in-process):
     ///   the loops judged by it, not by the health file another process reads.
     /// - Parameter sketches: the page's charts, tracks and log, in the JSON only: `.fresh` for
     ///   `status --json`, the page's cache for `/status.json`, none for the screen.
     package static func load(
-        configuration: Configuration, nowMs: Int64 = WallClock.nowMs(), monitor: HealthMonitor? = nil,
+        configuration: Configuration, clock: any RelayClock = SystemClock(), monitor: HealthMonitor? = nil,
         sketches: SketchSource = .none, faults: FaultInjection = .none
     ) throws -> StatusReport {
+        let nowMs = clock.nowMs()
         let reader = try SpoolReader.open(path: configuration.spool.path)
         let running = monitor != nil || IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let status = try reader.status(nowMs: nowMs)
         let loops: Health =
             monitor.map { .known($0.report()) }
             ?? (running
-                ? health(from: HealthFile(socketPath: configuration.ingest.socket))
+                ? health(
+                    from: HealthFile(socketPath: configuration.ingest.socket),
+                    nowMs: Int64(clock.monotonicNs() / 1_000_000))
                 : .unknown("the relay is not running"))
         let devices = status.devices.map(\.name).filter { !configuration.sourceIDs.contains($0) }
         return StatusReport(
@@ -60,8 +65,9 @@ package struct StatusReport: Sendable {
             uplinkUsage: configuration.uplinks.isEmpty ? [:] : try reader.uplinkUsage(day: UplinkMonitor.day(nowMs)))
     }
 
-    /// The running relay's health as its file tells it, judged now.
-    static func health(from file: HealthFile, nowMs: Int64 = WallClock.monotonicMs()) -> Health {
+    /// The running relay's health as its file tells it, judged at `nowMs` (monotonic: the
+    /// machine's, which the relay's loops beat on).
+    static func health(from file: HealthFile, nowMs: Int64) -> Health {
         guard let contents = file.read() else {
             return .unknown("the relay publishes no health (no readable \(file.path))")
         }

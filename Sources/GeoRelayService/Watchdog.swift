@@ -31,7 +31,7 @@ package final class Watchdog: Sendable {
         readyStatus.withLock { $0 = status }
     }
 
-    /// Checks every `checkInterval` until cancelled, then removes the health file.
+    /// Checks every `checkInterval` of the monitor's clock until cancelled, then removes the health file.
     package func run() async {
         var state = WatchdogState(
             keepAliveInterval: monitor.configuration.keepAliveInterval,
@@ -57,7 +57,7 @@ package final class Watchdog: Sendable {
                 case .log(let level, let message): logger.log(level, message)
                 }
             }
-            try? await Task.sleep(for: monitor.configuration.checkInterval)
+            await monitor.clock.sleep(for: monitor.configuration.checkInterval)
         }
         file?.remove()
     }

@@ -16,8 +16,8 @@ package final class Spool: Sendable {
         package var retainHours: Double
         package var maxBytes: Int64
         package var whenFull: Configuration.WhenFull
-        /// How often retention and the quota are checked when nothing is written.
-        package var maintenanceInterval: DispatchTimeInterval = .seconds(60)
+        /// How often retention and the quota are checked when nothing is written (on `clock`).
+        package var maintenanceInterval: Duration = .seconds(60)
         /// Whether this writer does the spool's upkeep: retention, the quota's idle check, and
         /// merging recent positions (on a timer and at close) and the closing checkpoint. The
         /// daemon's does; a command's beside it (`openExisting`) must not, since the daemon's
@@ -182,9 +182,7 @@ package final class Spool: Sendable {
     /// until the task is cancelled: the daemon runs it as one of its parts; a command's short-lived
     /// spool does without.
     package func runUpkeep() async {
-        writer.startTimers()
-        defer { writer.stopTimers() }
-        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        await writer.runTimers()
     }
 
     /// Finishes queued writes, checkpoints and closes. Appends after this fail with `internal`.

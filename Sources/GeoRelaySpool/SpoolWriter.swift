@@ -47,7 +47,7 @@ final class SpoolWriter: @unchecked Sendable {
     let signal: CommitSignal
     let alarmSignal = CommitSignal()
     /// The queue's turns: after each group, and from a timer on the queue when idle.
-    let heartbeat = Heartbeat("spool writer")
+    let heartbeat: Heartbeat
     private let inbox: Mutex<Inbox>
     private let queue = DispatchQueue(label: "georelay.spool.writer", qos: .userInitiated)
 
@@ -56,8 +56,8 @@ final class SpoolWriter: @unchecked Sendable {
     private var store: SpoolStore?
     /// Acknowledgements, counters and log entries held until `stateInterval` is up (see `Spool.Settings`).
     private var heldState = JobQueue()
-    private var maintenanceTimer: DispatchSourceTimer?
-    private var heartbeatTimer: DispatchSourceTimer?
+    /// An idle turn is queued and has not run yet: a wedged queue gets one, not one per interval.
+    private let turnQueued = Atomic<Bool>(false)
 
     /// Held acknowledgements, counters and log entries beyond this are written at once.
     static let maxHeldState = 4096
@@ -65,6 +65,7 @@ final class SpoolWriter: @unchecked Sendable {
     init(settings: Spool.Settings, signal: CommitSignal, logger: Logger) throws(SpoolError) {
         self.settings = settings
         self.signal = signal
+        heartbeat = Heartbeat("spool writer", clock: settings.clock)
         inbox = Mutex(
             Inbox(window: CommitWindow(lengthNs: UInt64(max(0, settings.commitWindow.wholeMilliseconds)) * 1_000_000)))
         let store = try SpoolStore(settings: settings)
@@ -72,47 +73,53 @@ final class SpoolWriter: @unchecked Sendable {
         self.store = store
     }
 
-    /// Starts the upkeep's timer (with `Settings.upkeep`) and the heartbeat's; `stopTimers` ends them.
-    /// On the queue, after whatever it is doing: never blocks the caller.
-    func startTimers() {
-        queue.async { [self] in
-            guard store != nil, heartbeatTimer == nil else { return }
-            if settings.upkeep {
-                let timer = DispatchSource.makeTimerSource(queue: queue)
-                timer.schedule(
-                    deadline: .now() + settings.maintenanceInterval, repeating: settings.maintenanceInterval)
-                timer.setEventHandler { [weak self] in
-                    if let store = self?.store { SpoolMaintenance(store: store).run() }
+    /// Turns the queue over every `turnInterval` (a beat of the heartbeat, and a look at what
+    /// is due) and, with `Settings.upkeep`, does the upkeep every `maintenanceInterval`, until the
+    /// task is cancelled. Both wait on the spool's clock and run on the queue, so they follow the
+    /// relay's time, and they run only while the queue turns over: a job stuck in SQLite or an
+    /// fsync holds them back and the heartbeat ages.
+    func runTimers() async {
+        let clock = settings.clock
+        let turnNs = SystemClock.nanoseconds(max(settings.turnInterval, .milliseconds(1)))
+        let upkeepNs = SystemClock.nanoseconds(max(settings.maintenanceInterval, .milliseconds(1)))
+        let start = clock.monotonicNs()
+        var nextTurnNs = start.saturatingPlus(turnNs)
+        var nextUpkeepNs: UInt64? = settings.upkeep ? start.saturatingPlus(upkeepNs) : nil
+        while !Task.isCancelled {
+            await clock.sleep(untilNs: min(nextTurnNs, nextUpkeepNs ?? .max))
+            if Task.isCancelled { return }
+            let nowNs = clock.monotonicNs()
+            if nowNs >= nextTurnNs {
+                nextTurnNs = nowNs.saturatingPlus(turnNs)
+                queueTurn()
+            }
+            if let due = nextUpkeepNs, nowNs >= due {
+                nextUpkeepNs = nowNs.saturatingPlus(upkeepNs)
+                queue.async { [self] in
+                    if let store { SpoolMaintenance(store: store).run() }
                 }
-                timer.resume()
-                maintenanceTimer = timer
             }
-            // The timer runs on the queue, so it fires only while the queue turns over: a job stuck
-            // in SQLite or an fsync holds it back and the heartbeat ages.
-            let turn = DispatchTimeInterval.milliseconds(Int(max(1, settings.turnInterval.wholeMilliseconds)))
-            let beat = DispatchSource.makeTimerSource(queue: queue)
-            beat.schedule(deadline: .now() + turn, repeating: turn, leeway: .milliseconds(10))
-            beat.setEventHandler { [weak self, heartbeat] in
-                heartbeat.beat()
-                self?.wakeUp()
-            }
-            beat.resume()
-            heartbeatTimer = beat
         }
     }
 
-    func stopTimers() {
+    /// An idle turn on the queue: the heartbeat's beat, and a drain if something fell due.
+    private func queueTurn() {
+        guard !turnQueued.exchange(true, ordering: .acquiringAndReleasing) else { return }
         queue.async { [self] in
-            maintenanceTimer?.cancel()
-            heartbeatTimer?.cancel()
-            maintenanceTimer = nil
-            heartbeatTimer = nil
+            turnQueued.store(false, ordering: .releasing)
+            heartbeat.beat()
+            wakeUp()
         }
     }
 
-    deinit {
-        maintenanceTimer?.cancel()
-        heartbeatTimer?.cancel()
+    /// Calls `wakeUp` on the queue once the spool's clock reaches `deadlineNs`: a window or the
+    /// held state falls due in the relay's time, which a test or a simulation moves.
+    private func wakeUp(atNs deadlineNs: UInt64) {
+        let clock = settings.clock
+        Task { [self] in
+            await clock.sleep(untilNs: deadlineNs)
+            queue.async { self.wakeUp() }
+        }
     }
 
     /// Queues a job; it runs in the next group that is due.
@@ -160,14 +167,13 @@ final class SpoolWriter: @unchecked Sendable {
         switch wake {
         case .none: break
         case .now: queue.async { self.drain() }
-        case .at(let deadlineNs):
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadlineNs &- nowNs))) { self.wakeUp() }
+        case .at(let deadlineNs): wakeUp(atNs: deadlineNs)
         case .rejected: job.fail(with: .internal("the spool is closed"))
         }
     }
 
-    /// A window's or the held state's deadline (and every heartbeat, as a safety net): drain
-    /// if nothing drained it meanwhile; a timer that fired a little early is set again.
+    /// A window's or the held state's deadline (and every idle turn, as a safety net): drain
+    /// if nothing drained it meanwhile; a deadline moved later meanwhile is waited for again.
     private func wakeUp() {
         let nowNs = settings.clock.monotonicNs()
         let next = inbox.withLock { inbox -> UInt64?? in
@@ -180,8 +186,7 @@ final class SpoolWriter: @unchecked Sendable {
         }
         switch next {
         case .none: drain()
-        case .some(.some(let deadlineNs)):
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(deadlineNs &- nowNs) + 1_000_000)) { self.wakeUp() }
+        case .some(.some(let deadlineNs)): wakeUp(atNs: deadlineNs)
         case .some(.none): break
         }
     }
@@ -190,8 +195,6 @@ final class SpoolWriter: @unchecked Sendable {
     func close() {
         inbox.withLock { $0.closed = true }
         queue.sync {
-            self.maintenanceTimer?.cancel()
-            self.heartbeatTimer?.cancel()
             self.drainNow()
             if let store = self.store { SpoolMaintenance(store: store).close() }
             self.store = nil

@@ -18,7 +18,7 @@ import Testing
             type: Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), host: "127.0.0.1", port: 0,
             backlog: 16)
         let loop = try HTTPServerLoop(
-            listener: socket.descriptor, what: "test.listen", limits: limits, logger: nil,
+            listener: socket.descriptor, what: "test.listen", limits: limits, logger: nil, clock: SystemClock(),
             handler: { _ in HTTPServerResponse(status: 200, reason: "OK") })
         defer { for connection in Array(loop.connections.values) { loop.closeConnection(connection) } }
 

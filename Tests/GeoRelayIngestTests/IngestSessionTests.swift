@@ -54,6 +54,34 @@ import Testing
         #expect(answered.count == 2 && answered[0] == "ok 41" && answered[1].hasPrefix("err "), "\(answered)")
     }
 
+    /// On the relay's clock (`IngestClock(_:)`), a wall clock set back an hour does not make the
+    /// fixes of a collector that was right look an hour ahead: ingest's wall time keeps to where
+    /// the monotonic time has carried it. A step forward counts at once.
+    @Test func aRelayClockSetBackDoesNotRefuseFixesThatWereRight() {
+        let relayClock = SimulatedClock(wallMs: 1_784_953_800_000) // 2026-07-25T04:30:00Z
+        var s = IngestSession(
+            rules: IngestSession.Rules(
+                decoder: LineDecoder(maxFutureSeconds: 600), clock: IngestClock(relayClock), maxLineBytes: 1024))
+        _ = receive(#"{"hello":{"device":"gps-bow","ack":false}}"#, &s)
+        relayClock.advance(by: .seconds(60))
+        relayClock.stepWall(byMs: -3_600_000)
+        guard case .store? = receive(#"{"time":"2026-07-25T04:31:00Z","lat":59,"lon":10}"#, &s).first else {
+            Issue.record("a fix of the true time was refused after the relay's clock was set back")
+            return
+        }
+        guard case .reject(let ahead, _)? = receive(#"{"time":"2026-07-25T04:42:00Z","lat":59,"lon":10}"#, &s).first
+        else {
+            Issue.record("a fix eleven minutes ahead of the carried time was not refused")
+            return
+        }
+        #expect(ahead.code == "time")
+        relayClock.stepWall(byMs: 2 * 3_600_000)
+        guard case .store? = receive(#"{"time":"2026-07-25T05:35:00Z","lat":59,"lon":10}"#, &s).first else {
+            Issue.record("a step forward of the relay's clock was not taken at once")
+            return
+        }
+    }
+
     @Test func everyFormIsValidatedInOnePlaceAgainstTheInjectedClock() {
         var s = session()
         _ = receive(#"{"hello":{"device":"gps-bow","ack":true}}"#, &s)

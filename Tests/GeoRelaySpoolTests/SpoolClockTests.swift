@@ -1,5 +1,6 @@
 import GeoRelayCore
 import GeoRelayTestTraits
+import Synchronization
 import Testing
 
 @testable import GeoRelaySpool
@@ -48,5 +49,35 @@ import Testing
         let status = try #require(try spool.makeReader().status().destinations.first)
         #expect(status.wireBytesToday == 300, "the new day's bytes alone")
         #expect(status.wireBytes == 1000)
+    }
+
+    /// A position waiting for its company (`CommitWindow`) is committed when the spool's clock
+    /// reaches the window's end: the writer sleeps on that clock, so a simulation's spool commits
+    /// as its time moves, and not before.
+    @Test func theCommitWindowEndsOnTheSpoolsClock() async throws {
+        let fixture = SpoolFixture()
+        let clock = SimulatedClock(wallMs: Self.lateEvening)
+        fixture.settings.clock = clock
+        fixture.settings.commitWindow = .seconds(2)
+        let spool = try fixture.open()
+        defer { spool.close() }
+        // Both heard from: the company of the next group.
+        #expect(await spool.append([fix("a", 0), fix("b", 0)]).count == 2)
+        let committed = Atomic<Bool>(false)
+        let waiting = Task {
+            let results = await spool.append([fix("a", 1)])
+            committed.store(true, ordering: .releasing)
+            return results
+        }
+        // Bounded: the writer asleep on the clock within ten seconds of real time.
+        for _ in 0..<1000 where clock.sleeping < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(clock.sleeping == 1, "the writer does not wait for the window's end on the spool's clock")
+        clock.advance(by: .milliseconds(1999))
+        // A tenth of a second of real time, enough for a commit that was due to be answered.
+        try await Task.sleep(for: .milliseconds(100))
+        let early = committed.load(ordering: .acquiring)
+        #expect(!early, "committed before the window's end on the spool's clock")
+        clock.advance(by: .milliseconds(1))
+        #expect(await waiting.value == [.stored(seq: 3)])
     }
 }

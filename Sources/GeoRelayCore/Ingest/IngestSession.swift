@@ -1,6 +1,6 @@
 /// The clocks ingest judges by, injected so a test (or the fuzzer) runs on its own time.
 package struct IngestClock: Sendable {
-    /// The wall clock a fix time is judged against (never stepping back: `WallClock.latestMs`).
+    /// The wall clock a fix time is judged against (never stepping back: see `init(_:)`).
     package var wallMs: @Sendable () -> Int64
     /// The monotonic clock that quiet fix cycles and a receiver's silence are measured by.
     package var monotonicMs: @Sendable () -> Int64
@@ -10,8 +10,22 @@ package struct IngestClock: Sendable {
         self.monotonicMs = monotonicMs
     }
 
-    /// The relay's clocks.
-    package static let system = IngestClock(wallMs: { WallClock.latestMs() }, monotonicMs: { WallClock.monotonicMs() })
+    /// The relay's clock as ingest reads it. Its wall time never goes back behind where the
+    /// monotonic time has carried it since this was made (at the relay's start): a clock set
+    /// back (NTP, an operator) must not make the fixes of collectors that were right all along
+    /// look as if they came from the future. A step forward is taken at once.
+    package init(_ clock: any RelayClock) {
+        let startWallMs = clock.nowMs()
+        let startNs = clock.monotonicNs()
+        wallMs = {
+            let carried = Int64(clamping: (clock.monotonicNs() &- startNs) / 1_000_000)
+            return max(clock.nowMs(), startWallMs.saturatingPlus(carried))
+        }
+        monotonicMs = { Int64(clock.monotonicNs() / 1_000_000) }
+    }
+
+    /// The system's clocks.
+    package static let system = IngestClock(SystemClock())
 }
 
 /// One collector's conversation with the relay, or one phone request: how a line becomes a

@@ -48,11 +48,17 @@ package struct Logger: Sendable {
     package var label: String
     package var sinks: [any LogSink]
     package var minimumLevel: LogLevel
+    /// Where an entry's time comes from: the relay's clock, so a simulation's log reads in its
+    /// own time. Labelled copies (`with(label:)`) keep it.
+    package var clock: any RelayClock
 
-    package init(label: String, sinks: [any LogSink], minimumLevel: LogLevel = .info) {
+    package init(
+        label: String, sinks: [any LogSink], minimumLevel: LogLevel = .info, clock: any RelayClock = SystemClock()
+    ) {
         self.label = label
         self.sinks = sinks
         self.minimumLevel = minimumLevel
+        self.clock = clock
     }
 
     /// A logger that drops everything (for tools and tests that do not care).
@@ -70,7 +76,7 @@ package struct Logger: Sendable {
         // quoted in a message must not end the line, forge a journald `<0>` prefix or drive a terminal.
         let text = ControlEscaping.escape(message())
         let entry = LogEntry(
-            timeMs: WallClock.nowMs(), level: level, message: label.isEmpty ? text : "\(label): \(text)")
+            timeMs: clock.nowMs(), level: level, message: label.isEmpty ? text : "\(label): \(text)")
         for sink in sinks { sink.record(entry) }
     }
 

@@ -132,10 +132,13 @@ package struct Invocation: Sendable {
     package var console: Console
     /// What a test injects (`FaultInjection`); `.none` outside the tests.
     package var faults: FaultInjection
+    /// The time the command runs on (the daemon's, `send`'s fix time, `status`'s now): the system's
+    /// outside the tests.
+    package var clock: any RelayClock
 
     package init(
         command: String, arguments: ParsedArguments, configuration: Configuration, configurationPath: String?,
-        console: Console, faults: FaultInjection = .none
+        console: Console, faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) {
         self.command = command
         self.arguments = arguments
@@ -143,5 +146,6 @@ package struct Invocation: Sendable {
         self.configurationPath = configurationPath
         self.console = console
         self.faults = faults
+        self.clock = clock
     }
 }

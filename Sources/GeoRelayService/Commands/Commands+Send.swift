@@ -7,7 +7,7 @@ extension Commands {
         let arguments = invocation.arguments
         // Whole seconds: what a Traccar client sends for `requestPosition`.
         let position = Position(
-            device: arguments.requiredText("--device"), timeMs: WallClock.nowMs() / 1000 * 1000,
+            device: arguments.requiredText("--device"), timeMs: invocation.clock.nowMs() / 1000 * 1000,
             lat: arguments.requiredNumber("--lat"), lon: arguments.requiredNumber("--lon"),
             alarm: arguments.text("--alarm"))
         var ok = true

@@ -6,13 +6,16 @@ extension Commands {
     static func status(_ invocation: Invocation) async throws -> ExitCode {
         let configuration = invocation.configuration
         if invocation.arguments.flag("--watch") {
-            try await watchStatus(configuration: configuration, console: invocation.console, faults: invocation.faults)
+            try await watchStatus(
+                configuration: configuration, console: invocation.console, faults: invocation.faults,
+                clock: invocation.clock)
             return .success
         }
         if invocation.arguments.flag("--health") {
             let device = await onDedicatedThread(named: "georelay.status") {
                 DeviceHealth.assessFromOutside(
-                    configuration: configuration, checkIntegrity: true, faults: invocation.faults)
+                    configuration: configuration, checkIntegrity: true, clock: invocation.clock,
+                    faults: invocation.faults)
             }
             invocation.console.write(
                 invocation.arguments.flag("--json")
@@ -22,7 +25,8 @@ extension Commands {
         let json = invocation.arguments.flag("--json")
         let report = try await onDedicatedThread(named: "georelay.status") {
             try StatusReport.load(
-                configuration: configuration, sketches: json ? .fresh : .none, faults: invocation.faults)
+                configuration: configuration, clock: invocation.clock, sketches: json ? .fresh : .none,
+                faults: invocation.faults)
         }
         invocation.console.write(json ? report.json.jsonText + "\n" : ControlEscaping.escapeLines(report.text))
         return .success
@@ -54,21 +58,22 @@ extension Commands {
     /// Redraws the status screen every `interval` until the task is cancelled (then throws
     /// `CancellationError`) or the process is interrupted.
     ///
-    /// The wait is `Task.sleep`, which holds no thread, and each report is read on a thread
+    /// The wait is `clock`'s sleep, which holds no thread, and each report is read on a thread
     /// of its own (SQLite blocks): a watch left open for days never occupies the cooperative pool.
     package static func watchStatus(
         configuration: Configuration, console: Console, every interval: Duration = .seconds(2),
-        faults: FaultInjection = .none
+        faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) async throws {
         while true {
             let text = await onDedicatedThread(named: "georelay.status") {
-                (try? StatusReport.load(configuration: configuration, faults: faults).text)
+                (try? StatusReport.load(configuration: configuration, clock: clock, faults: faults).text)
                     ?? "no spool at \(configuration.spool.path) yet\n"
             }
             try Task.checkCancellation()
             // Home and clear, then the screen in one write.
             console.write("\u{1B}[H\u{1B}[2J" + ControlEscaping.escapeLines(text))
-            try await Task.sleep(for: interval)
+            await clock.sleep(for: interval)
+            try Task.checkCancellation()
         }
     }
 }

@@ -58,6 +58,7 @@ package enum Commands {
     static func runRelay(_ invocation: Invocation) async throws -> ExitCode {
         var relay = Relay(configuration: invocation.configuration, configPath: invocation.configurationPath)
         relay.faults = invocation.faults
+        relay.clock = invocation.clock
         if let level = invocation.arguments.text("--log-level") {
             guard let parsed = LogLevel.allCases.first(where: { $0.name == level }) else {
                 preconditionFailure("the parser admits only level names")

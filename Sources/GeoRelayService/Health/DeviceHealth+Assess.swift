@@ -14,11 +14,12 @@ extension DeviceHealth {
     ///   - loops: the running relay's loops, from its health file or its monitor.
     ///   - checkIntegrity: run `PRAGMA quick_check` too (reads the whole file: `status --health`
     ///     and `check --spool` ask for it, the screen and each scrape do not).
+    ///   - nowMs: the wall time the receivers, the clock and the links are judged at.
     package static func assess(
         configuration: Configuration, reader: SpoolReader?, readError: String?, status: SpoolStatus?,
         running: Bool, loops: StatusReport.Health, checkIntegrity: Bool = false,
         clockSync: ClockSync = .read(), disk: Result<DiskSpace, DiskSpaceError>? = nil,
-        nowMs: Int64 = WallClock.nowMs(), thresholds: HealthThresholds = HealthThresholds()
+        nowMs: Int64, thresholds: HealthThresholds = HealthThresholds()
     ) -> DeviceHealth {
         let path = configuration.spool.path
         // Run even when the read failed: quick_check says what is wrong with the file.
@@ -58,31 +59,35 @@ extension DeviceHealth {
     }
 
     /// The running relay's view, for `/healthz` and `/metrics`: the spool opened afresh, the
-    /// loops judged by the monitor itself.
+    /// loops judged by the monitor itself, the rest at `nowMs` (the relay's wall time).
     package static func assessRunning(
-        configuration: Configuration, monitor: HealthMonitor?, faults: FaultInjection = .none
+        configuration: Configuration, monitor: HealthMonitor?, nowMs: Int64, faults: FaultInjection = .none
     ) -> (health: DeviceHealth, status: SpoolStatus?) {
-        let (reader, status, readError) = openSpool(configuration)
+        let (reader, status, readError) = openSpool(configuration, nowMs: nowMs)
         let loops: StatusReport.Health = monitor.map { .known($0.report()) } ?? .unknown("no monitor in this process")
         return (
             assess(
                 configuration: configuration, reader: reader, readError: readError, status: status, running: true,
-                loops: loops, clockSync: faults.clockSync ?? .read()), status
+                loops: loops, clockSync: faults.clockSync ?? .read(), nowMs: nowMs), status
         )
     }
 
     /// `status --health`'s view from another process: the loops from the relay's health file,
     /// and a spool that cannot be read (or is corrupt) judged as failing rather than thrown,
-    /// so a script gets exit status 2 and the reason.
+    /// so a script gets exit status 2 and the reason. Judged at `clock`'s now: the machine's,
+    /// whose monotonic time the relay's health file is written in.
     package static func assessFromOutside(
-        configuration: Configuration, checkIntegrity: Bool, nowMs: Int64 = WallClock.nowMs(),
+        configuration: Configuration, checkIntegrity: Bool, clock: any RelayClock = SystemClock(),
         faults: FaultInjection = .none
     ) -> DeviceHealth {
+        let nowMs = clock.nowMs()
         let (reader, status, readError) = openSpool(configuration, nowMs: nowMs)
         let running = IngestServer.isRunning(socketPath: configuration.ingest.socket)
         let loops =
             running
-            ? StatusReport.health(from: HealthFile(socketPath: configuration.ingest.socket))
+            ? StatusReport.health(
+                from: HealthFile(socketPath: configuration.ingest.socket),
+                nowMs: Int64(clock.monotonicNs() / 1_000_000))
             : .unknown("the relay is not running")
         return assess(
             configuration: configuration, reader: reader, readError: readError, status: status, running: running,
@@ -90,7 +95,7 @@ extension DeviceHealth {
             checkIntegrity: checkIntegrity, clockSync: faults.clockSync ?? .read(), nowMs: nowMs)
     }
 
-    private static func openSpool(_ configuration: Configuration, nowMs: Int64 = WallClock.nowMs()) -> (
+    private static func openSpool(_ configuration: Configuration, nowMs: Int64) -> (
         SpoolReader?, SpoolStatus?, String?
     ) {
         do {

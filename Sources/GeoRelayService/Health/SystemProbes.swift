@@ -85,8 +85,7 @@ package final class ClockJumpDetector: Sendable {
 
     /// Compares this look with the previous one; returns the last jump seen (this one or an earlier one).
     @discardableResult
-    package func observe(wallMs: Int64 = WallClock.nowMs(), monotonicMs: Int64 = WallClock.monotonicMs()) -> ClockJump?
-    {
+    package func observe(wallMs: Int64, monotonicMs: Int64) -> ClockJump? {
         state.withLock { state in
             if let lastWall = state.lastWallMs {
                 let drift = (wallMs - lastWall) - (monotonicMs - state.lastMonotonicMs)

@@ -22,13 +22,13 @@ package struct ChartSampler: Sendable {
     }
 
     /// Samples at once (a chart opened after a restart has its newest point), then every
-    /// `interval` until cancelled.
+    /// `interval` until cancelled, on the spool's clock (the relay's).
     package func run() async {
         var failed = false
+        let spool = self.spool
         while !Task.isCancelled {
-            let path = spool.path
             let result: Result<[ChartSample], any Error> = await onDedicatedThread(named: "georelay.chart") {
-                Result { try Self.samples(reader: SpoolReader.open(path: path), nowMs: WallClock.nowMs()) }
+                Result { try Self.samples(reader: spool.makeReader(), nowMs: spool.clock.nowMs()) }
             }
             switch result {
             case .success(let samples):
@@ -39,7 +39,7 @@ package struct ChartSampler: Sendable {
                 if !failed { logger.warning("status page chart: cannot read the spool for a sample: \(error)") }
                 failed = true
             }
-            do { try await Task.sleep(for: Self.interval) } catch { return }
+            await spool.clock.sleep(for: Self.interval)
         }
     }
 

@@ -21,14 +21,15 @@ package enum StatusPage {
     }
 
     /// Serves the page on `listen`; with `metrics` (the same address as `metrics.listen`) the
-    /// one listener answers `/metrics` and `/healthz` too.
+    /// one listener answers `/metrics` and `/healthz` too. Each answer is of `clock`'s now (the relay's).
     package static func serve(
         listen: String, configuration live: LiveConfiguration, health: HealthMonitor?, metrics: Bool,
-        faults: FaultInjection = .none
+        faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) throws(HTTPListenError) -> HTTPListener {
         let tracks = TrackCache()
-        return try HTTPListener(listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen") {
-            request in
+        return try HTTPListener(
+            listen: listen, what: metrics ? "ui.listen and metrics.listen" : "ui.listen", clock: clock
+        ) { request in
             let configuration = live.configuration
             guard HostCheck.allows(request, names: configuration.uiHosts) else {
                 return HTTPListener.Response(
@@ -41,9 +42,13 @@ package enum StatusPage {
                     body: Array("read-only: only GET and HEAD are answered here\n".utf8))
             }
             let response =
-                respond(to: request, configuration: configuration, health: health, tracks: tracks, faults: faults)
+                respond(
+                    to: request, configuration: configuration, health: health, tracks: tracks, faults: faults,
+                    clock: clock)
                 ?? (metrics
-                    ? Metrics.respond(to: request, configuration: configuration, health: health, faults: faults) : nil)
+                    ? Metrics.respond(
+                        to: request, configuration: configuration, health: health, faults: faults, clock: clock)
+                    : nil)
                 ?? HTTPListener.Response(status: 404, reason: "Not Found")
             guard request.method == "HEAD" else { return response }
             // The listener frames what it is given: a HEAD answer is the GET's head without its body.
@@ -55,7 +60,7 @@ package enum StatusPage {
     /// The page's own paths; nil for any other.
     package static func respond(
         to request: HTTPListener.Request, configuration: Configuration, health: HealthMonitor?,
-        tracks: TrackCache = TrackCache(), faults: FaultInjection = .none
+        tracks: TrackCache = TrackCache(), faults: FaultInjection = .none, clock: any RelayClock = SystemClock()
     ) -> HTTPListener.Response? {
         switch request.path {
         case "/", "/index.html":
@@ -64,7 +69,8 @@ package enum StatusPage {
         case "/status.json":
             do {
                 let report = try StatusReport.load(
-                    configuration: configuration, monitor: health, sketches: .cached(tracks), faults: faults)
+                    configuration: configuration, clock: clock, monitor: health, sketches: .cached(tracks),
+                    faults: faults)
                 return HTTPListener.Response(
                     status: 200, reason: "OK", contentType: "application/json",
                     body: Array((report.json.jsonText + "\n").utf8))

@@ -63,7 +63,7 @@ package struct StatusSketches: Sendable {
     package init() {}
 
     package static func read(
-        reader: SpoolReader, devices: [String], source: SketchSource, nowMs: Int64 = WallClock.nowMs()
+        reader: SpoolReader, devices: [String], source: SketchSource, nowMs: Int64
     ) -> StatusSketches {
         var sketches = StatusSketches()
         let cache: TrackCache?

@@ -65,7 +65,8 @@ package final class UplinkMonitor: Sendable {
     /// The route of each destination as of the last look.
     package var routes: [String: UplinkRoute.Answer] { state.withLock { $0.routes } }
 
-    /// Looks at once, then every `interval` (or at a route change) until cancelled. The spool's
+    /// Looks at once, then every `interval` (or at a route change) until cancelled; the day and
+    /// the interval are the spool's clock's (the relay's). The spool's
     /// tally starts at zero when it opens, so the first look counts what the forwarders sent
     /// since the start, nothing from before a restart. Routes are asked for on a thread of
     /// their own: resolving a destination's host can wait on DNS.
@@ -83,7 +84,7 @@ package final class UplinkMonitor: Sendable {
                     StatusReport.uplinkAnswers(configuration, addresses: addresses)
                 }
             let before = self.routes
-            let day = Self.day(WallClock.nowMs())
+            let day = Self.day(spool.clock.nowMs())
             if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
                 let spool = self.spool
                 let stored =
@@ -109,7 +110,7 @@ package final class UplinkMonitor: Sendable {
                 await changes.wait(timeout: Self.interval)
                 if Task.isCancelled { return }
             } else {
-                do { try await Task.sleep(for: Self.interval) } catch { return }
+                await spool.clock.sleep(for: Self.interval)
             }
         }
     }
