@@ -215,7 +215,7 @@ import Testing
                         Delivery(
                             stored: DeliveryLedgerTests.stored(99, second: 0), ackThrough: 99, stateAfter: FilterState()
                         )
-                    ], perDeviceHour: 1)
+                    ], perDeviceHour: 1, nowMs: nowMs)
                 return planner(
                     restriction: UplinkGate.Restriction(
                         uplink: "iridium", minIntervalMs: 60_000, reason: "spent", maxAlarmsPerDeviceHour: 1),
@@ -312,6 +312,7 @@ import Testing
 
     static func park(_ stored: StoredPosition, in ledger: inout DeliveryLedger) {
         var update = DeliveryUpdate(destination: "traccar")
+        ledger.nowMs = nowMs
         ledger.park(
             Delivery(stored: stored, ackThrough: stored.seq, stateAfter: FilterState()), seconds: 600,
             reason: "unknown", logger: .disabled, into: &update)

@@ -37,12 +37,12 @@ import Testing
 @Suite(.offThePool) struct AddressCacheTests {
     @Test func aNameIsResolvedOncePerKeepAndAgainAfterAFailedRoute() throws {
         let calls = Mutex(0)
-        let clock = Mutex<UInt64>(1_000)
+        let clock = SimulatedClock(wallMs: 0)
         let cache = AddressCache(
             resolve: { host, port in
                 calls.withLock { $0 += 1 }
                 return UplinkRoute.resolve(host: "127.0.0.1", port: port)
-            }, nowNs: { clock.withLock { $0 } })
+            }, clock: clock)
         let uplinks = [Configuration.Uplink(name: "loop", interface: "lo")]
         for _ in 0..<10 {
             #expect(
@@ -50,7 +50,7 @@ import Testing
                     == .uplink(uplinks[0]))
         }
         #expect(calls.withLock { $0 } == 1, "ten looks, one lookup")
-        clock.withLock { $0 += UInt64(AddressCache.keep.components.seconds) * 1_000_000_000 }
+        clock.advance(by: AddressCache.keep)
         _ = UplinkRoute.answer(for: "http://tracker.example:5055", uplinks: uplinks, addresses: cache)
         #expect(calls.withLock { $0 } == 2, "resolved again once the entry is older than \(AddressCache.keep)")
         cache.forget(host: "tracker.example", port: 5055)

@@ -24,25 +24,14 @@ import Testing
         defer { sampler.cancel() }
 
         try await waitUntil("the first sample", spool: spool) { $0 == [Self.start] }
-        try await waitUntil("the sampler asleep on the spool's clock") { clock.sleeping == 1 }
+        try await pollUntil("the sampler asleep on the spool's clock") { clock.sleeping == 1 }
         clock.advance(by: ChartSampler.interval)
         try await waitUntil("the second sample", spool: spool) {
             $0 == [Self.start, Self.start + 300_000]
         }
     }
 
-    /// Polls for at most ten seconds of real time: the sampler reads the spool on a thread of
-    /// its own, so the test waits for it to get there.
-    private func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        for _ in 0..<1000 {
-            if condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("gave up after 10 s waiting for \(what)")
-        throw CancellationError()
-    }
-
-    /// The same, for the times of the samples the spool has committed.
+    /// Polls (as `pollUntil`) the times of the samples the spool has committed.
     private func waitUntil(_ what: String, spool: Spool, _ condition: ([Int64]) -> Bool) async throws {
         var times: [Int64] = []
         for _ in 0..<1000 {

@@ -93,31 +93,20 @@ import Testing
         let running = Task { await watchdog.run() }
         defer { running.cancel() }
 
-        try await waitUntil("the watchdog's first check to end in a sleep") { clock.sleeping == 1 }
+        try await pollUntil("the watchdog's first check to end in a sleep") { clock.sleeping == 1 }
         #expect(log.entries.isEmpty)
         clock.advance(by: .seconds(3))
-        try await waitUntil("the check after the writer's stall") { !log.entries.isEmpty }
+        try await pollUntil("the check after the writer's stall") { !log.entries.isEmpty }
         let stalled = try #require(log.entries.first)
         #expect(stalled.message.hasPrefix("watchdog: spool writer stalled: no turn for 3 s (limit 2 s)"))
         #expect(stalled.timeMs == 1_784_953_803_000, "logged in the simulated clock's time")
 
-        try await waitUntil("the watchdog asleep again") { clock.sleeping == 1 }
+        try await pollUntil("the watchdog asleep again") { clock.sleeping == 1 }
         writer.beat()
         clock.advance(by: .seconds(1))
-        try await waitUntil("the check after the writer turned over") { log.entries.count == 2 }
+        try await pollUntil("the check after the writer turned over") { log.entries.count == 2 }
         #expect(log.entries[1].message == "watchdog: spool writer turning over again after 3 s without a turn")
         #expect(log.entries[1].timeMs == 1_784_953_804_000)
-    }
-
-    /// Polls `condition` for at most ten seconds of real time: the watchdog's task runs on the
-    /// pool, so the test waits for it to reach the step it looks for.
-    private func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        for _ in 0..<1000 {
-            if condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("gave up after 10 s waiting for \(what)")
-        throw CancellationError()
     }
 }
 

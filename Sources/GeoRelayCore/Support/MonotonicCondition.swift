@@ -31,11 +31,7 @@ package final class MonotonicCondition: @unchecked Sendable {
 
     /// Waits (holding the lock) until broadcast or `seconds` pass on the monotonic clock.
     package func wait(seconds: Double) {
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let nanoseconds = Int(deadline.tv_nsec) + Int(max(0, seconds) * 1e9)
-        deadline.tv_sec += nanoseconds / 1_000_000_000
-        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        var deadline = WallClock.monotonicDeadline(after: seconds)
         pthread_cond_timedwait(condition, mutex, &deadline)
     }
 }

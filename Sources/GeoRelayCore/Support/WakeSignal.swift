@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 
 /// A one-slot wake-up: `signal()` from any thread, `wait(timeout:)` from one task.
@@ -10,7 +9,6 @@ package final class WakeSignal: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
-        var generation = 0
     }
 
     private let state = Mutex(State())
@@ -34,35 +32,28 @@ package final class WakeSignal: Sendable {
         state.withLock { $0.pending = false }
     }
 
-    /// Returns when signalled, when `timeout` passes, or when the task is cancelled.
-    package func wait(timeout: Duration? = nil) async {
+    /// Returns when signalled, when `timeout` passes on the system's clock, or when the task is
+    /// cancelled.
+    package func wait(timeout: Duration) async {
+        await wait(timeout: timeout, clock: SystemClock())
+    }
+
+    /// Returns when signalled or when the task is cancelled.
+    package func wait() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let generation = state.withLock { state -> Int? in
+                let waits = state.withLock { state -> Bool in
                     if state.pending || Task.isCancelled {
                         state.pending = false
-                        return nil
+                        return false
                     }
-                    state.generation += 1
                     state.waiter = continuation
-                    return state.generation
+                    return true
                 }
-                guard let generation else {
-                    continuation.resume()
-                    return
-                }
-                if let timeout {
-                    let (seconds, attoseconds) = timeout.components
-                    // At most a day: nothing waits longer, and a longer Duration would overflow nanoseconds.
-                    let nanoseconds = max(
-                        0, Int(min(max(seconds, 0), 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
-                    DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
-                        expire(generation)
-                    }
-                }
+                if !waits { continuation.resume() }
             }
         } onCancel: {
-            expire(nil)
+            expire()
         }
     }
 
@@ -77,11 +68,10 @@ package final class WakeSignal: Sendable {
         }
     }
 
-    private func expire(_ generation: Int?) {
+    private func expire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter, generation == nil || generation == state.generation else { return nil }
-            state.waiter = nil
-            return waiter
+            defer { state.waiter = nil }
+            return state.waiter
         }
         waiter?.resume()
     }

@@ -16,6 +16,18 @@ package enum WallClock {
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
+    /// The monotonic clock `seconds` from now (at most a day; none for a negative or NaN), as the
+    /// absolute deadline a condition variable on `CLOCK_MONOTONIC` waits until.
+    package static func monotonicDeadline(after seconds: Double) -> timespec {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let bounded = seconds.isFinite ? min(max(0, seconds), 86_400) : 0
+        let nanoseconds = Int(deadline.tv_nsec) + Int((bounded * 1e9).rounded())
+        deadline.tv_sec += nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        return deadline
+    }
+
     /// The monotonic clock in milliseconds: for timeouts and windows inside one process.
     package static func monotonicMs() -> Int64 { Int64(monotonicNs() / 1_000_000) }
 

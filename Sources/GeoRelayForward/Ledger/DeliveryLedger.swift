@@ -34,6 +34,9 @@ struct DeliveryLedger: Sendable {
     /// it alone, a device the server does not know looked unparked for up to 15 s, and every round
     /// sent its window again (5,656 requests in 15 s against one Traccar answering 400).
     private(set) var parks: [Int64: Int64?] = [:]
+    /// The wall time of the last plan (`RoundPlanner`): a park runs from it, the answer that
+    /// parks coming within the round it planned.
+    var nowMs: Int64 = 0
     /// Positions the server refused for good when sent ahead of their backlog (an alarm, a
     /// current position), with why: not sent ahead again, and quarantined in their backlog turn
     /// without a second try (a refusal is about the position, not where it stood in line). Kept
@@ -254,7 +257,7 @@ struct DeliveryLedger: Sendable {
         _ delivery: Delivery, seconds: Double, reason: String, logger: Logger, into update: inout DeliveryUpdate
     ) {
         logger.warning("parked device \(delivery.device) for \(Int(seconds)) s: \(reason)")
-        let until = WallClock.nowMs().saturatingPlus(CheckedNumbers.milliseconds(seconds: seconds) ?? 600_000)
+        let until = nowMs.saturatingPlus(CheckedNumbers.milliseconds(seconds: seconds) ?? 600_000)
         parks[delivery.deviceID] = .some(until)
         update.parked.append((delivery.deviceID, until, reason))
     }

@@ -89,6 +89,7 @@ struct RoundPlanner {
 
     func plan(ledger initial: DeliveryLedger, source: some PendingSource) throws(SpoolError) -> Plan {
         var ledger = initial
+        ledger.nowMs = nowMs
         // The devices first: the alarms, read after, then see every position these do (in a
         // reader without one transaction, the other order could find an alarm's device pending
         // but not the alarm, and send it in its turn instead of ahead).
@@ -110,7 +111,7 @@ struct RoundPlanner {
 
         if let restriction {
             // At most so many alarms a device an hour; the rest wait as history.
-            let allowed = allowance.take(readyAlarms, perDeviceHour: restriction.maxAlarmsPerDeviceHour)
+            let allowed = allowance.take(readyAlarms, perDeviceHour: restriction.maxAlarmsPerDeviceHour, nowMs: nowMs)
             if !allowed.isEmpty { return ahead(.alarms, allowed) }
             return ahead(
                 .stillAlive,

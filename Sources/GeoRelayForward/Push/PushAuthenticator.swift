@@ -22,7 +22,7 @@ package enum PushAuthError: Error, Sendable, Equatable, CustomStringConvertible 
 /// the API key, then the driver's login at `{registrationBaseUrl}api/users/login`;
 /// pushes only after both. The token is refreshed every `tokenRefreshSeconds`
 /// (24 h), or before `expiresIn` runs out if that is sooner, and at once after
-/// a 401, on a clock that does not jump with the wall clock (`WallClock.steadyMs`).
+/// a 401, on a clock that does not jump with the wall clock (`RelayClock.steadyWall`).
 /// `token` mode (app-managed): the caller's token, re-read each time so
 /// another program can renew it; one that drew a 401 is not used again.
 /// Neither the token nor the API key ever goes into a message.
@@ -40,7 +40,7 @@ package actor PushAuthenticator {
 
     package init(
         settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
-        now: @escaping @Sendable () -> Int64 = WallClock.steadyMs
+        now: @escaping @Sendable () -> Int64
     ) {
         self.settings = settings
         self.push = settings.push ?? PushSettings()

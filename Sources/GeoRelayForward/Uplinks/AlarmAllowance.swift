@@ -14,8 +14,10 @@ final class AlarmAllowance: Sendable {
     private let sent = Mutex<[Int64: [Int64]]>([:])
     private static let hourMs: Int64 = 3_600_000
 
-    /// Of `alarms`, those within each device's allowance now; counted as sent.
-    func take(_ alarms: [Delivery], perDeviceHour: Int, nowMs: Int64 = WallClock.monotonicMs()) -> [Delivery] {
+    /// Of `alarms`, those within each device's allowance at `nowMs` (the planner's wall time);
+    /// counted as sent. An alarm counted "in the future" (the wall clock set back since) still
+    /// counts until an hour after its time: a step holds alarms back longer, never lets more go.
+    func take(_ alarms: [Delivery], perDeviceHour: Int, nowMs: Int64) -> [Delivery] {
         sent.withLock { sent in
             alarms.filter { alarm in
                 var times = (sent[alarm.deviceID] ?? []).filter { nowMs.saturatingMinus($0) < Self.hourMs }

@@ -167,10 +167,10 @@ package final class AddressCache: Sendable {
     package init(
         resolve: @escaping @Sendable (String, Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> = UplinkRoute
             .resolve,
-        nowNs: @escaping @Sendable () -> UInt64 = WallClock.monotonicNs
+        clock: any RelayClock = SystemClock()
     ) {
         self.resolve = resolve
-        self.nowNs = nowNs
+        self.nowNs = { clock.monotonicNs() }
     }
 
     package func address(host: String, port: Int) -> Result<UplinkRoute.Address, UplinkRoute.Failure> {

@@ -25,7 +25,8 @@ extension Commands {
     {
         PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
-            worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled)
+            worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled,
+            now: SystemClock().steadyWall())
     }
 
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).

@@ -42,7 +42,7 @@ package final class UplinkMonitor: Sendable {
     private let state = Mutex(State())
     /// Names are resolved once per `AddressCache.keep`, not at every look: a lookup over a
     /// metered uplink every 5 s would cost more than the positions.
-    private let addresses = AddressCache()
+    private let addresses: AddressCache
     private let gate: UplinkGate?
 
     /// - Parameters:
@@ -53,6 +53,7 @@ package final class UplinkMonitor: Sendable {
         configuration: @escaping @Sendable () -> Configuration
     ) {
         self.spool = spool
+        self.addresses = AddressCache(clock: spool.clock)
         self.logger = logger
         self.routeWatch = routeWatch
         self.gate = gate
