@@ -5,7 +5,7 @@
 #              make deb ARCH=arm64 cross-compiles it for arm64 (packaging/arm64/build.sh)
 #   make test-arm64  that package, checked under qemu user-mode (Tests/Package/check-deb.sh)
 #   make format / make lint  the code's layout (.swift-format), and no new direct read of the system
-#              clock (Tests/Lint/clock_reads.py: time is handed in); make test runs the lint first
+#              clock outside its own files (Tests/Lint/clock_reads.py: time is handed in); make test runs the lint first
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \

@@ -21,6 +21,8 @@ final class ConnectCheck: Sendable {
     /// Each attempt's own count, moved to `meter` unless nothing crossed the link.
     private let attemptMeter: WireMeter?
     private let queue: DispatchQueue
+    /// What an attempt is timed on: quicker than `answeredHere`, it never crossed the link.
+    private let clock: any RelayClock
 
     /// How an attempt ended.
     enum Outcome: Sendable, Equatable {
@@ -53,7 +55,7 @@ final class ConnectCheck: Sendable {
 
     /// nil when the URL is not one a bare connection can stand for (credentials in it, a scheme
     /// other than http(s), tcp or tls): the probes alone watch the link then.
-    init?(settings: Configuration.DestinationSettings, meter: WireMeter?) {
+    init?(settings: Configuration.DestinationSettings, meter: WireMeter?, clock: any RelayClock = SystemClock()) {
         guard settings.probeConnectSeconds > 0, let target = Self.target(for: settings.probeURL ?? settings.url) else {
             return nil
         }
@@ -62,6 +64,7 @@ final class ConnectCheck: Sendable {
         // (At least 0.1 s: curl reads a 0 ms timeout as its default of 300 s.)
         timeoutSeconds = max(0.1, min(settings.probeConnectSeconds, settings.connectTimeoutSeconds))
         self.meter = meter
+        self.clock = clock
         attemptMeter = meter == nil ? nil : WireMeter()
         queue = DispatchQueue(label: "georelay.connect.\(settings.name)")
     }
@@ -81,19 +84,20 @@ final class ConnectCheck: Sendable {
 
     /// Tries once, off the cooperative pool (connecting blocks for up to the timeout).
     func attempt() async -> Outcome {
-        let (target, timeout, meter, attemptMeter) = (self.target, timeoutSeconds, self.meter, self.attemptMeter)
+        let (target, timeout, meter, attemptMeter, clock) = (
+            self.target, timeoutSeconds, self.meter, self.attemptMeter, self.clock
+        )
         return await withCheckedContinuation { continuation in
             queue.async {
-                let clock = ContinuousClock()
-                let started = clock.now
+                let started = clock.now()
                 var opened = false
                 // Closed before the outcome is billed: the socket's last counts come at its close.
                 if let connection = try? CurlConnection(
-                    url: target, connectTimeoutSeconds: timeout, meter: attemptMeter)
+                    url: target, connectTimeoutSeconds: timeout, meter: attemptMeter, clock: clock)
                 {
                     opened = (try? connection.connect()) != nil
                 }
-                let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now))
+                let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now()))
                 if let attemptMeter {
                     let bytes = attemptMeter.take()
                     if Self.crossedTheLink(outcome) { meter?.bill(bytes) }

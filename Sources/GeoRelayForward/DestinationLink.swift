@@ -39,7 +39,7 @@ package final class DestinationLink: Sendable {
         self.clock = clock
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: probeMeter)
         self.ownProbe = probe
-        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter)
+        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter, clock: clock)
     }
 
     /// How delivery goes on after backing off.

@@ -5,7 +5,7 @@ import Testing
 
 /// Which goes first while a device is behind, on a clock the test moves.
 struct DrainOrderTests {
-    let start = Duration.seconds(1_000)
+    let start = RelayInstant(sinceOrigin: .seconds(1_000))
 
     @Test func autoSendsHistoryFirstUntilTheCurrentPositionCanWaitNoLonger() {
         var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)

@@ -1,3 +1,4 @@
+import GeoRelayCore
 import Testing
 
 @testable import GeoRelayForward
@@ -16,15 +17,15 @@ import Testing
 
     /// Sends `count` requests as fast as the limit allows; returns the limit after each answer
     /// and the most requests that waited at the bottleneck at once in the last quarter.
-    static func run(_ limit: inout InFlightLimit, over link: Link, count: Int, from start: ContinuousClock.Instant) -> (
-        limits: [Int], queuedLate: Int, end: ContinuousClock.Instant
+    static func run(_ limit: inout InFlightLimit, over link: Link, count: Int, from start: RelayInstant) -> (
+        limits: [Int], queuedLate: Int, end: RelayInstant
     ) {
         var now = start
         var linkFree = start
         var inFlight:
             [(
-                sequence: UInt64, sent: ContinuousClock.Instant, answer: ContinuousClock.Instant,
-                leaves: ContinuousClock.Instant
+                sequence: UInt64, sent: RelayInstant, answer: RelayInstant,
+                leaves: RelayInstant
             )] = []
         var sent = 0
         var answered = 0
@@ -56,7 +57,7 @@ import Testing
     /// requests waiting late on, and the share of the time the bottleneck was sending.
     static func measure(_ link: Link, count: Int) -> (limits: [Int], queuedLate: Int, busy: Double) {
         var limit = InFlightLimit(ceiling: 512)
-        let start = ContinuousClock.now
+        let start = RelayInstant(sinceOrigin: .seconds(1_000))
         let (limits, queuedLate, end) = run(&limit, over: link, count: count, from: start)
         return (limits, queuedLate, (link.perRequest * count + link.propagation) / (end - start))
     }
@@ -65,7 +66,8 @@ import Testing
     @Test func aLocalServerKeepsTheWholeWindowWhateverItsQueue() {
         var limit = InFlightLimit(ceiling: 512)
         let busyServer = Link(perRequest: .microseconds(300), propagation: .microseconds(200))
-        let (limits, _, end) = Self.run(&limit, over: busyServer, count: 5_000, from: .now)
+        let (limits, _, end) = Self.run(
+            &limit, over: busyServer, count: 5_000, from: RelayInstant(sinceOrigin: .seconds(1_000)))
         #expect(limits.suffix(4_000).allSatisfy { $0 == 512 })
         // A loaded box's slow spell (the server's CPU taken by something else) does not start
         // limiting it: only a new route does.
@@ -79,7 +81,8 @@ import Testing
     @Test func aFastServerGetsTheWholeWindowWithinAFewRoundTrips() {
         var limit = InFlightLimit(ceiling: 512)
         let link = Link(perRequest: .microseconds(20), propagation: .milliseconds(20))
-        let (limits, _, _) = Self.run(&limit, over: link, count: 5_000, from: .now)
+        let (limits, _, _) = Self.run(
+            &limit, over: link, count: 5_000, from: RelayInstant(sinceOrigin: .seconds(1_000)))
         #expect(
             limits.last == 512,
             "\(limits.enumerated().filter { $0.offset == 0 || limits[$0.offset - 1] != $0.element }.map { "\($0.offset):\($0.element)" })"
@@ -126,7 +129,7 @@ import Testing
         var limit = InFlightLimit(ceiling: 512)
         let short = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(50))
         let long = Link(perRequest: .microseconds(9_400), propagation: .milliseconds(600))
-        let (_, _, end) = Self.run(&limit, over: short, count: 2_000, from: .now)
+        let (_, _, end) = Self.run(&limit, over: short, count: 2_000, from: RelayInstant(sinceOrigin: .seconds(1_000)))
         #expect(
             limit.limit <= Int(short.pathHolds) + Int(InFlightLimit.tolerance / short.perRequest) + 2
                 * Int(InFlightLimit.queuedAtMost))
@@ -137,7 +140,7 @@ import Testing
 
     @Test func aLimitNotInUseDoesNotGrowAndAResetStartsAgain() {
         var limit = InFlightLimit(ceiling: 512)
-        let start = ContinuousClock.now
+        let start = RelayInstant(sinceOrigin: .seconds(1_000))
         for step in 0..<100 {
             let sequence = limit.sending(inFlight: 0)
             limit.answered(sequence: sequence, roundTrip: .milliseconds(50), now: start + .milliseconds(100 * step))
@@ -155,7 +158,7 @@ import Testing
     /// (a hundred answers a second on a short path: limited, so the share is computed).
     @Test func aZeroRoundTripIsNoQueue() {
         var limit = InFlightLimit(ceiling: 512)
-        let now = ContinuousClock.now
+        let now = RelayInstant(sinceOrigin: .seconds(1_000))
         for step in 0..<200 {
             let sequence = limit.sending(inFlight: 0)
             limit.answered(sequence: sequence, roundTrip: .zero, now: now + .milliseconds(10 * step))

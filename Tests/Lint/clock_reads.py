@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Direct reads of the system clock in Sources/ (issue 37 §1: time is handed in).
+"""No direct read of the system clock in Sources/ (issue 37 §1: time is handed in).
 
-Only the clock's own files may read it (`Sources/GeoRelayCore/Support/WallClock.swift`,
-`RelayClock.swift`); the test kit and the benchmark drive and measure real time and are not
-looked at. The files not yet handed a clock are listed in clock_reads.allowed with how many
-reads each has: that is a ratchet. A file not listed may read the clock not at all, a listed one
-no more often than its count says; a file done leaves the list (its count printed here as 0
-asks for that). `make lint` runs this.
+Every part takes its time from the `RelayClock` it is handed (the system's for the daemon, a
+`SimulatedClock` that moves only when told for tests and the simulation). Only the clock's own
+files read the system's (`Sources/GeoRelayCore/Support/WallClock.swift`, `RelayClock.swift`);
+the test kit and the benchmark drive and measure real time and are not looked at. Text inside a
+multi-line string literal is not Swift (the status page's script runs on the crew's browser's
+clock). `make lint` runs this and fails on any read it finds.
 """
 import os
 import re
@@ -28,46 +28,36 @@ READ = re.compile(
 
 
 def reads(path):
-    count = 0
+    """The lines of `path` that read the system clock, as (line number, text)."""
+    found = []
+    in_literal = False
     with open(path, encoding="utf-8") as source:
-        for line in source:
-            code = line.split("//", 1)[0]
-            count += len(READ.findall(code))
-    return count
+        for number, line in enumerate(source, 1):
+            code = line if not in_literal else ""
+            if line.count('"""') % 2 == 1:
+                # Code before an opening delimiter counts; text after it is the literal's.
+                code = line.split('"""', 1)[0] if not in_literal else ""
+                in_literal = not in_literal
+            code = code.split("//", 1)[0]
+            if READ.search(code):
+                found.append((number, line.strip()))
+    return found
 
 
 def main():
-    found = {}
+    problems = []
     for directory, _, files in os.walk(os.path.join(ROOT, "Sources")):
-        for name in files:
+        for name in sorted(files):
             if not name.endswith(".swift"):
                 continue
             path = os.path.relpath(os.path.join(directory, name), ROOT)
             if path in EXEMPT_FILES or path.startswith(EXEMPT_DIRS):
                 continue
-            n = reads(os.path.join(ROOT, path))
-            if n:
-                found[path] = n
-    allowed = {}
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_reads.allowed")) as listing:
-        for line in listing:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                count, path = line.split(None, 1)
-                allowed[path] = int(count)
-    problems = []
-    for path, n in sorted(found.items()):
-        if path not in allowed:
-            problems.append(f"{path}: reads the system clock {n} time(s); take a RelayClock instead")
-        elif n > allowed[path]:
-            problems.append(f"{path}: reads the system clock {n} times, {allowed[path]} allowed; take a RelayClock instead")
-    for path, n in sorted(allowed.items()):
-        if found.get(path, 0) < n:
-            problems.append(f"{path}: now {found.get(path, 0)} read(s), listed with {n}: lower its count in clock_reads.allowed")
+            for number, text in reads(os.path.join(ROOT, path)):
+                problems.append(f"{path}:{number}: reads the system clock ({text}); take the RelayClock handed in")
     for problem in problems:
         print(f"clock_reads: {problem}", file=sys.stderr)
-    total = sum(found.values())
-    print(f"clock_reads: {total} direct reads of the system clock in {len(found)} files still to hand a clock")
+    print(f"clock_reads: {len(problems)} direct reads of the system clock outside the clock's files")
     return 1 if problems else 0
 
 

@@ -13,11 +13,35 @@ package protocol RelayClock: Sendable {
     func sleep(untilNs deadlineNs: UInt64) async
 }
 
+/// A point on a `RelayClock`'s monotonic time: what deadlines, answers' arrivals and a backfill's
+/// start are timed in, so a simulated clock times them as the system's does.
+package struct RelayInstant: Comparable, Hashable, Sendable {
+    /// Since the clock's origin (its monotonic zero).
+    package var sinceOrigin: Duration
+
+    package init(sinceOrigin: Duration) {
+        self.sinceOrigin = sinceOrigin
+    }
+
+    /// The clock's origin: a placeholder for "never", earlier than any reading.
+    package static let origin = RelayInstant(sinceOrigin: .zero)
+
+    package static func < (lhs: RelayInstant, rhs: RelayInstant) -> Bool { lhs.sinceOrigin < rhs.sinceOrigin }
+    package static func + (lhs: RelayInstant, rhs: Duration) -> RelayInstant {
+        RelayInstant(sinceOrigin: lhs.sinceOrigin + rhs)
+    }
+    package static func += (lhs: inout RelayInstant, rhs: Duration) { lhs = lhs + rhs }
+    package static func - (lhs: RelayInstant, rhs: Duration) -> RelayInstant {
+        RelayInstant(sinceOrigin: lhs.sinceOrigin - rhs)
+    }
+    package static func - (lhs: RelayInstant, rhs: RelayInstant) -> Duration { lhs.sinceOrigin - rhs.sinceOrigin }
+    package func duration(to other: RelayInstant) -> Duration { other.sinceOrigin - sinceOrigin }
+}
+
 extension RelayClock {
-    /// The monotonic time as a `Duration` since the clock's origin: an instant to do arithmetic
-    /// on with durations (when a backfill began, when current positions last went ahead).
-    package func monotonicNow() -> Duration {
-        .nanoseconds(Int64(clamping: monotonicNs()))
+    /// The monotonic time now, as an instant to do arithmetic on with durations.
+    package func now() -> RelayInstant {
+        RelayInstant(sinceOrigin: .nanoseconds(Int64(clamping: monotonicNs())))
     }
 
     /// Returns after `duration` of this clock's monotonic time (at once for none or less).

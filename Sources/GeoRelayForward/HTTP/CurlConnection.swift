@@ -35,6 +35,7 @@ package final class CurlConnection {
     private let meter: WireMeter?
     /// Bills the name lookup curl starts for the host.
     private var lookups: LookupBill?
+    private let clock: any RelayClock
 
     /// Sets the connection up without connecting.
     /// - Parameters:
@@ -42,10 +43,12 @@ package final class CurlConnection {
     ///   - tls: how an HTTPS server is verified, as for `CurlEasy`.
     ///   - connectTimeoutSeconds: the bound on DNS, TCP and the TLS handshake together.
     ///   - meter: what the connection costs the link is billed there.
+    ///   - clock: what a wait's deadline is kept on (the poll itself is the kernel's).
     package init(
         url: String, tls: Configuration.TLSSettings = .init(), connectTimeoutSeconds: Double = 10,
-        meter: WireMeter? = nil
+        meter: WireMeter? = nil, clock: any RelayClock = SystemClock()
     ) throws(CurlError) {
+        self.clock = clock
         _ = CurlEasy.globalInit
         guard let handle = curl_easy_init() else {
             errorBuffer.deallocate()
@@ -150,13 +153,12 @@ package final class CurlConnection {
         var events: Int16 = 0
         if readable { events |= Int16(POLLIN) }
         if writable { events |= Int16(POLLOUT) }
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
+        let deadline = clock.now() + timeout
         var descriptor = pollfd(fd: socket, events: events, revents: 0)
         let result: Int32
         do throws(SystemError) {
             // An interrupted poll runs again with what is left of the deadline, not the whole timeout.
-            result = try syscall("poll") { poll(&descriptor, 1, Self.milliseconds(until: deadline, on: clock)) }
+            result = try syscall("poll") { poll(&descriptor, 1, Self.milliseconds(clock.now().duration(to: deadline))) }
         } catch {
             throw CurlError(CURLE_RECV_ERROR, message: "\(error)")
         }
@@ -173,8 +175,7 @@ package final class CurlConnection {
     }
 
     /// poll's timeout: rounded up, so a wait never returns early and spins.
-    private static func milliseconds(until deadline: ContinuousClock.Instant, on clock: ContinuousClock) -> Int32 {
-        let remaining = clock.now.duration(to: deadline)
+    private static func milliseconds(_ remaining: Duration) -> Int32 {
         guard remaining > .zero else { return 0 }
         let (seconds, attoseconds) = remaining.components
         let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000

@@ -1,3 +1,5 @@
+import GeoRelayCore
+
 /// How many requests a destination keeps in flight across its connections.
 ///
 /// A fixed pipelined window fills whatever buffer lies before the link's bottleneck: on a
@@ -16,7 +18,7 @@ package struct InFlightLimit: Sendable {
     package private(set) var limit: Int
     /// The path's own round trip: the shortest seen since `baseSince`.
     package private(set) var baseRoundTrip: Duration?
-    private var baseSince: ContinuousClock.Instant?
+    private var baseSince: RelayInstant?
     /// Doubling until the first round trip that shows a queue.
     private var growing = true
     private var nextSequence: UInt64 = 0
@@ -30,7 +32,7 @@ package struct InFlightLimit: Sendable {
     private var renewalShortest: Duration?
     /// Answers since `rateSince`, and the rate of the last whole interval.
     private var rateAnswers = 0
-    private var rateSince: ContinuousClock.Instant?
+    private var rateSince: RelayInstant?
     private var rate: Double?
     /// Seen to be loopback or a LAN: until the route moves, it stays one (a moment of a loaded
     /// box's slowness must not start limiting a window the CPU then cannot refill).
@@ -93,7 +95,7 @@ package struct InFlightLimit: Sendable {
     }
 
     /// Takes note of the answer to request `sequence`, `roundTrip` after it was sent.
-    package mutating func answered(sequence: UInt64, roundTrip: Duration, now: ContinuousClock.Instant) {
+    package mutating func answered(sequence: UInt64, roundTrip: Duration, now: RelayInstant) {
         roundShortest = min(roundShortest ?? roundTrip, roundTrip)
         renewalShortest = min(renewalShortest ?? roundTrip, roundTrip)
         rateAnswers += 1

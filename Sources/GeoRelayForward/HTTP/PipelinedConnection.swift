@@ -26,6 +26,8 @@ package final class PipelinedConnection {
     private let connectTimeoutSeconds: Double
     private let timeout: Duration
     private let meter: WireMeter?
+    /// What the request timeout and the answers' arrival times are kept on.
+    private let clock: any RelayClock
     private var connection: CurlConnection?
     private var parser = HTTP1ResponseParser()
     /// Requests not yet answered, oldest first; the first `onWire` are written (or being written)
@@ -47,8 +49,9 @@ package final class PipelinedConnection {
     ///   - timeoutSeconds: the longest the oldest request may go without any byte moving.
     package init(
         url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, timeoutSeconds: Double,
-        meter: WireMeter?
+        meter: WireMeter?, clock: any RelayClock = SystemClock()
     ) {
+        self.clock = clock
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
@@ -108,7 +111,8 @@ package final class PipelinedConnection {
 
     private func connected() throws(CurlError) -> CurlConnection {
         if let connection { return connection }
-        let fresh = try CurlConnection(url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
+        let fresh = try CurlConnection(
+            url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter, clock: clock)
         try fresh.connect()
         connection = fresh
         openedForBurst = true
@@ -134,16 +138,15 @@ package final class PipelinedConnection {
     private func read(on connection: CurlConnection, abort: AbortFlag?) throws(CurlError) -> HTTPResponse? {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
         defer { buffer.deallocate() }
-        let clock = ContinuousClock()
-        var lastProgress = clock.now
+        var lastProgress = clock.now()
         /// When bytes last came in after this call waited for them (not bytes already there).
-        var arrived: ContinuousClock.Instant?
+        var arrived: RelayInstant?
         var hasWaited = false
         while true {
             fillOutput()
             let sentBefore = connection.bytesSent
             try flush(connection)
-            if connection.bytesSent != sentBefore { lastProgress = clock.now }
+            if connection.bytesSent != sentBefore { lastProgress = clock.now() }
             // Drain what has arrived (over TLS curl may hold bytes the socket no longer shows).
             var closed = false
             while true {
@@ -153,7 +156,7 @@ package final class PipelinedConnection {
                     closed = true
                     break
                 }
-                lastProgress = clock.now
+                lastProgress = clock.now()
                 if hasWaited { arrived = lastProgress }
                 parser.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             }
@@ -177,7 +180,7 @@ package final class PipelinedConnection {
                 return nil
             }
             if let abort, abort.isSet { throw CurlError(CURLE_ABORTED_BY_CALLBACK, message: "abandoned") }
-            let waited = clock.now - lastProgress
+            let waited = clock.now() - lastProgress
             if waited >= timeout {
                 throw CurlError(CURLE_OPERATION_TIMEDOUT, message: "no answer in \(timeout.components.seconds) s")
             }

@@ -44,7 +44,7 @@ enum ConnectionAction<ID: Hashable> {
 protocol ConnectionRound {
     associatedtype ID: Hashable
     mutating func handle(
-        _ event: ConnectionEvent<ID>, at now: ContinuousClock.Instant, ledger: inout DeliveryLedger
+        _ event: ConnectionEvent<ID>, at now: RelayInstant, ledger: inout DeliveryLedger
     ) -> [ConnectionAction<ID>]
     /// Ends the round (after `stop`, abandoning what is in flight) and hands over the last progress.
     mutating func finish() -> [ConnectionAction<ID>]
@@ -53,7 +53,7 @@ protocol ConnectionRound {
     /// The connections to poll, and whether each has bytes to write.
     var polled: [(id: ID, writing: Bool)] { get }
     /// When the oldest silence owing an answer reaches the request timeout.
-    var deadline: ContinuousClock.Instant? { get }
+    var deadline: RelayInstant? { get }
     /// Nothing left to do after the last `turn` and what it asked for: read once the driver has
     /// done the turn's actions (a connection it asked for may be what carries the next request).
     var isFinished: Bool { get }
@@ -69,14 +69,20 @@ final class RoundDriver<ID: Hashable> {
     private let connectTimeoutSeconds: Double
     private let meter: WireMeter?
     private let wakeup: WakePipe
+    /// What the round's events are timed on (`handle(_:at:)`) and its deadline kept on.
+    let clock: any RelayClock
     /// Open connections, kept between rounds.
     private var connections: [ID: CurlConnection] = [:]
 
-    init(url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, meter: WireMeter?) throws {
+    init(
+        url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, meter: WireMeter?,
+        clock: any RelayClock
+    ) throws {
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.meter = meter
+        self.clock = clock
         wakeup = try WakePipe()
     }
 
@@ -103,12 +109,11 @@ final class RoundDriver<ID: Hashable> {
         _ round: inout Round, ledger: inout DeliveryLedger, stop: AbortFlag, yield: AbortFlag?, logger: Logger,
         progress: (DeliveryUpdate) -> Void
     ) where Round.ID == ID {
-        let clock = ContinuousClock()
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { scratch.deallocate() }
 
         func tell(_ event: ConnectionEvent<ID>) {
-            perform(round.handle(event, at: clock.now, ledger: &ledger))
+            perform(round.handle(event, at: clock.now(), ledger: &ledger))
         }
 
         /// Does what the round asks, feeding back what came of it.
@@ -118,7 +123,8 @@ final class RoundDriver<ID: Hashable> {
                 case .open(let id):
                     do throws(CurlError) {
                         let connection = try CurlConnection(
-                            url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter)
+                            url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter,
+                            clock: clock)
                         try connection.connect()
                         connections[id] = connection
                         tell(.opened(id))
@@ -182,7 +188,7 @@ final class RoundDriver<ID: Hashable> {
             // Computed in the call, so a poll interrupted by a signal waits only for what is left.
             // Clamped as a Double first: the conversion traps on a value out of Int32's range.
             var waitMs: Int32 {
-                let ms = deadline.map { clock.now.duration(to: $0) / .milliseconds(1) + 1 } ?? 1000
+                let ms = deadline.map { clock.now().duration(to: $0) / .milliseconds(1) + 1 } ?? 1000
                 return Int32(min(1000, max(0, ms.isFinite ? ms : 1000)))
             }
             do throws(SystemError) {

@@ -18,12 +18,12 @@ import GeoRelayCore
 ///   within `currentWithin`. The time the drain really takes decides, not a forecast of it: right
 ///   after an outage, a route change or a restart the link's rate is least known.
 ///
-/// A value without I/O; the time is handed in (`RelayClock.monotonicNow()`).
+/// A value without I/O; the time is handed in (`RelayClock.now()`).
 struct DrainOrder: Sendable {
     let setting: Configuration.DrainOrderSetting
     let currentWithin: Duration
     /// When the present backfill began; nil while no device is behind.
-    private(set) var since: Duration?
+    private(set) var since: RelayInstant?
     /// The current positions went ahead in this backfill: what is left is history to the server.
     private(set) var gaveWay = false
 
@@ -36,7 +36,7 @@ struct DrainOrder: Sendable {
     static let historyShare = 0.8
 
     /// Whether devices behind send their newest ahead of their history in the next round.
-    func currentAhead(at now: Duration) -> Bool {
+    func currentAhead(at now: RelayInstant) -> Bool {
         switch setting {
         case .currentFirst: true
         case .oldestFirst: false
@@ -46,14 +46,14 @@ struct DrainOrder: Sendable {
 
     /// How much longer a round of history may run before it gives way to the current positions;
     /// nil when it need not (no backfill under `auto`, or it gave way already).
-    func historyLeft(at now: Duration) -> Duration? {
+    func historyLeft(at now: RelayInstant) -> Duration? {
         guard setting == .auto, !gaveWay, let since else { return nil }
         return max(.zero, since + currentWithin * Self.historyShare - now)
     }
 
     /// Takes in what a round planned: a backfill begins with the first round that found a device
     /// behind, and ends with the first that found none (or nothing to send at all).
-    mutating func observe(_ kind: RoundPlanner.Kind?, backfilling: Bool, at now: Duration) {
+    mutating func observe(_ kind: RoundPlanner.Kind?, backfilling: Bool, at now: RelayInstant) {
         switch kind {
         case .backlog?, .current?, nil:
             if backfilling || kind == .current {

@@ -24,7 +24,7 @@ extension PushForwarder {
         /// The token it went with (a 401 to it is not a 401 to a newer one).
         var token: String
         var bytes: Int
-        var sentAt: ContinuousClock.Instant
+        var sentAt: RelayInstant
         /// Went while another was still unanswered: its answer's spacing measures the link.
         var behindAnother: Bool
         /// Planned as if every batch before it were delivered: its skipped positions settle in its turn.
@@ -46,25 +46,23 @@ extension PushForwarder {
     ) async -> (SendResult, DeliveryState) {
         var state = initial
         var token = initialToken
-        /// The network's own time, for the link's measurements (answers' arrival times are its instants).
-        let clock = ContinuousClock()
         var window: [InFlight] = []
         var assumed = ledger.assuming(first.items.map(\.delivery))
         var refilling = route != nil
-        var lastAnswerAt: ContinuousClock.Instant?
+        var lastAnswerAt: RelayInstant?
         /// Taken by the gateway in this window's earlier batches.
         var delivered = 0
         /// When current positions last went ahead in this window.
-        var currentAheadAt: Duration?
+        var currentAheadAt: RelayInstant?
         func carriesCurrent(_ prepared: Prepared) -> Bool {
             prepared.items.contains { $0.delivery.kind == .ahead && $0.delivery.stored.position.alarm == nil }
         }
-        if carriesCurrent(first) { currentAheadAt = self.clock.monotonicNow() }
+        if carriesCurrent(first) { currentAheadAt = clock.now() }
         func submit(_ prepared: Prepared, speculative: Bool) async {
             await transport.submit(wire.request(body: prepared.body, encoding: prepared.encoding, token: token))
             window.append(
                 InFlight(
-                    prepared: prepared, token: token, bytes: prepared.body.count, sentAt: clock.now,
+                    prepared: prepared, token: token, bytes: prepared.body.count, sentAt: clock.now(),
                     behindAnother: window.contains { $0.answer == nil }, speculative: speculative))
         }
         await submit(first, speculative: false)
@@ -76,7 +74,7 @@ extension PushForwarder {
                 // units one arrives every few hundred milliseconds, and each batch of them costs a
                 // read of every device's backlog and a request (as Traccar's live edge gives way).
                 let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
-                let now = self.clock.monotonicNow()
+                let now = clock.now()
                 let currentDue = order.currentAhead(at: now) && (currentAheadAt.map { now - $0 >= giveWay } ?? true)
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                     gate?.bytesLeft(for: settings.name) == nil,
@@ -89,10 +87,10 @@ extension PushForwarder {
                     refilling = false
                     break
                 }
-                order.observe(next.kind, backfilling: next.backfilling, at: self.clock.monotonicNow())
+                order.observe(next.kind, backfilling: next.backfilling, at: clock.now())
                 assumed.apply(next.settled)
                 assumed = assumed.assuming(next.items.map(\.delivery))
-                if carriesCurrent(next) { currentAheadAt = self.clock.monotonicNow() }
+                if carriesCurrent(next) { currentAheadAt = clock.now() }
                 await submit(next, speculative: true)
             }
             var sent = window.removeFirst()
@@ -107,7 +105,7 @@ extension PushForwarder {
                     let spacing =
                         sent.behindAnother ? http.arrivedAt.flatMap { at in lastAnswerAt.map { at - $0 } } : nil
                     depth.answered(
-                        bytes: sent.bytes, elapsed: (http.arrivedAt ?? clock.now) - sent.sentAt, spacing: spacing)
+                        bytes: sent.bytes, elapsed: (http.arrivedAt ?? clock.now()) - sent.sentAt, spacing: spacing)
                     lastAnswerAt = http.arrivedAt
                 }
             }
@@ -115,7 +113,7 @@ extension PushForwarder {
             if let secondsPerByte = depth.secondsPerByte {
                 state.planner.recordLinkRate(secondsPerByte: secondsPerByte)
             } else if case .success(let http) = answer {
-                state.planner.recordUpload(bytes: http.wireBytes, seconds: (clock.now - sent.sentAt) / .seconds(1))
+                state.planner.recordUpload(bytes: http.wireBytes, seconds: (clock.now() - sent.sentAt) / .seconds(1))
             }
             if wire.outcome(of: answer) != .delivered {
                 // Its halves or retry need the connection to themselves: take in what is behind it,
@@ -246,7 +244,7 @@ extension PushForwarder {
                     result.stop = .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false)
                     break
                 }
-                let sentAt = WallClock.monotonicNs()
+                let sentAt = clock.monotonicNs()
                 sentEncoding = state.encoding
                 sentToken = token
                 // Finishing, the batch on the wire still gets its answer; only an abandon drops it.
@@ -254,7 +252,7 @@ extension PushForwarder {
                 response = await transport.next(unlessAbandoned: shutdown.abandoned)
                 if case .success(let http) = response {
                     state.planner.recordUpload(
-                        bytes: http.wireBytes, seconds: Double(WallClock.monotonicNs() - sentAt) / 1e9)
+                        bytes: http.wireBytes, seconds: Double(clock.monotonicNs() &- sentAt) / 1e9)
                 }
             }
             if shutdown.abandoned.isSet, case .failure = response {
@@ -334,7 +332,7 @@ extension PushForwarder {
     func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws
         -> (body: [UInt8], measurement: CompressionMeasurement?)
     {
-        let (wire, points) = (self.wire, chunk.map(\.point))
+        let (wire, points, clock) = (self.wire, chunk.map(\.point), self.clock)
         return try await encoder.run { zstd in
             let json = wire.encodeBatch(points)
             switch encoding {
@@ -342,9 +340,9 @@ extension PushForwarder {
             case .gzip: return (try Gzip.compress(json), nil)
             case .zstd:
                 let level = planner.level(forJSONBytes: json.count)
-                let started = WallClock.monotonicNs()
+                let started = clock.monotonicNs()
                 let body = try zstd.compress(json, level: level)
-                let seconds = Double(WallClock.monotonicNs() - started) / 1e9
+                let seconds = Double(clock.monotonicNs() &- started) / 1e9
                 return (
                     body,
                     CompressionMeasurement(

@@ -50,7 +50,7 @@ package final class PushForwarder: DestinationForwarder {
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, clock: clock)
         self.wire = PushProtocol(settings: settings)
-        self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger)
+        self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger, clock: clock)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)

@@ -38,7 +38,7 @@ final class PushRounds: DestinationRounds {
         let f = forwarder
         let name = f.settings.name
         let prepared: PushForwarder.Prepared
-        let planned = f.clock.monotonicNow()
+        let planned = f.clock.now()
         do {
             // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
             let fitting = f.recorder.positionsFitting()

@@ -20,15 +20,18 @@ final class TeltonikaEngine: TraccarEngine {
     /// (`TraccarForwarder.devicesPerRound`); a fleet beyond that reconnects in turn.
     static let maxIdleConnections = 64
 
-    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws {
+    init(
+        settings: Configuration.DestinationSettings, meter: WireMeter? = nil, logger: Logger = .disabled,
+        clock: any RelayClock = SystemClock()
+    ) throws {
         let endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
         driver = try RoundDriver(
             url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-            meter: meter)
+            meter: meter, clock: clock)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,
             requestTimeout: settings.requestTimeout, buffered: true,
-            parkSeconds: 0, logger: .disabled, maxIdle: Self.maxIdleConnections)
+            parkSeconds: settings.parkSeconds, logger: logger, maxIdle: Self.maxIdleConnections)
         carried = TeltonikaRound.Carried(pipeline: settings.pipeline)
     }
 
@@ -51,15 +54,15 @@ final class TeltonikaEngine: TraccarEngine {
             + TeltonikaCodec.recordsFitting(records.prefix(min(limit, TeltonikaCodec.maxRecordsPerFrame)))
     }
 
-    func deliver(
-        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
-        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) -> [DeviceResult] {
-        setup.buffered = mode == .buffered
-        setup.parkSeconds = parkSeconds
-        setup.logger = logger
-        var round = TeltonikaRound(batches, setup: setup, carried: carried, maxPositions: maxPositions, now: .now)
-        driver.run(&round, ledger: &ledger, stop: stop, yield: yield, logger: logger, progress: progress)
+    func deliver(_ request: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
+        -> [DeviceResult]
+    {
+        setup.buffered = request.mode == .buffered
+        var round = TeltonikaRound(
+            request.batches, setup: setup, carried: carried, maxPositions: request.maxPositions,
+            now: driver.clock.now())
+        driver.run(
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, logger: setup.logger, progress: progress)
         carried = round.carried
         return round.results
     }

@@ -24,8 +24,10 @@ package final class TeltonikaProbe: Sendable {
     private let timeout: Duration
     private let queue: DispatchQueue
 
-    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
-        endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
+    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil, clock: any RelayClock = SystemClock())
+        throws(CurlError)
+    {
+        endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter, clock: clock)
         timeout = settings.probeTimeout
         queue = DispatchQueue(label: "georelay.probe.\(settings.name)")
     }
@@ -54,7 +56,7 @@ package final class TeltonikaProbe: Sendable {
         } catch {
             return (.nothing, 0)
         }
-        let event = session.identify() ?? session.nextEvent(before: .now + timeout, abort: abort)
+        let event = session.identify() ?? session.nextEvent(before: endpoint.clock.now() + timeout, abort: abort)
         session.close()
         let answer: ServerCheck.Answer =
             switch event {

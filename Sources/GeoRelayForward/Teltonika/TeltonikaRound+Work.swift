@@ -17,7 +17,7 @@ extension TeltonikaRound {
         var inFlight: [Frame] = []
         /// When the last answer on this work's connection came: the spacing of the next one,
         /// if that frame was already on the wire behind it.
-        var lastAnswer: ContinuousClock.Instant?
+        var lastAnswer: RelayInstant?
         /// A single record that closed the connection unanswered, awaiting the probe's verdict.
         var suspect: Int?
         /// The probe's connection while it runs.
@@ -43,7 +43,7 @@ extension TeltonikaRound {
         var range: Range<Int>
         var attempt: Attempt
         var bytes = 0
-        var sentAt = ContinuousClock.now
+        var sentAt = RelayInstant.origin
     }
 
     enum Attempt {

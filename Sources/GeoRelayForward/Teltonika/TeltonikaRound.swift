@@ -39,7 +39,7 @@ struct TeltonikaRound: ConnectionRound {
         var exchange: TeltonikaExchange
         var isOpen = false
         /// When bytes last moved either way: the request timeout counts from here.
-        var lastProgress: ContinuousClock.Instant
+        var lastProgress: RelayInstant
     }
 
     /// What outlives a round: the link's measured depth and the connections kept open.
@@ -62,8 +62,8 @@ struct TeltonikaRound: ConnectionRound {
         var lanes: Int
         var requestTimeout: Duration
         var buffered: Bool
-        var parkSeconds: Double
-        var logger: Logger
+        let parkSeconds: Double
+        let logger: Logger
         /// Connections kept open between rounds at most.
         var maxIdle: Int
     }
@@ -81,13 +81,13 @@ struct TeltonikaRound: ConnectionRound {
     private var stopping = false
     private var positionsLeft: Int
     var update: DeliveryUpdate
-    var now: ContinuousClock.Instant
+    var now: RelayInstant
     private var actions: [Action] = []
     /// The connection asked for and not yet open (or failed).
     private var opening: ConnectionID?
 
     init(
-        _ batches: [DeviceBatch], setup: Setup, carried: Carried, maxPositions: Int, now: ContinuousClock.Instant
+        _ batches: [DeviceBatch], setup: Setup, carried: Carried, maxPositions: Int, now: RelayInstant
     ) {
         self.batches = batches
         self.setup = setup
@@ -117,14 +117,14 @@ struct TeltonikaRound: ConnectionRound {
     private(set) var isFinished = false
 
     /// When the oldest connection owing an answer reaches the request timeout.
-    var deadline: ContinuousClock.Instant? {
+    var deadline: RelayInstant? {
         polled.compactMap { entry in
             carried.connections[entry.id].flatMap { $0.exchange.isAwaiting ? $0.lastProgress : nil }
         }.min().map { $0 + setup.requestTimeout }
     }
 
     mutating func handle(
-        _ event: Event, at now: ContinuousClock.Instant, ledger: inout DeliveryLedger
+        _ event: Event, at now: RelayInstant, ledger: inout DeliveryLedger
     ) -> [Action] {
         self.now = now
         actions.removeAll()

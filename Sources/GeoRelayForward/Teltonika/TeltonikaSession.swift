@@ -27,15 +27,20 @@ final class TeltonikaSession {
         var connectTimeoutSeconds: Double
         /// Where the connections' bytes are billed (the destination's meter).
         var meter: WireMeter?
+        /// What the request timeout and the deadlines are kept on.
+        var clock: any RelayClock
 
         /// The port Traccar's Teltonika decoder listens on by default.
         static let defaultPort = 5027
 
-        init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
+        init(
+            settings: Configuration.DestinationSettings, meter: WireMeter? = nil, clock: any RelayClock = SystemClock()
+        ) throws(CurlError) {
             curlURL = try Self.curlURL(settings.url)
             tls = settings.tls
             connectTimeoutSeconds = settings.connectTimeoutSeconds
             self.meter = meter
+            self.clock = clock
         }
 
         /// `tcp://host[:port][/]` → `telnet://host:port`, `tls://host[:port][/]` → `https://host:port`
@@ -73,7 +78,7 @@ final class TeltonikaSession {
     /// The protocol on the current connection (a fresh one for each connection).
     private var exchange: TeltonikaExchange
     /// When bytes last moved either way: the request timeout counts from here.
-    private(set) var lastProgress = ContinuousClock.now
+    private(set) var lastProgress: RelayInstant
     /// Wire bytes already handed to `takeWireBytes()` from the current connection.
     private var countedBytes = 0
     /// Wire bytes of connections already closed, not yet handed out.
@@ -86,6 +91,7 @@ final class TeltonikaSession {
     init(uniqueID: String, endpoint: Endpoint) throws(TeltonikaCodecError) {
         exchange = TeltonikaExchange(identification: try TeltonikaCodec.identification(uniqueID: uniqueID))
         self.endpoint = endpoint
+        lastProgress = endpoint.clock.now()
     }
 
     var isConnected: Bool { connection != nil }
@@ -101,11 +107,11 @@ final class TeltonikaSession {
         guard connection == nil else { return }
         let connection = try CurlConnection(
             url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-            meter: endpoint.meter)
+            meter: endpoint.meter, clock: endpoint.clock)
         try connection.connect()
         self.connection = connection
         countedBytes = 0
-        lastProgress = .now
+        lastProgress = endpoint.clock.now()
     }
 
     /// Queues a data frame (identifying first on a fresh connection) and sends what the socket takes.
@@ -114,7 +120,7 @@ final class TeltonikaSession {
     func send(frame: [UInt8]) -> Event? {
         precondition(connection != nil, "TeltonikaSession.send with no connection")
         exchange.queue(frame: frame)
-        lastProgress = .now
+        lastProgress = endpoint.clock.now()
         return flush()
     }
 
@@ -122,7 +128,7 @@ final class TeltonikaSession {
     func identify() -> Event? {
         precondition(connection != nil, "TeltonikaSession.identify with no connection")
         exchange.queueIdentification()
-        lastProgress = .now
+        lastProgress = endpoint.clock.now()
         return flush()
     }
 
@@ -134,7 +140,7 @@ final class TeltonikaSession {
                 let taken = try connection.send(exchange.output, from: exchange.sentBytes)
                 if taken == 0 { break }
                 exchange.wrote(taken)
-                lastProgress = .now
+                lastProgress = endpoint.clock.now()
             }
             return nil
         } catch {
@@ -150,7 +156,7 @@ final class TeltonikaSession {
         do throws(CurlError) {
             while let count = try connection.receive(into: scratch) {
                 if count == 0 { return events + [fail(exchange.peerClosed())] }
-                lastProgress = .now
+                lastProgress = endpoint.clock.now()
                 events += exchange.received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
                 if case .broken(let reason) = events.last {
                     events[events.count - 1] = fail(reason)
@@ -203,13 +209,13 @@ final class TeltonikaSession {
     /// Events come out one per call, in order, even when one read brought several: the rest are
     /// kept for the next calls (which return them without waiting, even after a `.broken` among
     /// them closed the connection), never dropped.
-    func nextEvent(before deadline: ContinuousClock.Instant, abort: AbortFlag? = nil) -> Event? {
+    func nextEvent(before deadline: RelayInstant, abort: AbortFlag? = nil) -> Event? {
         if !unreported.isEmpty { return unreported.removeFirst() }
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
         defer { scratch.deallocate() }
-        let clock = ContinuousClock()
-        while abort?.isSet != true, clock.now < deadline, let connection {
-            let slice = min(clock.now.duration(to: deadline), .milliseconds(250))
+        let clock = endpoint.clock
+        while abort?.isSet != true, clock.now() < deadline, let connection {
+            let slice = min(clock.now().duration(to: deadline), .milliseconds(250))
             guard let ready = try? connection.wait(readable: true, writable: hasOutput, timeout: max(slice, .zero))
             else {
                 return fail(.failed("the connection's socket failed"))

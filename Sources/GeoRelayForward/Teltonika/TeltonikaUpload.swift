@@ -4,10 +4,12 @@ import GeoRelayCore
 package enum TeltonikaUpload {
     /// Identifies as the position's device, sends it in a frame of its own and reads the answers,
     /// blocking for at most the connect timeout and then the request timeout.
-    package static func send(_ position: Position, settings: Configuration.DestinationSettings) -> DeliveryOutcome {
+    package static func send(
+        _ position: Position, settings: Configuration.DestinationSettings, clock: any RelayClock = SystemClock()
+    ) -> DeliveryOutcome {
         let endpoint: TeltonikaSession.Endpoint
         do throws(CurlError) {
-            endpoint = try TeltonikaSession.Endpoint(settings: settings)
+            endpoint = try TeltonikaSession.Endpoint(settings: settings, clock: clock)
         } catch {
             return .unavailable(error.message, retryAfter: nil, transport: false)
         }
@@ -23,7 +25,7 @@ package enum TeltonikaUpload {
             return .unavailable(error.message, retryAfter: nil, transport: true)
         }
         defer { session.close() }
-        let deadline = ContinuousClock.now + settings.requestTimeout
+        let deadline = clock.now() + settings.requestTimeout
         var event = session.send(frame: TeltonikaCodec.dataFrame(records: [TeltonikaCodec.record(from: position)]))
         while true {
             switch event ?? session.nextEvent(before: deadline) {

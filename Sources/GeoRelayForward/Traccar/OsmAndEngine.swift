@@ -16,9 +16,18 @@ final class OsmAndEngine: TraccarEngine {
     private let multi: CurlMulti
     private let easies: [CurlEasy]
     private let destination: String
+    private let parkSeconds: Double
+    private let logger: Logger
+    private let clock: any RelayClock
 
-    init(settings: Configuration.DestinationSettings, meter: WireMeter? = nil) throws(CurlError) {
+    init(
+        settings: Configuration.DestinationSettings, meter: WireMeter? = nil, logger: Logger = .disabled,
+        clock: any RelayClock = SystemClock()
+    ) throws(CurlError) {
         destination = settings.name
+        parkSeconds = settings.parkSeconds
+        self.logger = logger
+        self.clock = clock
         traccar = TraccarProtocol(settings: settings)
         multi = try CurlMulti()
         var easies: [CurlEasy] = []
@@ -49,20 +58,22 @@ final class OsmAndEngine: TraccarEngine {
         }
     }
 
-    func deliver(
-        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
-        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) -> [DeviceResult] {
+    func deliver(_ round: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
+        -> [DeviceResult]
+    {
+        let (batches, mode, maxPositions, stop, yield) = (
+            round.batches, round.mode, round.maxPositions, round.stop, round.yield
+        )
         var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         var slots: [Slot?] = Array(repeating: nil, count: easies.count)
         var nextBatch = 0
         var halted = false
         var positionsLeft = maxPositions
         var update = DeliveryUpdate(destination: destination)
-        var cadence = ProgressCadence()
+        var cadence = ProgressCadence(now: clock.now())
 
         func flush(force: Bool) {
-            if cadence.due(update, force: force) {
+            if cadence.due(update, force: force, now: clock.now()) {
                 progress(update)
                 update = DeliveryUpdate(destination: destination)
             }

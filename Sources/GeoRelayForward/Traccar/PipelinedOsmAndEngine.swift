@@ -24,32 +24,34 @@ final class PipelinedOsmAndEngine: TraccarEngine {
         carried.limit.reset()
     }
 
-    init(settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil) throws {
+    init(
+        settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil,
+        logger: Logger = .disabled, clock: any RelayClock = SystemClock()
+    ) throws {
         driver = try RoundDriver(
-            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter)
+            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
+            clock: clock)
         setup = PipelinedOsmAndRound.Setup(
             destination: settings.name, traccar: TraccarProtocol(settings: settings),
             framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,
-            requestTimeout: settings.requestTimeout, parkSeconds: 0,
-            logger: .disabled)
+            requestTimeout: settings.requestTimeout, parkSeconds: settings.parkSeconds,
+            logger: logger)
         carried = PipelinedOsmAndRound.Carried(lanes: settings.concurrency, window: settings.pipeline)
     }
 
     var wake: @Sendable () -> Void { driver.wake }
 
-    func deliver(
-        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
-        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) -> [DeviceResult] {
-        precondition(mode == .buffered, "the pipelined engine serves buffered destinations only")
-        setup.parkSeconds = parkSeconds
-        setup.logger = logger
+    func deliver(_ request: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
+        -> [DeviceResult]
+    {
+        precondition(request.mode == .buffered, "the pipelined engine serves buffered destinations only")
         // A connection idle since the last round may have been closed by the server meanwhile.
         let open = driver.keptOpen()
         var round = PipelinedOsmAndRound(
-            batches, setup: setup, carried: carried, connected: carried.lanes.indices.map(open.contains),
-            maxPositions: maxPositions, now: .now)
-        driver.run(&round, ledger: &ledger, stop: stop, yield: yield, logger: logger, progress: progress)
+            request.batches, setup: setup, carried: carried, connected: carried.lanes.indices.map(open.contains),
+            maxPositions: request.maxPositions, now: driver.clock.now())
+        driver.run(
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, logger: setup.logger, progress: progress)
         carried = round.carried
         return round.results
     }

@@ -14,7 +14,7 @@ extension PipelinedOsmAndRound {
         var batches: [Int] = []
         /// A suspect to send alone, with its next attempt.
         var suspect: InFlight?
-        var lastProgress = ContinuousClock.now
+        var lastProgress = RelayInstant.origin
         var answeredOnConnection = 0
 
         var hasOutput: Bool { sentBytes < output.count }
@@ -36,7 +36,7 @@ extension PipelinedOsmAndRound {
         var bytes = 0
         /// Its number and when it went, for the in-flight limit's round trips.
         var sequence: UInt64 = 0
-        var sentAt = ContinuousClock.now
+        var sentAt = RelayInstant.origin
     }
 
     /// As in `OsmAndEngine`: asked once more alone, then the canary decides.

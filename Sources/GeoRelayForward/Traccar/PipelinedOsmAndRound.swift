@@ -36,7 +36,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         var keepsAlive: Bool?
         /// Windows broken in a row with more than one request unanswered.
         var brokenWindows = 0
-        var oneAtATimeUntil: ContinuousClock.Instant?
+        var oneAtATimeUntil: RelayInstant?
         /// How many requests all lanes together keep in flight: what the link holds, not `window` each.
         var limit: InFlightLimit
 
@@ -53,8 +53,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
         var framing: TraccarProtocol.PipelinedFraming
         var window: Int
         var requestTimeout: Duration
-        var parkSeconds: Double
-        var logger: Logger
+        let parkSeconds: Double
+        let logger: Logger
     }
 
     private(set) var carried: Carried
@@ -75,8 +75,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
     private var opening: Int?
     private var positionsLeft: Int
     private var update: DeliveryUpdate
-    private var cadence = ProgressCadence()
-    private var now: ContinuousClock.Instant
+    private var cadence: ProgressCadence
+    private var now: RelayInstant
     private var actions: [Action] = []
 
     var lanes: [Lane] { carried.lanes }
@@ -85,12 +85,13 @@ struct PipelinedOsmAndRound: ConnectionRound {
     ///   round (one the server closed meanwhile was dropped).
     init(
         _ batches: [DeviceBatch], setup: Setup, carried: Carried, connected: [Bool], maxPositions: Int,
-        now: ContinuousClock.Instant
+        now: RelayInstant
     ) {
         self.batches = batches
         self.setup = setup
         self.carried = carried
         self.now = now
+        cadence = ProgressCadence(now: now)
         results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
         nextIndex = Array(repeating: 0, count: batches.count)
         stopped = Array(repeating: false, count: batches.count)
@@ -121,12 +122,12 @@ struct PipelinedOsmAndRound: ConnectionRound {
     }
 
     /// When the oldest silence among busy lanes reaches the request timeout.
-    var deadline: ContinuousClock.Instant? {
+    var deadline: RelayInstant? {
         busyLanes.map { carried.lanes[$0].lastProgress }.min().map { $0 + setup.requestTimeout }
     }
 
     mutating func handle(
-        _ event: Event, at now: ContinuousClock.Instant, ledger: inout DeliveryLedger
+        _ event: Event, at now: RelayInstant, ledger: inout DeliveryLedger
     ) -> [Action] {
         self.now = now
         actions.removeAll()
@@ -346,7 +347,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
     }
 
     private mutating func flush(force: Bool) {
-        if cadence.due(update, force: force) {
+        if cadence.due(update, force: force, now: now) {
             actions.append(.progress(update))
             update = DeliveryUpdate(destination: setup.destination)
         }

@@ -21,6 +21,21 @@ struct DeviceResult: Sendable {
     var abandoned = 0
 }
 
+/// One round as the forwarder asks an engine for it.
+struct EngineRound {
+    var batches: [DeviceBatch]
+    var mode: DeliveryMode
+    /// At most this many positions go out (a trial after backing off sends one); their retries
+    /// and canaries do not count.
+    var maxPositions: Int
+    /// Set: what is in flight is abandoned and the round ends at once.
+    var stop: AbortFlag
+    /// Set: no new request starts and the round ends once those in flight are answered (an alarm
+    /// to send ahead, or the forwarder finishing); a position's retry and its canary still go, as
+    /// they settle what is already on the wire.
+    var yield: AbortFlag?
+}
+
 /// How a round treats what the server answers.
 enum DeliveryMode {
     /// Quarantine refused payloads, park unknown devices, stop at the first sign of an outage.
@@ -32,21 +47,14 @@ enum DeliveryMode {
 /// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): libcurl's
 /// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), the engine's own
 /// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`), or Teltonika frames
-/// on one connection per device (`TeltonikaEngine`). Each owns its wire format, set up once for
-/// its destination; the forwarder hands it batches and a ledger.
+/// on one connection per device (`TeltonikaEngine`). Each owns its wire format, its park time,
+/// its logger and its clock, set up once for its destination; the forwarder hands it rounds and
+/// a ledger.
 protocol TraccarEngine: AnyObject {
-    /// Runs one round to its end (or until `stop` is set, abandoning what is in flight).
-    ///
-    /// `yield` set, no new request starts and the round ends once those in flight are answered
-    /// (an alarm to send ahead, or the forwarder finishing); a position's retry and its canary
-    /// still go, as they settle what is already on the wire.
-    ///
-    /// - Parameter maxPositions: at most this many positions go out (a trial after backing off
-    ///   sends one); their retries and canaries do not count.
-    func deliver(
-        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, parkSeconds: Double,
-        maxPositions: Int, stop: AbortFlag, yield: AbortFlag?, logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) -> [DeviceResult]
+    /// Runs one round to its end (or until its `stop` is set, abandoning what is in flight),
+    /// handing what it settles to `progress` as it goes.
+    func deliver(_ round: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
+        -> [DeviceResult]
 
     /// Wakes a running round so it sees its flags; may be called from any thread.
     var wake: @Sendable () -> Void { get }
@@ -63,10 +71,14 @@ protocol TraccarEngine: AnyObject {
 struct ProgressCadence {
     static let positions = 128
     static let interval: Duration = .seconds(1)
-    private var last = ContinuousClock.now
+    private var last: RelayInstant
 
-    mutating func due(_ update: DeliveryUpdate, force: Bool = false) -> Bool {
-        let now = ContinuousClock.now
+    /// - Parameter now: when the round began.
+    init(now: RelayInstant) {
+        last = now
+    }
+
+    mutating func due(_ update: DeliveryUpdate, force: Bool = false, now: RelayInstant) -> Bool {
         guard
             force || update.acknowledged.count + update.quarantined.count >= Self.positions
                 || (update.payloadBytes > 0 && now - last >= Self.interval)

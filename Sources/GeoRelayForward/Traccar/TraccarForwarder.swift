@@ -57,14 +57,14 @@ package final class TraccarForwarder: DestinationForwarder {
         self.logger = logger.with(label: "forward[\(settings.name)]")
         let meter = WireMeter()
         recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
-        let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger)
+        let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger, clock: clock)
         pipelinesOsmAnd = engine is PipelinedOsmAndEngine
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         let probeMeter = WireMeter()
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger,
-            probe: try Self.makeProbe(settings, meter: probeMeter), probeMeter: probeMeter,
+            probe: try Self.makeProbe(settings, meter: probeMeter, clock: clock), probeMeter: probeMeter,
             linkChanges: gate?.linkChanges, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
@@ -72,29 +72,32 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// The Teltonika port answers no GET: probed by identifying, unless `probe.url` names an HTTP URL to GET.
-    private static func makeProbe(_ settings: Configuration.DestinationSettings, meter: WireMeter) throws
-        -> DestinationLink.Probe?
-    {
+    private static func makeProbe(
+        _ settings: Configuration.DestinationSettings, meter: WireMeter, clock: any RelayClock
+    ) throws -> DestinationLink.Probe? {
         guard settings.traccarProtocol == .teltonika, settings.probeURL == nil else { return nil }
-        let probe = try TeltonikaProbe(settings: settings, meter: meter)
+        let probe = try TeltonikaProbe(settings: settings, meter: meter, clock: clock)
         return { await probe.check(timeout: $0) }
     }
 
     /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
     /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
-    private static func makeEngine(_ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger)
-        throws -> any TraccarEngine
-    {
-        if settings.traccarProtocol == .teltonika { return try TeltonikaEngine(settings: settings, meter: meter) }
+    private static func makeEngine(
+        _ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, clock: any RelayClock
+    ) throws -> any TraccarEngine {
+        if settings.traccarProtocol == .teltonika {
+            return try TeltonikaEngine(settings: settings, meter: meter, logger: logger, clock: clock)
+        }
         if settings.pipeline > 1, settings.buffer {
             do {
                 return try PipelinedOsmAndEngine(
-                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter)
+                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
+                    clock: clock)
             } catch let error as HTTP1RequestError {
                 logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
             }
         }
-        return try OsmAndEngine(settings: settings, meter: meter)
+        return try OsmAndEngine(settings: settings, meter: meter, logger: logger, clock: clock)
     }
 
     package func run() async {
@@ -204,9 +207,7 @@ package final class TraccarForwarder: DestinationForwarder {
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
-        let (parkSeconds, logger, wake, before, recorder, clock) = (
-            settings.parkSeconds, self.logger, self.wakeEngine, ledger, self.recorder, self.clock
-        )
+        let (wake, before, recorder, clock) = (self.wakeEngine, ledger, self.recorder, self.clock)
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
@@ -242,10 +243,9 @@ package final class TraccarForwarder: DestinationForwarder {
                 }
                 let outcome = await engine.run { engine in
                     var ledger = before
-                    let results = engine.deliver(
-                        batches, mode: mode, ledger: &ledger, parkSeconds: parkSeconds,
-                        maxPositions: maxPositions, stop: stop, yield: yield, logger: logger
-                    ) { update in
+                    let round = EngineRound(
+                        batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield)
+                    let results = engine.deliver(round, ledger: &ledger) { update in
                         var update = update
                         update.drain = drain
                         // On the engine's thread, between its socket calls: every live socket read now.

@@ -42,7 +42,7 @@ final class TraccarRounds: DestinationRounds {
     func round(_ turn: DestinationLoop.Turn, order: inout DrainOrder) async -> DestinationLoop.Report {
         let f = forwarder
         let nowMs = f.clock.nowMs()
-        let now = f.clock.monotonicNow()
+        let now = f.clock.now()
         // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
         let fitting = f.recorder.positionsFitting()
         let planner = RoundPlanner(
@@ -81,24 +81,24 @@ final class TraccarRounds: DestinationRounds {
             let untilUnpark = plan.nextUnparkMs.map { Duration.milliseconds(max(1, $0 - nowMs)) }
             return .idle(min(untilUnpark ?? .seconds(30), .seconds(30)))
         case .alarms?, .stillAlive?, .current?:
-            let started = f.clock.monotonicNow()
+            let started = f.clock.now()
             results = await f.send(
                 TraccarForwarder.batches(plan.deliveries, cursors: plan.ready), mode: .buffered, ledger: &ledger,
                 maxPositions: maxPositions)
-            if plan.kind == .current { aheadRound = f.clock.monotonicNow() - started }
+            if plan.kind == .current { aheadRound = f.clock.now() - started }
         case .replay?:
             results = await f.send(
                 TraccarForwarder.replayBatches(plan.deliveries), mode: .buffered, ledger: &ledger,
                 maxPositions: maxPositions)
         case .backlog?:
             rotation = plan.lastInTurn ?? rotation
-            let started = f.clock.monotonicNow()
+            let started = f.clock.now()
             results = await f.send(
                 f.backlogBatches(plan, ledger: ledger, trial: pipelinedTrial), mode: .buffered, ledger: &ledger,
                 alarms: alarms, liveEdge: plan.backfilling && order.currentAhead(at: now) ? positions : nil,
                 liveEdgeAfter: TraccarForwarder.liveEdgeInterval(aheadRound: aheadRound),
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
-            pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.monotonicNow() - started)
+            pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.now() - started)
         }
         if let failure = results.lazy.compactMap(\.unavailable).first,
             case .unavailable(let reason, let retryAfter, let transport) = failure
