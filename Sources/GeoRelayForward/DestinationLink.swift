@@ -52,18 +52,6 @@ package final class DestinationLink: Sendable {
         case cancelled
     }
 
-    /// The most positions a trial carries. After the link's return a trial is the devices'
-    /// current positions (one each; push: one compressed batch of about a kilobyte), so a fleet's
-    /// all go in it rather than one of them ahead of the others' round; against a path that
-    /// swallows it, a trial goes once per backoff ceiling or once per return of the link.
-    static let trialPositions = 64
-
-    /// A trial's positions for `devices` devices with something to send, within what a budget
-    /// leaves (`fitting`): one each, at least one, at most `trialPositions`.
-    static func trialPositions(devices: Int, fitting: Int) -> Int {
-        max(1, min(devices, trialPositions, fitting))
-    }
-
     /// Waits out a failure, and says how to go on.
     ///
     /// A probe is an optimisation, never a gate: it decides nothing but how
@@ -120,7 +108,8 @@ package final class DestinationLink: Sendable {
                         // A wake that came while the attempt ran is taken now (the change may be what
                         // let it fail); half a second between attempts however the kernel chatters.
                         let now = clock.monotonicNs()
-                        await changes.wait(timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)))
+                        await changes.wait(
+                            timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)), clock: clock)
                         await clock.sleep(untilNs: min(until, earliestOnChange))
                     } else {
                         await clock.sleep(untilNs: until)

@@ -24,11 +24,11 @@ import Testing
     /// A trial is each device's current position: a fleet's all in the one round after the link's
     /// return, within a budget's remainder, never more than the bound and never nothing.
     @Test func aTrialCarriesOnePositionForEachDevice() {
-        #expect(DestinationLink.trialPositions(devices: 1, fitting: .max) == 1)
-        #expect(DestinationLink.trialPositions(devices: 40, fitting: .max) == 40)
-        #expect(DestinationLink.trialPositions(devices: 500, fitting: .max) == DestinationLink.trialPositions)
-        #expect(DestinationLink.trialPositions(devices: 40, fitting: 3) == 3)
-        #expect(DestinationLink.trialPositions(devices: 0, fitting: 0) == 1)
+        #expect(RoundPlanner.trialPositions(devices: 1, fitting: .max) == 1)
+        #expect(RoundPlanner.trialPositions(devices: 40, fitting: .max) == 40)
+        #expect(RoundPlanner.trialPositions(devices: 500, fitting: .max) == RoundPlanner.trialPositions)
+        #expect(RoundPlanner.trialPositions(devices: 40, fitting: 3) == 3)
+        #expect(RoundPlanner.trialPositions(devices: 0, fitting: 0) == 1)
     }
 
     /// A forwarder behind a fault proxy, probing every minute, that has delivered two positions

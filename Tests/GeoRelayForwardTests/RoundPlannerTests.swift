@@ -255,6 +255,30 @@ import Testing
             seqs: { $0.seqs(of: 1) }),
     ]
 
+    /// A trial's size is the planner's, for every transport (issue 38): one position a device,
+    /// a pipelined backlog's first request each with the rest of its batch behind it once taken,
+    /// or one batch across devices; a round of current positions is one a device whatever the transport.
+    @Test func aTrialsSizeIsThePlanners() throws {
+        let source = TableSource()
+        source.add(device: 1, seconds: 3)
+        source.add(device: 2, seconds: 3, from: 100)
+        var planner = Self.planner(maxPositions: 100)
+        let ledger = DeliveryLedger(destination: "traccar")
+        func plan(_ trial: RoundPlanner.Trial?) throws -> RoundPlanner.Plan {
+            planner.trial = trial
+            return try planner.plan(ledger: ledger, source: source)
+        }
+        let full = try plan(nil)
+        #expect(full.kind == .backlog && full.sendLimit == 100 && full.unproven == nil)
+        #expect(try plan(.perDevice).sendLimit == 2, "one position for each of the two devices")
+        let pipelined = try plan(.perDeviceFirstRequest)
+        #expect(pipelined.sendLimit == 100 && pipelined.unproven == 1, "each device's first request, then its batch")
+        #expect(try plan(.oneBatch).sendLimit == RoundPlanner.trialPositions)
+        source.add(device: 3, seconds: 120, from: 200)
+        let current = try plan(.perDeviceFirstRequest)
+        #expect(current.kind == .current && current.sendLimit == 3 && current.unproven == nil)
+    }
+
     @Test(arguments: cases)
     func aRoundSends(_ c: Case) throws {
         let source = TableSource()

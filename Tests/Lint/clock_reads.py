@@ -19,9 +19,10 @@ EXEMPT_FILES = {
 }
 EXEMPT_DIRS = ("Sources/GeoRelayTestKit/", "Sources/georelay-bench/")
 # WallClock's reads, a Swift clock read directly (ContinuousClock.now, `.now` where an instant is
-# expected, a fresh ContinuousClock()), Foundation's Date(), and the C call itself.
+# expected, a fresh ContinuousClock()), Foundation's Date(), the C call itself, and a sleep on the
+# system's clock (Task.sleep: a wait a simulated clock could not end).
 READ = re.compile(
-    r"WallClock\.(nowMs|monotonicNs|monotonicMs|steadyMs|latestMs)\b"
+    r"WallClock\.(nowMs|monotonicNs|monotonicMs|steadyMs|latestMs)\b|\bTask\.sleep\b"
     r"|\bContinuousClock\(\)|\bContinuousClock\.now\b|\bSuspendingClock\b|\bDate\(\)"
     r"|\bclock_gettime\b|[(:=,\[]\s*\.now\b|\.now\s*-"
 )

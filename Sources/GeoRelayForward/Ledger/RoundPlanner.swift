@@ -61,6 +61,36 @@ struct RoundPlanner {
         var nextUnparkMs: Int64?
         /// The turn's last device: the next turn starts after it.
         var lastInTurn: Int64?
+        /// The most positions the transport sends this round: a trial's, or `maxPositions`.
+        var sendLimit = Int.max
+        /// Each device's requests on the wire until the server has taken one of them (a pipelined
+        /// trial's 1); nil: the ledger's window says (`DeliveryLedger.window`).
+        var unproven: Int?
+    }
+
+    /// How a round is a trial, after backing off without proof that the server is back: small,
+    /// and its answer decides whether full rounds follow.
+    enum Trial: Sendable, Equatable {
+        /// One position for each device ready (their current positions, ahead of any history).
+        case perDevice
+        /// As `perDevice`, except a backlog round of a pipelined transport: each device's first
+        /// request, its batch going on in the same round once the server has taken it
+        /// (`DeviceBatch.unproven`), so no round trip separates the trial's answer from the window.
+        case perDeviceFirstRequest
+        /// One batch across devices (push: about a kilobyte compressed), whatever the devices.
+        case oneBatch
+    }
+
+    /// The most positions a trial carries. After the link's return a trial is the devices'
+    /// current positions (one each; push: one compressed batch), so a fleet's all go in it rather
+    /// than one of them ahead of the others' round; against a path that swallows it, a trial goes
+    /// once per backoff ceiling or once per return of the link.
+    static let trialPositions = 64
+
+    /// A trial's positions for `devices` devices with something to send, within what a budget
+    /// leaves (`fitting`): one each, at least one, at most `trialPositions`.
+    static func trialPositions(devices: Int, fitting: Int) -> Int {
+        max(1, min(devices, trialPositions, fitting))
     }
 
     var destination: String
@@ -76,8 +106,10 @@ struct RoundPlanner {
     /// history goes first, an alarm this round carries within as many goes in its turn, not ahead
     /// of its history. 0: alarms go ahead (the pace is not known, or history does not go first).
     var alarmInOrderPositions = 0
-    /// The most positions the round may carry (a budget's remainder, a trial's one a device).
+    /// The most positions the round may carry (a budget's remainder).
     var maxPositions = Int.max
+    /// The round is a trial (`Trial`); nil: a full round.
+    var trial: Trial? = nil
     /// The most positions read of the backlogs in one round, whatever the filter keeps.
     var readBound: Int
     /// Devices a backlog round serves, in turn after `turnAfter`; nil: all of them.
@@ -87,7 +119,24 @@ struct RoundPlanner {
     var parkSeconds: Double
     var nowMs: Int64
 
-    func plan(ledger initial: DeliveryLedger, source: some PendingSource) throws(SpoolError) -> Plan {
+    /// The round, and what it may send: a trial's size is decided here, for every transport.
+    func plan(ledger: DeliveryLedger, source: some PendingSource) throws(SpoolError) -> Plan {
+        var planner = self
+        if trial == .oneBatch { planner.maxPositions = Self.trialPositions(devices: .max, fitting: maxPositions) }
+        var plan = try planner.planRound(ledger: ledger, source: source)
+        switch trial {
+        case nil, .oneBatch?:
+            plan.sendLimit = planner.maxPositions
+        case .perDeviceFirstRequest? where plan.kind == .backlog:
+            plan.sendLimit = maxPositions
+            plan.unproven = 1
+        case .perDevice?, .perDeviceFirstRequest?:
+            plan.sendLimit = Self.trialPositions(devices: plan.ready.count, fitting: maxPositions)
+        }
+        return plan
+    }
+
+    private func planRound(ledger initial: DeliveryLedger, source: some PendingSource) throws(SpoolError) -> Plan {
         var ledger = initial
         ledger.nowMs = nowMs
         // The devices first: the alarms, read after, then see every position these do (in a

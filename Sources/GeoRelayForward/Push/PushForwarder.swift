@@ -81,7 +81,7 @@ package final class PushForwarder: DestinationForwarder {
             gate?.unwatch(wake)
             spool.commits.unsubscribe(wake)
         }
-        await gate?.firstLook()
+        await gate?.firstLook(clock: clock)
         var state = DeliveryState(
             encoding: push.compression, maxPositions: push.batchMaxPositions,
             planner: CompressionPlanner(fixedLevel: push.zstdLevel))
@@ -139,17 +139,18 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// - Parameters:
-    ///   - maxPositions: a smaller batch than the state's (a trial after backing off).
+    ///   - maxPositions: a smaller batch than the state's (a budget's remainder).
     ///   - currentAhead: whether devices behind send their newest position ahead of the backlog
     ///     (false while a window gives way to the backlog: see `sendWindow`).
+    ///   - trial: the batch is a trial after backing off (its size is the planner's).
     func prepare(
         ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,
-        restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true
+        restriction: UplinkGate.Restriction? = nil, currentAhead: Bool = true, trial: Bool = false
     ) async throws -> Prepared {
         let started = clock.monotonicNs()
         let (items, full, settled, plan) = try await nextBatch(
             ledger: ledger, maxPositions: min(state.maxPositions, maxPositions ?? .max),
-            restriction: restriction, currentAhead: currentAhead)
+            restriction: restriction, currentAhead: currentAhead, trial: trial)
         guard !items.isEmpty else {
             return Prepared(
                 items: [], full: false, settled: settled, encoding: state.encoding, body: [], kind: plan.kind,
@@ -177,12 +178,13 @@ package final class PushForwarder: DestinationForwarder {
     /// backlog, closed by count or bytes.
     private func nextBatch(
         ledger initial: DeliveryLedger, maxPositions: Int, restriction: UplinkGate.Restriction?,
-        currentAhead: Bool
+        currentAhead: Bool, trial: Bool
     ) async throws -> ([Item], Bool, DeliveryUpdate, (kind: RoundPlanner.Kind?, backfilling: Bool)) {
         let planner = RoundPlanner(
             destination: settings.name, filter: filter, traccarAttributes: false, restriction: restriction,
             allowance: alarmAllowance, currentAhead: currentAhead, maxPositions: maxPositions,
-            readBound: TraccarForwarder.positionsPerRound, parkSeconds: settings.parkSeconds, nowMs: clock.nowMs())
+            trial: trial ? .oneBatch : nil, readBound: TraccarForwarder.positionsPerRound,
+            parkSeconds: settings.parkSeconds, nowMs: clock.nowMs())
         let (wire, maxBytes) = (self.wire, push.batchMaxBytes)
         return try await reader.run { reader in
             let plan = try reader.snapshot { reader throws(SpoolError) in
@@ -202,15 +204,16 @@ package final class PushForwarder: DestinationForwarder {
                 // Oldest first across devices; taking a prefix keeps each device's part a prefix too.
                 var items: [Item] = []
                 var bytes = 2
+                let limit = plan.sendLimit
                 for delivery in plan.deliveries.sorted(by: { $0.stored.seq < $1.stored.seq }) {
                     let next = item(delivery)
-                    if items.count == maxPositions || (!items.isEmpty && bytes + next.point.count + 1 > maxBytes) {
+                    if items.count == limit || (!items.isEmpty && bytes + next.point.count + 1 > maxBytes) {
                         return (items, true, plan.settled, round)
                     }
                     items.append(next)
                     bytes += next.point.count + 1
                 }
-                return (items, items.count >= maxPositions || plan.more, plan.settled, round)
+                return (items, items.count >= limit || plan.more, plan.settled, round)
             }
         }
     }

@@ -42,11 +42,9 @@ final class PushRounds: DestinationRounds {
         do {
             // Over a budgeted uplink, no bigger a batch than what is left of the budget pays for.
             let fitting = f.recorder.positionsFitting()
-            // Push's trial is one compressed batch: up to the most a trial carries, whatever the devices.
-            let limit = turn.trial ? DestinationLink.trialPositions(devices: .max, fitting: fitting) : fitting
             prepared = try await f.prepare(
-                ledger: ledger, state: state, maxPositions: limit == .max ? nil : limit,
-                restriction: turn.restriction, currentAhead: order.currentAhead(at: planned))
+                ledger: ledger, state: state, maxPositions: fitting == .max ? nil : fitting,
+                restriction: turn.restriction, currentAhead: order.currentAhead(at: planned), trial: turn.trial)
         } catch {
             f.logger.error("cannot read the spool: \(error)")
             return .idle(.seconds(5))

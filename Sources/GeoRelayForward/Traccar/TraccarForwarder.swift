@@ -108,7 +108,7 @@ package final class TraccarForwarder: DestinationForwarder {
             spool.commits.unsubscribe(wake)
         }
         await shutdown.run {
-            await self.gate?.firstLook()
+            await self.gate?.firstLook(clock: self.clock)
             if self.settings.buffer {
                 await self.runBuffered(wake: wake)
             } else {
@@ -184,12 +184,12 @@ package final class TraccarForwarder: DestinationForwarder {
     /// answer: a device not known to the server yet has a few requests on the wire until one is
     /// taken (`DeliveryLedger.window`), then the rest of its batch in the same round; a device
     /// nobody registered costs a few requests a park period, not a window. One request at a time
-    /// and Teltonika (whose identification is answered before any frame) need no bound.
-    /// - Parameter trial: one request a device until the server has taken it.
-    func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger, trial: Bool) -> [DeviceBatch] {
+    /// and Teltonika (whose identification is answered before any frame) need no bound. A trial's
+    /// bound is the planner's (`Plan.unproven`).
+    func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger) -> [DeviceBatch] {
         Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
             var batch = batch
-            if pipelinesOsmAnd { batch.unproven = trial ? 1 : ledger.window(for: batch.cursor.deviceID) }
+            if pipelinesOsmAnd { batch.unproven = plan.unproven ?? ledger.window(for: batch.cursor.deviceID) }
             return batch
         }
     }

@@ -49,6 +49,7 @@ final class TraccarRounds: DestinationRounds {
             destination: f.settings.name, filter: f.filter, traccarAttributes: true, restriction: turn.restriction,
             allowance: f.alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
             alarmInOrderPositions: pace.positions(within: .seconds(1)), maxPositions: fitting,
+            trial: turn.trial ? (f.pipelinesOsmAnd ? .perDeviceFirstRequest : .perDevice) : nil,
             readBound: TraccarForwarder.positionsPerRound, devicesPerTurn: TraccarForwarder.devicesPerRound,
             turnAfter: rotation, parkSeconds: f.settings.parkSeconds, nowMs: nowMs)
         let plan: RoundPlanner.Plan
@@ -63,14 +64,8 @@ final class TraccarRounds: DestinationRounds {
         ledger = plan.ledger
         f.recorder.record(plan.settled)
         order.observe(plan.kind, backfilling: plan.backfilling, at: now)
-        // A trial is one position for each device ready: their current positions, ahead of any
-        // history. A pipelined backlog round's trial is each device's first request, its batch
-        // going on in the same round once the server has taken it (`DeviceBatch.unproven`): no
-        // round trip between the trial's answer and the window.
-        let pipelinedTrial = turn.trial && plan.kind == .backlog && f.pipelinesOsmAnd
-        let maxPositions =
-            turn.trial && !pipelinedTrial
-            ? DestinationLink.trialPositions(devices: plan.ready.count, fitting: fitting) : fitting
+        // A trial's size is the planner's (`RoundPlanner.Trial`).
+        let maxPositions = plan.sendLimit
         historyNext = plan.kind == .current
         let results: [DeviceResult]
         switch plan.kind {
@@ -94,7 +89,7 @@ final class TraccarRounds: DestinationRounds {
             rotation = plan.lastInTurn ?? rotation
             let started = f.clock.now()
             results = await f.send(
-                f.backlogBatches(plan, ledger: ledger, trial: pipelinedTrial), mode: .buffered, ledger: &ledger,
+                f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger,
                 alarms: alarms, liveEdge: plan.backfilling && order.currentAhead(at: now) ? positions : nil,
                 liveEdgeAfter: TraccarForwarder.liveEdgeInterval(aheadRound: aheadRound),
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)

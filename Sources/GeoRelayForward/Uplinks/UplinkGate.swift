@@ -77,13 +77,13 @@ package final class UplinkGate: Sendable {
     /// Returns once the monitor has looked at the uplinks (at most `timeout`): before it, a
     /// destination on a spent budget would look unrestricted, and a forwarder starting with a
     /// backlog would send a round the budget does not have.
-    package func firstLook(timeout: Duration = .seconds(10)) async {
+    package func firstLook(timeout: Duration = .seconds(10), clock: any RelayClock = SystemClock()) async {
         let signal = WakeSignal()
         let looked = state.withLock { state -> Bool in
             if !state.looked { state.firstLookWaiters.append(signal) }
             return state.looked
         }
-        if !looked { await signal.wait(timeout: timeout) }
+        if !looked { await signal.wait(timeout: timeout, clock: clock) }
     }
 
     /// The destination's restriction now; nil: it sends as its own filter says.

@@ -108,7 +108,7 @@ package final class UplinkMonitor: Sendable {
             }
             // The next look: at the interval, or at once when the kernel announces a change.
             if let changes {
-                await changes.wait(timeout: Self.interval)
+                await changes.wait(timeout: Self.interval, clock: spool.clock)
                 if Task.isCancelled { return }
             } else {
                 await spool.clock.sleep(for: Self.interval)
