@@ -16,6 +16,30 @@ import Testing
                 device: "d\(device)", timeMs: 1_784_953_800_000 + second * 1000, lat: 59, lon: 10, alarm: alarm))
     }
 
+    /// Real-time mode under a spent budget keeps a device's alarms and, when the still-alive
+    /// minimum is due, its newest: the same rule as the buffered still-alive round (issue 38).
+    @Test func realTimeUnderASpentBudgetKeepsAlarmsAndTheDueNewest() {
+        let ledger = DeliveryLedger(destination: "traccar")
+        func planned(_ seconds: [Int64], alarmAt: Int64? = nil) -> [Delivery] {
+            seconds.map {
+                Delivery(
+                    stored: Self.stored($0, second: $0, alarm: $0 == alarmAt ? "sos" : nil), ackThrough: $0,
+                    stateAfter: FilterState())
+            }
+        }
+        let nothingSent = ledger.restricted(planned([1, 2, 3], alarmAt: 2), minIntervalMs: 600_000)
+        #expect(nothingSent.map(\.stored.seq) == [2, 3], "the alarm, and the newest: the server has none yet")
+        var sentOne = ledger
+        var update = DeliveryUpdate(destination: "traccar")
+        var first = planned([1])[0]
+        first.stateAfter.newestSentMs = first.stored.position.timeMs
+        sentOne.delivered(first, into: &update)
+        #expect(
+            sentOne.restricted(planned([2, 3, 4]), minIntervalMs: 600_000).isEmpty,
+            "the newest 3 s after the server's: not due")
+        #expect(sentOne.restricted(planned([2, 3, 700]), minIntervalMs: 600_000).map(\.stored.seq) == [700])
+    }
+
     /// The spool still lists an alarm its backlog turn delivered (acknowledgements are held
     /// state): it is not sent ahead a second time.
     @Test func anAlarmSettledInItsTurnIsNotSentAheadAgain() {

@@ -37,6 +37,21 @@ struct DrainOrderTests {
         #expect(!order.currentAhead(at: start + .seconds(67)))
     }
 
+    /// A window carrying a backfill (push) sends live fixes ahead only when current positions go
+    /// ahead at all, and not again within the live edge's interval (2 s at least, ten round trips).
+    @Test func liveFixesGoAheadOfAWindowAtTheLiveEdgesInterval() {
+        var order = DrainOrder(setting: .currentFirst, currentWithinSeconds: 10)
+        order.observe(.backlog, backfilling: true, at: start)
+        let rtt = Duration.milliseconds(600)
+        #expect(order.currentDue(at: start, lastAheadAt: nil, roundTrip: rtt))
+        #expect(!order.currentDue(at: start + .seconds(5), lastAheadAt: start, roundTrip: rtt), "within 6 s")
+        #expect(order.currentDue(at: start + .seconds(6), lastAheadAt: start, roundTrip: rtt))
+        #expect(DrainOrder.liveEdgeInterval(aheadRound: .milliseconds(50)) == .seconds(2))
+        #expect(DrainOrder.liveEdgeInterval(aheadRound: .seconds(5)) == .seconds(10))
+        let historyFirst = DrainOrder(setting: .oldestFirst, currentWithinSeconds: 10)
+        #expect(!historyFirst.currentDue(at: start, lastAheadAt: nil, roundTrip: rtt))
+    }
+
     @Test func theFixedOrdersNeverChange() {
         var oldest = DrainOrder(setting: .oldestFirst, currentWithinSeconds: 10)
         var current = DrainOrder(setting: .currentFirst, currentWithinSeconds: 10)

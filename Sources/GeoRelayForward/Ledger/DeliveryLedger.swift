@@ -87,8 +87,29 @@ struct DeliveryLedger: Sendable {
     /// The filter is not asked: this is the still-alive minimum, which goes whatever it says.
     func stillAlive(_ newest: [StoredPosition], minIntervalMs: Int64, sent: Set<Int64>) -> [Delivery] {
         ahead(newest, sent: sent) { fixMs, newestSent in
-            newestSent.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true
+            Self.stillAliveDue(fixMs: fixMs, newestSentMs: newestSent, minIntervalMs: minIntervalMs)
         }
+    }
+
+    /// Under a spent budget, of one device's positions as real-time mode tries them (each once,
+    /// nothing queued): its alarms, and its newest when the still-alive minimum is due, by the
+    /// same rule as `stillAlive`.
+    func restricted(_ deliveries: [Delivery], minIntervalMs: Int64) -> [Delivery] {
+        guard let first = deliveries.first else { return [] }
+        let newestSentMs = filters[first.deviceID]?.newestSentMs
+        return deliveries.enumerated().filter { index, delivery in
+            delivery.stored.position.alarm != nil
+                || (index == deliveries.count - 1
+                    && Self.stillAliveDue(
+                        fixMs: delivery.stored.position.timeMs, newestSentMs: newestSentMs, minIntervalMs: minIntervalMs
+                    ))
+        }.map(\.element)
+    }
+
+    /// A fix `minIntervalMs` or more after the newest the server has of its device (or the
+    /// first it would have) is due as a still-alive position.
+    static func stillAliveDue(fixMs: Int64, newestSentMs: Int64?, minIntervalMs: Int64) -> Bool {
+        newestSentMs.map { fixMs.saturatingMinus($0) >= minIntervalMs } ?? true
     }
 
     /// How much fix time a device's pending positions span before it counts as behind: more

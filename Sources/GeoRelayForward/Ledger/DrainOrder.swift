@@ -68,6 +68,24 @@ struct DrainOrder: Sendable {
         }
     }
 
+    /// How long a round carrying a backfill runs before a live fix ends it, given how long the
+    /// last round of current positions took (about a round trip). Each give-way leaves the link
+    /// idle for about two round trips (the answers in flight come in, then the newest goes
+    /// alone), so it comes at most every ten of those, never sooner than 2 s and never later than
+    /// 10 s (a slow round of many devices must not hold live fixes back for minutes): on the geo
+    /// link (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
+    static func liveEdgeInterval(aheadRound: Duration) -> Duration {
+        min(.seconds(10), max(.seconds(2), aheadRound * 10))
+    }
+
+    /// Whether the next batch of a window that carries a backfill sends the live fixes ahead
+    /// (push): when current positions go ahead at all, and not again within the live edge's
+    /// interval of the last time they did.
+    func currentDue(at now: RelayInstant, lastAheadAt: RelayInstant?, roundTrip: Duration?) -> Bool {
+        let giveWay = Self.liveEdgeInterval(aheadRound: roundTrip ?? .seconds(1))
+        return currentAhead(at: now) && (lastAheadAt.map { now - $0 >= giveWay } ?? true)
+    }
+
     /// The link failed: when it returns, what has piled up since is a backfill of its own, and
     /// the current position's wait counts from then.
     mutating func linkFailed() {

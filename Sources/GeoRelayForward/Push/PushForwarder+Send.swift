@@ -73,9 +73,8 @@ extension PushForwarder {
                 // Live fixes go ahead again only every so often while the backlog drains: with many
                 // units one arrives every few hundred milliseconds, and each batch of them costs a
                 // read of every device's backlog and a request (as Traccar's live edge gives way).
-                let giveWay = TraccarForwarder.liveEdgeInterval(aheadRound: depth.roundTrip ?? .seconds(1))
-                let now = clock.now()
-                let currentDue = order.currentAhead(at: now) && (currentAheadAt.map { now - $0 >= giveWay } ?? true)
+                let currentDue = order.currentDue(
+                    at: clock.now(), lastAheadAt: currentAheadAt, roundTrip: depth.roundTrip)
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                     gate?.bytesLeft(for: settings.name) == nil,
                     (gate?.routeGeneration(for: settings.name) ?? 0) == route,

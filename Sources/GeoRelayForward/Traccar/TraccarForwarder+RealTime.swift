@@ -35,14 +35,7 @@ extension TraccarForwarder {
                     stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
                 if let restriction = gate?.restriction(for: settings.name) {
                     // A spent budget: alarms, and the newest when the still-alive minimum is due.
-                    let newestSentMs = ledger.filters[stored[0].deviceID]?.newestSentMs
-                    deliveries = deliveries.enumerated().filter { index, delivery in
-                        delivery.stored.position.alarm != nil
-                            || (index == deliveries.count - 1
-                                && newestSentMs.map {
-                                    delivery.stored.position.timeMs.saturatingMinus($0) >= restriction.minIntervalMs
-                                } ?? true)
-                    }.map(\.element)
+                    deliveries = ledger.restricted(deliveries, minIntervalMs: restriction.minIntervalMs)
                 }
                 // Tried once, whatever happens: the filter moves on as if they were sent.
                 ledger = ledger.assuming(deliveries)

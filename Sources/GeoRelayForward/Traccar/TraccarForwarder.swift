@@ -140,16 +140,6 @@ package final class TraccarForwarder: DestinationForwarder {
             rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
     }
 
-    /// How long a round carrying a backfill runs before a live fix ends it, given how long the
-    /// last round of current positions took (about a round trip). Each give-way leaves the link
-    /// idle for about two round trips (the answers in flight come in, then the newest goes
-    /// alone), so it comes at most every ten of those, never sooner than 2 s and never later than
-    /// 10 s (a slow round of many devices must not hold live fixes back for minutes): on the geo
-    /// link (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
-    static func liveEdgeInterval(aheadRound: Duration) -> Duration {
-        min(.seconds(10), max(.seconds(2), aheadRound * 10))
-    }
-
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
     static let drainBatch = 8
 

@@ -91,7 +91,7 @@ final class TraccarRounds: DestinationRounds {
             results = await f.send(
                 f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger,
                 alarms: alarms, liveEdge: plan.backfilling && order.currentAhead(at: now) ? positions : nil,
-                liveEdgeAfter: TraccarForwarder.liveEdgeInterval(aheadRound: aheadRound),
+                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound),
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
             pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.now() - started)
         }
