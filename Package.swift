@@ -85,6 +85,10 @@ let package = Package(
             dependencies: ["GeoRelayService", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"],
             swiftSettings: swiftSettings),
         .testTarget(
+            name: "SimulationTests",
+            dependencies: ["GeoRelayForward", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "GeoRelayService", "GeoRelaySpool", "GeoRelayForward", "GeoRelayTestKit", "GeoRelayTestTraits",

@@ -6,8 +6,10 @@ import Foundation
 package final class TemporaryDirectory: Sendable {
     package let path: String
 
-    package init() throws {
-        var template = Array("/tmp/grt.XXXXXX".utf8CString)
+    /// - Parameter parent: where it is made (`/dev/shm` for a file whose syncs should cost
+    ///   nothing, as the simulation's spool).
+    package init(under parent: String = "/tmp") throws {
+        var template = Array("\(parent)/grt.XXXXXX".utf8CString)
         guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw CocoaError(.fileWriteUnknown)
         }

@@ -46,9 +46,25 @@ package final class TraccarForwarder: DestinationForwarder {
     static let devicesPerRound = 64
 
     /// - Parameter clock: the relay's time: the loop's waits, the rounds' plans, the link's watch.
-    package init(
+    package convenience init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
         clock: any RelayClock = SystemClock()
+    ) throws {
+        let probeMeter = WireMeter()
+        try self.init(
+            settings: settings, spool: spool, logger: logger, gate: gate, clock: clock, probeMeter: probeMeter,
+            probe: try Self.makeProbe(settings, meter: probeMeter, clock: clock)
+        ) { meter, logger in
+            try Self.makeEngine(settings, meter: meter, logger: logger, clock: clock)
+        }
+    }
+
+    /// A destination whose rounds go through the engine `makeEngine` builds and whose probes are
+    /// `probe`'s (the network's, or a simulation's link and server).
+    init(
+        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
+        clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?,
+        makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
     ) throws {
         self.settings = settings
         self.clock = clock
@@ -57,14 +73,12 @@ package final class TraccarForwarder: DestinationForwarder {
         self.logger = logger.with(label: "forward[\(settings.name)]")
         let meter = WireMeter()
         recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
-        let engine = try Self.makeEngine(settings, meter: meter, logger: self.logger, clock: clock)
+        let engine = try makeEngine(meter, self.logger)
         pipelinesOsmAnd = engine is PipelinedOsmAndEngine
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
-        let probeMeter = WireMeter()
         self.link = try DestinationLink(
-            settings: settings, recorder: recorder, logger: self.logger,
-            probe: try Self.makeProbe(settings, meter: probeMeter, clock: clock), probeMeter: probeMeter,
+            settings: settings, recorder: recorder, logger: self.logger, probe: probe, probeMeter: probeMeter,
             linkChanges: gate?.linkChanges, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())

@@ -1,0 +1,109 @@
+import Foundation
+import GeoRelayCore
+
+/// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, and the
+/// uplink's outages (minutes to days).
+///
+/// Rates: underway each unit fixes every 60 s, moored every 600 s; the phone every 300 s; and
+/// one unit at 1 Hz for ten minutes a day (a manoeuvre), so the drain after an outage carries
+/// bursts as well as the steady trickle. About 6,600 fixes a day underway, 1,700 moored.
+struct Voyage {
+    static let units = ["unit-1", "unit-2", "unit-3", "unit-4"]
+    static let phone = "phone"
+    static let dayMs: Int64 = 86_400_000
+    /// 2026-01-01T00:00:00Z.
+    static let startMs: Int64 = 1_767_225_600_000
+
+    /// An outage of the uplink, in wall time.
+    struct Outage {
+        var fromMs: Int64
+        var untilMs: Int64
+    }
+
+    struct Day {
+        var underway: Bool
+        /// When the 1 Hz manoeuvre begins, ms after midnight.
+        var manoeuvreAtMs: Int64
+    }
+
+    let days: [Day]
+    let outages: [Outage]
+    private let heading: [Double]
+
+    init(days count: Int, seed: UInt64) {
+        var random = SimulatedRandom(seed: seed)
+        days = (0..<count).map { _ in
+            Day(
+                underway: Double.random(in: 0..<1, using: &random) < 0.6,
+                manoeuvreAtMs: Int64.random(in: 0..<(Self.dayMs - 600_000), using: &random))
+        }
+        var outages: [Outage] = []
+        var at = Self.startMs
+        let end = Self.startMs + Int64(count) * Self.dayMs
+        while true {
+            // One every day and a half on average; each from five minutes to two days.
+            let gap = -log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 129_600
+            let length = random.logUniformSeconds(300, 172_800)
+            let from = at + Int64(gap * 1000)
+            guard from < end else { break }
+            let until = from + Int64(length * 1000)
+            outages.append(Outage(fromMs: from, untilMs: until))
+            at = until
+        }
+        self.outages = outages
+        heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
+    }
+
+    /// Whether the uplink is up at `ms`.
+    func linkUp(atMs ms: Int64) -> Bool {
+        !outages.contains { $0.fromMs <= ms && ms < $0.untilMs }
+    }
+
+    /// The fixes every device took in `fromMs..<untilMs`, in time order per device.
+    func fixes(fromMs: Int64, untilMs: Int64) -> [Position] {
+        var positions: [Position] = []
+        for (index, device) in (Self.units + [Self.phone]).enumerated() {
+            var times = Set<Int64>()
+            var dayStart = Self.startMs + (fromMs - Self.startMs) / Self.dayMs * Self.dayMs
+            while dayStart < untilMs {
+                let day = days[min(days.count - 1, Int((dayStart - Self.startMs) / Self.dayMs))]
+                let every: Int64 = device == Self.phone ? 300_000 : day.underway ? 60_000 : 600_000
+                let (low, high) = (max(fromMs, dayStart), min(untilMs, dayStart + Self.dayMs))
+                var ms = (low + every - 1) / every * every
+                while ms < high {
+                    times.insert(ms)
+                    ms += every
+                }
+                if index == 0 {
+                    let begin = dayStart + day.manoeuvreAtMs / 1_000 * 1_000
+                    var ms = max(low, begin) + (1_000 - max(low, begin) % 1_000) % 1_000
+                    while ms < min(high, begin + 600_000) {
+                        times.insert(ms)
+                        ms += 1_000
+                    }
+                }
+                dayStart += Self.dayMs
+            }
+            for ms in times.sorted() {
+                let day = days[min(days.count - 1, Int((ms - Self.startMs) / Self.dayMs))]
+                positions.append(position(device, index: index, atMs: ms, underway: day.underway))
+            }
+        }
+        return positions
+    }
+
+    /// Where a device is at `ms`: a straight course at 6 knots underway, a few metres of swing
+    /// at anchor; always a valid fix.
+    private func position(_ device: String, index: Int, atMs ms: Int64, underway: Bool) -> Position {
+        let hours = Double(ms - Self.startMs) / 3_600_000
+        let course = heading[index] * .pi / 180
+        let nm = underway ? hours * 6 : hours * 0.001
+        let lat = max(-80, min(80, 43 + (nm / 60) * cos(course).truncatingRemainder(dividingBy: 1)))
+        var lon = 7 + (nm / 60) * sin(course)
+        lon = (lon + 180).truncatingRemainder(dividingBy: 360)
+        if lon < 0 { lon += 360 }
+        return Position(
+            device: device, timeMs: ms, lat: lat, lon: lon - 180, speed: underway ? 6 : 0,
+            course: heading[index], accuracy: 5)
+    }
+}

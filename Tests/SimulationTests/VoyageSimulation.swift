@@ -1,0 +1,174 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+
+@testable import GeoRelayForward
+
+/// The relay's core through a voyage on simulated time (issue 37 §2): the real spool (SQLite in
+/// WAL mode, on a file, with its retention, quota and held state), the real destination loop,
+/// planner, ledger, drain order, backoff and probes of a Traccar destination, all on one
+/// `SimulatedClock`; the collectors, the uplink and the server simulated, from one seed.
+///
+/// Time moves a step at a time (`stepMinutes`): the clock jumps to the step's end, waking every
+/// timer it passed, and the fixes the units took during the step reach the spool then, as from a
+/// collector that sends in bursts. After each jump the simulation waits for the relay to be
+/// quiescent (every part asleep on the clock, nothing more arriving at the server) before the next.
+/// Outages begin and end on step boundaries; timers within a step fire at its end, so this
+/// checks what the relay keeps and in what order it delivers, not how soon.
+struct VoyageSimulation {
+    struct Report: CustomStringConvertible {
+        var seed: UInt64
+        var days: Int
+        var stored = 0
+        var delivered = 0
+        var outages = 0
+        var outageHours = 0.0
+        var largestSpoolBytes: Int64 = 0
+        var largestSpoolRows = 0
+        var rounds = 0
+        /// What broke an invariant, with the day it was found; empty when all held.
+        var problems: [String] = []
+        var seconds = 0.0
+
+        var description: String {
+            "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds, "
+                + "\(outages) outages (\(Int(outageHours)) h down); spool at most \(largestSpoolRows) rows, "
+                + "\(largestSpoolBytes / 1024) KiB; \(String(format: "%.1f", seconds)) s"
+                + (problems.isEmpty ? "" : "; PROBLEMS: " + problems.prefix(5).joined(separator: "; "))
+        }
+    }
+
+    var days: Int
+    var seed: UInt64
+    var stepMinutes: Int64 = 15
+
+    func run() async throws -> Report {
+        let started = ContinuousClock.now
+        let voyage = Voyage(days: days, seed: seed)
+        var report = Report(seed: seed, days: days)
+        report.outages = voyage.outages.count
+        report.outageHours = voyage.outages.reduce(0) { $0 + Double($1.untilMs - $1.fromMs) / 3_600_000 }
+        // In memory where the system has it: a voyage's thousands of commits each sync the file,
+        // which on a disk would be most of the run (the syncs' cost is the power-cut suite's business).
+        let directory = try TemporaryDirectory(under: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
+        let clock = SimulatedClock(wallMs: Voyage.startMs)
+        var spoolSettings = Spool.Settings(Configuration.SpoolSettings())
+        spoolSettings.path = directory.file("spool.db")
+        spoolSettings.clock = clock
+        let spool = try Spool(settings: spoolSettings)
+        defer { spool.close() }
+        var settings = Configuration.DestinationSettings()
+        settings.name = "traccar"
+        settings.url = "http://traccar.invalid:5055"
+        settings.filter.mode = .all
+        settings.probeConnectSeconds = 0
+        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
+        let server = SimulatedServer()
+        let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
+        let forwarder = try TraccarForwarder(
+            settings: settings, spool: spool, logger: .disabled, gate: nil, clock: clock, probeMeter: WireMeter(),
+            probe: probe
+        ) { _, logger in
+            SimulatedEngine(
+                server: server, destination: settings.name, parkSeconds: settings.parkSeconds, logger: logger)
+        }
+        let task = Task { await forwarder.run() }
+        defer { task.cancel() }
+        // Retention, the quota's idle check and the log's trim, as the daemon's upkeep part runs them.
+        let upkeep = Task { await spool.runUpkeep() }
+        defer { upkeep.cancel() }
+        let reader = try spool.makeReader()
+        var stored: [String: [Int64]] = [:]
+        let quiet = Quiescence(clock: clock, spool: spool, server: server)
+        try await quiet.settle("the relay's start")
+
+        let stepMs = stepMinutes * 60_000
+        var nowMs = Voyage.startMs
+        let endMs = Voyage.startMs + Int64(days) * Voyage.dayMs
+        while nowMs < endMs {
+            let next = min(endMs, nowMs + stepMs)
+            server.up = voyage.linkUp(atMs: nowMs)
+            clock.advance(by: .milliseconds(next - nowMs))
+            try await quiet.settle("the timers up to \(next)")
+            let fixes = voyage.fixes(fromMs: nowMs, untilMs: next)
+            for (position, result) in zip(fixes, await spool.append(fixes)) {
+                if case .stored = result { stored[position.device, default: []].append(position.timeMs) }
+            }
+            try await quiet.settle("the fixes up to \(next)")
+            nowMs = next
+            if (nowMs - Voyage.startMs) % Voyage.dayMs == 0 {
+                let day = Int((nowMs - Voyage.startMs) / Voyage.dayMs)
+                let status = try reader.status()
+                report.largestSpoolRows = max(report.largestSpoolRows, status.rows)
+                report.largestSpoolBytes = max(report.largestSpoolBytes, status.usedBytes)
+                if status.usedBytes > spoolSettings.maxBytes {
+                    report.problems.append("day \(day): the spool holds \(status.usedBytes) B, over its quota")
+                }
+                // Retention: nothing delivered is kept much past `retainHours`, so the rows stay
+                // within what the retention and the outages' backlog hold (a day is 6,600 fixes at most).
+                let retainedDays = Int(spoolSettings.retainHours / 24) + 1
+                if status.rows > (retainedDays + 3) * 6_700 {
+                    report.problems.append("day \(day): the spool holds \(status.rows) rows, past its retention")
+                }
+            }
+        }
+        // The voyage is over: the link comes back and stays; everything stored must arrive.
+        server.up = true
+        for _ in 0..<200 {
+            let pending = try reader.status().destinations.first?.pending ?? 0
+            if pending == 0 { break }
+            clock.advance(by: .seconds(60))
+            try await quiet.settle("the final drain")
+        }
+        let arrivals = server.arrivals
+        for (device, times) in stored {
+            let problem = DeliveryOrder.problem(arrivals[device] ?? [], expected: times)
+            if let problem { report.problems.append("at the end: \(device): \(problem)") }
+        }
+        report.stored = stored.values.reduce(0) { $0 + $1.count }
+        report.delivered = server.positions
+        report.rounds = server.rounds
+        forwarder.finish()
+        await task.value
+        upkeep.cancel()
+        await upkeep.value
+        report.seconds = (ContinuousClock.now - started) / .seconds(1)
+        return report
+    }
+}
+
+/// Whether the relay has done what the last move of the clock or the last fixes asked of it:
+/// every part asleep on the clock again (as many as when it was idle, or more), and neither the
+/// number asleep nor the server's rounds changing over a few polls. A bound on the condition,
+/// never an assumed rate: it fails, naming what it waited for, after ten seconds or more. A relay
+/// still busy when it looked quiet only moves on a step later: what is checked (what it keeps, in
+/// what order it delivers) does not depend on it.
+struct Quiescence {
+    let clock: SimulatedClock
+    let spool: Spool
+    let server: SimulatedServer
+
+    func settle(_ what: String) async throws {
+        var last: (sleeping: Int, rounds: Int)?
+        var steady = 0
+        for _ in 0..<50_000 {
+            await spool.flush()
+            let now = (sleeping: clock.sleeping, rounds: server.rounds)
+            if let last, last == now, now.sleeping > 0 {
+                steady += 1
+                if steady >= 3 { return }
+            } else {
+                steady = 0
+            }
+            last = now
+            try await Task.sleep(for: .microseconds(200))
+        }
+        throw SimulationError("the relay was not quiescent after \(what) within 10 s")
+    }
+}
+
+struct SimulationError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

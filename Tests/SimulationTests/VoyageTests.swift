@@ -1,0 +1,25 @@
+import Foundation
+import GeoRelayTestTraits
+import Testing
+
+/// A voyage on simulated time (issue 37 §2), several seeds in `make test`; any length and seed
+/// with `make simulate DAYS=… SEED=…` (GEORELAY_SIM_DAYS, GEORELAY_SIM_SEED).
+@Suite(.offThePool, .serialized) struct VoyageTests {
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    static var seeds: [UInt64] {
+        if let seed = environment["GEORELAY_SIM_SEED"].flatMap({ UInt64($0) }) { return [seed] }
+        return [1, 2, 3]
+    }
+
+    static var days: Int { environment["GEORELAY_SIM_DAYS"].flatMap { Int($0) }.map { max(1, min($0, 3_650)) } ?? 10 }
+
+    @Test(arguments: seeds)
+    func aVoyageKeepsEveryFixAndDeliversItInOrder(seed: UInt64) async throws {
+        let report = try await VoyageSimulation(days: Self.days, seed: seed).run()
+        print("simulation: \(report)")
+        #expect(
+            report.problems.isEmpty, "seed \(seed) (rerun: make simulate DAYS=\(Self.days) SEED=\(seed)): \(report)")
+        #expect(report.delivered >= report.stored, "every fix stored reached the server: \(report)")
+    }
+}
