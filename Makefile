@@ -82,15 +82,13 @@ test: deps lint
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_REQUIRE_BROWSER=1 $(SWIFT) test --skip-build
 	Tests/Fuzz/fuzz.sh ci
 
-# A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED, in a release
-# build of the tests (about 3 minutes the first time). make test runs three seeds of 10 days.
+# A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED, in make test's
+# build of the tests. make test runs three seeds of 10 days.
 DAYS ?= 365
 SEED ?= 1
-SIMULATE_FLAGS := -c release -Xswiftc -enable-testing
 simulate: deps
-	$(SWIFT) build $(SIMULATE_FLAGS) --build-tests
-	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) $(SWIFT) test $(SIMULATE_FLAGS) --skip-build \
-		--filter VoyageTests
+	$(SWIFT) build --build-tests
+	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) $(SWIFT) test --skip-build --filter VoyageTests
 
 # The code's layout, as .swift-format says (swift format ships with the toolchain; about 4 s):
 # `make format` rewrites the tree, `make lint` fails on anything it would change or warn about.
