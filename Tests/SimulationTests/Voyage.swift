@@ -1,8 +1,8 @@
 import Foundation
 import GeoRelayCore
 
-/// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, and the
-/// uplink's outages (minutes to days).
+/// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, the uplink's
+/// outages (minutes to days) and the relay's restarts.
 ///
 /// Rates: underway each unit fixes every 60 s, moored every 600 s; the phone every 300 s; and
 /// one unit at 1 Hz for ten minutes a day (a manoeuvre), so the drain after an outage carries
@@ -28,6 +28,8 @@ struct Voyage {
 
     let days: [Day]
     let outages: [Outage]
+    /// When the relay stops and starts again (an update, a reboot): every four days on average.
+    let restarts: [Int64]
     private let heading: [Double]
 
     init(days count: Int, seed: UInt64) {
@@ -51,6 +53,14 @@ struct Voyage {
             at = until
         }
         self.outages = outages
+        var restarts: [Int64] = []
+        at = Self.startMs
+        while true {
+            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 4 * 86_400_000)
+            guard at < end else { break }
+            restarts.append(at)
+        }
+        self.restarts = restarts
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
     }
 

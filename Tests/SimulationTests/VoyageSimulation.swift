@@ -10,7 +10,7 @@ import GeoRelayTestKit
 /// planner, ledger, drain order, backoff and probes of a Traccar destination, all on one
 /// `SimulatedClock`; the collectors, the uplink and the server simulated, from one seed.
 ///
-/// Time moves a step at a time (`stepMinutes`): the clock jumps to the step's end, waking every
+/// Time moves a step at a time (`stepMinutes`, 30 by default): the clock jumps to the step's end, waking every
 /// timer it passed, and the fixes the units took during the step reach the spool then, as from a
 /// collector that sends in bursts. After each jump the simulation waits for the relay to be
 /// quiescent (every part asleep on the clock, nothing more arriving at the server) before the next.
@@ -27,13 +27,17 @@ struct VoyageSimulation {
         var largestSpoolBytes: Int64 = 0
         var largestSpoolRows = 0
         var rounds = 0
+        var restarts = 0
+        /// Fixes the server got more than once (at least once allows them after a restart).
+        var duplicates = 0
         /// What broke an invariant, with the day it was found; empty when all held.
         var problems: [String] = []
         var seconds = 0.0
 
         var description: String {
-            "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds, "
-                + "\(outages) outages (\(Int(outageHours)) h down); spool at most \(largestSpoolRows) rows, "
+            "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
+                + "(\(duplicates) twice), \(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts; "
+                + "spool at most \(largestSpoolRows) rows, "
                 + "\(largestSpoolBytes / 1024) KiB; \(String(format: "%.1f", seconds)) s"
                 + (problems.isEmpty ? "" : "; PROBLEMS: " + problems.prefix(5).joined(separator: "; "))
         }
@@ -41,7 +45,8 @@ struct VoyageSimulation {
 
     var days: Int
     var seed: UInt64
-    var stepMinutes: Int64 = 15
+    /// How far the clock jumps at a time: the run's time is about proportional to the steps.
+    var stepMinutes: Int64 = 30
 
     func run() async throws -> Report {
         let started = ContinuousClock.now
@@ -49,6 +54,7 @@ struct VoyageSimulation {
         var report = Report(seed: seed, days: days)
         report.outages = voyage.outages.count
         report.outageHours = voyage.outages.reduce(0) { $0 + Double($1.untilMs - $1.fromMs) / 3_600_000 }
+        report.restarts = voyage.restarts.count
         // In memory where the system has it: a voyage's thousands of commits each sync the file,
         // which on a disk would be most of the run (the syncs' cost is the power-cut suite's business).
         let directory = try TemporaryDirectory(under: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
@@ -56,50 +62,37 @@ struct VoyageSimulation {
         var spoolSettings = Spool.Settings(Configuration.SpoolSettings())
         spoolSettings.path = directory.file("spool.db")
         spoolSettings.clock = clock
-        let spool = try Spool(settings: spoolSettings)
-        defer { spool.close() }
-        var settings = Configuration.DestinationSettings()
-        settings.name = "traccar"
-        settings.url = "http://traccar.invalid:5055"
-        settings.filter.mode = .all
-        settings.probeConnectSeconds = 0
-        try await spool.register(destinations: [DestinationRegistration(name: settings.name, buffered: true)])
         let server = SimulatedServer()
-        let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
-        let forwarder = try TraccarForwarder(
-            settings: settings, spool: spool, logger: .disabled, gate: nil, clock: clock, probeMeter: WireMeter(),
-            probe: probe
-        ) { _, logger in
-            SimulatedEngine(
-                server: server, destination: settings.name, parkSeconds: settings.parkSeconds, logger: logger)
-        }
-        let task = Task { await forwarder.run() }
-        defer { task.cancel() }
-        // Retention, the quota's idle check and the log's trim, as the daemon's upkeep part runs them.
-        let upkeep = Task { await spool.runUpkeep() }
-        defer { upkeep.cancel() }
-        let reader = try spool.makeReader()
+        var relay = try await SimulatedRelay.start(spool: spoolSettings, server: server)
         var stored: [String: [Int64]] = [:]
-        let quiet = Quiescence(clock: clock, spool: spool, server: server)
-        try await quiet.settle("the relay's start")
+        try await relay.settle("the relay's start")
 
         let stepMs = stepMinutes * 60_000
         var nowMs = Voyage.startMs
         let endMs = Voyage.startMs + Int64(days) * Voyage.dayMs
+        var restarts = voyage.restarts[...]
         while nowMs < endMs {
             let next = min(endMs, nowMs + stepMs)
             server.up = voyage.linkUp(atMs: nowMs)
             clock.advance(by: .milliseconds(next - nowMs))
-            try await quiet.settle("the timers up to \(next)")
+            try await relay.settle("the timers up to \(next)")
             let fixes = voyage.fixes(fromMs: nowMs, untilMs: next)
-            for (position, result) in zip(fixes, await spool.append(fixes)) {
+            for (position, result) in zip(fixes, await relay.spool.append(fixes)) {
                 if case .stored = result { stored[position.device, default: []].append(position.timeMs) }
             }
-            try await quiet.settle("the fixes up to \(next)")
+            try await relay.settle("the fixes up to \(next)")
             nowMs = next
+            // The relay stops and starts again (an update, a reboot): the spool reopened from its
+            // file, the destination's memory rebuilt from it.
+            while let restart = restarts.first, restart <= nowMs {
+                restarts = restarts.dropFirst()
+                await relay.stop()
+                relay = try await SimulatedRelay.start(spool: spoolSettings, server: server)
+                try await relay.settle("the restart at \(restart)")
+            }
             if (nowMs - Voyage.startMs) % Voyage.dayMs == 0 {
                 let day = Int((nowMs - Voyage.startMs) / Voyage.dayMs)
-                let status = try reader.status()
+                let status = try relay.reader.status()
                 report.largestSpoolRows = max(report.largestSpoolRows, status.rows)
                 report.largestSpoolBytes = max(report.largestSpoolBytes, status.usedBytes)
                 if status.usedBytes > spoolSettings.maxBytes {
@@ -116,25 +109,78 @@ struct VoyageSimulation {
         // The voyage is over: the link comes back and stays; everything stored must arrive.
         server.up = true
         for _ in 0..<200 {
-            let pending = try reader.status().destinations.first?.pending ?? 0
+            let pending = try relay.reader.status().destinations.first?.pending ?? 0
             if pending == 0 { break }
             clock.advance(by: .seconds(60))
-            try await quiet.settle("the final drain")
+            try await relay.settle("the final drain")
         }
-        let arrivals = server.arrivals
+        // At least once: a restart may send again what was in flight; the order is judged on each
+        // fix's first arrival, as Traccar's handlers see a repeat as nothing new.
         for (device, times) in stored {
-            let problem = DeliveryOrder.problem(arrivals[device] ?? [], expected: times)
-            if let problem { report.problems.append("at the end: \(device): \(problem)") }
+            var seen = Set<Int64>()
+            let arrivals = server.arrivals[device] ?? []
+            let first = arrivals.filter { seen.insert($0).inserted }
+            report.duplicates += arrivals.count - first.count
+            if let problem = DeliveryOrder.problem(first, expected: times) {
+                report.problems.append("at the end: \(device): \(problem)")
+            }
         }
         report.stored = stored.values.reduce(0) { $0 + $1.count }
         report.delivered = server.positions
         report.rounds = server.rounds
-        forwarder.finish()
-        await task.value
-        upkeep.cancel()
-        await upkeep.value
+        await relay.stop()
         report.seconds = (ContinuousClock.now - started) / .seconds(1)
         return report
+    }
+}
+
+/// The relay's core as the daemon wires it, on the simulation's clock: the spool with its upkeep
+/// and one Traccar destination whose engine and probe reach the simulated server.
+struct SimulatedRelay {
+    let spool: Spool
+    let reader: SpoolReader
+    let forwarder: TraccarForwarder
+    let delivering: Task<Void, Never>
+    let upkeep: Task<Void, Never>
+    let quiescence: Quiescence
+
+    static func start(spool settings: Spool.Settings, server: SimulatedServer) async throws -> SimulatedRelay {
+        guard let clock = settings.clock as? SimulatedClock else { throw SimulationError("not a simulated clock") }
+        let spool = try Spool(settings: settings)
+        var destination = Configuration.DestinationSettings()
+        destination.name = "traccar"
+        destination.url = "http://traccar.invalid:5055"
+        destination.filter.mode = .all
+        destination.probeConnectSeconds = 0
+        try await spool.register(destinations: [DestinationRegistration(name: destination.name, buffered: true)])
+        let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
+        let forwarder = try TraccarForwarder(
+            settings: destination, spool: spool, logger: .disabled, gate: nil, clock: clock,
+            probeMeter: WireMeter(), probe: probe
+        ) { _, logger in
+            SimulatedEngine(
+                server: server, destination: destination.name, parkSeconds: destination.parkSeconds, logger: logger)
+        }
+        return SimulatedRelay(
+            spool: spool, reader: try spool.makeReader(), forwarder: forwarder,
+            delivering: Task { await forwarder.run() },
+            // Retention, the quota's idle check and the log's trim, as the daemon's upkeep part runs them.
+            upkeep: Task { await spool.runUpkeep() },
+            quiescence: Quiescence(clock: clock, spool: spool, server: server))
+    }
+
+    func settle(_ what: String) async throws {
+        try await quiescence.settle(what)
+    }
+
+    /// Stops as the daemon does: the destination finishes what is in flight, the upkeep ends,
+    /// the spool closes.
+    func stop() async {
+        forwarder.finish()
+        await delivering.value
+        upkeep.cancel()
+        await upkeep.value
+        spool.close()
     }
 }
 

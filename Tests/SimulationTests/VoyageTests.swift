@@ -12,11 +12,16 @@ import Testing
         return [1, 2, 3]
     }
 
-    static var days: Int { environment["GEORELAY_SIM_DAYS"].flatMap { Int($0) }.map { max(1, min($0, 3_650)) } ?? 10 }
+    static var days: Int { environment["GEORELAY_SIM_DAYS"].flatMap { Int($0) }.map { max(1, min($0, 3_650)) } ?? 30 }
+
+    /// How far the clock jumps at a time (GEORELAY_SIM_STEP_MINUTES, 1 to 1,440).
+    static var stepMinutes: Int64 {
+        environment["GEORELAY_SIM_STEP_MINUTES"].flatMap { Int64($0) }.map { max(1, min($0, 1_440)) } ?? 30
+    }
 
     @Test(arguments: seeds)
     func aVoyageKeepsEveryFixAndDeliversItInOrder(seed: UInt64) async throws {
-        let report = try await VoyageSimulation(days: Self.days, seed: seed).run()
+        let report = try await VoyageSimulation(days: Self.days, seed: seed, stepMinutes: Self.stepMinutes).run()
         print("simulation: \(report)")
         #expect(
             report.problems.isEmpty, "seed \(seed) (rerun: make simulate DAYS=\(Self.days) SEED=\(seed)): \(report)")
