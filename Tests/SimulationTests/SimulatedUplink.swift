@@ -13,6 +13,10 @@ final class SimulatedServer: Sendable {
         var arrivals: [String: [Int64]] = [:]
         var positions = 0
         var rounds = 0
+        /// Bytes carried since the last `takeDayBytes`, and of them those carried while the budget
+        /// was spent (alarms and still-alive positions).
+        var dayBytes: Int64 = 0
+        var restrictedBytes: Int64 = 0
     }
 
     private let state = Mutex(State())
@@ -28,6 +32,22 @@ final class SimulatedServer: Sendable {
     var rounds: Int { state.withLock { $0.rounds } }
 
     func roundBegan() { state.withLock { $0.rounds += 1 } }
+
+    /// The link carried `bytes`, under a spent budget or not: the interface's count.
+    func carried(_ bytes: Int, restricted: Bool) {
+        state.withLock { state in
+            state.dayBytes += Int64(bytes)
+            if restricted { state.restrictedBytes += Int64(bytes) }
+        }
+    }
+
+    /// What the link carried since the last call, and of it what went under a spent budget.
+    func takeDayBytes() -> (all: Int64, restricted: Int64) {
+        state.withLock { state in
+            defer { (state.dayBytes, state.restrictedBytes) = (0, 0) }
+            return (state.dayBytes, state.restrictedBytes)
+        }
+    }
 
     func take(_ deliveries: ArraySlice<Delivery>) {
         state.withLock { state in
@@ -51,14 +71,23 @@ final class SimulatedEngine: TraccarEngine {
     private let destination: String
     private let parkSeconds: Double
     private let logger: Logger
-    /// What a position costs the link, for the recorder's payload count.
+    /// The destination's meter: what the link carries is billed there, as the kernel's counts are.
+    private let meter: WireMeter
+    /// Whether the uplink's budget is spent now (its traffic is counted apart).
+    private let restricted: @Sendable () -> Bool
+    /// What a position costs the link (about an OsmAnd request and its answer, headers and all).
     static let bytesPerPosition = 200
 
-    init(server: SimulatedServer, destination: String, parkSeconds: Double, logger: Logger) {
+    init(
+        server: SimulatedServer, destination: String, parkSeconds: Double, logger: Logger, meter: WireMeter,
+        restricted: @escaping @Sendable () -> Bool
+    ) {
+        self.restricted = restricted
         self.server = server
         self.destination = destination
         self.parkSeconds = parkSeconds
         self.logger = logger
+        self.meter = meter
     }
 
     var wake: @Sendable () -> Void { {} }
@@ -87,6 +116,8 @@ final class SimulatedEngine: TraccarEngine {
                 .delivered, 0..<count, of: batch, result: &results[index], parkSeconds: parkSeconds, logger: logger,
                 into: &update)
             update.payloadBytes = count * Self.bytesPerPosition
+            meter.bill(count * Self.bytesPerPosition)
+            server.carried(count * Self.bytesPerPosition, restricted: restricted())
             left -= count
         }
         return results

@@ -26,6 +26,10 @@ struct VoyageSimulation {
         var outageHours = 0.0
         var largestSpoolBytes: Int64 = 0
         var largestSpoolRows = 0
+        /// The most a day's traffic came to on the budgeted uplink until its budget was spent, and
+        /// what the still-alive positions carried after that.
+        var largestDayBytes: Int64 = 0
+        var largestStillAliveBytes: Int64 = 0
         var rounds = 0
         var restarts = 0
         /// Fixes the server got more than once (at least once allows them after a restart).
@@ -37,6 +41,8 @@ struct VoyageSimulation {
         var description: String {
             "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
                 + "(\(duplicates) twice), \(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts; "
+                + "at most \(largestDayBytes / 1000) kB a day (budget \(DayBudget.bytes / 1000) kB) "
+                + "and \(largestStillAliveBytes / 1000) kB still-alive; "
                 + "spool at most \(largestSpoolRows) rows, "
                 + "\(largestSpoolBytes / 1024) KiB; \(String(format: "%.1f", seconds)) s"
                 + (problems.isEmpty ? "" : "; PROBLEMS: " + problems.prefix(5).joined(separator: "; "))
@@ -63,7 +69,9 @@ struct VoyageSimulation {
         spoolSettings.path = directory.file("spool.db")
         spoolSettings.clock = clock
         let server = SimulatedServer()
-        var relay = try await SimulatedRelay.start(spool: spoolSettings, server: server)
+        let gate = UplinkGate()
+        let budget = DayBudget(gate: gate)
+        var relay = try await SimulatedRelay.start(spool: spoolSettings, server: server, gate: gate)
         var stored: [String: [Int64]] = [:]
         try await relay.settle("the relay's start")
 
@@ -75,6 +83,25 @@ struct VoyageSimulation {
             let next = min(endMs, nowMs + stepMs)
             server.up = voyage.linkUp(atMs: nowMs)
             clock.advance(by: .milliseconds(next - nowMs))
+            // The uplink monitor's look: what the budget has left today, from the spool's tally.
+            if (next - Voyage.startMs) % Voyage.dayMs == 0 {
+                // Midnight (UTC, the budget's day and the spool's): the day just ended, then a new budget.
+                let day = Int((next - Voyage.startMs) / Voyage.dayMs)
+                // The interface's count (what the provider bills), and what went once the budget was
+                // spent: alarms and still-alive positions, by design.
+                let (spent, stillAlive) = server.takeDayBytes()
+                report.largestDayBytes = max(report.largestDayBytes, spent - stillAlive)
+                report.largestStillAliveBytes = max(report.largestStillAliveBytes, stillAlive)
+                if spent - stillAlive > DayBudget.bytes + DayBudget.bytes / 50 {
+                    report.problems.append(
+                        "day \(day): \(spent - stillAlive) B on the uplink before its budget of \(DayBudget.bytes) B was spent, over it by more than 2 %"
+                    )
+                }
+                budget.look(recorded: relay.spool.wireBytesRecorded()["traccar"] ?? 0)
+                budget.newDay()
+            } else {
+                budget.look(recorded: relay.spool.wireBytesRecorded()["traccar"] ?? 0)
+            }
             try await relay.settle("the timers up to \(next)")
             let fixes = voyage.fixes(fromMs: nowMs, untilMs: next)
             for (position, result) in zip(fixes, await relay.spool.append(fixes)) {
@@ -87,7 +114,9 @@ struct VoyageSimulation {
             while let restart = restarts.first, restart <= nowMs {
                 restarts = restarts.dropFirst()
                 await relay.stop()
-                relay = try await SimulatedRelay.start(spool: spoolSettings, server: server)
+                budget.look(recorded: relay.spool.wireBytesRecorded()["traccar"] ?? 0)
+                budget.spoolReopened()
+                relay = try await SimulatedRelay.start(spool: spoolSettings, server: server, gate: gate)
                 try await relay.settle("the restart at \(restart)")
             }
             if (nowMs - Voyage.startMs) % Voyage.dayMs == 0 {
@@ -106,8 +135,9 @@ struct VoyageSimulation {
                 }
             }
         }
-        // The voyage is over: the link comes back and stays; everything stored must arrive.
+        // The voyage is over: the link comes back and stays, the budget with it; everything stored must arrive.
         server.up = true
+        gate.set([:])
         for _ in 0..<200 {
             let pending = try relay.reader.status().destinations.first?.pending ?? 0
             if pending == 0 { break }
@@ -144,7 +174,9 @@ struct SimulatedRelay {
     let upkeep: Task<Void, Never>
     let quiescence: Quiescence
 
-    static func start(spool settings: Spool.Settings, server: SimulatedServer) async throws -> SimulatedRelay {
+    static func start(spool settings: Spool.Settings, server: SimulatedServer, gate: UplinkGate) async throws
+        -> SimulatedRelay
+    {
         guard let clock = settings.clock as? SimulatedClock else { throw SimulationError("not a simulated clock") }
         let spool = try Spool(settings: settings)
         var destination = Configuration.DestinationSettings()
@@ -155,11 +187,12 @@ struct SimulatedRelay {
         try await spool.register(destinations: [DestinationRegistration(name: destination.name, buffered: true)])
         let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
         let forwarder = try TraccarForwarder(
-            settings: destination, spool: spool, logger: .disabled, gate: nil, clock: clock,
+            settings: destination, spool: spool, logger: .disabled, gate: gate, clock: clock,
             probeMeter: WireMeter(), probe: probe
-        ) { _, logger in
+        ) { meter, logger in
             SimulatedEngine(
-                server: server, destination: destination.name, parkSeconds: destination.parkSeconds, logger: logger)
+                server: server, destination: destination.name, parkSeconds: destination.parkSeconds, logger: logger,
+                meter: meter, restricted: { [name = destination.name] in gate.restriction(for: name) != nil })
         }
         return SimulatedRelay(
             spool: spool, reader: try spool.makeReader(), forwarder: forwarder,
@@ -217,4 +250,53 @@ struct Quiescence {
 struct SimulationError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The uplink's day budget as the monitor applies it (`UplinkMonitor`): at each look, what is left
+/// of today's budget after the wire bytes the spool recorded since the last look (counted as they
+/// are recorded, not once committed); spent, the destination is restricted to alarms and a
+/// still-alive position per device every 15 minutes. The gate itself (and the forwarder's
+/// spending of it between looks) is the relay's own.
+final class DayBudget {
+    /// About 6,000 positions a day: less than a passage's 6,600 fixes and an outage's backlog.
+    static let bytes: Int64 = 1_200_000
+    static let restriction = UplinkGate.Restriction(
+        uplink: "satellite", minIntervalMs: 900_000, reason: "the satellite's day budget is spent")
+
+    private let gate: UplinkGate
+    private var spentToday: Int64 = 0
+    /// The spool's count of recorded wire bytes at the last look (it starts at 0 when it opens).
+    private var lastRecorded: Int64 = 0
+
+    init(gate: UplinkGate) {
+        self.gate = gate
+        apply()
+    }
+
+    func look(recorded: Int64) {
+        spentToday += max(0, recorded - lastRecorded)
+        lastRecorded = recorded
+        apply()
+    }
+
+    /// The relay restarted: its spool counts from 0 again.
+    func spoolReopened() {
+        lastRecorded = 0
+    }
+
+    /// UTC midnight: a new budget begins.
+    func newDay() {
+        spentToday = 0
+        apply()
+    }
+
+    private func apply() {
+        let left = Self.bytes - spentToday
+        gate.set(
+            left > 0 ? [:] : ["traccar": Self.restriction],
+            allowances: [
+                "traccar": UplinkGate.Allowance(
+                    uplink: "satellite", bytesLeft: max(0, left), whenSpent: Self.restriction)
+            ])
+    }
 }
