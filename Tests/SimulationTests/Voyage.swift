@@ -2,7 +2,7 @@ import Foundation
 import GeoRelayCore
 
 /// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, the uplink's
-/// outages (minutes to days) and the relay's restarts.
+/// outages (minutes to days), the relay's restarts and steps of its wall clock.
 ///
 /// Rates: underway each unit fixes every 60 s, moored every 600 s; the phone every 300 s; and
 /// one unit at 1 Hz for ten minutes a day (a manoeuvre), so the drain after an outage carries
@@ -30,6 +30,10 @@ struct Voyage {
     let outages: [Outage]
     /// When the relay stops and starts again (an update, a reboot): every four days on average.
     let restarts: [Int64]
+    /// When the box's wall clock is stepped (NTP catching up after a cold start, an operator), and
+    /// by how much: every ten days on average, a minute to six hours either way. The GPS units'
+    /// fix times stay right.
+    let clockSteps: [(atMs: Int64, byMs: Int64)]
     private let heading: [Double]
 
     init(days count: Int, seed: UInt64) {
@@ -61,6 +65,15 @@ struct Voyage {
             restarts.append(at)
         }
         self.restarts = restarts
+        var clockSteps: [(atMs: Int64, byMs: Int64)] = []
+        at = Self.startMs
+        while true {
+            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 10 * 86_400_000)
+            guard at < end else { break }
+            let size = Int64(random.logUniformSeconds(60, 21_600) * 1000)
+            clockSteps.append((at, Bool.random(using: &random) ? size : -size))
+        }
+        self.clockSteps = clockSteps
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
     }
 

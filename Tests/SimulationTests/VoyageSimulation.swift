@@ -32,6 +32,7 @@ struct VoyageSimulation {
         var largestStillAliveBytes: Int64 = 0
         var rounds = 0
         var restarts = 0
+        var clockSteps = 0
         /// Fixes the server got more than once (at least once allows them after a restart).
         var duplicates = 0
         /// What broke an invariant, with the day it was found; empty when all held.
@@ -40,7 +41,7 @@ struct VoyageSimulation {
 
         var description: String {
             "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
-                + "(\(duplicates) twice), \(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts; "
+                + "(\(duplicates) twice), \(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts, \(clockSteps) clock steps; "
                 + "at most \(largestDayBytes / 1000) kB a day (budget \(DayBudget.bytes / 1000) kB) "
                 + "and \(largestStillAliveBytes / 1000) kB still-alive; "
                 + "spool at most \(largestSpoolRows) rows, "
@@ -61,6 +62,7 @@ struct VoyageSimulation {
         report.outages = voyage.outages.count
         report.outageHours = voyage.outages.reduce(0) { $0 + Double($1.untilMs - $1.fromMs) / 3_600_000 }
         report.restarts = voyage.restarts.count
+        report.clockSteps = voyage.clockSteps.count
         // In memory where the system has it: a voyage's thousands of commits each sync the file,
         // which on a disk would be most of the run (the syncs' cost is the power-cut suite's business).
         let directory = try TemporaryDirectory(under: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
@@ -79,6 +81,7 @@ struct VoyageSimulation {
         var nowMs = Voyage.startMs
         let endMs = Voyage.startMs + Int64(days) * Voyage.dayMs
         var restarts = voyage.restarts[...]
+        var clockSteps = voyage.clockSteps[...]
         while nowMs < endMs {
             let next = min(endMs, nowMs + stepMs)
             server.up = voyage.linkUp(atMs: nowMs)
@@ -111,6 +114,10 @@ struct VoyageSimulation {
             nowMs = next
             // The relay stops and starts again (an update, a reboot): the spool reopened from its
             // file, the destination's memory rebuilt from it.
+            while let step = clockSteps.first, step.atMs <= nowMs {
+                clockSteps = clockSteps.dropFirst()
+                clock.stepWall(byMs: step.byMs)
+            }
             while let restart = restarts.first, restart <= nowMs {
                 restarts = restarts.dropFirst()
                 await relay.stop()
