@@ -103,7 +103,8 @@ package final class RelayLink: @unchecked Sendable {
     /// Waits until the relay has answered every line (or `timeout` seconds of the link's clock pass).
     @discardableResult
     package func finish(timeout: Double = .infinity) -> Bool {
-        let deadline = nowMs() + Int64(min(timeout, 1e9) * 1000)
+        // A timeout that is not a number, or below zero, waits not at all; an endless one, 31 years.
+        let deadline = nowMs() + (CheckedNumbers.milliseconds(seconds: min(timeout, 1e9), max: 1e9) ?? 0)
         room.lock()
         defer { room.unlock() }
         while queue.withLock({ $0.count > 0 }) {
@@ -114,7 +115,7 @@ package final class RelayLink: @unchecked Sendable {
         return true
     }
 
-    private func nowMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
+    private func nowMs() -> Int64 { clock.monotonicMs() }
 
     package func close() {
         queue.withLock { $0.closed = true }

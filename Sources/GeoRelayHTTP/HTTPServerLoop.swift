@@ -73,7 +73,7 @@ final class HTTPServerLoop: @unchecked Sendable {
     }
 
     /// The clock's monotonic time in milliseconds, the unit of every deadline here.
-    func monotonicMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
+    func monotonicMs() -> Int64 { clock.monotonicMs() }
 
     func announceStop() {
         stopAnnounced.store(true, ordering: .releasing)

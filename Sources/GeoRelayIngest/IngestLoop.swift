@@ -54,7 +54,7 @@ final class IngestLoop: @unchecked Sendable {
     }
 
     /// The relay's monotonic time in milliseconds: a stop's grace and the log's rate are measured on it.
-    private func nowMs() -> Int64 { Int64(settings.clock.monotonicNs() / 1_000_000) }
+    private func nowMs() -> Int64 { settings.clock.monotonicMs() }
 
     func stall(for duration: Duration) {
         pendingStallMs.store(max(1, duration.wholeMilliseconds), ordering: .relaxed)

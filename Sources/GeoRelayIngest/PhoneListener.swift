@@ -110,6 +110,6 @@ package final class PhoneListener: Sendable {
         }
         func allow() -> Bool { limiter.withLock { $0.allow(nowMs: nowMs()) } }
         func admit(_ client: String) -> Bool { clients.withLock { $0.allow(client, nowMs: nowMs()) } }
-        private func nowMs() -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
+        private func nowMs() -> Int64 { clock.monotonicMs() }
     }
 }

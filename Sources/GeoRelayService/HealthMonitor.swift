@@ -66,7 +66,7 @@ package struct HealthMonitor: Sendable {
 
     /// The parts as of now on the monitor's clock, with the wall clock's last step.
     package func report() -> HealthReport {
-        let nowMs = Int64(clock.monotonicNs() / 1_000_000)
+        let nowMs = clock.monotonicMs()
         return HealthReport(
             parts: parts.map {
                 HealthReport.Part(key: $0.key, name: $0.heartbeat.name, lastTurnMs: $0.heartbeat.lastBeatMs)

@@ -52,7 +52,7 @@ package struct StatusReport: Sendable {
             ?? (running
                 ? health(
                     from: HealthFile(socketPath: configuration.ingest.socket),
-                    nowMs: Int64(clock.monotonicNs() / 1_000_000))
+                    nowMs: clock.monotonicMs())
                 : .unknown("the relay is not running"))
         let devices = status.devices.map(\.name).filter { !configuration.sourceIDs.contains($0) }
         return StatusReport(

@@ -21,7 +21,7 @@ package struct IngestClock: Sendable {
             let carried = Int64(clamping: (clock.monotonicNs() &- startNs) / 1_000_000)
             return max(clock.nowMs(), startWallMs.saturatingPlus(carried))
         }
-        monotonicMs = { Int64(clock.monotonicNs() / 1_000_000) }
+        monotonicMs = { clock.monotonicMs() }
     }
 
     /// The system's clocks.

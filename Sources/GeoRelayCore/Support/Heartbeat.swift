@@ -42,7 +42,7 @@ package final class Heartbeat: Sendable {
         max(0, Self.nowMs(clock) - lastBeatMs)
     }
 
-    private static func nowMs(_ clock: any RelayClock) -> Int64 { Int64(clock.monotonicNs() / 1_000_000) }
+    private static func nowMs(_ clock: any RelayClock) -> Int64 { clock.monotonicMs() }
 }
 
 extension Duration {

@@ -39,6 +39,12 @@ package struct RelayInstant: Comparable, Hashable, Sendable {
 }
 
 extension RelayClock {
+    /// The monotonic time in milliseconds: for the deadlines and ages kept as integers (heartbeats,
+    /// sessions, listeners). Always within `Int64` (`UInt64.max` ns is 1.8e13 ms).
+    package func monotonicMs() -> Int64 {
+        Int64(monotonicNs() / 1_000_000)
+    }
+
     /// The monotonic time now, as an instant to do arithmetic on with durations.
     package func now() -> RelayInstant {
         RelayInstant(sinceOrigin: .nanoseconds(Int64(clamping: monotonicNs())))

@@ -87,7 +87,7 @@ extension DeviceHealth {
             running
             ? StatusReport.health(
                 from: HealthFile(socketPath: configuration.ingest.socket),
-                nowMs: Int64(clock.monotonicNs() / 1_000_000))
+                nowMs: clock.monotonicMs())
             : .unknown("the relay is not running")
         return assess(
             configuration: configuration, reader: reader, readError: readError, status: status, running: running,
