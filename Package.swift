@@ -86,7 +86,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SimulationTests",
-            dependencies: ["GeoRelayForward", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits"],
+            dependencies: [
+                "GeoRelayForward", "GeoRelayService", "GeoRelaySpool", "GeoRelayTestKit", "GeoRelayTestTraits",
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",

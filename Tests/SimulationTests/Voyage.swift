@@ -1,12 +1,14 @@
 import Foundation
 import GeoRelayCore
 
-/// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, the uplink's
-/// outages (minutes to days), the relay's restarts and steps of its wall clock.
+/// A voyage drawn from one seed: four GPS units and a phone, passages and moorings, alarms, the
+/// uplinks' outages (minutes to days), the relay's restarts and crashes and steps of its wall clock.
 ///
 /// Rates: underway each unit fixes every 60 s, moored every 600 s; the phone every 300 s; and
 /// one unit at 1 Hz for ten minutes a day (a manoeuvre), so the drain after an outage carries
-/// bursts as well as the steady trickle. About 6,600 fixes a day underway, 1,700 moored.
+/// bursts as well as the steady trickle. About 6,600 fixes a day underway, 1,700 moored. Underway
+/// the relay's traffic takes the satellite (metered, with a day and a month budget), moored the
+/// marina's Wi-Fi; the route moves at midnight. Unit 2 raises an alarm every three days on average.
 struct Voyage {
     static let units = ["unit-1", "unit-2", "unit-3", "unit-4"]
     static let phone = "phone"
@@ -28,8 +30,13 @@ struct Voyage {
 
     let days: [Day]
     let outages: [Outage]
-    /// When the relay stops and starts again (an update, a reboot): every four days on average.
-    let restarts: [Int64]
+    /// When the relay stops and starts again, every four days on average: a clean stop (an
+    /// update, a reboot) or, one time in three, a crash (the power cut, the process killed):
+    /// what the spool had not committed is gone.
+    let restarts: [(atMs: Int64, crash: Bool)]
+    /// When unit 2 raised an alarm (`sos`), at whole seconds off its minute grid.
+    let alarms: [Int64]
+    static let alarmUnit = "unit-2"
     /// When the box's wall clock is stepped (NTP catching up after a cold start, an operator), and
     /// by how much: every ten days on average, a minute to six hours either way. The GPS units'
     /// fix times stay right.
@@ -57,12 +64,12 @@ struct Voyage {
             at = until
         }
         self.outages = outages
-        var restarts: [Int64] = []
+        var restarts: [(atMs: Int64, crash: Bool)] = []
         at = Self.startMs
         while true {
             at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 4 * 86_400_000)
             guard at < end else { break }
-            restarts.append(at)
+            restarts.append((at, Double.random(in: 0..<1, using: &random) < 1.0 / 3))
         }
         self.restarts = restarts
         var clockSteps: [(atMs: Int64, byMs: Int64)] = []
@@ -74,7 +81,21 @@ struct Voyage {
             clockSteps.append((at, Bool.random(using: &random) ? size : -size))
         }
         self.clockSteps = clockSteps
+        var alarms: [Int64] = []
+        at = Self.startMs
+        while true {
+            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 3 * 86_400_000) / 1000 * 1000
+            guard at < end else { break }
+            if at % 60_000 == 0 { at += 7_000 }
+            alarms.append(at)
+        }
+        self.alarms = alarms
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
+    }
+
+    /// The uplink the relay's traffic takes at `ms`: the satellite underway, the marina's Wi-Fi moored.
+    func underway(atMs ms: Int64) -> Bool {
+        days[max(0, min(days.count - 1, Int((ms - Self.startMs) / Self.dayMs)))].underway
     }
 
     /// Whether the uplink is up at `ms`.
@@ -97,6 +118,9 @@ struct Voyage {
                     times.insert(ms)
                     ms += every
                 }
+                if device == Self.alarmUnit {
+                    for alarm in alarms where low <= alarm && alarm < high { times.insert(alarm) }
+                }
                 if index == 0 {
                     let begin = dayStart + day.manoeuvreAtMs / 1_000 * 1_000
                     var ms = max(low, begin) + (1_000 - max(low, begin) % 1_000) % 1_000
@@ -109,7 +133,9 @@ struct Voyage {
             }
             for ms in times.sorted() {
                 let day = days[min(days.count - 1, Int((ms - Self.startMs) / Self.dayMs))]
-                positions.append(position(device, index: index, atMs: ms, underway: day.underway))
+                var fix = position(device, index: index, atMs: ms, underway: day.underway)
+                if device == Self.alarmUnit, ms % 60_000 != 0, alarms.contains(ms) { fix.alarm = "sos" }
+                positions.append(fix)
             }
         }
         return positions

@@ -84,28 +84,9 @@ package final class UplinkMonitor: Sendable {
                 : await onDedicatedThread(named: "georelay.uplinks") {
                     StatusReport.uplinkAnswers(configuration, addresses: addresses)
                 }
-            let before = self.routes
-            let day = Self.day(spool.clock.nowMs())
-            if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
-                let spool = self.spool
-                let stored =
-                    (try? await onDedicatedThread(named: "georelay.uplinks") {
-                        try spool.makeReader().uplinkUsage(day: day)
-                    }) ?? [:]
-                state.withLock { $0.usage = $0.usage ?? stored }
-            }
-            let interfaces = Self.interfaceBytes(configuration.uplinks.filter { $0.count == .interface })
-            let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day, interfaces: interfaces)
-            spool.record(uplinkUsage: usage)
-            let totals = tally(usage, day: day)
-            gate?.set(
-                Self.restrictions(configuration, routes: routes, usage: totals),
-                allowances: Self.allowances(configuration, routes: routes, usage: totals),
-                routes: routes.mapValues(\.phrase))
-            // The crew's record of failovers: each destination's uplink when first known and at each change.
-            for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
-                logger.notice("\(destination) now \(answer.phrase)")
-            }
+            await look(
+                routes: routes, configuration: configuration,
+                interfaces: Self.interfaceBytes(configuration.uplinks.filter { $0.count == .interface }))
             // The next look: at the interval, or at once when the kernel announces a change.
             if let changes {
                 await changes.wait(timeout: Self.interval, clock: spool.clock)
@@ -113,6 +94,36 @@ package final class UplinkMonitor: Sendable {
             } else {
                 await spool.clock.sleep(for: Self.interval)
             }
+        }
+    }
+
+    /// One look with the routes and interface counters already asked for: the bytes recorded
+    /// since the last look put on their uplinks and held in the spool, the day's and month's
+    /// totals (the spool's, at the first look after a start), and the gate told. The simulation
+    /// drives it with routes of its own.
+    package func look(
+        routes: [String: UplinkRoute.Answer], configuration: Configuration, interfaces: [String: Int64]
+    ) async {
+        let before = self.routes
+        let day = Self.day(spool.clock.nowMs())
+        if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
+            let spool = self.spool
+            let stored =
+                (try? await onDedicatedThread(named: "georelay.uplinks") {
+                    try spool.makeReader().uplinkUsage(day: day)
+                }) ?? [:]
+            state.withLock { $0.usage = $0.usage ?? stored }
+        }
+        let usage = look(routes: routes, recorded: spool.wireBytesRecorded(), day: day, interfaces: interfaces)
+        spool.record(uplinkUsage: usage)
+        let totals = tally(usage, day: day)
+        gate?.set(
+            Self.restrictions(configuration, routes: routes, usage: totals),
+            allowances: Self.allowances(configuration, routes: routes, usage: totals),
+            routes: routes.mapValues(\.phrase))
+        // The crew's record of failovers: each destination's uplink when first known and at each change.
+        for (destination, answer) in routes.sorted(by: { $0.key < $1.key }) where before[destination] != answer {
+            logger.notice("\(destination) now \(answer.phrase)")
         }
     }
 
