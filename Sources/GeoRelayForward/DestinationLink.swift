@@ -1,5 +1,6 @@
 import GeoRelayCore
 import GeoRelaySpool
+import Synchronization
 
 /// What every destination does when it cannot deliver: back off with jitter,
 /// probe cheaply while nothing answers instead of resending payloads, and tell
@@ -17,6 +18,12 @@ package final class DestinationLink: Sendable {
     /// The probes' own count, moved to the destination's meter unless nothing crossed the link.
     private let probeMeter: WireMeter
     private let clock: any RelayClock
+    /// Whether a round is under way: between rounds the destination only waits (on its wake,
+    /// a backoff or a pause), which a simulation takes as quiescent.
+    private let inRound = Atomic<Bool>(false)
+    package var roundUnderWay: Bool { inRound.load(ordering: .acquiring) }
+    func roundBegins() { inRound.store(true, ordering: .releasing) }
+    func roundEnded() { inRound.store(false, ordering: .releasing) }
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.

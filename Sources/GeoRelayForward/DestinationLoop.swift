@@ -184,7 +184,9 @@ extension DestinationLoop {
                     }
                     recorder.record(state, error: error, nextAttemptMs: nextMs)
                 case .round(let turn):
+                    link.roundBegins()
                     let report = await rounds.round(turn, order: &order)
+                    link.roundEnded()
                     if case .unavailable = report {
                         rounds.linkFailed()
                         order.linkFailed()

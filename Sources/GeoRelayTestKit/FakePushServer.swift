@@ -56,7 +56,12 @@ package final class FakePushServer: Sendable {
         var refusedTrackerTimes: Set<String> = []
         var snakeCase = false
         var expiresIn: Double? = 3600
-        var down = false
+        /// Every push answered 503 (a maintenance window) while set.
+        var unavailable = false
+        /// Where accepted points go instead of `points` (a long simulation keeps what it needs).
+        var sink: (@Sendable ([Point]) -> Void)?
+        /// Pushes answered 401 because the token had expired or was unknown.
+        var unauthorized = 0
         /// How a GET (the relay's probe) is answered; nil: 405 with no body.
         var probeStyle: ServerStyle?
     }
@@ -65,12 +70,19 @@ package final class FakePushServer: Sendable {
     private let state = Mutex(State())
     package let changed = WakeSignal()
     package let http: HTTPTestServer
+    /// The gateway's own time, which its tokens expire on.
+    private let now: @Sendable () -> Int64
 
     /// - Parameters:
     ///   - readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
-    package init(expected: Expected = Expected(), readsAhead: Duration? = nil, host: String = "127.0.0.1") throws {
+    ///   - now: the gateway's time in ms since the epoch (a simulation's world time); the system's by default.
+    package init(
+        expected: Expected = Expected(), readsAhead: Duration? = nil, host: String = "127.0.0.1",
+        now: @escaping @Sendable () -> Int64 = { WallClock.nowMs() }
+    ) throws {
         self.expected = expected
+        self.now = now
         let server = WeakReference<FakePushServer>()
         http = try HTTPTestServer(host: host, readsAhead: readsAhead) { request in server.value?.handle(request) }
         server.value = self
@@ -112,6 +124,12 @@ package final class FakePushServer: Sendable {
     package func refuse(trackerId: String, timestamp: String) {
         state.withLock { _ = $0.refusedTrackerTimes.insert(trackerId + " " + timestamp) }
     }
+    /// While set, every push is answered 503 with `Retry-After: 120`, as in a maintenance window.
+    package func setUnavailable(_ on: Bool) { state.withLock { $0.unavailable = on } }
+    /// Accepted points go to `sink` from now on, not to `points`.
+    package func sendPoints(to sink: @escaping @Sendable ([Point]) -> Void) { state.withLock { $0.sink = sink } }
+    /// Pushes answered 401 because their token had expired, was revoked or unknown.
+    package var unauthorized: Int { state.withLock { $0.unauthorized } }
     /// Every token issued so far stops working (as if it expired).
     package func expireAllTokens() { state.withLock { for key in $0.tokens.keys { $0.tokens[key]?.revoked = true } } }
     /// Answer the token in snake_case (`access_token`, `expires_in`).
@@ -163,7 +181,7 @@ package final class FakePushServer: Sendable {
         guard let header = request.header("Authorization"), header.hasPrefix("Bearer ") else { return nil }
         let token = String(header.dropFirst(7))
         return state.withLock { state in
-            guard let info = state.tokens[token], !info.revoked, info.expiresMs > WallClock.nowMs() else { return nil }
+            guard let info = state.tokens[token], !info.revoked, info.expiresMs > now() else { return nil }
             return !needLogin || info.loggedIn ? token : nil
         }
     }
@@ -199,7 +217,7 @@ package final class FakePushServer: Sendable {
         let (token, snake, expiresIn) = state.withLock { state -> (String, Bool, Double?) in
             state.issued += 1
             let token = "tok-\(state.issued)-\(UUID().uuidString.prefix(8))"
-            state.tokens[token] = Token(expiresMs: state.expiresIn.map { WallClock.nowMs() + Int64($0 * 1000) } ?? .max)
+            state.tokens[token] = Token(expiresMs: state.expiresIn.map { now() + Int64($0 * 1000) } ?? .max)
             return (token, state.snakeCase, state.expiresIn)
         }
         var members: [(key: String, value: JSONValue)] = [(snake ? "access_token" : "accessToken", .string(token))]
@@ -242,6 +260,9 @@ package final class FakePushServer: Sendable {
     }
 
     private func push(_ request: HTTPTestRequest) -> HTTPTestResponse? {
+        if state.withLock({ $0.unavailable }) {
+            return HTTPTestResponse(status: 503, headers: [("Retry-After", "120")])
+        }
         if let queued = state.withLock({ state -> Int?? in
             state.pushStatuses.isEmpty ? .none : .some(state.pushStatuses.removeFirst())
         }),
@@ -251,7 +272,10 @@ package final class FakePushServer: Sendable {
             return HTTPTestResponse(
                 status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
         }
-        guard bearer(request, needLogin: true) != nil else { return HTTPTestResponse(status: 401) }
+        guard bearer(request, needLogin: true) != nil else {
+            state.withLock { $0.unauthorized += 1 }
+            return HTTPTestResponse(status: 401)
+        }
         guard request.header("X-Tenant") == expected.tenant else {
             return problem("push: X-Tenant must be \(expected.tenant)", status: 400)
         }
@@ -286,10 +310,12 @@ package final class FakePushServer: Sendable {
             points.contains { state.refusedTrackerTimes.contains($0.trackerId + " " + $0.timestamp) }
         }
         if refused { return HTTPTestResponse(status: 422, body: Array("{\"error\":\"invalid point\"}".utf8)) }
-        state.withLock { state in
-            state.points += points
+        let sink = state.withLock { state in
+            if state.sink == nil { state.points += points }
             state.batches.append(Batch(encoding: encoding, wireBodyBytes: request.body.count, points: points.count))
+            return state.sink
         }
+        sink?(points)
         changed.signal()
         return HTTPTestResponse(
             status: 200, headers: [("Content-Type", "application/json")],

@@ -8,20 +8,22 @@ import GeoRelayTestKit
 
 /// The relay's core as the daemon wires it, on the simulation's clock: the spool with its upkeep
 /// and its diagnostic log, the uplink monitor's looks (with the simulation's routes in place of
-/// the kernel's), and one Traccar destination whose engine and probe reach the simulated server.
+/// the kernel's), a Traccar destination whose engine and probe reach the simulated server, and a
+/// push destination whose real HTTP, zstd and token code reach the simulated gateway.
 struct SimulatedRelay {
     let spool: Spool
     let reader: SpoolReader
-    let forwarder: TraccarForwarder
+    let forwarders: [any DestinationForwarder]
     let monitor: UplinkMonitor
     let logger: Logger
-    let delivering: Task<Void, Never>
+    let delivering: [Task<Void, Never>]
     let upkeep: Task<Void, Never>
-    let quiescence: Quiescence
+    var quiescence: Quiescence
 
-    static func start(spool settings: Spool.Settings, server: SimulatedServer, gate: UplinkGate) async throws
-        -> SimulatedRelay
-    {
+    static func start(
+        spool settings: Spool.Settings, server: SimulatedServer, gateway: SimulatedGateway, gate: UplinkGate,
+        idleSleepers: Int? = nil
+    ) async throws -> SimulatedRelay {
         guard let clock = settings.clock as? SimulatedClock else { throw SimulationError("not a simulated clock") }
         let spool = try Spool(settings: settings)
         // What the crew reads with `georelay logs`: the relay's notices, in the spool, trimmed by its upkeep.
@@ -31,7 +33,11 @@ struct SimulatedRelay {
         destination.url = "http://traccar.invalid:5055"
         destination.filter.mode = .all
         destination.probeConnectSeconds = 0
-        try await spool.register(destinations: [DestinationRegistration(name: destination.name, buffered: true)])
+        let push = pushDestination(gateway)
+        try await spool.register(destinations: [
+            DestinationRegistration(name: destination.name, buffered: true),
+            DestinationRegistration(name: push.name, buffered: true),
+        ])
         let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
         let forwarder = try TraccarForwarder(
             settings: destination, spool: spool, logger: logger, gate: gate, clock: clock,
@@ -44,17 +50,42 @@ struct SimulatedRelay {
                     (server.uplink, UplinkMonitor.day(clock.nowMs()), gate.restriction(for: name) != nil)
                 })
         }
+        let pushForwarder = try PushForwarder(settings: push, spool: spool, logger: logger, gate: gate, clock: clock)
+        let forwarders: [any DestinationForwarder] = [forwarder, pushForwarder]
         return SimulatedRelay(
-            spool: spool, reader: try spool.makeReader(), forwarder: forwarder,
+            spool: spool, reader: try spool.makeReader(), forwarders: forwarders,
             monitor: UplinkMonitor(spool: spool, logger: logger, gate: gate) { SimulatedUplinks.configuration },
             logger: logger,
-            delivering: Task { await forwarder.run() },
+            delivering: forwarders.map { forwarder in Task { await forwarder.run() } },
             // Retention, the quota's idle check and the log's trim, as the daemon's upkeep part runs them.
             upkeep: Task { await spool.runUpkeep() },
-            quiescence: Quiescence(clock: clock, spool: spool, server: server))
+            quiescence: Quiescence(
+                clock: clock, spool: spool, server: server, gateway: gateway,
+                links: [forwarder.link, pushForwarder.link], idleSleepers: idleSleepers))
     }
 
-    func settle(_ what: String) async throws {
+    /// The push destination as `georelay`'s configuration would have it, against the gateway.
+    static func pushDestination(_ gateway: SimulatedGateway) -> Configuration.DestinationSettings {
+        var push = PushSettings()
+        push.authBaseURL = gateway.fake.authBaseURL
+        push.registrationBaseURL = gateway.fake.registrationBaseURL
+        push.eventsBaseURL = gateway.fake.eventsBaseURL
+        push.apiKey = Secret(.literal(gateway.fake.expected.apiKey), path: "apiKey")
+        push.clientID = gateway.fake.expected.clientID
+        push.tenant = gateway.fake.expected.tenant
+        push.username = gateway.fake.expected.username
+        var settings = Configuration.DestinationSettings()
+        settings.name = "push"
+        settings.kind = .push
+        settings.url = gateway.fake.pushURL
+        settings.filter.mode = .all
+        settings.probeConnectSeconds = 0
+        settings.push = push
+        return settings
+    }
+
+    @discardableResult
+    func settle(_ what: String) async throws -> Int {
         try await quiescence.settle(what)
     }
 
@@ -68,8 +99,8 @@ struct SimulatedRelay {
     /// Stops as the daemon does: the destination finishes what is in flight, the upkeep ends,
     /// the spool closes.
     func stop() async {
-        forwarder.finish()
-        await delivering.value
+        for forwarder in forwarders { forwarder.finish() }
+        for task in delivering { await task.value }
         upkeep.cancel()
         await upkeep.value
         spool.close()
@@ -95,40 +126,60 @@ struct SimulatedRelay {
             }
         }
         if let copyError { throw copyError }
-        forwarder.abandon()
-        delivering.cancel()
-        await delivering.value
+        for forwarder in forwarders { forwarder.abandon() }
+        for task in delivering {
+            task.cancel()
+            await task.value
+        }
         upkeep.cancel()
         await upkeep.value
         spool.close()
     }
 }
 /// Whether the relay has done what the last move of the clock or the last fixes asked of it:
-/// every part asleep on the clock again (as many as when it was idle, or more), and neither the
-/// number asleep nor the server's rounds changing over a few polls. A bound on the condition,
-/// never an assumed rate: it fails, naming what it waited for, after ten seconds or more. A relay
-/// still busy when it looked quiet only moves on a step later: what is checked (what it keeps, in
-/// what order it delivers) does not depend on it.
+/// no destination in a round, every part asleep on the clock again (at least as many as when it
+/// was idle at its start), and neither
+/// that number nor the server's rounds nor the gateway's exchanges changing over a few polls. A
+/// bound on the condition, never an assumed rate: it fails, naming what it waited for, after
+/// 50,000 polls (ten seconds or more).
 struct Quiescence {
     let clock: SimulatedClock
     let spool: Spool
     let server: SimulatedServer
+    let gateway: SimulatedGateway
+    /// The destinations' links: no round under way on any.
+    let links: [DestinationLink]
+    /// The parts asleep on the clock when the relay is idle; nil until the first settle after its
+    /// start has measured it.
+    var idleSleepers: Int?
 
-    func settle(_ what: String) async throws {
-        var last: (sleeping: Int, rounds: Int)?
+    /// Waits until quiescent; returns the parts asleep then.
+    @discardableResult
+    func settle(_ what: String) async throws -> Int {
+        var last: (sleeping: Int, exchanges: Int)?
         var steady = 0
+        // At the start nothing tells how many parts sleep when idle: a longer steadiness decides.
+        let needed = idleSleepers == nil ? 50 : 3
         for _ in 0..<50_000 {
             await spool.flush()
-            let now = (sleeping: clock.sleeping, rounds: server.rounds)
-            if let last, last == now, now.sleeping > 0 {
+            let now = (sleeping: clock.sleeping, exchanges: server.rounds + gateway.exchanges)
+            if let last, last == now, now.sleeping >= max(1, idleSleepers ?? 1), !links.contains(where: \.roundUnderWay)
+            {
                 steady += 1
-                if steady >= 3 { return }
+                if steady >= needed { return now.sleeping }
             } else {
                 steady = 0
             }
             last = now
             try await Task.sleep(for: .microseconds(200))
         }
-        throw SimulationError("the relay was not quiescent after \(what) within 10 s")
+        throw SimulationError(
+            "the relay was not quiescent after \(what) within 50,000 polls: \(clock.sleeping) parts asleep on the clock, \(idleSleepers ?? 0) when idle"
+        )
     }
+}
+
+struct SimulationError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

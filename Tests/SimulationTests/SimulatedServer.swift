@@ -92,6 +92,17 @@ final class SimulatedServer: Sendable {
         }
     }
 
+    /// `bytes` crossed `uplink` by a destination's own count (push's meter).
+    func carried(bytes: Int64, uplink: String, day: String, restricted: Bool) {
+        guard bytes > 0 else { return }
+        state.withLock { state in
+            for period in [day, String(day.prefix(7))] {
+                state.carried[uplink, default: [:]][period, default: Carried()].all += bytes
+                if restricted { state.carried[uplink, default: [:]][period, default: Carried()].restricted += bytes }
+            }
+        }
+    }
+
     func take(_ deliveries: ArraySlice<Delivery>) {
         state.withLock { state in
             for delivery in deliveries {

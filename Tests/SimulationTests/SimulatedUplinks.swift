@@ -21,7 +21,8 @@ enum SimulatedUplinks {
     }()
 
     static func routes(underway: Bool) -> [String: UplinkRoute.Answer] {
-        ["traccar": .uplink(underway ? satellite : marina)]
+        let uplink = UplinkRoute.Answer.uplink(underway ? satellite : marina)
+        return ["traccar": uplink, "push": uplink]
     }
 
     static func uplink(underway: Bool) -> String { underway ? satellite.name : marina.name }

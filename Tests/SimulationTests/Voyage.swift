@@ -36,6 +36,9 @@ struct Voyage {
     let restarts: [(atMs: Int64, crash: Bool)]
     /// When unit 2 raised an alarm (`sos`), at whole seconds off its minute grid.
     let alarms: [Int64]
+    /// The push gateway's maintenance windows (every push answered 503): every ten days on
+    /// average, an hour to six.
+    let maintenance: [Outage]
     static let alarmUnit = "unit-2"
     /// When the box's wall clock is stepped (NTP catching up after a cold start, an operator), and
     /// by how much: every ten days on average, a minute to six hours either way. The GPS units'
@@ -90,12 +93,27 @@ struct Voyage {
             alarms.append(at)
         }
         self.alarms = alarms
+        var maintenance: [Outage] = []
+        at = Self.startMs
+        while true {
+            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 10 * 86_400_000)
+            guard at < end else { break }
+            let length = Int64(random.logUniformSeconds(3_600, 21_600) * 1000)
+            maintenance.append(Outage(fromMs: at, untilMs: at + length))
+            at += length
+        }
+        self.maintenance = maintenance
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
     }
 
     /// The uplink the relay's traffic takes at `ms`: the satellite underway, the marina's Wi-Fi moored.
     func underway(atMs ms: Int64) -> Bool {
         days[max(0, min(days.count - 1, Int((ms - Self.startMs) / Self.dayMs)))].underway
+    }
+
+    /// Whether the push gateway answers every push 503 at `ms`.
+    func gatewayUnavailable(atMs ms: Int64) -> Bool {
+        maintenance.contains { $0.fromMs <= ms && ms < $0.untilMs }
     }
 
     /// Whether the uplink is up at `ms`.

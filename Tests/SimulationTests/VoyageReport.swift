@@ -28,6 +28,11 @@ struct VoyageReport: CustomStringConvertible {
     /// The most a day or month carried again after a crash, before the budget was spent.
     var resentBytes: Int64 = 0
     var rounds = 0
+    var pushDelivered = 0
+    var pushDuplicates = 0
+    var pushBatches = 0
+    var tokens = 0
+    var expiredTokenUses = 0
     /// Fixes the server got more than once (at least once allows them after a restart or a crash).
     var duplicates = 0
     /// The process's resident memory at the end of the first day and the largest after.
@@ -53,7 +58,8 @@ struct VoyageReport: CustomStringConvertible {
     var description: String {
         let storage = storageBytes.isEmpty ? 0 : storageBytes.reduce(0, +) / Int64(storageBytes.count)
         return "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
-            + "(\(duplicates) twice), \(alarms) alarms (at most \(latestAlarmSteps) steps after the link was up), "
+            + "(\(duplicates) twice), push \(pushDelivered) in \(pushBatches) batches (\(pushDuplicates) twice) "
+            + "with \(tokens) tokens (\(expiredTokenUses) pushes with an expired one), \(alarms) alarms (at most \(latestAlarmSteps) steps after the link was up), "
             + "\(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts (\(crashes) crashes), \(clockSteps) clock steps; "
             + "satellite at most \(largestDayBytes / 1000) kB a day and \(largestMonthBytes / 1000) kB a month "
             + "before its budget was spent (besides \(resentBytes / 1000) kB sent again after a crash), "
@@ -114,6 +120,38 @@ struct VoyageReport: CustomStringConvertible {
         self.stored = stored.values.reduce(0) { $0 + $1.count }
         delivered = server.positions
         rounds = server.rounds
+    }
+
+    /// The same at the push gateway, and its tokens: one a day or so, never used expired.
+    mutating func check(stored: [String: [Int64]], at gateway: SimulatedGateway) {
+        for (device, times) in stored {
+            var seen = Set<Int64>()
+            let arrivals = gateway.arrivals[device] ?? []
+            let first = arrivals.filter { seen.insert($0).inserted }
+            pushDuplicates += arrivals.count - first.count
+            if let problem = DeliveryOrder.problem(first, expected: times) {
+                problems.append("at the end, push: \(device): \(problem)")
+            }
+        }
+        pushDelivered = gateway.positions
+        tokens = gateway.fake.tokensIssued
+        expiredTokenUses = gateway.fake.unauthorized
+        pushBatches = gateway.fake.batches.count
+        // Tokens are refreshed ahead of their expiry on the relay's schedule, across restarts and
+        // clock steps: a push with an expired one is a schedule gone wrong (it costs a 401 and a
+        // login on the satellite).
+        if expiredTokenUses > 0 {
+            problems.append("push: \(expiredTokenUses) pushes went with an expired token")
+        }
+        if tokens > days + restarts + 2 {
+            problems.append("push: \(tokens) tokens in \(days) days and \(restarts) restarts, more than one a day")
+        }
+        if gateway.unreadable > 0 {
+            problems.append("push: \(gateway.unreadable) points with a tracker or time unread")
+        }
+        if !gateway.fake.problems.isEmpty {
+            problems.append("push: the gateway refused: \(gateway.fake.problems.prefix(3))")
+        }
     }
 
     /// Every alarm reached the server in the first step the link was up once it was stored, or

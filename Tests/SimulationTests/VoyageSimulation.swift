@@ -1,5 +1,6 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayService
 import GeoRelaySpool
 import GeoRelayTestKit
 
@@ -36,14 +37,28 @@ struct VoyageSimulation {
         spoolSettings.path = directory.file("spool-0.db")
         spoolSettings.clock = clock
         let server = SimulatedServer()
+        // The world's time, which the gateway's tokens expire on: the clock's elapsed time, not
+        // its wall time, which the voyage steps.
+        let origin = clock.monotonicMs()
+        let gateway = try SimulatedGateway { Voyage.startMs + clock.monotonicMs() - origin }
+        defer { gateway.stop() }
         let gate = UplinkGate()
-        var relay = try await SimulatedRelay.start(spool: spoolSettings, server: server, gate: gate)
+        var relay = try await SimulatedRelay.start(
+            spool: spoolSettings, server: server, gateway: gateway, gate: gate)
+        func startAgain() async throws {
+            relay = try await SimulatedRelay.start(
+                spool: spoolSettings, server: server, gateway: gateway, gate: gate,
+                idleSleepers: relay.quiescence.idleSleepers)
+            pushRecorded = 0
+        }
+        /// The push destination's bytes as its meter recorded them in this life of the relay.
+        var pushRecorded: Int64 = 0
         var stored: [String: [Int64]] = [:]
         /// Each alarm's fix time, with the step it was stored in.
         var alarmsStored: [Int64: Int] = [:]
         var linkUpInStep: [Bool] = []
         var storage = StorageWrites()
-        try await relay.settle("the relay's start")
+        relay.quiescence.idleSleepers = try await relay.settle("the relay's start")
 
         let stepMs = stepMinutes * 60_000
         var nowMs = Voyage.startMs
@@ -56,6 +71,8 @@ struct VoyageSimulation {
             let underway = voyage.underway(atMs: nowMs)
             server.step = linkUpInStep.count
             server.up = voyage.linkUp(atMs: nowMs)
+            gateway.up = server.up
+            gateway.unavailable = voyage.gatewayUnavailable(atMs: nowMs)
             server.uplink = SimulatedUplinks.uplink(underway: underway)
             linkUpInStep.append(server.up)
             clock.advance(by: .milliseconds(next - nowMs))
@@ -88,9 +105,15 @@ struct VoyageSimulation {
                     try? FileManager.default.removeItem(atPath: spoolSettings.path + suffix)
                 }
                 spoolSettings.path = path
-                relay = try await SimulatedRelay.start(spool: spoolSettings, server: server, gate: gate)
+                try await startAgain()
             }
             try await relay.settle("the fixes up to \(next)")
+            // What push spent, by its own meter (the gateway's side has no interface count).
+            let recorded = relay.spool.wireBytesRecorded()["push"] ?? 0
+            server.carried(
+                bytes: recorded - pushRecorded, uplink: server.uplink,
+                day: UplinkMonitor.day(clock.nowMs()), restricted: gate.restriction(for: "push") != nil)
+            pushRecorded = recorded
             await relay.look(underway: underway)
             nowMs = next
             while let step = clockSteps.first, step.atMs <= nowMs {
@@ -100,7 +123,7 @@ struct VoyageSimulation {
             while let restart = restarts.first, restart.atMs <= nowMs {
                 restarts = restarts.dropFirst()
                 await relay.stop()
-                relay = try await SimulatedRelay.start(spool: spoolSettings, server: server, gate: gate)
+                try await startAgain()
                 try await relay.settle("the restart at \(restart.atMs)")
             }
             if (nowMs - Voyage.startMs) % Voyage.dayMs == 0 {
@@ -111,15 +134,18 @@ struct VoyageSimulation {
         // The voyage is over: the link comes back and stays, the budget with it; everything stored must arrive.
         server.step = linkUpInStep.count
         server.up = true
+        gateway.up = true
+        gateway.unavailable = false
         server.uplink = SimulatedUplinks.marina.name
         for _ in 0..<200 {
             await relay.look(underway: false)
-            let pending = try relay.reader.status().destinations.first?.pending ?? 0
+            let pending = try relay.reader.status().destinations.reduce(0) { $0 + $1.pending }
             if pending == 0 { break }
             clock.advance(by: .seconds(60))
             try await relay.settle("the final drain")
         }
         report.check(stored: stored, at: server)
+        report.check(stored: stored, at: gateway)
         report.check(alarms: alarmsStored, linkUpInStep: linkUpInStep, at: server)
         report.checkBudgets(server.carried[SimulatedUplinks.satellite.name] ?? [:])
         await relay.stop()
@@ -147,9 +173,4 @@ struct StorageWrites {
         }
         return 0
     }
-}
-
-struct SimulationError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

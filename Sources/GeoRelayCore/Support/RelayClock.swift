@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Synchronization
 
 /// The relay's time as a value handed to the parts that need it, so that behaviour over time
@@ -11,6 +12,10 @@ package protocol RelayClock: Sendable {
     func monotonicNs() -> UInt64
     /// Returns once the monotonic time has reached `deadlineNs`, or the task is cancelled.
     func sleep(untilNs deadlineNs: UInt64) async
+    /// Which run of the monotonic clock this is (the machine's boot): an age kept on disk as a
+    /// monotonic reading holds across restarts of the relay with the same boot, whatever the
+    /// wall clock did meanwhile; nil where it cannot be known.
+    func bootID() -> String?
 }
 
 /// A point on a `RelayClock`'s monotonic time: what deadlines, answers' arrivals and a backfill's
@@ -81,6 +86,10 @@ package struct SystemClock: RelayClock {
     package init() {}
     package func nowMs() -> Int64 { WallClock.nowMs() }
     package func monotonicNs() -> UInt64 { WallClock.monotonicNs() }
+    /// The kernel's, which CLOCK_MONOTONIC counts from.
+    package func bootID() -> String? { Self.boot }
+    private static let boot = FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id")
+        .map { String(decoding: $0, as: UTF8.self).trimmingWhitespace }.flatMap { $0.isEmpty ? nil : $0 }
     package func sleep(untilNs deadlineNs: UInt64) async {
         let now = WallClock.monotonicNs()
         guard deadlineNs > now else { return }
@@ -100,11 +109,20 @@ package final class SimulatedClock: RelayClock {
     }
 
     private let state: Mutex<State>
+    private let boot: String
 
     /// Starts at `wallMs` (wall time) with a monotonic clock of its own.
-    package init(wallMs: Int64) {
-        state = Mutex(State(wallMs: wallMs))
+    package convenience init(wallMs: Int64) {
+        self.init(wallMs: wallMs, boot: "simulated")
     }
+
+    /// The same, its monotonic clock's run (the machine's boot) named `boot`.
+    package init(wallMs: Int64, boot: String) {
+        state = Mutex(State(wallMs: wallMs))
+        self.boot = boot
+    }
+
+    package func bootID() -> String? { boot }
 
     package func nowMs() -> Int64 { state.withLock { $0.wallMs } }
     package func monotonicNs() -> UInt64 { state.withLock { $0.monotonicNs } }

@@ -32,6 +32,9 @@ package actor PushAuthenticator {
     private let worker: HTTPWorker
     private let store: TokenStore?
     private let now: @Sendable () -> Int64
+    /// The machine's monotonic clock and boot, which a stored token's age is kept on; nil when
+    /// `now` is not this clock's (a test's own wall time): ages then come from the stored times.
+    private let clock: (any RelayClock)?
     private let logger: Logger
     private var current: PushToken?
     private var storeModified: Int64?
@@ -40,9 +43,10 @@ package actor PushAuthenticator {
 
     package init(
         settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
-        now: @escaping @Sendable () -> Int64
+        now: @escaping @Sendable () -> Int64, clock: (any RelayClock)?
     ) {
         self.settings = settings
+        self.clock = clock
         self.push = settings.push ?? PushSettings()
         self.worker = worker
         self.store = store
@@ -113,7 +117,9 @@ package actor PushAuthenticator {
     private func reloadStoreIfChanged() {
         guard let store, let modified = store.modified(), modified != storeModified else { return }
         storeModified = modified
-        if let token = store.load(), token.obtainedMs >= (current?.obtainedMs ?? .min) {
+        if let loaded = store.load(), case let token = clock.map({ loaded.rebased(now: now(), clock: $0) }) ?? loaded,
+            token.obtainedMs >= (current?.obtainedMs ?? .min)
+        {
             current = token
         }
     }
@@ -164,6 +170,7 @@ package actor PushAuthenticator {
         default: break
         }
         var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: false)
+        if let clock { token.obtainedOn = clock.bootID().map { ($0, clock.monotonicMs()) } }
         let login = JSONValue.object(
             JSONObject([("username", .string(push.username)), ("tenant", .string(push.tenant))])
         ).jsonText

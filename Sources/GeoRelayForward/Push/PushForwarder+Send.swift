@@ -86,6 +86,13 @@ extension PushForwarder {
                     refilling = false
                     break
                 }
+                // A window that outlasts the token's refresh point (a long backlog over a slow
+                // link) sends its next batches with the new token, not the old one to its expiry.
+                guard let fresh = try? await auth.token() else {
+                    refilling = false
+                    break
+                }
+                token = fresh
                 order.observe(next.kind, backfilling: next.backfilling, at: clock.now())
                 assumed.apply(next.settled)
                 assumed = assumed.assuming(next.items.map(\.delivery))

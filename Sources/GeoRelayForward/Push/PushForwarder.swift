@@ -57,7 +57,7 @@ package final class PushForwarder: DestinationForwarder {
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
             worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter),
-            logger: self.logger, now: now ?? clock.steadyWall())
+            logger: self.logger, now: now ?? clock.steadyWall(), clock: now == nil ? clock : nil)
     }
 
     /// A delivery with its JSON point, encoded once.

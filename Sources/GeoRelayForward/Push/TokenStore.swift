@@ -10,6 +10,32 @@ package struct PushToken: Sendable, Equatable {
     package var expiresMs: Int64?
     /// Whether the driver's login went through with it.
     package var loggedIn: Bool
+    /// The machine's boot and its monotonic clock when the token was obtained: after a restart
+    /// in the same boot, the token's age comes from them, not from the wall clock, which may have
+    /// been stepped since (an hour back would otherwise have the relay push with it an hour past
+    /// its expiry).
+    package var obtainedOn: (boot: String, monotonicMs: Int64)? = nil
+
+    package static func == (lhs: PushToken, rhs: PushToken) -> Bool {
+        (lhs.value, lhs.obtainedMs, lhs.expiresMs, lhs.loggedIn) == (
+            rhs.value, rhs.obtainedMs, rhs.expiresMs, rhs.loggedIn
+        )
+            && lhs.obtainedOn?.boot == rhs.obtainedOn?.boot
+            && lhs.obtainedOn?.monotonicMs == rhs.obtainedOn?.monotonicMs
+    }
+
+    /// The token with its times moved onto `clock`'s schedule (`now`): its age taken from the
+    /// monotonic clock when it was obtained in this boot; as it is otherwise.
+    package func rebased(now: Int64, clock: any RelayClock) -> PushToken {
+        guard let obtainedOn, obtainedOn.boot == clock.bootID() else { return self }
+        let age = clock.monotonicMs().saturatingMinus(obtainedOn.monotonicMs)
+        guard age >= 0 else { return self }
+        let shift = now.saturatingMinus(age).saturatingMinus(obtainedMs)
+        var token = self
+        token.obtainedMs = obtainedMs.saturatingPlus(shift)
+        token.expiresMs = expiresMs.map { $0.saturatingPlus(shift) }
+        return token
+    }
 }
 
 /// The token on disk (mode 0600) beside the spool, so a restart does not cost
@@ -47,7 +73,13 @@ package struct TokenStore: Sendable {
             expires = checked
         }
         let loggedIn = object["loggedIn"] == .bool(true)
-        return PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: loggedIn)
+        var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: loggedIn)
+        if case .string(let boot)? = object["boot"], case .number(let number)? = object["obtainedMonotonicMs"],
+            let monotonic = CheckedNumbers.int64(number), monotonic >= 0
+        {
+            token.obtainedOn = (boot, monotonic)
+        }
+        return token
     }
 
     /// Writes atomically with mode 0600 from the start: the token is never world-readable, even briefly.
@@ -62,6 +94,8 @@ package struct TokenStore: Sendable {
             ("obtainedMs", .number(Double(token.obtainedMs))),
             ("expiresMs", token.expiresMs.map { .number(Double($0)) } ?? .null),
             ("loggedIn", .bool(token.loggedIn)),
+            ("boot", token.obtainedOn.map { .string($0.boot) } ?? .null),
+            ("obtainedMonotonicMs", token.obtainedOn.map { .number(Double($0.monotonicMs)) } ?? .null),
         ])
         let temporary = path + ".tmp"
         let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)

@@ -26,7 +26,7 @@ extension Commands {
         PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
             worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled,
-            now: SystemClock().steadyWall())
+            now: SystemClock().steadyWall(), clock: SystemClock())
     }
 
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).
