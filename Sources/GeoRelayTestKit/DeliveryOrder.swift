@@ -68,3 +68,60 @@ package enum DeliveryOrder {
         }
     }
 }
+
+extension DeliveryOrder {
+    /// The same rule and the same "each expected fix exactly once", read one arrival at a time,
+    /// for a run too long to keep every arrival (the voyage simulation's year): it holds only
+    /// the fixes expected and not yet arrived, and each device's newest and last history.
+    package struct Follower: Sendable {
+        private struct Device: Sendable {
+            var waiting = Set<Int64>()
+            var newest: Int64?
+            var lastHistory: Int64?
+        }
+        private var devices: [String: Device] = [:]
+        /// Arrivals of a fix that was not waiting: a repeat (at least once allows them after a
+        /// restart) or one never expected.
+        package private(set) var repeats = 0
+        package private(set) var arrivals = 0
+        /// The first arrivals that broke the rule, with why (the first few).
+        package private(set) var problems: [String] = []
+
+        package init() {}
+
+        /// `fix` of `device` is to arrive (before it can: as it is handed to the relay).
+        package mutating func expect(_ device: String, _ fix: Int64) {
+            devices[device, default: Device()].waiting.insert(fix)
+        }
+
+        /// `fix` will not arrive after all (the relay did not store it).
+        package mutating func forget(_ device: String, _ fix: Int64) {
+            devices[device]?.waiting.remove(fix)
+        }
+
+        package mutating func arrived(_ device: String, _ fix: Int64) {
+            arrivals += 1
+            guard devices[device]?.waiting.remove(fix) != nil else {
+                repeats += 1
+                return
+            }
+            var state = devices[device] ?? Device()
+            defer { devices[device] = state }
+            guard let newest = state.newest, fix < newest else {
+                state.newest = fix
+                return
+            }
+            if let last = state.lastHistory, fix <= last, problems.count < 5 {
+                problems.append("\(device): fix \(fix) is history older than the history before it (\(last))")
+            }
+            state.lastHistory = fix
+        }
+
+        /// Per device, how many expected fixes have not arrived, with the oldest of them.
+        package var missing: [(device: String, count: Int, oldest: Int64)] {
+            devices.compactMap { device, state in
+                state.waiting.min().map { (device, state.waiting.count, $0) }
+            }.sorted { $0.device < $1.device }
+        }
+    }
+}

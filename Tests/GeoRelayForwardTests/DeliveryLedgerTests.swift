@@ -181,4 +181,24 @@ import Testing
         #expect(DeliveryOrder.problem([4, 1, 2, 3], expected: [1, 2, 3, 4], onlyNewestAhead: true) == nil)
         #expect(DeliveryOrder.problem([1, 2, 4, 3], expected: [1, 2, 3, 4], onlyNewestAhead: true) == nil)
     }
+
+    /// The simulation's reading, one arrival at a time, agrees with the rule over whole arrays.
+    @Test func theFollowerAgreesWithTheRule() {
+        func follow(_ arrivals: [Int64], expected: [Int64]) -> DeliveryOrder.Follower {
+            var follower = DeliveryOrder.Follower()
+            for fix in expected { follower.expect("d", fix) }
+            for fix in arrivals { follower.arrived("d", fix) }
+            return follower
+        }
+        for arrivals: [Int64] in [[1, 2, 3, 4], [4, 1, 2, 3], [1, 2, 4, 3], [4, 2, 1, 3], [3, 1, 4, 2]] {
+            let follower = follow(arrivals, expected: [1, 2, 3, 4])
+            #expect(
+                follower.problems.isEmpty == (DeliveryOrder.problem(arrivals, expected: [1, 2, 3, 4]) == nil),
+                "\(arrivals)")
+            #expect(follower.missing.isEmpty && follower.repeats == 0)
+        }
+        let gappy = follow([1, 2, 2, 4], expected: [1, 2, 3, 4])
+        #expect(gappy.repeats == 1, "a repeat is counted, not judged")
+        #expect(gappy.missing.map(\.oldest) == [3], "the fix that never came is named")
+    }
 }

@@ -13,8 +13,8 @@ final class SimulatedGateway: Sendable {
     private struct State {
         var up = true
         var unavailable = false
-        /// Per device, the fix times in order of arrival.
-        var arrivals: [String: [Int64]] = [:]
+        /// Each device's arrivals against what was stored, in the order the relay promises.
+        var order = DeliveryOrder.Follower()
         var positions = 0
         /// Points whose tracker or time the relay did not write as it should.
         var unreadable = 0
@@ -39,13 +39,17 @@ final class SimulatedGateway: Sendable {
                     state.unreadable += 1
                     continue
                 }
-                state.arrivals[String(point.trackerId.dropLast(suffix.count)), default: []].append(ms)
+                state.order.arrived(String(point.trackerId.dropLast(suffix.count)), ms)
             }
             state.positions += points.count
         }
     }
 
-    var arrivals: [String: [Int64]] { state.withLock { $0.arrivals } }
+    var order: DeliveryOrder.Follower { state.withLock { $0.order } }
+
+    /// `fix` of `device` goes to the relay now: it is to arrive.
+    func expect(_ device: String, _ fix: Int64) { state.withLock { $0.order.expect(device, fix) } }
+    func forget(_ device: String, _ fix: Int64) { state.withLock { $0.order.forget(device, fix) } }
     var positions: Int { state.withLock { $0.positions } }
     var unreadable: Int { state.withLock { $0.unreadable } }
 

@@ -1,5 +1,6 @@
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestKit
 import Synchronization
 
 @testable import GeoRelayForward
@@ -23,8 +24,8 @@ final class SimulatedServer: Sendable {
         var uplink = SimulatedUplinks.satellite.name
         /// The simulation's step, for when alarms arrive.
         var step = 0
-        /// Per device, the fix times in order of arrival.
-        var arrivals: [String: [Int64]] = [:]
+        /// Each device's arrivals against what was stored, in the order Traccar reads right.
+        var order = DeliveryOrder.Follower()
         /// Each alarm's fix time, with the step it first arrived in.
         var alarms: [Int64: Int] = [:]
         var positions = 0
@@ -43,7 +44,11 @@ final class SimulatedServer: Sendable {
         set { state.withLock { $0.up = newValue } }
     }
 
-    var arrivals: [String: [Int64]] { state.withLock { $0.arrivals } }
+    var order: DeliveryOrder.Follower { state.withLock { $0.order } }
+
+    /// `fix` of `device` goes to the relay now: it is to arrive.
+    func expect(_ device: String, _ fix: Int64) { state.withLock { $0.order.expect(device, fix) } }
+    func forget(_ device: String, _ fix: Int64) { state.withLock { $0.order.forget(device, fix) } }
     var positions: Int { state.withLock { $0.positions } }
     /// Rounds begun (a quiescent relay begins none).
     var rounds: Int { state.withLock { $0.rounds } }
@@ -107,7 +112,7 @@ final class SimulatedServer: Sendable {
         state.withLock { state in
             for delivery in deliveries {
                 let position = delivery.stored.position
-                state.arrivals[delivery.device, default: []].append(position.timeMs)
+                state.order.arrived(delivery.device, position.timeMs)
                 state.recent[delivery.stored.seq] = state.step
                 if position.alarm != nil, state.alarms[position.timeMs] == nil {
                     state.alarms[position.timeMs] = state.step

@@ -107,32 +107,26 @@ struct VoyageReport: CustomStringConvertible {
     /// order Traccar reads right. At least once: a restart may send again what was in flight, and
     /// a crash what the spool had not committed as delivered; the order is judged on each fix's
     /// first arrival, as Traccar's handlers see a repeat as nothing new.
-    mutating func check(stored: [String: [Int64]], at server: SimulatedServer) {
-        for (device, times) in stored {
-            var seen = Set<Int64>()
-            let arrivals = server.arrivals[device] ?? []
-            let first = arrivals.filter { seen.insert($0).inserted }
-            duplicates += arrivals.count - first.count
-            if let problem = DeliveryOrder.problem(first, expected: times) {
-                problems.append("at the end: \(device): \(problem)")
-            }
-        }
-        self.stored = stored.values.reduce(0) { $0 + $1.count }
+    mutating func check(_ server: SimulatedServer) {
+        check(server.order, at: "Traccar")
+        duplicates = server.order.repeats
         delivered = server.positions
         rounds = server.rounds
     }
 
-    /// The same at the push gateway, and its tokens: one a day or so, never used expired.
-    mutating func check(stored: [String: [Int64]], at gateway: SimulatedGateway) {
-        for (device, times) in stored {
-            var seen = Set<Int64>()
-            let arrivals = gateway.arrivals[device] ?? []
-            let first = arrivals.filter { seen.insert($0).inserted }
-            pushDuplicates += arrivals.count - first.count
-            if let problem = DeliveryOrder.problem(first, expected: times) {
-                problems.append("at the end, push: \(device): \(problem)")
-            }
+    private mutating func check(_ order: DeliveryOrder.Follower, at destination: String) {
+        for missing in order.missing {
+            problems.append(
+                "at the end, \(destination): \(missing.device): \(missing.count) fixes never arrived, the oldest \(Timestamp.iso8601(milliseconds: missing.oldest))"
+            )
         }
+        problems += order.problems.map { "\(destination): \($0)" }
+    }
+
+    /// The same at the push gateway, and its tokens: one a day or so, never used expired.
+    mutating func check(_ gateway: SimulatedGateway) {
+        check(gateway.order, at: "push")
+        pushDuplicates = gateway.order.repeats
         pushDelivered = gateway.positions
         tokens = gateway.fake.tokensIssued
         expiredTokenUses = gateway.fake.unauthorized
