@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import GeoRelayCore
 import GeoRelayTestKit

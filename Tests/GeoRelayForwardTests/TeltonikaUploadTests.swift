@@ -1,3 +1,4 @@
+import CCurl
 import GeoRelayCore
 import GeoRelayTestKit
 import GeoRelayTestTraits

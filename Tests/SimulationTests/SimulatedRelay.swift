@@ -13,6 +13,7 @@ import GeoRelayTestKit
 struct SimulatedRelay {
     let spool: Spool
     let reader: SpoolReader
+    let server: SimulatedServer
     let forwarders: [any DestinationForwarder]
     let monitor: UplinkMonitor
     let logger: Logger
@@ -53,7 +54,7 @@ struct SimulatedRelay {
         let pushForwarder = try PushForwarder(settings: push, spool: spool, logger: logger, gate: gate, clock: clock)
         let forwarders: [any DestinationForwarder] = [forwarder, pushForwarder]
         return SimulatedRelay(
-            spool: spool, reader: try spool.makeReader(), forwarders: forwarders,
+            spool: spool, reader: try spool.makeReader(), server: server, forwarders: forwarders,
             monitor: UplinkMonitor(spool: spool, logger: logger, gate: gate) { SimulatedUplinks.configuration },
             logger: logger,
             delivering: forwarders.map { forwarder in Task { await forwarder.run() } },

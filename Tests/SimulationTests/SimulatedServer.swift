@@ -26,6 +26,8 @@ final class SimulatedServer: Sendable {
         var step = 0
         /// Each device's arrivals against what was stored, in the order Traccar reads right.
         var order = DeliveryOrder.Follower()
+        /// Per device, the fixes a restore from a backup lost, until they arrive again.
+        var lost: [String: Set<Int64>] = [:]
         /// Each alarm's fix time, with the step it first arrived in.
         var alarms: [Int64: Int] = [:]
         var positions = 0
@@ -45,6 +47,17 @@ final class SimulatedServer: Sendable {
     }
 
     var order: DeliveryOrder.Follower { state.withLock { $0.order } }
+
+    /// The server is restored from a backup: `fixes` (per device) it had taken since are gone
+    /// and must arrive again.
+    func restored(losing fixes: [String: Set<Int64>]) {
+        state.withLock { state in state.lost.merge(fixes) { $0.union($1) } }
+    }
+
+    var replays: Int { state.withLock { $0.replays } }
+
+    /// Per device, fixes a restore lost that have not arrived again.
+    var lost: [String: Set<Int64>] { state.withLock { $0.lost.filter { !$0.value.isEmpty } } }
 
     /// `fix` of `device` goes to the relay now: it is to arrive.
     func expect(_ device: String, _ fix: Int64) { state.withLock { $0.order.expect(device, fix) } }
@@ -83,7 +96,8 @@ final class SimulatedServer: Sendable {
         _ deliveries: ArraySlice<Delivery>, bytesPerPosition: Int, uplink: String, day: String, restricted: Bool
     ) {
         state.withLock { state in
-            let again = deliveries.filter { state.recent[$0.stored.seq] != nil }.count
+            // A replay is sent again on purpose (`georelay replay`), and budgeted as any sending.
+            let again = deliveries.filter { $0.kind != .replay && state.recent[$0.stored.seq] != nil }.count
             for period in [day, String(day.prefix(7))] {
                 var carried = state.carried[uplink, default: [:]][period, default: Carried()]
                 carried.all += Int64(deliveries.count * bytesPerPosition)
@@ -113,6 +127,8 @@ final class SimulatedServer: Sendable {
             for delivery in deliveries {
                 let position = delivery.stored.position
                 state.order.arrived(delivery.device, position.timeMs)
+                if delivery.kind == .replay { state.replays += 1 }
+                state.lost[delivery.device]?.remove(position.timeMs)
                 state.recent[delivery.stored.seq] = state.step
                 if position.alarm != nil, state.alarms[position.timeMs] == nil {
                     state.alarms[position.timeMs] = state.step

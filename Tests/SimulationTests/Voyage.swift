@@ -36,6 +36,10 @@ struct Voyage {
     let restarts: [(atMs: Int64, crash: Bool)]
     /// When unit 2 raised an alarm (`sos`), at whole seconds off its minute grid.
     let alarms: [Int64]
+    /// When the Traccar server is restored from a backup, and how old the backup is: every
+    /// fifteen days on average, 6 to 72 hours old. The crew then runs `georelay replay --since`
+    /// the backup's time.
+    let restores: [(atMs: Int64, backMs: Int64)]
     /// The push gateway's maintenance windows (every push answered 503): every ten days on
     /// average, an hour to six.
     let maintenance: [Outage]
@@ -103,6 +107,14 @@ struct Voyage {
             at += length
         }
         self.maintenance = maintenance
+        var restores: [(atMs: Int64, backMs: Int64)] = []
+        at = Self.startMs
+        while true {
+            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 15 * 86_400_000)
+            guard at < end else { break }
+            restores.append((at, Int64(random.logUniformSeconds(21_600, 259_200) * 1000)))
+        }
+        self.restores = restores
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
     }
 

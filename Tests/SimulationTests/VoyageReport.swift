@@ -14,6 +14,9 @@ struct VoyageReport: CustomStringConvertible {
     var restarts = 0
     var crashes = 0
     var clockSteps = 0
+    /// Restores of the Traccar server from a backup, and the positions `georelay replay` queued after them.
+    var restores = 0
+    var replayed = 0
     var alarms = 0
     /// The most steps an alarm arrived after the first step the link was up once it was stored.
     var latestAlarmSteps = 0
@@ -33,7 +36,8 @@ struct VoyageReport: CustomStringConvertible {
     var pushBatches = 0
     var tokens = 0
     var expiredTokenUses = 0
-    /// Fixes the server got more than once (at least once allows them after a restart or a crash).
+    /// Fixes the server got more than once, replays aside (at least once allows them after a
+    /// restart or a crash).
     var duplicates = 0
     /// The process's resident memory at the end of the first day and the largest after.
     var firstDayRSS: Int64 = 0
@@ -60,7 +64,8 @@ struct VoyageReport: CustomStringConvertible {
         return "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
             + "(\(duplicates) twice), push \(pushDelivered) in \(pushBatches) batches (\(pushDuplicates) twice) "
             + "with \(tokens) tokens (\(expiredTokenUses) pushes with an expired one), \(alarms) alarms (at most \(latestAlarmSteps) steps after the link was up), "
-            + "\(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts (\(crashes) crashes), \(clockSteps) clock steps; "
+            + "\(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts (\(crashes) crashes), \(clockSteps) clock steps, "
+            + "\(restores) restores of Traccar from a backup (\(replayed) positions replayed); "
             + "satellite at most \(largestDayBytes / 1000) kB a day and \(largestMonthBytes / 1000) kB a month "
             + "before its budget was spent (besides \(resentBytes / 1000) kB sent again after a crash), "
             + "then at most \(largestRestrictedDayBytes / 1000) kB a day; "
@@ -109,7 +114,7 @@ struct VoyageReport: CustomStringConvertible {
     /// first arrival, as Traccar's handlers see a repeat as nothing new.
     mutating func check(_ server: SimulatedServer) {
         check(server.order, at: "Traccar")
-        duplicates = server.order.repeats
+        duplicates = server.order.repeats - server.replays
         delivered = server.positions
         rounds = server.rounds
     }

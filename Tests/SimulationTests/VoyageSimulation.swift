@@ -65,6 +65,7 @@ struct VoyageSimulation {
         let endMs = Voyage.startMs + Int64(days) * Voyage.dayMs
         var restarts = voyage.restarts[...]
         var clockSteps = voyage.clockSteps[...]
+        var restores = voyage.restores[...]
         var lives = 0
         while nowMs < endMs {
             let next = min(endMs, nowMs + stepMs)
@@ -129,6 +130,11 @@ struct VoyageSimulation {
                 clockSteps = clockSteps.dropFirst()
                 clock.stepWall(byMs: step.byMs)
             }
+            while let restore = restores.first, restore.atMs <= nowMs {
+                restores = restores.dropFirst()
+                report.replayed += try await restoreTraccar(since: nowMs - restore.backMs, until: nowMs, relay: relay)
+                report.restores += 1
+            }
             while let restart = restarts.first, restart.atMs <= nowMs {
                 restarts = restarts.dropFirst()
                 await relay.stop()
@@ -154,6 +160,11 @@ struct VoyageSimulation {
             try await relay.settle("the final drain")
         }
         report.stored = stored
+        for (device, fixes) in server.lost {
+            report.problems.append(
+                "\(device): \(fixes.count) fixes a restore lost never arrived again, the oldest \(Timestamp.iso8601(milliseconds: fixes.min() ?? 0))"
+            )
+        }
         report.check(server)
         report.check(gateway)
         report.check(alarms: alarmsStored, linkUpInStep: linkUpInStep, at: server)
@@ -161,6 +172,30 @@ struct VoyageSimulation {
         await relay.stop()
         report.seconds = (ContinuousClock.now - started) / .seconds(1)
         return report
+    }
+}
+
+extension VoyageSimulation {
+    /// The Traccar server is restored from a backup of `since` (fix times): what it took of
+    /// the spool's positions in `since..<until` is gone. The crew runs `georelay replay
+    /// --destination traccar --since …` (the command's own code, on the running relay's spool,
+    /// as it does beside the daemon); every position the spool still holds in the window must
+    /// then arrive again. Returns how many were queued.
+    func restoreTraccar(since: Int64, until: Int64, relay: SimulatedRelay) async throws -> Int {
+        var lost: [String: Set<Int64>] = [:]
+        for (id, device) in try relay.reader.devices() {
+            try relay.reader.forEachStoredPosition(deviceID: id, device: device, sinceMs: since, untilMs: until) {
+                lost[device, default: []].insert($0.position.timeMs)
+                return true
+            }
+        }
+        relay.server.restored(losing: lost)
+        var configuration = SimulatedUplinks.configuration
+        configuration.spool.path = relay.spool.path
+        let report = try await Commands.queueReplay(
+            configuration: configuration, destination: "traccar",
+            selection: ReplaySelection(sinceMs: since, untilMs: until))
+        return report.queued
     }
 }
 
