@@ -8,6 +8,7 @@
 #              clock outside its own files (Tests/Lint/clock_reads.py: time is handed in); make test runs the lint first
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
 #   make simulate DAYS=365 SEED=1  a voyage of the relay's core on simulated time (Tests/SimulationTests)
+#   make faketime-month DAYS=30  the real binary through 30 days of its own time under libfaketime
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
 	dpkg-dev binutils lintian adduser chromium fonts-dejavu-core iproute2
@@ -30,7 +31,7 @@ ARCH ?= $(NATIVE_ARCH)
 DEB := georelay_$(VERSION)_$(ARCH).deb
 DEB_ARM64 := georelay_$(VERSION)_arm64.deb
 
-.PHONY: run test test-arm64 build deps bench clean install fuzz deb screenshots lint format simulate
+.PHONY: run test test-arm64 build deps bench clean install fuzz deb screenshots lint format simulate faketime-month
 
 # Installs only what is missing, so a ready machine does not touch the network.
 deps:
@@ -89,6 +90,14 @@ SEED ?= 1
 simulate: deps
 	$(SWIFT) build --build-tests
 	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) $(SWIFT) test --skip-build --filter VoyageTests
+
+# The real binary under libfaketime, its clocks stepped 15 minutes at a time through DAYS days
+# (Tests/IntegrationTests/FakeTimeMonthTests; 30 days in about 40 s). make test runs 4 days.
+faketime-month: DAYS = 30
+faketime-month: deps
+	$(SWIFT) build --build-tests
+	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_FAKETIME_DAYS=$(DAYS) \
+		$(SWIFT) test --skip-build --filter FakeTimeMonthTests
 
 # The code's layout, as .swift-format says (swift format ships with the toolchain; about 4 s):
 # `make format` rewrites the tree, `make lint` fails on anything it would change or warn about.

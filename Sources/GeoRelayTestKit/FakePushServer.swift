@@ -36,6 +36,7 @@ package final class FakePushServer: Sendable {
 
     private struct Token {
         var expiresMs: Int64
+        var issuedMs: Int64 = 0
         var loggedIn = false
         var revoked = false
     }
@@ -43,6 +44,9 @@ package final class FakePushServer: Sendable {
     private struct State {
         var tokens: [String: Token] = [:]
         var issued = 0
+        var issuedAtMs: [Int64] = []
+        var tokenAgesAtPush: [Int64] = []
+        var expiredTokenUses = 0
         var logins = 0
         var points: [Point] = []
         var batches: [Batch] = []
@@ -67,16 +71,17 @@ package final class FakePushServer: Sendable {
     }
 
     package let expected: Expected
+    /// The gateway's clock (token expiry, issue times): the test's, or the faked one of a relay
+    /// under libfaketime, so that a token expires in the relay's time.
+    private let now: @Sendable () -> Int64
     private let state = Mutex(State())
     package let changed = WakeSignal()
     package let http: HTTPTestServer
-    /// The gateway's own time, which its tokens expire on.
-    private let now: @Sendable () -> Int64
 
     /// - Parameters:
     ///   - readsAhead: as `HTTPTestServer`'s: each answer waits this long for a request behind it.
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
-    ///   - now: the gateway's time in ms since the epoch (a simulation's world time); the system's by default.
+    ///   - now: the gateway's wall clock in milliseconds; the test's own by default.
     package init(
         expected: Expected = Expected(), readsAhead: Duration? = nil, host: String = "127.0.0.1",
         now: @escaping @Sendable () -> Int64 = { WallClock.nowMs() }
@@ -98,6 +103,12 @@ package final class FakePushServer: Sendable {
     package var events: [String] { state.withLock { $0.events } }
     package var problems: [String] { state.withLock { $0.problems } }
     package var tokensIssued: Int { state.withLock { $0.issued } }
+    /// When each token was issued (from the token endpoint or `issueToken`), on the gateway's clock.
+    package var tokensIssuedAtMs: [Int64] { state.withLock { $0.issuedAtMs } }
+    /// Per accepted push, how old its token was then (gateway's clock, milliseconds).
+    package var tokenAgesAtPush: [Int64] { state.withLock { $0.tokenAgesAtPush } }
+    /// Requests refused 401 because their token had expired (`setExpiresIn`), not revoked or unknown.
+    package var expiredTokenUses: Int { state.withLock { $0.expiredTokenUses } }
     /// Every token value handed out, so a test can look for them where they must not be.
     package var issuedTokens: [String] { state.withLock { Array($0.tokens.keys) } }
     /// Revokes every token but the newest issued.
@@ -140,7 +151,9 @@ package final class FakePushServer: Sendable {
         state.withLock { state in
             state.issued += 1
             let token = "tok-\(state.issued)-\(UUID().uuidString.prefix(8))"
-            state.tokens[token] = Token(expiresMs: .max, loggedIn: loggedIn)
+            let issuedMs = now()
+            state.issuedAtMs.append(issuedMs)
+            state.tokens[token] = Token(expiresMs: .max, issuedMs: issuedMs, loggedIn: loggedIn)
             return token
         }
     }
@@ -177,12 +190,18 @@ package final class FakePushServer: Sendable {
         return object
     }
 
-    private func bearer(_ request: HTTPTestRequest, needLogin: Bool) -> String? {
+    /// The request's token if it is one the gateway issued and still honours, with its age.
+    private func bearer(_ request: HTTPTestRequest, needLogin: Bool) -> (token: String, ageMs: Int64)? {
         guard let header = request.header("Authorization"), header.hasPrefix("Bearer ") else { return nil }
         let token = String(header.dropFirst(7))
+        let nowMs = now()
         return state.withLock { state in
-            guard let info = state.tokens[token], !info.revoked, info.expiresMs > now() else { return nil }
-            return !needLogin || info.loggedIn ? token : nil
+            guard let info = state.tokens[token], !info.revoked else { return nil }
+            guard info.expiresMs > nowMs else {
+                state.expiredTokenUses += 1
+                return nil
+            }
+            return !needLogin || info.loggedIn ? (token, nowMs - info.issuedMs) : nil
         }
     }
 
@@ -217,7 +236,10 @@ package final class FakePushServer: Sendable {
         let (token, snake, expiresIn) = state.withLock { state -> (String, Bool, Double?) in
             state.issued += 1
             let token = "tok-\(state.issued)-\(UUID().uuidString.prefix(8))"
-            state.tokens[token] = Token(expiresMs: state.expiresIn.map { now() + Int64($0 * 1000) } ?? .max)
+            let issuedMs = now()
+            state.issuedAtMs.append(issuedMs)
+            state.tokens[token] = Token(
+                expiresMs: state.expiresIn.map { issuedMs + Int64($0 * 1000) } ?? .max, issuedMs: issuedMs)
             return (token, state.snakeCase, state.expiresIn)
         }
         var members: [(key: String, value: JSONValue)] = [(snake ? "access_token" : "accessToken", .string(token))]
@@ -228,7 +250,7 @@ package final class FakePushServer: Sendable {
     }
 
     private func login(_ request: HTTPTestRequest) -> HTTPTestResponse? {
-        guard let token = bearer(request, needLogin: false) else {
+        guard let token = bearer(request, needLogin: false)?.token else {
             return problem("login: no valid bearer token", status: 401)
         }
         guard let body = json(request), body["username"] == .string(expected.username),
@@ -272,7 +294,7 @@ package final class FakePushServer: Sendable {
             return HTTPTestResponse(
                 status: status, headers: status == 429 || status == 503 ? [("Retry-After", "1")] : [])
         }
-        guard bearer(request, needLogin: true) != nil else {
+        guard let (_, tokenAge) = bearer(request, needLogin: true) else {
             state.withLock { $0.unauthorized += 1 }
             return HTTPTestResponse(status: 401)
         }
@@ -312,6 +334,7 @@ package final class FakePushServer: Sendable {
         if refused { return HTTPTestResponse(status: 422, body: Array("{\"error\":\"invalid point\"}".utf8)) }
         let sink = state.withLock { state in
             if state.sink == nil { state.points += points }
+            state.tokenAgesAtPush.append(tokenAge)
             state.batches.append(Batch(encoding: encoding, wireBodyBytes: request.body.count, points: points.count))
             return state.sink
         }

@@ -28,6 +28,8 @@ final class SimulatedServer: Sendable {
         var order = DeliveryOrder.Follower()
         /// Per device, the fixes a restore from a backup lost, until they arrive again.
         var lost: [String: Set<Int64>] = [:]
+        /// Positions taken that `georelay replay` had queued.
+        var replays = 0
         /// Each alarm's fix time, with the step it first arrived in.
         var alarms: [Int64: Int] = [:]
         var positions = 0

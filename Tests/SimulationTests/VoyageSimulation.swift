@@ -24,11 +24,14 @@ struct VoyageSimulation {
     var seed: UInt64
     /// How far the clock jumps at a time: the run's time is about proportional to the steps.
     var stepMinutes: Int64 = 30
+    /// Whether it has the process to itself (`make simulate`): memory is judged only then.
+    var alone = false
 
     func run() async throws -> VoyageReport {
         let started = ContinuousClock.now
         let voyage = Voyage(days: days, seed: seed)
         var report = VoyageReport(seed: seed, days: days, voyage: voyage)
+        report.alone = alone
         // In memory where the system has it: a voyage's thousands of commits each sync the file,
         // which on a disk would be most of the run (the syncs' cost is the power-cut suite's business).
         let directory = try TemporaryDirectory(under: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")

@@ -21,7 +21,10 @@ import Testing
 
     @Test(arguments: seeds)
     func aVoyageKeepsEveryFixAndDeliversItInOrder(seed: UInt64) async throws {
-        let report = try await VoyageSimulation(days: Self.days, seed: seed, stepMinutes: Self.stepMinutes).run()
+        let report = try await VoyageSimulation(
+            days: Self.days, seed: seed, stepMinutes: Self.stepMinutes,
+            alone: Self.environment["GEORELAY_SIM_SEED"] != nil
+        ).run()
         print("simulation: \(report)")
         #expect(
             report.problems.isEmpty, "seed \(seed) (rerun: make simulate DAYS=\(Self.days) SEED=\(seed)): \(report)")
