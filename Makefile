@@ -7,7 +7,7 @@
 #   make format / make lint  the code's layout (.swift-format), and no new direct read of the system
 #              clock outside its own files (Tests/Lint/clock_reads.py: time is handed in); make test runs the lint first
 #   make screenshots  the status page in headless Chromium, its screenshots into docs/
-#   make simulate DAYS=365 SEED=1  a voyage of the relay's core on simulated time (Tests/SimulationTests)
+#   make simulate DAYS=365 SEED=1 [STEP=60]  a voyage of the relay's core on simulated time (Tests/SimulationTests)
 #   make faketime-month DAYS=30  the real binary through 30 days of its own time under libfaketime
 
 APT_PACKAGES := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev pkg-config socat libxml2-utils openssl python3 faketime fuse3 libfuse3-dev \
@@ -83,13 +83,16 @@ test: deps lint
 	GEORELAY_BIN=$$($(SWIFT) build --show-bin-path)/georelay GEORELAY_REQUIRE_BROWSER=1 $(SWIFT) test --skip-build
 	Tests/Fuzz/fuzz.sh ci
 
-# A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED, in make test's
-# build of the tests (365 days in about 4 minutes). make test runs three seeds of 30 days.
+# A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED in STEP-minute
+# steps, in make test's build of the tests (365 days in about 5 minutes at 60-minute steps).
+# make test runs three seeds of 30 days at 30-minute steps.
 DAYS ?= 365
 SEED ?= 1
+STEP ?= 60
 simulate: deps
 	$(SWIFT) build --build-tests
-	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) $(SWIFT) test --skip-build --filter VoyageTests
+	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) GEORELAY_SIM_STEP_MINUTES=$(STEP) \
+		$(SWIFT) test --skip-build --filter VoyageTests
 
 # The real binary under libfaketime, its clocks stepped 15 minutes at a time through DAYS days
 # (Tests/IntegrationTests/FakeTimeMonthTests; 30 days in about 40 s). make test runs 4 days.

@@ -21,6 +21,9 @@ final class SimulatedServer: Sendable {
 
     private struct State {
         var up = true
+        /// In a maintenance window: every request answered 503.
+        var unavailable = false
+        var answered503 = 0
         var uplink = SimulatedUplinks.satellite.name
         /// The simulation's step, for when alarms arrive.
         var step = 0
@@ -67,6 +70,17 @@ final class SimulatedServer: Sendable {
     var positions: Int { state.withLock { $0.positions } }
     /// Rounds begun (a quiescent relay begins none).
     var rounds: Int { state.withLock { $0.rounds } }
+
+    /// Requests answered 503.
+    var answered503: Int { state.withLock { $0.answered503 } }
+
+    /// Whether the server answers everything 503 (a maintenance window).
+    var unavailable: Bool {
+        get { state.withLock { $0.unavailable } }
+        set { state.withLock { $0.unavailable = newValue } }
+    }
+
+    func refused() { state.withLock { $0.answered503 += 1 } }
 
     /// The uplink the relay's traffic takes now.
     var uplink: String {
@@ -190,6 +204,18 @@ final class SimulatedEngine: TraccarEngine {
                 _ = ledger.settle(
                     .unavailable("connection refused", retryAfter: nil, transport: true), 0..<1, of: batch,
                     result: &results[index], parkSeconds: parkSeconds, logger: logger, into: &update)
+                break
+            }
+            if server.unavailable {
+                // The first request is answered 503 with a Retry-After, as Traccar behind a
+                // proxy during an upgrade is; what it cost the link is billed like any answer.
+                _ = ledger.settle(
+                    .unavailable("HTTP 503", retryAfter: 120, transport: false), 0..<1, of: batch,
+                    result: &results[index], parkSeconds: parkSeconds, logger: logger, into: &update)
+                meter.bill(Self.bytesPerPosition)
+                server.refused()
+                let (uplink, day, restricted) = route()
+                server.carried(bytes: Int64(Self.bytesPerPosition), uplink: uplink, day: day, restricted: restricted)
                 break
             }
             let count = min(batch.deliveries.count, left)

@@ -43,6 +43,8 @@ struct Voyage {
     /// The push gateway's maintenance windows (every push answered 503): every ten days on
     /// average, an hour to six.
     let maintenance: [Outage]
+    /// The Traccar server's (every request answered 503), drawn the same way.
+    let traccarMaintenance: [Outage]
     static let alarmUnit = "unit-2"
     /// When the box's wall clock is stepped (NTP catching up after a cold start, an operator), and
     /// by how much: every ten days on average, a minute to six hours either way. The GPS units'
@@ -97,16 +99,19 @@ struct Voyage {
             alarms.append(at)
         }
         self.alarms = alarms
-        var maintenance: [Outage] = []
-        at = Self.startMs
-        while true {
-            at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 10 * 86_400_000)
-            guard at < end else { break }
-            let length = Int64(random.logUniformSeconds(3_600, 21_600) * 1000)
-            maintenance.append(Outage(fromMs: at, untilMs: at + length))
-            at += length
+        func windows() -> [Outage] {
+            var windows: [Outage] = []
+            var at = Self.startMs
+            while true {
+                at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 10 * 86_400_000)
+                guard at < end else { break }
+                let length = Int64(random.logUniformSeconds(3_600, 21_600) * 1000)
+                windows.append(Outage(fromMs: at, untilMs: at + length))
+                at += length
+            }
+            return windows
         }
-        self.maintenance = maintenance
+        maintenance = windows()
         var restores: [(atMs: Int64, backMs: Int64)] = []
         at = Self.startMs
         while true {
@@ -115,6 +120,7 @@ struct Voyage {
             restores.append((at, Int64(random.logUniformSeconds(21_600, 259_200) * 1000)))
         }
         self.restores = restores
+        traccarMaintenance = windows()
         heading = (0..<(Self.units.count + 1)).map { _ in Double.random(in: 0..<360, using: &random) }
     }
 
@@ -126,6 +132,11 @@ struct Voyage {
     /// Whether the push gateway answers every push 503 at `ms`.
     func gatewayUnavailable(atMs ms: Int64) -> Bool {
         maintenance.contains { $0.fromMs <= ms && ms < $0.untilMs }
+    }
+
+    /// Whether the Traccar server answers every request 503 at `ms`.
+    func traccarUnavailable(atMs ms: Int64) -> Bool {
+        traccarMaintenance.contains { $0.fromMs <= ms && ms < $0.untilMs }
     }
 
     /// Whether the uplink is up at `ms`.

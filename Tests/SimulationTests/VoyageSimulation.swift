@@ -77,8 +77,10 @@ struct VoyageSimulation {
             server.up = voyage.linkUp(atMs: nowMs)
             gateway.up = server.up
             gateway.unavailable = voyage.gatewayUnavailable(atMs: nowMs)
+            server.unavailable = voyage.traccarUnavailable(atMs: nowMs)
             server.uplink = SimulatedUplinks.uplink(underway: underway)
-            linkUpInStep.append(server.up)
+            // Traccar can take an alarm in this step: the link up and the server out of maintenance.
+            linkUpInStep.append(server.up && !server.unavailable)
             clock.advance(by: .milliseconds(next - nowMs))
             // The monitor's look (every 5 s in the daemon): the route, what is left of the budgets.
             await relay.look(underway: underway)
@@ -154,6 +156,7 @@ struct VoyageSimulation {
         server.up = true
         gateway.up = true
         gateway.unavailable = false
+        server.unavailable = false
         server.uplink = SimulatedUplinks.marina.name
         for _ in 0..<200 {
             await relay.look(underway: false)
@@ -171,6 +174,7 @@ struct VoyageSimulation {
         report.check(server)
         report.check(gateway)
         report.check(alarms: alarmsStored, linkUpInStep: linkUpInStep, at: server)
+        report.checkMemory()
         report.checkBudgets(server.carried[SimulatedUplinks.satellite.name] ?? [:])
         await relay.stop()
         report.seconds = (ContinuousClock.now - started) / .seconds(1)

@@ -27,7 +27,8 @@ import Testing
         ).run()
         print("simulation: \(report)")
         #expect(
-            report.problems.isEmpty, "seed \(seed) (rerun: make simulate DAYS=\(Self.days) SEED=\(seed)): \(report)")
+            report.problems.isEmpty,
+            "seed \(seed) (rerun: make simulate DAYS=\(Self.days) SEED=\(seed) STEP=\(Self.stepMinutes)): \(report)")
         #expect(report.delivered >= report.stored, "every fix stored reached the server: \(report)")
     }
 }
