@@ -46,8 +46,9 @@ struct Voyage {
     /// The Traccar server's (every request answered 503), drawn the same way.
     let traccarMaintenance: [Outage]
     static let alarmUnit = "unit-2"
-    /// When the box's wall clock is stepped (NTP catching up after a cold start, an operator), and
-    /// by how much: every ten days on average, a minute to six hours either way. The GPS units'
+    /// When the box's wall clock is stepped, and by how much: every ten days on average it goes
+    /// wrong by a minute to six hours either way (a cold start without a battery-backed clock, an
+    /// operator), and is stepped right again ten minutes to twelve hours later. The GPS units'
     /// fix times stay right.
     let clockSteps: [(atMs: Int64, byMs: Int64)]
     private let heading: [Double]
@@ -87,7 +88,12 @@ struct Voyage {
             at += Int64(-log(max(1e-9, Double.random(in: 0..<1, using: &random))) * 10 * 86_400_000)
             guard at < end else { break }
             let size = Int64(random.logUniformSeconds(60, 21_600) * 1000)
-            clockSteps.append((at, Bool.random(using: &random) ? size : -size))
+            let by = Bool.random(using: &random) ? size : -size
+            // Wrong for ten minutes to twelve hours (a box without a battery-backed clock after a
+            // cold start, until NTP or the GPS sets it), then stepped right again.
+            let wrongFor = Int64(random.logUniformSeconds(600, 43_200) * 1000)
+            clockSteps += [(at, by), (at + wrongFor, -by)]
+            at += wrongFor
         }
         self.clockSteps = clockSteps
         var alarms: [Int64] = []

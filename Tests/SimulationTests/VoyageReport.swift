@@ -8,6 +8,9 @@ struct VoyageReport: CustomStringConvertible {
     var seed: UInt64
     var days: Int
     var stored = 0
+    /// Lines the ingest refused (`err`), with the first few replies.
+    var refusedLines = 0
+    var refusals: [String] = []
     var delivered = 0
     var outages = 0
     var outageHours = 0.0
@@ -64,16 +67,18 @@ struct VoyageReport: CustomStringConvertible {
         outageHours = voyage.outages.reduce(0) { $0 + Double($1.untilMs - $1.fromMs) / 3_600_000 }
         restarts = voyage.restarts.count
         crashes = voyage.restarts.filter(\.crash).count
-        clockSteps = voyage.clockSteps.count
+        clockSteps = voyage.clockSteps.count / 2
         maintenance = voyage.maintenance.count + voyage.traccarMaintenance.count
     }
 
     var description: String {
         let storage = storageBytes.isEmpty ? 0 : storageBytes.reduce(0, +) / Int64(storageBytes.count)
-        return "seed \(seed): \(days) days, \(stored) fixes stored, \(delivered) delivered in \(rounds) rounds "
+        return
+            "seed \(seed): \(days) days, \(stored) fixes answered ok (\(refusedLines) refused\(refusals.isEmpty ? "" : ": \(refusals.prefix(2))")), "
+            + "\(delivered) delivered in \(rounds) rounds "
             + "(\(duplicates) twice), push \(pushDelivered) in \(pushBatches) batches (\(pushDuplicates) twice) "
             + "with \(tokens) tokens (\(expiredTokenUses) pushes with an expired one), \(alarms) alarms (at most \(latestAlarmSteps) steps after the link was up), "
-            + "\(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts (\(crashes) crashes), \(clockSteps) clock steps, "
+            + "\(outages) outages (\(Int(outageHours)) h down), \(restarts) restarts (\(crashes) crashes), \(clockSteps) spells of a wrong wall clock, "
             + "\(restores) restores of Traccar from a backup (\(replayed) positions replayed), "
             + "\(maintenance) maintenance windows (Traccar answered 503 \(answered503) times); "
             + "satellite at most \(largestDayBytes / 1000) kB a day and \(largestMonthBytes / 1000) kB a month "

@@ -48,10 +48,12 @@ struct VoyageSimulation {
         let gate = UplinkGate()
         var relay = try await SimulatedRelay.start(
             spool: spoolSettings, server: server, gateway: gateway, gate: gate)
+        var collectors = SimulatedCollectors(clock: clock)
         func startAgain() async throws {
             relay = try await SimulatedRelay.start(
                 spool: spoolSettings, server: server, gateway: gateway, gate: gate,
                 idleSleepers: relay.quiescence.idleSleepers)
+            collectors.reconnect(clock: clock)
             pushRecorded = 0
         }
         /// The push destination's bytes as its meter recorded them in this life of the relay.
@@ -92,20 +94,19 @@ struct VoyageSimulation {
                 relay.logger.warning("unit-3: line with a bad checksum skipped")
             }
             let fixes = voyage.fixes(fromMs: nowMs, untilMs: next)
-            // Expected before they are handed over: the relay may deliver them before `append` returns.
+            // Expected before they are handed over: the relay may deliver them before `ok`.
             for position in fixes {
                 server.expect(position.device, position.timeMs)
                 gateway.expect(position.device, position.timeMs)
             }
-            for (position, result) in zip(fixes, await relay.spool.append(fixes)) {
-                guard case .stored = result else {
-                    server.forget(position.device, position.timeMs)
-                    gateway.forget(position.device, position.timeMs)
-                    continue
-                }
-                stored += 1
-                if position.alarm != nil { alarmsStored[position.timeMs] = server.step }
+            let answered = await collectors.send(fixes, to: relay.spool)
+            let acknowledged = Set(answered.map { "\($0.device) \($0.timeMs)" })
+            for position in fixes where !acknowledged.contains("\(position.device) \(position.timeMs)") {
+                server.forget(position.device, position.timeMs)
+                gateway.forget(position.device, position.timeMs)
             }
+            stored += answered.count
+            for position in answered where position.alarm != nil { alarmsStored[position.timeMs] = server.step }
             // The relay stops and starts again: cleanly at the step's end (the destination
             // finishes what is in flight, the spool closes), or in a crash just after the step's
             // fixes were answered, while it delivers them (the spool's files as they are on disk
@@ -166,6 +167,11 @@ struct VoyageSimulation {
             try await relay.settle("the final drain")
         }
         report.stored = stored
+        report.refusedLines = collectors.refused
+        if collectors.acknowledged != stored {
+            report.problems.append("\(collectors.acknowledged) lines answered ok, \(stored) positions stored")
+        }
+        if !collectors.refusals.isEmpty { report.refusals = collectors.refusals }
         for (device, fixes) in server.lost {
             report.problems.append(
                 "\(device): \(fixes.count) fixes a restore lost never arrived again, the oldest \(Timestamp.iso8601(milliseconds: fixes.min() ?? 0))"
