@@ -93,6 +93,24 @@ package final class FakePushServer: Sendable {
         server.value = self
     }
 
+    /// A push destination in login mode against this gateway, as a configuration would name it.
+    package func destination(name: String = "push") -> Configuration.DestinationSettings {
+        var push = PushSettings()
+        push.authBaseURL = authBaseURL
+        push.registrationBaseURL = registrationBaseURL
+        push.eventsBaseURL = eventsBaseURL
+        push.apiKey = Secret(.literal(expected.apiKey), path: "apiKey")
+        push.clientID = expected.clientID
+        push.tenant = expected.tenant
+        push.username = expected.username
+        var settings = Configuration.DestinationSettings()
+        settings.name = name
+        settings.kind = .push
+        settings.url = pushURL
+        settings.push = push
+        return settings
+    }
+
     package var authBaseURL: String { http.url + "/auth/" }
     package var registrationBaseURL: String { http.url + "/reg/" }
     package var pushURL: String { http.url + "/push" }

@@ -25,22 +25,10 @@ final class PushFixture: SpoolFixture, @unchecked Sendable {
         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
     ) async throws {
         server = try FakePushServer(readsAhead: readsAhead)
-        var push = PushSettings()
-        push.authBaseURL = server.authBaseURL
-        push.registrationBaseURL = server.registrationBaseURL
-        push.eventsBaseURL = server.eventsBaseURL
-        push.apiKey = Secret(.literal(server.expected.apiKey), path: "apiKey")
-        push.clientID = server.expected.clientID
-        push.tenant = server.expected.tenant
-        push.username = server.expected.username
-        push.authMode = mode
-        push.batchMaxDelaySeconds = 0
-        push.zstdLevel = 3
-        var settings = Configuration.DestinationSettings()
-        settings.name = "push"
-        settings.kind = .push
-        settings.url = server.pushURL
-        settings.push = push
+        var settings = server.destination()
+        settings.push?.authMode = mode
+        settings.push?.batchMaxDelaySeconds = 0
+        settings.push?.zstdLevel = 3
         try await super.init(settings: settings, configure: configure)
     }
 

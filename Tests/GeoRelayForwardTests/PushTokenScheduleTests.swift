@@ -18,18 +18,7 @@ import Testing
         let gateway = try FakePushServer { 1_767_225_600_000 + clock.monotonicMs() - origin }
         defer { gateway.http.stop() }
         gateway.setExpiresIn(86_400)
-        var push = PushSettings()
-        push.authBaseURL = gateway.authBaseURL
-        push.registrationBaseURL = gateway.registrationBaseURL
-        push.apiKey = Secret(.literal(gateway.expected.apiKey), path: "apiKey")
-        push.clientID = gateway.expected.clientID
-        push.tenant = gateway.expected.tenant
-        push.username = gateway.expected.username
-        var settings = Configuration.DestinationSettings()
-        settings.name = "push"
-        settings.kind = .push
-        settings.url = gateway.pushURL
-        settings.push = push
+        let settings = gateway.destination()
         let directory = try TemporaryDirectory()
         let store = TokenStore(spoolPath: directory.file("spool.db"), destination: "push")
         func life(_ clock: SimulatedClock) throws -> PushAuthenticator {

@@ -67,21 +67,9 @@ struct SimulatedRelay {
 
     /// The push destination as `georelay`'s configuration would have it, against the gateway.
     static func pushDestination(_ gateway: SimulatedGateway) -> Configuration.DestinationSettings {
-        var push = PushSettings()
-        push.authBaseURL = gateway.fake.authBaseURL
-        push.registrationBaseURL = gateway.fake.registrationBaseURL
-        push.eventsBaseURL = gateway.fake.eventsBaseURL
-        push.apiKey = Secret(.literal(gateway.fake.expected.apiKey), path: "apiKey")
-        push.clientID = gateway.fake.expected.clientID
-        push.tenant = gateway.fake.expected.tenant
-        push.username = gateway.fake.expected.username
-        var settings = Configuration.DestinationSettings()
-        settings.name = "push"
-        settings.kind = .push
-        settings.url = gateway.fake.pushURL
+        var settings = gateway.fake.destination()
         settings.filter.mode = .all
         settings.probeConnectSeconds = 0
-        settings.push = push
         return settings
     }
 
