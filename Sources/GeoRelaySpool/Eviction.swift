@@ -29,7 +29,8 @@ struct Eviction {
         return rows
     }
 
-    /// Deletes delivered positions received before `retainHours` ago.
+    /// Deletes delivered positions received before `retainHours` ago, except those a replay
+    /// still has to send (the crew asked for them again; the quota alone may take them).
     /// - Parameter mergeRecent: called first when `recent` holds some of them (a retention
     ///   shorter than the merge interval); with hours of retention it never does.
     func deleteExpired(nowMs: Int64, mergeRecent: () throws -> Void = {}) throws -> Int {
@@ -39,8 +40,8 @@ struct Eviction {
         let merge = try old.step() && old.int64(0) != 0
         old.reset()
         if merge { try mergeRecent() }
-        let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max)
-        // Replays of positions that are gone can never be sent.
+        let deleted = try deleteDelivered(receivedBefore: cutoff, limit: .max, keepingReplays: true)
+        // Replays of positions that are gone (the quota's doing) can never be sent.
         try db.execute(
             "DELETE FROM replay_queue WHERE seq NOT IN (SELECT seq FROM positions) AND seq NOT IN (SELECT seq FROM recent)"
         )
@@ -58,13 +59,16 @@ struct Eviction {
         return deleted
     }
 
-    private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int) throws -> Int {
+    /// - Parameter keepingReplays: leaves the positions a replay still has to send (retention,
+    ///   and the quota's first choice: a replay's history gives way before live positions do).
+    private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int, keepingReplays: Bool) throws -> Int {
         var deleted = 0
         let delete = try db.statement(
             """
             DELETE FROM positions WHERE seq IN (
                 SELECT seq FROM positions WHERE device_id = ? AND seq <= ? AND received_ms < ?
-                AND seq NOT IN (SELECT seq FROM quarantine) ORDER BY seq LIMIT ?)
+                AND seq NOT IN (SELECT seq FROM quarantine)
+                \(keepingReplays ? "AND seq NOT IN (SELECT seq FROM replay_queue)" : "") ORDER BY seq LIMIT ?)
             """)
         for (deviceID, seq) in try deliveredThrough() where deleted < limit {
             while deleted < limit {
@@ -145,7 +149,8 @@ struct Eviction {
         try db.transaction {
             try mergeRecent()
             while try usedBytes() > target {
-                if try deleteDelivered(receivedBefore: .max, limit: Self.chunk) > 0 { continue }
+                if try deleteDelivered(receivedBefore: .max, limit: Self.chunk, keepingReplays: true) > 0 { continue }
+                if try deleteDelivered(receivedBefore: .max, limit: Self.chunk, keepingReplays: false) > 0 { continue }
                 guard settings.whenFull == .dropOldest else {
                     outcome.full = true
                     break

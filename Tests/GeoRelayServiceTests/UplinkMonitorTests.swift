@@ -114,6 +114,12 @@ import Testing
         // A new day of the same month: the day only.
         let next = monitor.tally([], day: "2026-12-02")
         #expect(next["iridium"]! == (0, 50))
+        // The wall clock set back across midnight: the day reached goes on, not a fresh one under
+        // yesterday's name (the voyage simulation spent a second budget that way).
+        let back = monitor.tally([UplinkUsage(uplink: "iridium", day: "2026-12-01", bytes: 20)], day: "2026-12-01")
+        #expect(back["iridium"]! == (20, 70))
+        let again = monitor.tally([UplinkUsage(uplink: "iridium", day: "2026-12-02", bytes: 5)], day: "2026-12-02")
+        #expect(again["iridium"]! == (25, 75), "set right again, the same day goes on")
     }
 
     @Test func aDestinationOnASpentBudgetIsRestrictedAndOneElsewhereIsNot() throws {

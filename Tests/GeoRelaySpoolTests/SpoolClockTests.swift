@@ -30,6 +30,28 @@ import Testing
         #expect(try spool.deleteExpired() == 2, "delivered 25 hours ago on the spool's clock: gone")
     }
 
+    /// Positions queued for a replay (a server restored from a backup) stay until they are sent
+    /// again, however long the link is down: retention only takes what nobody asked for. (The
+    /// voyage simulation lost a replay's positions to retention during an outage after it.)
+    @Test func retentionKeepsWhatAReplayStillHasToSend() async throws {
+        let fixture = SpoolFixture()
+        let clock = SimulatedClock(wallMs: Self.lateEvening)
+        fixture.settings.clock = clock
+        fixture.settings.retainHours = 24
+        let spool = try fixture.open()
+        defer { spool.close() }
+        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true)])
+        let seqs = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)]).compactMap(\.seq)
+        var update = DeliveryUpdate(destination: "d")
+        update.acknowledged = [(1, seqs[2])]
+        spool.record(update)
+        #expect(try await spool.queueReplay(destination: "d", seqs: [seqs[1], seqs[2]]) == 2)
+        clock.advance(by: .seconds(25 * 3600))
+        #expect(try spool.deleteExpired() == 1, "only the position no replay waits for is gone")
+        let queued = try spool.makeReader().replayQueue(destination: "d", limit: 10).map(\.seq)
+        #expect(queued == [seqs[1], seqs[2]], "the replay still has both to send")
+    }
+
     @Test func bytesAreBilledToTheDayOfTheSpoolsClock() async throws {
         let fixture = SpoolFixture()
         let clock = SimulatedClock(wallMs: Self.lateEvening + 3_540_000) // 23:59

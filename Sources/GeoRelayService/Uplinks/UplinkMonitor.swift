@@ -105,7 +105,8 @@ package final class UplinkMonitor: Sendable {
         routes: [String: UplinkRoute.Answer], configuration: Configuration, interfaces: [String: Int64]
     ) async {
         let before = self.routes
-        let day = Self.day(spool.clock.nowMs())
+        // The day the bytes are counted to: the clock's, or the later one already reached.
+        let day = max(Self.day(spool.clock.nowMs()), state.withLock { $0.day })
         if state.withLock({ $0.usage == nil }), !configuration.uplinks.isEmpty {
             let spool = self.spool
             let stored =
@@ -176,16 +177,20 @@ package final class UplinkMonitor: Sendable {
         }
     }
 
-    /// Adds a look's bytes to the totals, which start afresh at a new UTC day (today's) or month.
+    /// Adds a look's bytes to the totals, which start afresh at a new UTC day (today's) or month:
+    /// a later one than the last look's (`YYYY-MM-DD` compares as the dates do).
     @discardableResult
     package func tally(_ added: [UplinkUsage], day: String) -> [String: (today: Int64, month: Int64)] {
         state.withLock { state in
             var usage = state.usage ?? [:]
-            if state.day != day, !state.day.isEmpty {
+            // Only a later day starts afresh: a wall clock set back across midnight (a box that
+            // came up with the wrong time, then NTP) goes on counting into the day it had
+            // reached, or the budget would be spent twice under one day's name.
+            if day > state.day, !state.day.isEmpty {
                 let newMonth = state.day.prefix(7) != day.prefix(7)
                 usage = usage.mapValues { (today: 0, month: newMonth ? 0 : $0.month) }
             }
-            state.day = day
+            state.day = max(state.day, day)
             for entry in added {
                 let now = usage[entry.uplink] ?? (0, 0)
                 usage[entry.uplink] = (now.today + entry.bytes, now.month + entry.bytes)
