@@ -14,6 +14,8 @@ final class SimulatedServer: Sendable {
         var all: Int64 = 0
         /// Carried while the budget was spent: alarms and still-alive positions, by design.
         var restricted: Int64 = 0
+        /// Of `restricted`, what push's meter counted (the rest is Traccar's).
+        var restrictedPush: Int64 = 0
         /// Positions carried a second time while the budget was not spent: what a crash made the
         /// relay send again (its record of the first time died with it).
         var again: Int64 = 0
@@ -128,12 +130,17 @@ final class SimulatedServer: Sendable {
     }
 
     /// `bytes` crossed `uplink` by a destination's own count (push's meter).
-    func carried(bytes: Int64, uplink: String, day: String, restricted: Bool) {
+    func carried(bytes: Int64, uplink: String, day: String, restricted: Bool, push: Bool = false) {
         guard bytes > 0 else { return }
         state.withLock { state in
             for period in [day, String(day.prefix(7))] {
-                state.carried[uplink, default: [:]][period, default: Carried()].all += bytes
-                if restricted { state.carried[uplink, default: [:]][period, default: Carried()].restricted += bytes }
+                var carried = state.carried[uplink, default: [:]][period, default: Carried()]
+                carried.all += bytes
+                if restricted {
+                    carried.restricted += bytes
+                    if push { carried.restrictedPush += bytes }
+                }
+                state.carried[uplink, default: [:]][period] = carried
             }
         }
     }

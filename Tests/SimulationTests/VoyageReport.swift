@@ -34,6 +34,8 @@ struct VoyageReport: CustomStringConvertible {
     var largestDayBytes: Int64 = 0
     var largestMonthBytes: Int64 = 0
     var largestRestrictedDayBytes: Int64 = 0
+    /// The day of the most carried under a spent budget, and push's part of it.
+    var largestRestricted = ""
     /// The most a day or month carried again after a crash, before the budget was spent.
     var resentBytes: Int64 = 0
     var rounds = 0
@@ -83,7 +85,7 @@ struct VoyageReport: CustomStringConvertible {
             + "\(maintenance) maintenance windows (Traccar answered 503 \(answered503) times); "
             + "satellite at most \(largestDayBytes / 1000) kB a day and \(largestMonthBytes / 1000) kB a month "
             + "before its budget was spent (besides \(resentBytes / 1000) kB sent again after a crash), "
-            + "then at most \(largestRestrictedDayBytes / 1000) kB a day; "
+            + "then at most \(largestRestrictedDayBytes / 1000) kB a day (\(largestRestricted)); "
             + "spool at most \(largestSpoolRows) rows, \(largestSpoolBytes / 1024) KiB; log at most \(largestLogRows) rows; "
             + "RSS \(firstDayRSS >> 20) MiB after day 1, at most \(largestRSS >> 20) MiB "
             + "(every 30 days: \(monthlyRSS.map { "\($0 >> 20)" }.joined(separator: ", ")) MiB\(alone ? "" : ", shared with other suites")); "
@@ -216,7 +218,10 @@ struct VoyageReport: CustomStringConvertible {
             resentBytes = max(resentBytes, bytes.again)
             if day {
                 largestDayBytes = max(largestDayBytes, before)
-                largestRestrictedDayBytes = max(largestRestrictedDayBytes, bytes.restricted)
+                if bytes.restricted > largestRestrictedDayBytes {
+                    largestRestrictedDayBytes = bytes.restricted
+                    largestRestricted = "\(period): \(bytes.restrictedPush / 1000) kB of it push's"
+                }
             } else {
                 largestMonthBytes = max(largestMonthBytes, before)
             }

@@ -128,7 +128,7 @@ struct VoyageSimulation {
             let recorded = relay.spool.wireBytesRecorded()["push"] ?? 0
             server.carried(
                 bytes: recorded - pushRecorded, uplink: server.uplink,
-                day: UplinkMonitor.day(clock.nowMs()), restricted: gate.restriction(for: "push") != nil)
+                day: UplinkMonitor.day(clock.nowMs()), restricted: gate.restriction(for: "push") != nil, push: true)
             pushRecorded = recorded
             await relay.look(underway: underway)
             nowMs = next
