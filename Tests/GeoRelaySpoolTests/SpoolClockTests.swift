@@ -11,14 +11,24 @@ import Testing
     /// 2026-12-05T23:00:00Z.
     static let lateEvening: Int64 = 1_796_511_600_000
 
-    @Test func retentionCountsOnTheSpoolsClock() async throws {
+    /// A spool on a clock of its own that keeps delivered positions 24 hours, with destination
+    /// `d`; the fixture owns its directory, so the caller keeps it for as long as the spool.
+    func retainingADay() async throws -> (SpoolFixture, Spool, SimulatedClock) {
         let fixture = SpoolFixture()
         let clock = SimulatedClock(wallMs: Self.lateEvening)
         fixture.settings.clock = clock
         fixture.settings.retainHours = 24
         let spool = try fixture.open()
-        defer { spool.close() }
         try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true)])
+        return (fixture, spool, clock)
+    }
+
+    @Test func retentionCountsOnTheSpoolsClock() async throws {
+        let (fixture, spool, clock) = try await retainingADay()
+        defer {
+            spool.close()
+            withExtendedLifetime(fixture) {}
+        }
         _ = await spool.append([fix("a", 0), fix("a", 1)])
         var update = DeliveryUpdate(destination: "d")
         update.acknowledged = [(1, 2)]
@@ -34,13 +44,11 @@ import Testing
     /// again, however long the link is down: retention only takes what nobody asked for. (The
     /// voyage simulation lost a replay's positions to retention during an outage after it.)
     @Test func retentionKeepsWhatAReplayStillHasToSend() async throws {
-        let fixture = SpoolFixture()
-        let clock = SimulatedClock(wallMs: Self.lateEvening)
-        fixture.settings.clock = clock
-        fixture.settings.retainHours = 24
-        let spool = try fixture.open()
-        defer { spool.close() }
-        try await spool.register(destinations: [DestinationRegistration(name: "d", buffered: true)])
+        let (fixture, spool, clock) = try await retainingADay()
+        defer {
+            spool.close()
+            withExtendedLifetime(fixture) {}
+        }
         let seqs = await spool.append([fix("a", 0), fix("a", 1), fix("a", 2)]).compactMap(\.seq)
         var update = DeliveryUpdate(destination: "d")
         update.acknowledged = [(1, seqs[2])]
