@@ -84,15 +84,17 @@ test: deps lint
 	Tests/Fuzz/fuzz.sh ci
 
 # A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED in STEP-minute
-# steps, in make test's build of the tests (365 days in about 5 minutes at 60-minute steps).
-# make test runs three seeds of 30 days at 30-minute steps.
+# steps (365 days in about 4.5 minutes at 60-minute steps). An optimised build of the tests, in
+# a build directory of its own so make test's builds are not redone (about 2 minutes the first
+# time). make test runs three seeds of 30 days at 30-minute steps in its own build.
 DAYS ?= 365
 SEED ?= 1
 STEP ?= 60
+SIMULATE_BUILD := --scratch-path .build/simulate -c release -Xswiftc -enable-testing
 simulate: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build $(SIMULATE_BUILD) --build-tests
 	GEORELAY_SIM_DAYS=$(DAYS) GEORELAY_SIM_SEED=$(SEED) GEORELAY_SIM_STEP_MINUTES=$(STEP) \
-		$(SWIFT) test --skip-build --filter VoyageTests
+		$(SWIFT) test $(SIMULATE_BUILD) --skip-build --filter VoyageTests
 
 # The real binary under libfaketime, its clocks stepped 15 minutes at a time through DAYS days
 # (Tests/IntegrationTests/FakeTimeMonthTests; 30 days in about 40 s). make test runs 4 days.
