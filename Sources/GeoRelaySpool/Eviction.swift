@@ -87,6 +87,13 @@ struct Eviction {
         return deleted
     }
 
+    /// Whether a replay waits for anything (most of the time nothing does).
+    private func replaysQueued() throws -> Bool {
+        let select = try db.statement("SELECT EXISTS(SELECT 1 FROM replay_queue)")
+        defer { select.reset() }
+        return try select.step() && select.int64(0) != 0
+    }
+
     /// The highest seq among the oldest `chunk` positions (nil: none left).
     private func oldestChunkEnd() throws -> Int64? {
         let select = try db.statement(
@@ -150,7 +157,11 @@ struct Eviction {
             try mergeRecent()
             while try usedBytes() > target {
                 if try deleteDelivered(receivedBefore: .max, limit: Self.chunk, keepingReplays: true) > 0 { continue }
-                if try deleteDelivered(receivedBefore: .max, limit: Self.chunk, keepingReplays: false) > 0 { continue }
+                if try replaysQueued(),
+                    try deleteDelivered(receivedBefore: .max, limit: Self.chunk, keepingReplays: false) > 0
+                {
+                    continue
+                }
                 guard settings.whenFull == .dropOldest else {
                     outcome.full = true
                     break
