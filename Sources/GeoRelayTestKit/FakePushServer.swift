@@ -257,7 +257,9 @@ package final class FakePushServer: Sendable {
             let issuedMs = now()
             state.issuedAtMs.append(issuedMs)
             state.tokens[token] = Token(
-                expiresMs: state.expiresIn.map { issuedMs + Int64($0 * 1000) } ?? .max, issuedMs: issuedMs)
+                expiresMs: state.expiresIn.flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map {
+                    issuedMs.saturatingPlus($0)
+                } ?? .max, issuedMs: issuedMs)
             return (token, state.snakeCase, state.expiresIn)
         }
         var members: [(key: String, value: JSONValue)] = [(snake ? "access_token" : "accessToken", .string(token))]

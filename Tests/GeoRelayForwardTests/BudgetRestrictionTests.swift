@@ -40,10 +40,10 @@ import Testing
     /// without them, nothing waits.
     @Test func forwardersWaitForTheMonitorsFirstLook() async {
         let none = UplinkGate()
-        await none.firstLook(timeout: .seconds(30))
+        await none.firstLook(timeout: .seconds(30), clock: SystemClock())
         let gate = UplinkGate(awaitsFirstLook: true)
         let waited = Task {
-            await gate.firstLook(timeout: .seconds(30))
+            await gate.firstLook(timeout: .seconds(30), clock: SystemClock())
             return true
         }
         gate.set(
@@ -51,7 +51,7 @@ import Testing
             allowances: ["traccar": UplinkGate.Allowance(uplink: "iridium", bytesLeft: 1, whenSpent: Self.restriction)])
         #expect(await waited.value)
         #expect(gate.bytesLeft(for: "traccar") == 1, "the allowance is known when the wait ends")
-        await gate.firstLook(timeout: .seconds(30))
+        await gate.firstLook(timeout: .seconds(30), clock: SystemClock())
     }
 
     /// Under a budget's remainder (not spent), a backfill with live fixes arriving faster than

@@ -170,7 +170,9 @@ package actor PushAuthenticator {
         default: break
         }
         var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: false)
-        if let clock { token.obtainedOn = clock.bootID().map { ($0, clock.monotonicMs()) } }
+        if let clock {
+            token.obtainedOn = clock.bootID().map { PushToken.BootTime(boot: $0, monotonicMs: clock.monotonicMs()) }
+        }
         let login = JSONValue.object(
             JSONObject([("username", .string(push.username)), ("tenant", .string(push.tenant))])
         ).jsonText

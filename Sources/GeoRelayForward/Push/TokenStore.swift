@@ -14,14 +14,12 @@ package struct PushToken: Sendable, Equatable {
     /// in the same boot, the token's age comes from them, not from the wall clock, which may have
     /// been stepped since (an hour back would otherwise have the relay push with it an hour past
     /// its expiry).
-    package var obtainedOn: (boot: String, monotonicMs: Int64)? = nil
+    package var obtainedOn: BootTime? = nil
 
-    package static func == (lhs: PushToken, rhs: PushToken) -> Bool {
-        (lhs.value, lhs.obtainedMs, lhs.expiresMs, lhs.loggedIn) == (
-            rhs.value, rhs.obtainedMs, rhs.expiresMs, rhs.loggedIn
-        )
-            && lhs.obtainedOn?.boot == rhs.obtainedOn?.boot
-            && lhs.obtainedOn?.monotonicMs == rhs.obtainedOn?.monotonicMs
+    /// A reading of the machine's monotonic clock, with the boot it counts from.
+    package struct BootTime: Sendable, Equatable {
+        package var boot: String
+        package var monotonicMs: Int64
     }
 
     /// The token with its times moved onto `clock`'s schedule (`now`): its age taken from the
@@ -77,7 +75,7 @@ package struct TokenStore: Sendable {
         if case .string(let boot)? = object["boot"], case .number(let number)? = object["obtainedMonotonicMs"],
             let monotonic = CheckedNumbers.int64(number), monotonic >= 0
         {
-            token.obtainedOn = (boot, monotonic)
+            token.obtainedOn = PushToken.BootTime(boot: boot, monotonicMs: monotonic)
         }
         return token
     }

@@ -77,7 +77,7 @@ package final class UplinkGate: Sendable {
     /// Returns once the monitor has looked at the uplinks (at most `timeout`): before it, a
     /// destination on a spent budget would look unrestricted, and a forwarder starting with a
     /// backlog would send a round the budget does not have.
-    package func firstLook(timeout: Duration = .seconds(10), clock: any RelayClock = SystemClock()) async {
+    package func firstLook(timeout: Duration = .seconds(10), clock: any RelayClock) async {
         let signal = WakeSignal()
         let looked = state.withLock { state -> Bool in
             if !state.looked { state.firstLookWaiters.append(signal) }

@@ -20,17 +20,20 @@ extension Commands {
         return matching
     }
 
-    static func authenticator(_ settings: Configuration.DestinationSettings, configuration: Configuration) throws
-        -> PushAuthenticator
-    {
+    /// - Parameter clock: the command's (`Invocation.clock`): the token's schedule and its age on disk.
+    static func authenticator(
+        _ settings: Configuration.DestinationSettings, configuration: Configuration, clock: any RelayClock
+    ) throws -> PushAuthenticator {
         PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: configuration.spool.path, destination: settings.name),
             worker: try HTTPWorker(label: "georelay.cli.auth", tls: settings.tls), logger: .disabled,
-            now: SystemClock().steadyWall(), clock: SystemClock())
+            now: clock.steadyWall(), clock: clock)
     }
 
     /// Sends the on-duty or off-duty event with the current token (getting one first in login mode).
-    package static func duty(on: Bool, destination: String?, configuration: Configuration) async throws -> [(
+    package static func duty(
+        on: Bool, destination: String?, configuration: Configuration, clock: any RelayClock
+    ) async throws -> [(
         String, String?
     )] {
         var results: [(String, String?)] = []
@@ -40,7 +43,7 @@ extension Commands {
                 results.append((settings.name, "eventsBaseUrl is not configured"))
                 continue
             }
-            let auth = try authenticator(settings, configuration: configuration)
+            let auth = try authenticator(settings, configuration: configuration, clock: clock)
             let worker = try HTTPWorker(label: "georelay.cli.events", tls: settings.tls)
             var url =
                 base.hasSuffix("/") && push.eventsPath.hasPrefix("/")
@@ -86,13 +89,15 @@ extension Commands {
     }
 
     /// Gets a new token now (login mode) and stores it where the running relay picks it up.
-    package static func refreshToken(destination: String?, configuration: Configuration) async throws -> [(
+    package static func refreshToken(
+        destination: String?, configuration: Configuration, clock: any RelayClock
+    ) async throws -> [(
         String, String?
     )] {
         var results: [(String, String?)] = []
         for settings in try pushDestinations(destination, in: configuration, command: "token") {
             do {
-                _ = try await authenticator(settings, configuration: configuration).refresh()
+                _ = try await authenticator(settings, configuration: configuration, clock: clock).refresh()
                 results.append((settings.name, nil))
             } catch {
                 results.append((settings.name, "\(error)"))
@@ -103,12 +108,13 @@ extension Commands {
 
     /// One position straight to a push destination, as a batch of one.
     static func sendPush(
-        _ position: Position, settings: Configuration.DestinationSettings, configuration: Configuration
+        _ position: Position, settings: Configuration.DestinationSettings, configuration: Configuration,
+        clock: any RelayClock
     ) async -> DeliveryOutcome {
         let push = settings.push ?? PushSettings()
         let wire = PushProtocol(settings: settings)
         do {
-            let auth = try authenticator(settings, configuration: configuration)
+            let auth = try authenticator(settings, configuration: configuration, clock: clock)
             let worker = try HTTPWorker(label: "georelay.cli.push", tls: settings.tls)
             let json = wire.encodeBatch([wire.encodePoint(position)])
             var encoding = push.compression
@@ -152,14 +158,15 @@ extension Commands {
             "duty \(word)", to: invocation.console,
             try await duty(
                 on: word == "on", destination: invocation.arguments.text("--destination"),
-                configuration: invocation.configuration))
+                configuration: invocation.configuration, clock: invocation.clock))
     }
 
     static func refreshToken(_ invocation: Invocation) async throws -> ExitCode {
         report(
             "token refresh", to: invocation.console,
             try await refreshToken(
-                destination: invocation.arguments.text("--destination"), configuration: invocation.configuration))
+                destination: invocation.arguments.text("--destination"), configuration: invocation.configuration,
+                clock: invocation.clock))
     }
 
     private static func report(_ what: String, to console: Console, _ results: [(String, String?)]) -> ExitCode {

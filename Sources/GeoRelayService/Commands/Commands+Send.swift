@@ -12,7 +12,8 @@ extension Commands {
             alarm: arguments.text("--alarm"))
         var ok = true
         for result in try await send(
-            position, destination: arguments.text("--destination"), configuration: invocation.configuration)
+            position, destination: arguments.text("--destination"), configuration: invocation.configuration,
+            clock: invocation.clock)
         {
             if case .delivered = result.outcome {
                 invocation.console.line("\(result.destination): delivered")
@@ -36,9 +37,9 @@ extension Commands {
     /// Each upload blocks in libcurl or on a socket, so none runs on the caller's
     /// thread: OsmAnd requests go through an `HTTPWorker` (its own queue), the
     /// Teltonika exchange on a thread of its own.
-    package static func send(_ position: Position, destination: String?, configuration: Configuration) async throws
-        -> [SendResult]
-    {
+    package static func send(
+        _ position: Position, destination: String?, configuration: Configuration, clock: any RelayClock
+    ) async throws -> [SendResult] {
         let targets = configuration.destinations.filter { destination == nil || $0.name == destination }
         if targets.isEmpty {
             guard let destination else { throw RelayError("the configuration has no destinations") }
@@ -49,7 +50,7 @@ extension Commands {
         for settings in targets {
             let outcome: DeliveryOutcome
             if settings.kind == .push {
-                outcome = await sendPush(position, settings: settings, configuration: configuration)
+                outcome = await sendPush(position, settings: settings, configuration: configuration, clock: clock)
             } else if settings.traccarProtocol == .teltonika {
                 outcome = await onDedicatedThread(named: "georelay.send.teltonika") {
                     TeltonikaUpload.send(position, settings: settings)
