@@ -93,6 +93,9 @@ func satelliteFigure() throws {
                             "report_error_pct_worst",
                             result.reportErrorPercent.map { .number($0.rounded(to: 2)) } ?? .null
                         ),
+                        ("live_lag_max_s", result.liveLagMaxSeconds.map { .number($0.rounded(to: 1)) } ?? .null),
+                        ("live_fixes_during_drain", .number(Double(result.liveFixes))),
+                        ("live_fixes_overtaken", .number(Double(result.liveOvertaken))),
                         ("terminal_bytes_per_hour_down", .number(result.terminalBytesPerHourDown.rounded())),
                         ("connections_per_hour_down", .number(result.connectionsPerHourDown.rounded())),
                         ("target", .string(satelliteTarget(transport, fleet: fleet))),
@@ -136,6 +139,13 @@ struct OutageResult {
     /// and the worst unit's summary report over the outage against the path it sailed (per cent).
     var eventsSkipped: Int?
     var reportErrorPercent: Double?
+    /// Live fixes answered `ok` once the server had a current position and before the drain
+    /// ended, that reached the server as their device's newest: the longest from a fix's `ok`
+    /// until the server had it (issue 36 §2), and how many.
+    var liveLagMaxSeconds: Double?
+    var liveFixes = 0
+    /// Live fixes that arrived behind a newer fix of their device: sent as history, not live.
+    var liveOvertaken = 0
 }
 
 /// What a fake server holds, for the figure: each device's fix times as they arrived.
@@ -341,6 +351,13 @@ private func standardOutage(
     /// When the server last gained a fix from before link-up: the drain's end as the server sees it.
     var historyGrewAt: UInt64?
     var historyHeld = 0
+    /// Fixes already looked at (the sink lists them in arrival order), and when the server first had
+    /// a current position, on the wall clock the live fixes' times are on.
+    var looked = 0
+    var currentAtMs: Int64?
+    var liveLags: [Int64] = []
+    var newestSeen: [String: Int64] = [:]
+    var overtaken = 0
     let deadline = linkUp + 1_200_000_000_000
     while drainedAt == nil, WallClock.monotonicNs() < deadline {
         let fixes = sink.fixes
@@ -350,7 +367,22 @@ private func standardOutage(
         let now = WallClock.monotonicNs()
         if history > historyHeld { (historyHeld, historyGrewAt) = (history, now) }
         if firstAt == nil, fixes.count > heldBefore { firstAt = now }
-        if currentAt == nil, !current.isEmpty { currentAt = now }
+        if currentAt == nil, !current.isEmpty { (currentAt, currentAtMs) = (now, WallClock.nowMs()) }
+        // A live fix's time is when it was written and answered `ok`: its lag is until it is seen here
+        // (within the loop's 200 ms), once the server has a current position for it to be newer than.
+        // Only a fix that arrives as its device's newest is live to the server; one that arrives
+        // behind a newer one went as history (overtaken) and is counted apart.
+        let seenMs = WallClock.nowMs()
+        for fix in fixes.dropFirst(looked) {
+            let live = fix.timeMs >= (currentAtMs ?? .max) && drainedAt == nil
+            if fix.timeMs > newestSeen[fix.device] ?? .min {
+                if live { liveLags.append(seenMs - fix.timeMs) }
+                newestSeen[fix.device] = fix.timeMs
+            } else if live {
+                overtaken += 1
+            }
+        }
+        looked = fixes.count
         if everyUnitAt == nil, current.count == devices.count { everyUnitAt = now }
         // Drained: the relay's status shows nothing pending but the live fixes of the moment, or
         // (a status that holds acknowledgements for the state interval lags the server) the
@@ -386,6 +418,9 @@ private func standardOutage(
         limitSeconds: Double(max(up, down)) / Double(link.bytesPerSecond) + 2 * rtt,
         terminalBytesPerHourDown: Double(before.upWhileDown - settled.upWhileDown) * perHourDown,
         connectionsPerHourDown: Double(before.connections - settled.connections) * perHourDown)
+    result.liveLagMaxSeconds = liveLags.max().map { Double($0) / 1000 }
+    result.liveFixes = liveLags.count
+    result.liveOvertaken = overtaken
     if let traccar = sink.traccar() {
         result.eventsSkipped = traccar.skippedByEvents
         result.reportErrorPercent = histories.compactMap { device, history -> Double? in
@@ -403,7 +438,9 @@ private func standardOutage(
     note(
         "satellite \(transport), \(devices.count) unit(s): \(devices.count * historySeconds / fleet.fixSeconds) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; "
             + "first position after \(text(result.firstArrivalSeconds)) s, a current position after \(text(result.currentSeconds)) s, every unit's after \(text(result.everyUnitCurrentSeconds)) s, "
-            + "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s")
+            + "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s; "
+            + "live fixes during the drain: \(result.liveFixes) (\(result.liveOvertaken) more overtaken, sent as history), the longest from ok to the server \(result.liveLagMaxSeconds.map(text) ?? "-") s"
+    )
     if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() {
         note("relay log:\n\(log)")
     }

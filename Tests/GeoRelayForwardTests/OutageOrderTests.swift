@@ -164,4 +164,52 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         #expect(vessel.processed.contains { $0.alarmEvents == ["sos"] })
         if order != .currentFirst { #expect(vessel.skippedByEvents == 0) }
     }
+
+    /// Live fixes while the history drains over a slow link (`current-first`) join the round
+    /// (issue 36 §2; `PipelinedOsmAndRoundTests` pins where each goes): what Traccar makes of it.
+    /// They reach the server while history is still missing, the history behind them goes as
+    /// history, and the report over the outage stays the path sailed.
+    @Test func liveFixesJoinTheBackfillAndTheReportStaysRight() async throws {
+        let server = try FakeOsmAndServer()
+        defer { server.http.stop() }
+        // About 100 KB of history (the filter's 75 m chords of two hours) at 25 KB/s: seconds of drain.
+        let proxy = try FaultProxy(targetPort: server.http.port, bytesPerSecond: 25_000, latencyMs: 20)
+        defer { proxy.stop() }
+        let f = try await ForwardFixture {
+            $0.filter = FilterSettings()
+            $0.order = .currentFirst
+            $0.url = "http://127.0.0.1:\(proxy.port)/"
+        }
+        // The voyage goes on past the outage: a live fix every 20 s of sailing (100 m, past the filter).
+        let track = GeoRelayForwardTests.voyage("vessel", seconds: 0..<7900)
+        let live = stride(from: 7820, to: 7900, by: 20).map { track[$0] }
+        _ = await f.spool.append(Array(Self.voyage[..<600]))
+        var arrivedBehind: [Int] = []
+        try await f.withForwarder {
+            try await f.waitForStatus { $0.pending == 0 }
+            _ = await f.spool.append(Array(Self.outage))
+            let outageStart = Self.outage.first!.timeMs
+            let newestOfOutage = Self.outage.last!.timeMs
+            #expect(
+                await server.waitUntil { $0.contains { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage } },
+                "the history began to drain")
+            for fix in live {
+                _ = await f.spool.append([fix])
+                #expect(await server.waitUntil { $0.contains { $0.fixTimeMs == fix.timeMs } }, "live fix \(fix.timeMs)")
+                // History still to come when it arrived: the outage's fixes the filter keeps, less those in.
+                arrivedBehind.append(
+                    server.positions.count { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage })
+            }
+            try await f.waitForStatus { $0.pending == 0 }
+        }
+        let historyDelivered = server.positions.count {
+            $0.fixTimeMs >= Self.outage.first!.timeMs && $0.fixTimeMs < Self.outage.last!.timeMs
+        }
+        #expect(
+            arrivedBehind.contains { $0 < historyDelivered },
+            "a live fix reached the server while history was still draining: \(arrivedBehind) of \(historyDelivered)")
+        let vessel = try #require(server.traccar().devices["vessel"])
+        #expect(vessel.latest?.arrival.fixTimeMs == live.last!.timeMs, "the server's newest is the last live fix")
+        try Self.expectTheReportOverTheOutage(vessel)
+    }
 }

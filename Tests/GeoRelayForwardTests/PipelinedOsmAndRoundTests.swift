@@ -269,4 +269,77 @@ import Testing
         #expect(h.round.results[0].abandoned == 3)
         #expect(h.round.results[0].delivered == 1)
     }
+
+    // MARK: - Live fixes joining a round of history (issue 36 §2)
+
+    /// The requests framed on lane 0 since the last call, as their query lines.
+    static func requests(_ h: Harness) -> [String] {
+        String(decoding: h.round.lanes[0].output, as: UTF8.self).components(separatedBy: "\r\n")
+            .filter { $0.hasSuffix(" HTTP/1.1") }
+    }
+
+    @Test func aLiveFixGoesNextOnItsDevicesLaneAndWhatFollowsItIsHistory() throws {
+        var h = try Harness(keepsAlive: nil)
+        h.sendWindow()
+        _ = h.receive(Self.ok)
+        // Device 1 is known now; its newest (seq 20, a minute on) commits while 12–14 wait.
+        let live = DeliveryLedgerTests.stored(20, second: 80)
+        _ = h.handle(.joined([live]))
+        #expect(h.handle(.turn(yield: false)) == ["send 0"])
+        let sent = Self.requests(h)
+        #expect(sent.count == 4, "the live fix and the rest of the window")
+        #expect(sent.first?.contains("timestamp=1784953880") == true, "the live fix first: \(sent)")
+        #expect(sent.dropFirst().allSatisfy { $0.contains("archive=true") }, "12–14 are history to the server now")
+        #expect(!sent[0].contains("archive"))
+        _ = h.wroteAll()
+        _ = h.receive(Self.ok + Self.ok + Self.ok + Self.ok)
+        h.finish()
+        #expect(h.acknowledged.max() == 14)
+        #expect(h.progress.flatMap(\.sentAhead) == [20], "settled as sent ahead: the backlog skips it")
+        #expect(
+            h.ledger.filters[1]?.newestSentMs == live.position.timeMs,
+            "settling the history behind it does not take the server's newest back")
+    }
+
+    @Test func aLiveFixTheRoundCarriesOrTheServerHasIsNotSentTwice() throws {
+        var h = try Harness(keepsAlive: nil)
+        h.sendWindow()
+        _ = h.receive(Self.ok)
+        _ = h.handle(.joined([DeliveryLedgerTests.stored(14, second: 14)]))
+        _ = h.handle(.turn(yield: false))
+        #expect(Self.requests(h).count == 3, "14 is the batch's own: it goes in its turn, once")
+        let live = DeliveryLedgerTests.stored(20, second: 80)
+        _ = h.handle(.joined([live]))
+        _ = h.handle(.joined([live]))
+        _ = h.wroteAll()
+        // The window refills once a batch's worth of places is free (`InFlightLimit.room`).
+        _ = h.receive(Self.ok + Self.ok + Self.ok)
+        _ = h.handle(.turn(yield: false))
+        #expect(Self.requests(h).count == 1, "the live fix once, however often it is posted")
+    }
+
+    @Test func aDeviceTheServerHasNotShownItKnowsJoinsNothing() throws {
+        var h = try Harness(keepsAlive: nil)
+        _ = h.handle(.turn(yield: false))
+        _ = h.handle(.joined([DeliveryLedgerTests.stored(20, second: 80)]))
+        _ = h.handle(.opened(0))
+        #expect(Self.requests(h).count == 1)
+        #expect(!Self.requests(h)[0].contains("timestamp=1784953880"), "the round's own first: \(Self.requests(h))")
+    }
+
+    @Test func aLiveFixOfADeviceNotInTheRoundGoesOnAFreeLane() throws {
+        var h = try Harness(keepsAlive: nil)
+        h.sendWindow()
+        _ = h.receive(Self.ok)
+        // Device 2 was taken before (a ledger that knows it), with nothing pending when the round began.
+        var update = DeliveryUpdate(destination: "traccar")
+        h.ledger.delivered(
+            Delivery(
+                stored: DeliveryLedgerTests.stored(5, device: 2, second: 5), ackThrough: 5, stateAfter: FilterState()),
+            into: &update)
+        _ = h.handle(.joined([DeliveryLedgerTests.stored(21, device: 2, second: 80)]))
+        _ = h.handle(.turn(yield: false))
+        #expect(Self.requests(h).first?.contains("id=d2") == true, "\(Self.requests(h))")
+        #expect(h.round.results.map(\.deviceID) == [1, 2])
+    }
 }

@@ -23,6 +23,9 @@ enum ConnectionEvent<ID: Hashable> {
     case tick
     /// The forwarder stops: nothing new goes; what is on the wire is abandoned at `finish`.
     case stop
+    /// Devices' newest positions, committed since the round began (`LiveJoin`): live fixes to send
+    /// ahead of the rest of the round. A round that cannot take them ignores them.
+    case joined([StoredPosition])
 }
 
 /// What a round's state machine asks its driver to do.
@@ -106,8 +109,8 @@ final class RoundDriver<ID: Hashable> {
 
     /// Runs `round` to its end, or until `stop` is set.
     func run<Round: ConnectionRound>(
-        _ round: inout Round, ledger: inout DeliveryLedger, stop: AbortFlag, yield: AbortFlag?, logger: Logger,
-        progress: (DeliveryUpdate) -> Void
+        _ round: inout Round, ledger: inout DeliveryLedger, stop: AbortFlag, yield: AbortFlag?, live: LiveJoin? = nil,
+        logger: Logger, progress: (DeliveryUpdate) -> Void
     ) where Round.ID == ID {
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { scratch.deallocate() }
@@ -173,6 +176,7 @@ final class RoundDriver<ID: Hashable> {
 
         var descriptors: [pollfd] = []
         while !stop.isSet {
+            if let joined = live?.take(), !joined.isEmpty { tell(.joined(joined)) }
             tell(.turn(yield: yield?.isSet == true))
             if round.isFinished { break }
             let polled = round.polled.compactMap { entry in

@@ -196,6 +196,10 @@ struct TeltonikaRound: ConnectionRound {
             }
         case .stop:
             stopping = true
+        case .joined:
+            // Every device of a round sends at once here (`lanes`): its round is short, and a live
+            // fix goes in the next.
+            break
         }
         return actions
     }

@@ -51,7 +51,8 @@ final class PipelinedOsmAndEngine: TraccarEngine {
             request.batches, setup: setup, carried: carried, connected: carried.lanes.indices.map(open.contains),
             maxPositions: request.maxPositions, now: driver.clock.now())
         driver.run(
-            &round, ledger: &ledger, stop: request.stop, yield: request.yield, logger: setup.logger, progress: progress)
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, live: request.live, logger: setup.logger,
+            progress: progress)
         carried = round.carried
         return round.results
     }

@@ -59,7 +59,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
 
     private(set) var carried: Carried
     private let setup: Setup
-    private let batches: [DeviceBatch]
+    /// The round's batches, and live fixes' batches joined since (`join`).
+    private var batches: [DeviceBatch]
     private(set) var results: [DeviceResult]
     /// Per batch, the next delivery to send, and whether its device stopped for this round.
     private var nextIndex: [Int]
@@ -67,6 +68,10 @@ struct PipelinedOsmAndRound: ConnectionRound {
     /// Stopped by an answer saying the server cannot take positions now (a 503): the answers
     /// behind it that took theirs settle out of turn.
     private var unavailable: [Bool]
+    /// Per batch, the lane that took it.
+    private var laneOf: [Int?]
+    /// Per batch holding live fixes not yet sent (`join`): the index after the last of them.
+    private var joinedUpTo: [Int: Int] = [:]
     private var nextBatch = 0
     private var halted = false
     private var yielding = false
@@ -96,6 +101,7 @@ struct PipelinedOsmAndRound: ConnectionRound {
         nextIndex = Array(repeating: 0, count: batches.count)
         stopped = Array(repeating: false, count: batches.count)
         unavailable = stopped
+        laneOf = Array(repeating: nil, count: batches.count)
         positionsLeft = maxPositions
         update = DeliveryUpdate(destination: setup.destination)
         for lane in self.carried.lanes.indices {
@@ -175,6 +181,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
             }
         case .stop:
             stopping = true
+        case .joined(let newest):
+            join(newest, ledger: ledger)
         }
         return actions
     }
@@ -213,8 +221,15 @@ struct PipelinedOsmAndRound: ConnectionRound {
         halted = true
     }
 
-    /// The lane's next delivery: its own batches first, in order, then a new one.
+    /// The lane's next delivery: a live fix joined for a device of its own or of no lane's yet,
+    /// then its own batches, in order, then a new one.
     private mutating func nextDelivery(for lane: Int) -> Int? {
+        if let batch = joinedUpTo.keys.sorted().first(where: {
+            !stopped[$0] && nextIndex[$0] < joinedUpTo[$0]! && (laneOf[$0] ?? lane) == lane
+        }) {
+            take(batch, on: lane)
+            return batch
+        }
         if let batch = carried.lanes[lane].batches.first(where: {
             !stopped[$0] && nextIndex[$0] < batches[$0].deliveries.count
         }) {
@@ -223,11 +238,17 @@ struct PipelinedOsmAndRound: ConnectionRound {
         while nextBatch < batches.count {
             let batch = nextBatch
             nextBatch += 1
-            if batches[batch].deliveries.isEmpty { continue }
-            carried.lanes[lane].batches.append(batch)
+            if batches[batch].deliveries.isEmpty || laneOf[batch] != nil { continue }
+            take(batch, on: lane)
             return batch
         }
         return nil
+    }
+
+    private mutating func take(_ batch: Int, on lane: Int) {
+        guard laneOf[batch] == nil else { return }
+        laneOf[batch] = lane
+        carried.lanes[lane].batches.append(batch)
     }
 
     /// Numbers and times a request as it is queued, for the in-flight limit's round trips.
@@ -343,6 +364,40 @@ struct PipelinedOsmAndRound: ConnectionRound {
             requeue(carried.lanes[lane].inFlight)
             carried.lanes[lane].inFlight.removeAll()
             close(lane)
+        }
+    }
+
+    // MARK: - Live fixes
+
+    /// Takes devices' newest positions committed since the round began: each goes next on its
+    /// device's lane, behind only what that lane has on the wire (`DeviceBatch.join`), or on the
+    /// first lane free for a device this round did not carry. Live fixes joined and not yet sent
+    /// go in the order they came. Not once the round is ending: the next round sends them.
+    private mutating func join(_ newest: [StoredPosition], ledger: DeliveryLedger) {
+        guard !finishing, !stopping else { return }
+        for stored in newest {
+            guard let batch = batches.firstIndex(where: { $0.cursor.deviceID == stored.deviceID }) else {
+                guard let ahead = ledger.joining(stored, after: []) else { continue }
+                batches.append(
+                    DeviceBatch(
+                        cursor: DeviceCursor(
+                            deviceID: stored.deviceID, device: stored.position.device, ackedSeq: 0, lastSeq: 0,
+                            parkedUntilMs: nil),
+                        deliveries: [ahead]))
+                results.append(DeviceResult(deviceID: stored.deviceID))
+                (nextIndex, stopped, unavailable, laneOf) = (
+                    nextIndex + [0], stopped + [false], unavailable + [false], laneOf + [nil]
+                )
+                joinedUpTo[batches.count - 1] = 1
+                continue
+            }
+            let at = max(nextIndex[batch], joinedUpTo[batch] ?? 0)
+            guard !stopped[batch],
+                !batches[batch].deliveries.contains(where: { $0.stored.seq >= stored.seq }),
+                let ahead = ledger.joining(stored, after: batches[batch].deliveries[..<at])
+            else { continue }
+            batches[batch].join(ahead, at: at)
+            joinedUpTo[batch] = at + 1
         }
     }
 

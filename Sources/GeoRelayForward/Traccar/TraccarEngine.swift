@@ -34,6 +34,9 @@ struct EngineRound {
     /// to send ahead, or the forwarder finishing); a position's retry and its canary still go, as
     /// they settle what is already on the wire.
     var yield: AbortFlag?
+    /// Live fixes committed during the round, to go ahead of the rest of it (a pipelined OsmAnd
+    /// round of history); nil: the round does not take them.
+    var live: LiveJoin? = nil
 }
 
 /// How a round treats what the server answers.

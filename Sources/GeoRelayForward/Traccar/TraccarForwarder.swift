@@ -201,13 +201,13 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
     /// the round early (requests in flight finish, no new ones start), so the
     /// next round can send it ahead of everything; with `liveEdge`, a live fix after
-    /// `liveEdgeAfter` does; with `historyLeft`, the time history may still go first does. Cancelling the task (the
+    /// `liveEdgeAfter` does, or with `joinLive` joins the round (`joinLive(_:)`); with `historyLeft`, the time history may still go first does. Cancelling the task (the
     /// forwarder is asked to finish) ends it early the same way; only an abandon
     /// drops the requests in flight.
     func send(
         _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
         alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
-        historyLeft: Duration? = nil, maxPositions: Int = .max
+        joinLive: WakeSignal? = nil, historyLeft: Duration? = nil, maxPositions: Int = .max
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
@@ -215,6 +215,7 @@ package final class TraccarForwarder: DestinationForwarder {
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
+        let live = joinLive.map { _ in LiveJoin() }
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 /// Ends the round once `until` returns: requests in flight finish, none start.
@@ -241,6 +242,10 @@ package final class TraccarForwarder: DestinationForwarder {
                         await liveEdge.wait()
                     }
                 }
+                if let joinLive, let live {
+                    joinLive.clear()
+                    group.addTask { await self.joinLive(joinLive, into: live, ledger: before) }
+                }
                 if let historyLeft {
                     // History goes first only so long (`DrainOrder`): then the current positions.
                     endRound { await clock.sleep(for: historyLeft) }
@@ -248,7 +253,7 @@ package final class TraccarForwarder: DestinationForwarder {
                 let outcome = await engine.run { engine in
                     var ledger = before
                     let round = EngineRound(
-                        batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield)
+                        batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield, live: live)
                     let results = engine.deliver(round, ledger: &ledger) { update in
                         var update = update
                         update.drain = drain
@@ -273,5 +278,37 @@ package final class TraccarForwarder: DestinationForwarder {
             spool.add(counters: ["forward.abandoned.\(settings.name)": Int64(abandoned)])
         }
         return results
+    }
+
+    /// Until cancelled (the round ended), hands each device's newest position to the running round
+    /// as it commits (`LiveJoin`): live fixes go next on the wire instead of waiting for the round
+    /// to give way. Each must pass the destination's filter against the last live fix this round
+    /// sent of its device (at first, against what the round began with), so a moored unit costs a
+    /// metered link no more than its own rules allow.
+    private func joinLive(_ commits: WakeSignal, into live: LiveJoin, ledger: DeliveryLedger) async {
+        let name = settings.name
+        var chain: [Int64: FilterState] = [:]
+        while !Task.isCancelled {
+            await commits.wait()
+            guard !Task.isCancelled,
+                let newest = try? await reader.run({ reader in
+                    try reader.snapshot { reader throws(SpoolError) in
+                        try reader.newest(of: try reader.pendingDevices(destination: name))
+                    }
+                })
+            else { continue }
+            let kept = newest.filter { stored in
+                guard filter.accurateEnough(stored.position) else { return false }
+                let state = chain[stored.deviceID] ?? ledger.filters[stored.deviceID] ?? FilterState()
+                guard stored.position.timeMs > state.lastSentMs ?? .min else { return false }
+                let (decision, next) = filter.evaluate(stored.position, state: state)
+                guard case .send = decision else { return false }
+                chain[stored.deviceID] = next
+                return true
+            }
+            guard !kept.isEmpty else { continue }
+            live.post(kept)
+            wakeEngine()
+        }
     }
 }

@@ -88,10 +88,14 @@ final class TraccarRounds: DestinationRounds {
         case .backlog?:
             rotation = plan.lastInTurn ?? rotation
             let started = f.clock.now()
+            // A backfill's round takes live fixes as they come over pipelined OsmAnd; otherwise it
+            // gives way to them after its interval (`DrainOrder.liveEdgeInterval`).
+            let live = plan.backfilling && order.currentAhead(at: now) ? positions : nil
+            let joins = f.pipelinesOsmAnd && !turn.trial && maxPositions == .max
             results = await f.send(
                 f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger,
-                alarms: alarms, liveEdge: plan.backfilling && order.currentAhead(at: now) ? positions : nil,
-                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound),
+                alarms: alarms, liveEdge: joins ? nil : live,
+                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound), joinLive: joins ? live : nil,
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
             pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.now() - started)
         }
