@@ -94,6 +94,7 @@ func satelliteFigure() throws {
                             result.reportErrorPercent.map { .number($0.rounded(to: 2)) } ?? .null
                         ),
                         ("live_lag_max_s", result.liveLagMaxSeconds.map { .number($0.rounded(to: 1)) } ?? .null),
+                        ("live_lag_median_s", result.liveLagMedianSeconds.map { .number($0.rounded(to: 1)) } ?? .null),
                         ("live_fixes_during_drain", .number(Double(result.liveFixes))),
                         ("live_fixes_overtaken", .number(Double(result.liveOvertaken))),
                         ("terminal_bytes_per_hour_down", .number(result.terminalBytesPerHourDown.rounded())),
@@ -143,6 +144,7 @@ struct OutageResult {
     /// ended, that reached the server as their device's newest: the longest from a fix's `ok`
     /// until the server had it (issue 36 §2), and how many.
     var liveLagMaxSeconds: Double?
+    var liveLagMedianSeconds: Double?
     var liveFixes = 0
     /// Live fixes that arrived behind a newer fix of their device: sent as history, not live.
     var liveOvertaken = 0
@@ -419,6 +421,7 @@ private func standardOutage(
         terminalBytesPerHourDown: Double(before.upWhileDown - settled.upWhileDown) * perHourDown,
         connectionsPerHourDown: Double(before.connections - settled.connections) * perHourDown)
     result.liveLagMaxSeconds = liveLags.max().map { Double($0) / 1000 }
+    result.liveLagMedianSeconds = liveLags.isEmpty ? nil : Double(liveLags.sorted()[liveLags.count / 2]) / 1000
     result.liveFixes = liveLags.count
     result.liveOvertaken = overtaken
     if let traccar = sink.traccar() {
@@ -439,7 +442,7 @@ private func standardOutage(
         "satellite \(transport), \(devices.count) unit(s): \(devices.count * historySeconds / fleet.fixSeconds) fixes of history, \(delivered) delivered after link-up; up \(up) B, down \(down) B; "
             + "first position after \(text(result.firstArrivalSeconds)) s, a current position after \(text(result.currentSeconds)) s, every unit's after \(text(result.everyUnitCurrentSeconds)) s, "
             + "drained after \(text(result.drainedSeconds)) s, limit \(text(result.limitSeconds)) s; "
-            + "live fixes during the drain: \(result.liveFixes) (\(result.liveOvertaken) more overtaken, sent as history), the longest from ok to the server \(result.liveLagMaxSeconds.map(text) ?? "-") s"
+            + "live fixes during the drain: \(result.liveFixes) (\(result.liveOvertaken) more overtaken, sent as history), from ok to the server \(result.liveLagMedianSeconds.map(text) ?? "-") s median, \(result.liveLagMaxSeconds.map(text) ?? "-") s the longest"
     )
     if ProcessInfo.processInfo.environment["GEORELAY_BENCH_VERBOSE"] != nil, let log = relay.process?.stderrText() {
         note("relay log:\n\(log)")

@@ -38,14 +38,15 @@ struct DrainOrderTests {
     }
 
     /// A window carrying a backfill (push) sends live fixes ahead only when current positions go
-    /// ahead at all, and not again within the live edge's interval (2 s at least, ten round trips).
-    @Test func liveFixesGoAheadOfAWindowAtTheLiveEdgesInterval() {
+    /// ahead at all, and not again within two round trips (a second at least).
+    @Test func liveFixesGoAheadOfAWindowEveryTwoRoundTrips() {
         var order = DrainOrder(setting: .currentFirst, currentWithinSeconds: 10)
         order.observe(.backlog, backfilling: true, at: start)
         let rtt = Duration.milliseconds(600)
         #expect(order.currentDue(at: start, lastAheadAt: nil, roundTrip: rtt))
-        #expect(!order.currentDue(at: start + .seconds(5), lastAheadAt: start, roundTrip: rtt), "within 6 s")
-        #expect(order.currentDue(at: start + .seconds(6), lastAheadAt: start, roundTrip: rtt))
+        #expect(!order.currentDue(at: start + .milliseconds(1_100), lastAheadAt: start, roundTrip: rtt), "within 1.2 s")
+        #expect(order.currentDue(at: start + .milliseconds(1_200), lastAheadAt: start, roundTrip: rtt))
+        #expect(!order.currentDue(at: start + .milliseconds(900), lastAheadAt: start, roundTrip: .milliseconds(10)))
         #expect(DrainOrder.liveEdgeInterval(aheadRound: .milliseconds(50)) == .seconds(2))
         #expect(DrainOrder.liveEdgeInterval(aheadRound: .seconds(5)) == .seconds(10))
         let historyFirst = DrainOrder(setting: .oldestFirst, currentWithinSeconds: 10)

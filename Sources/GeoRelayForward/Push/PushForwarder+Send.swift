@@ -72,14 +72,16 @@ extension PushForwarder {
             while refilling, window.count < depth.depth(batchBytes: window.map(\.bytes).max() ?? first.body.count) {
                 // Live fixes go ahead again only every so often while the backlog drains: with many
                 // units one arrives every few hundred milliseconds, and each batch of them costs a
-                // read of every device's backlog and a request (as Traccar's live edge gives way).
+                // read of every device's backlog and a request (`DrainOrder.currentDue`).
                 let currentDue = order.currentDue(
                     at: clock.now(), lastAheadAt: currentAheadAt, roundTrip: depth.roundTrip)
                 guard !Task.isCancelled, await transport.pipelines, gate?.restriction(for: settings.name) == nil,
                     gate?.bytesLeft(for: settings.name) == nil,
                     (gate?.routeGeneration(for: settings.name) ?? 0) == route,
                     let next = try? await prepare(ledger: assumed, state: state, currentAhead: currentDue),
-                    next.full, next.encoding == state.encoding, next.items.count <= state.maxPositions,
+                    // Live fixes ride in the window, small as they are; the backlog behind them goes on.
+                    next.full || next.kind == .current, next.encoding == state.encoding,
+                    next.items.count <= state.maxPositions,
                     // A replay goes when nothing live waits, alone.
                     !next.items.contains(where: { $0.delivery.kind == .replay })
                 else {
