@@ -7,8 +7,36 @@ import Synchronization
 /// thread and the round sends it next on its device's connection, behind only what is on the wire.
 /// Ending the round instead (the give-way) left the link idle for two round trips each time, so it
 /// came at most every few seconds and a live fix waited for it.
+///
+/// One per destination, for the whole backfill: it also keeps the live edge's own filter chain
+/// (`keep`), so a live fix goes only when the destination's filter would send it after the last
+/// live fix sent, and a moored unit costs a metered link no more during a backfill than its rules
+/// allow.
 final class LiveJoin: Sendable {
     private let posted = Mutex<[Int64: StoredPosition]>([:])
+    private let chain = Mutex<[Int64: FilterState]>([:])
+
+    /// Of devices' newest positions, those the filter sends after the last live fix sent of each
+    /// (at first, after what `ledger` has sent), each moving its device's chain.
+    func keep(_ newest: [StoredPosition], filter: LocationFilter, ledger: DeliveryLedger) -> [StoredPosition] {
+        chain.withLock { chain in
+            newest.filter { stored in
+                guard filter.accurateEnough(stored.position) else { return false }
+                let state = chain[stored.deviceID] ?? ledger.filters[stored.deviceID] ?? FilterState()
+                guard stored.position.timeMs > state.lastSentMs ?? .min else { return false }
+                let (decision, next) = filter.evaluate(stored.position, state: state)
+                guard case .send = decision else { return false }
+                chain[stored.deviceID] = next
+                return true
+            }
+        }
+    }
+
+    /// The backfill ended, or the link failed: the next one's live edge starts from the ledger.
+    func reset() {
+        chain.withLock { $0.removeAll() }
+        posted.withLock { $0.removeAll() }
+    }
 
     /// Keeps each device's newest of what is posted and not yet taken.
     func post(_ newest: [StoredPosition]) {

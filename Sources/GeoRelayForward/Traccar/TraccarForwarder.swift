@@ -207,7 +207,8 @@ package final class TraccarForwarder: DestinationForwarder {
     func send(
         _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
         alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
-        joinLive: WakeSignal? = nil, historyLeft: Duration? = nil, maxPositions: Int = .max
+        joinLive: (commits: WakeSignal, into: LiveJoin)? = nil, historyLeft: Duration? = nil,
+        maxPositions: Int = .max
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
@@ -215,7 +216,6 @@ package final class TraccarForwarder: DestinationForwarder {
         // A round with a device's backlog in it (not the steady state's position or two a device)
         // has its progress committed within a second.
         let drain = batches.contains { $0.deliveries.count >= Self.drainBatch }
-        let live = joinLive.map { _ in LiveJoin() }
         let (results, after) = await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 /// Ends the round once `until` returns: requests in flight finish, none start.
@@ -242,9 +242,8 @@ package final class TraccarForwarder: DestinationForwarder {
                         await liveEdge.wait()
                     }
                 }
-                if let joinLive, let live {
-                    joinLive.clear()
-                    group.addTask { await self.joinLive(joinLive, into: live, ledger: before) }
+                if let joinLive {
+                    group.addTask { await self.joinLive(joinLive.commits, into: joinLive.into, ledger: before) }
                 }
                 if let historyLeft {
                     // History goes first only so long (`DrainOrder`): then the current positions.
@@ -253,7 +252,8 @@ package final class TraccarForwarder: DestinationForwarder {
                 let outcome = await engine.run { engine in
                     var ledger = before
                     let round = EngineRound(
-                        batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield, live: live)
+                        batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield,
+                        live: joinLive?.into)
                     let results = engine.deliver(round, ledger: &ledger) { update in
                         var update = update
                         update.drain = drain
@@ -282,12 +282,11 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// Until cancelled (the round ended), hands each device's newest position to the running round
     /// as it commits (`LiveJoin`): live fixes go next on the wire instead of waiting for the round
-    /// to give way. Each must pass the destination's filter against the last live fix this round
-    /// sent of its device (at first, against what the round began with), so a moored unit costs a
-    /// metered link no more than its own rules allow.
+    /// to give way; only those the live edge's filter keeps (`LiveJoin.keep`).
     private func joinLive(_ commits: WakeSignal, into live: LiveJoin, ledger: DeliveryLedger) async {
         let name = settings.name
-        var chain: [Int64: FilterState] = [:]
+        // The first look is at once: a fix committed while the round was planned is not in it.
+        commits.signal()
         while !Task.isCancelled {
             await commits.wait()
             guard !Task.isCancelled,
@@ -297,15 +296,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     }
                 })
             else { continue }
-            let kept = newest.filter { stored in
-                guard filter.accurateEnough(stored.position) else { return false }
-                let state = chain[stored.deviceID] ?? ledger.filters[stored.deviceID] ?? FilterState()
-                guard stored.position.timeMs > state.lastSentMs ?? .min else { return false }
-                let (decision, next) = filter.evaluate(stored.position, state: state)
-                guard case .send = decision else { return false }
-                chain[stored.deviceID] = next
-                return true
-            }
+            let kept = live.keep(newest, filter: filter, ledger: ledger)
             guard !kept.isEmpty else { continue }
             live.post(kept)
             wakeEngine()

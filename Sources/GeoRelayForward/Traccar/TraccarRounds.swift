@@ -22,6 +22,8 @@ final class TraccarRounds: DestinationRounds {
     /// than rounds, current positions at every turn would starve the backfill.
     private var historyNext = false
     private var pace = DeliveryPace()
+    /// The live edge of a backfill over pipelined OsmAnd: live fixes join its rounds.
+    private let live = LiveJoin()
 
     init(_ forwarder: TraccarForwarder, ledger: DeliveryLedger, alarms: WakeSignal, positions: WakeSignal) {
         self.forwarder = forwarder
@@ -37,6 +39,7 @@ final class TraccarRounds: DestinationRounds {
     /// The current positions did not get through: they go first again.
     func linkFailed() {
         historyNext = false
+        live.reset()
     }
 
     func round(_ turn: DestinationLoop.Turn, order: inout DrainOrder) async -> DestinationLoop.Report {
@@ -88,14 +91,19 @@ final class TraccarRounds: DestinationRounds {
         case .backlog?:
             rotation = plan.lastInTurn ?? rotation
             let started = f.clock.now()
-            // A backfill's round takes live fixes as they come over pipelined OsmAnd; otherwise it
-            // gives way to them after its interval (`DrainOrder.liveEdgeInterval`).
-            let live = plan.backfilling && order.currentAhead(at: now) ? positions : nil
-            let joins = f.pipelinesOsmAnd && !turn.trial && maxPositions == .max
+            // A backfill's round takes live fixes as they come over pipelined OsmAnd, and the next
+            // round is history again: the live edge is the joins' (their filter decides what goes,
+            // not a round of every newest). Otherwise it gives way to them after its interval
+            // (`DrainOrder.liveEdgeInterval`).
+            let liveEdge = plan.backfilling && order.currentAhead(at: now) ? positions : nil
+            let joins = liveEdge != nil && f.pipelinesOsmAnd && !turn.trial && maxPositions == .max
+            if !plan.backfilling { live.reset() }
+            historyNext = joins
             results = await f.send(
                 f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger,
-                alarms: alarms, liveEdge: joins ? nil : live,
-                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound), joinLive: joins ? live : nil,
+                alarms: alarms, liveEdge: joins ? nil : liveEdge,
+                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound),
+                joinLive: joins ? liveEdge.map { ($0, live) } : nil,
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
             pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.now() - started)
         }
