@@ -44,19 +44,4 @@ import Testing
             live.keep([fix], filter: LocationFilter(settings: settings), ledger: DeliveryLedger(destination: "t"))
                 .isEmpty)
     }
-
-    /// The backlog reaching a position sent ahead goes on filtering from it, as the live edge's
-    /// chain did: it does not send, late and with the backlog's end, what the live edge left out.
-    @Test func theBacklogFiltersOnFromWhatWentAhead() {
-        let filter = LocationFilter(settings: FilterSettings())
-        // Sent before: the fix at 0 s. Then 40 m apart: 8, 16 (sent ahead, live), 24, 32 s.
-        var state = FilterState()
-        state = filter.evaluate(Self.fix(1, second: 0).position, state: state).1
-        let backlog = [8, 16, 24, 32].enumerated().map { Self.fix(Int64(2 + $0.offset), second: Int64($0.element)) }
-        let plan = DevicePlan(backlog, state: state, filter: filter, alreadySent: [3], traccarAttributes: false)
-        #expect(
-            plan.sends.map(\.stored.seq) == [5],
-            "40 m after the live fix is within the filter's 75 m; 80 m is not (before: the fix at 24 s, 120 m from 0 s)"
-        )
-    }
 }

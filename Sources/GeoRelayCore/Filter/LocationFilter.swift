@@ -22,16 +22,6 @@ package struct FilterState: Sendable, Equatable {
 
     package init() {}
 
-    /// `position` was sent: the last one sent, and the newest when no newer fix was.
-    mutating func markSent(_ position: Position) {
-        lastSentMs = position.timeMs
-        lastSentLat = position.lat
-        lastSentLon = position.lon
-        lastSentCourse = position.course ?? lastSentCourse
-        lastSentOdometer = position.odometer
-        markNewest(position)
-    }
-
     /// `position` was sent: when no newer fix was, it is the server's newest.
     package mutating func markNewest(_ position: Position) {
         guard position.timeMs >= newestSentMs ?? .min else { return }
@@ -93,18 +83,15 @@ package struct LocationFilter: Sendable {
         } else {
             decision = rulesHold(position, state) ? .send(motion: nil) : .skip
         }
-        if case .send = decision { next.markSent(position) }
+        if case .send = decision {
+            next.lastSentMs = position.timeMs
+            next.lastSentLat = position.lat
+            next.lastSentLon = position.lon
+            next.lastSentCourse = position.course ?? state.lastSentCourse
+            next.lastSentOdometer = position.odometer
+            next.markNewest(position)
+        }
         return (decision, next)
-    }
-
-    /// The memory once `position` went without this filter's say (ahead of its backlog: an alarm,
-    /// a current or live fix): what follows it in the backlog is judged against it, as it would
-    /// have been in order, so the backlog does not send what the live edge's chain left out.
-    package func sent(_ position: Position, state: FilterState) -> FilterState {
-        var next = state
-        if settings.stopDetection { _ = detectStop(position, state: &next) }
-        next.markSent(position)
-        return next
     }
 
     /// Whether the destination's accuracy level takes the fix (alarms always; a fix with neither

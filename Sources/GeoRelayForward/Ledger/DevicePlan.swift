@@ -13,8 +13,7 @@ struct DevicePlan: Sendable {
     /// Runs the filter over a device's positions in order.
     ///
     /// - Parameters:
-    ///   - alreadySent: positions this destination had ahead of their backlog (alarms, current
-    ///     and live fixes); skipped here, and what follows each is filtered against it.
+    ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
     ///   - refused: positions the server refused when sent ahead, with why: quarantined here.
     ///   - traccarAttributes: add `motion` on stop changes, `archive=true` to
     ///     positions older than one the server already has, the key Traccar uses
@@ -54,9 +53,6 @@ struct DevicePlan: Sendable {
                     sends.append(Delivery(stored: planned, ackThrough: stored.seq, stateAfter: state))
                     continue
                 }
-            } else {
-                // Sent ahead: the filter goes on from it (`LocationFilter.sent`).
-                state = filter.sent(stored.position, state: state)
             }
             if sends.isEmpty {
                 leading = (stored.seq, state)
