@@ -31,6 +31,22 @@ func seaFigure() throws {
                 { name: "starlink", interface: "up1" }],
       destinations: [{ name: "traccar", url: "http://\(lab.serverAddress):\(server.http.port)" }] }
     """.write(toFile: configPath, atomically: true, encoding: .utf8)
+    // GEORELAY_BENCH_CAPTURE=file: tcpdump's capture of the satellite uplink (`up0`) for the whole
+    // run, to put beside the relay's meter (headers only: 128 bytes a packet).
+    let capture = try ProcessInfo.processInfo.environment["GEORELAY_BENCH_CAPTURE"].map { path in
+        let command = lab.commandOnRelaySide(["tcpdump", "-i", "up0", "-U", "-s", "128", "-w", path])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command.executable)
+        process.arguments = command.arguments
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(500_000)
+        return process
+    }
+    defer {
+        capture?.interrupt()
+        capture?.waitUntilExit()
+    }
     let relay = try RelayProcess(
         configPath: configPath, socketPath: socketPath, directory: directory.path,
         arguments: ["--log-level", "notice"], lab: lab)

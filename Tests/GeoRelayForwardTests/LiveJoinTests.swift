@@ -44,4 +44,23 @@ import Testing
             live.keep([fix], filter: LocationFilter(settings: settings), ledger: DeliveryLedger(destination: "t"))
                 .isEmpty)
     }
+
+    /// The backlog reaching a position that went ahead filters through it as in order: it sends
+    /// what the in-order filter sends, whatever went ahead (the day at sea found 97 of the filter's
+    /// positions missing and 150 others sent when a live fix the filter keeps was passed over).
+    @Test func theBacklogFiltersThroughWhatWentAheadAsInOrder() {
+        let filter = LocationFilter(settings: FilterSettings())
+        var state = FilterState()
+        state = filter.evaluate(Self.fix(1, second: 0).position, state: state).1
+        // 40 m apart: 8, 16, 24, 32 s. In order the filter keeps 16 s (80 m) and 32 s (80 m on).
+        let backlog = [8, 16, 24, 32].enumerated().map { Self.fix(Int64(2 + $0.offset), second: Int64($0.element)) }
+        let inOrder = DevicePlan(backlog, state: state, filter: filter, traccarAttributes: false)
+        #expect(inOrder.sends.map(\.stored.seq) == [3, 5])
+        // 16 s went ahead (a live fix): the backlog sends 32 s, not 24 s (120 m from 0 s).
+        let plan = DevicePlan(backlog, state: state, filter: filter, alreadySent: [3], traccarAttributes: false)
+        #expect(plan.sends.map(\.stored.seq) == [5])
+        // 8 s went ahead (the in-order filter skips it): the backlog is the in-order filter's.
+        let skipped = DevicePlan(backlog, state: state, filter: filter, alreadySent: [2], traccarAttributes: false)
+        #expect(skipped.sends.map(\.stored.seq) == [3, 5])
+    }
 }

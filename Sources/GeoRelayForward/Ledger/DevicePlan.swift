@@ -13,7 +13,8 @@ struct DevicePlan: Sendable {
     /// Runs the filter over a device's positions in order.
     ///
     /// - Parameters:
-    ///   - alreadySent: alarms this destination had ahead of their backlog; skipped here.
+    ///   - alreadySent: positions this destination had ahead of their backlog (alarms, current
+    ///     and live fixes); not sent again, but filtered as in order.
     ///   - refused: positions the server refused when sent ahead, with why: quarantined here.
     ///   - traccarAttributes: add `motion` on stop changes, `archive=true` to
     ///     positions older than one the server already has, the key Traccar uses
@@ -53,6 +54,11 @@ struct DevicePlan: Sendable {
                     sends.append(Delivery(stored: planned, ackThrough: stored.seq, stateAfter: state))
                     continue
                 }
+            } else {
+                // Sent ahead (an alarm, a current or live fix): the filter's chain runs through it as
+                // in order, so the backlog sends what the in-order filter sends, whatever went ahead
+                // and when (one left out would let the next be judged against an older position).
+                state = filter.evaluate(stored.position, state: state).1
             }
             if sends.isEmpty {
                 leading = (stored.seq, state)
