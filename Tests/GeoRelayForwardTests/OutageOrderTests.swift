@@ -180,9 +180,21 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             $0.order = .currentFirst
             $0.url = "http://127.0.0.1:\(proxy.port)/"
         }
-        // The voyage goes on past the outage: a live fix every 20 s of sailing (100 m, past the filter).
+        // The voyage goes on past the outage at 1 Hz. What the filter keeps of it in order is what
+        // the server must end with; every other of those after the outage is written as the newest
+        // of its stretch (150 m apart, past the live edge's filter), so the live fixes that join
+        // are positions the in-order filter keeps too, and the backlog must filter through them.
         let track = GeoRelayForwardTests.voyage("vessel", seconds: 0..<7900)
-        let live = stride(from: 7820, to: 7900, by: 20).map { track[$0] }
+        let filter = LocationFilter(settings: FilterSettings())
+        var state = FilterState()
+        let kept = track.filter { position in
+            let (decision, next) = filter.evaluate(position, state: state)
+            state = next
+            if case .send = decision { return true }
+            return false
+        }
+        let liveAt = kept.filter { $0.timeMs > track[7800].timeMs }.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        let live = liveAt.map { fix in track.firstIndex { $0.timeMs == fix.timeMs }! }
         _ = await f.spool.append(Array(Self.voyage[..<600]))
         var arrivedBehind: [Int] = []
         try await f.withForwarder {
@@ -193,8 +205,11 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             #expect(
                 await server.waitUntil { $0.contains { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage } },
                 "the history began to drain")
-            for fix in live {
-                _ = await f.spool.append([fix])
+            var written = 7800
+            for index in live {
+                _ = await f.spool.append(Array(track[written...index]))
+                written = index + 1
+                let fix = track[index]
                 #expect(await server.waitUntil { $0.contains { $0.fixTimeMs == fix.timeMs } }, "live fix \(fix.timeMs)")
                 // History still to come when it arrived: the outage's fixes the filter keeps, less those in.
                 arrivedBehind.append(
@@ -209,7 +224,11 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             arrivedBehind.contains { $0 < historyDelivered },
             "a live fix reached the server while history was still draining: \(arrivedBehind) of \(historyDelivered)")
         let vessel = try #require(server.traccar().devices["vessel"])
-        #expect(vessel.latest?.arrival.fixTimeMs == live.last!.timeMs, "the server's newest is the last live fix")
+        #expect(vessel.latest?.arrival.fixTimeMs == track[live.last!].timeMs, "the server's newest is the last live fix")
+        // Whatever went ahead, the server has every position the filter keeps in order.
+        let arrived = Set(server.positions.map(\.fixTimeMs))
+        let missing = kept.filter { $0.timeMs <= track[live.last!].timeMs && !arrived.contains($0.timeMs) }
+        #expect(missing.isEmpty, "\(missing.count) of the in-order filter's positions missing")
         try Self.expectTheReportOverTheOutage(vessel)
     }
 }
