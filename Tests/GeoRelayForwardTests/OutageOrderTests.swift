@@ -193,7 +193,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             if case .send = decision { return true }
             return false
         }
-        let liveAt = kept.filter { $0.timeMs > track[7800].timeMs }.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        let liveAt = kept.filter { $0.timeMs > track[7800].timeMs }.enumerated().filter { $0.offset % 2 == 1 }.map(
+            \.element)
         let live = liveAt.map { fix in track.firstIndex { $0.timeMs == fix.timeMs }! }
         _ = await f.spool.append(Array(Self.voyage[..<600]))
         var arrivedBehind: [Int] = []
@@ -224,7 +225,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             arrivedBehind.contains { $0 < historyDelivered },
             "a live fix reached the server while history was still draining: \(arrivedBehind) of \(historyDelivered)")
         let vessel = try #require(server.traccar().devices["vessel"])
-        #expect(vessel.latest?.arrival.fixTimeMs == track[live.last!].timeMs, "the server's newest is the last live fix")
+        #expect(
+            vessel.latest?.arrival.fixTimeMs == track[live.last!].timeMs, "the server's newest is the last live fix")
         // Whatever went ahead, the server has every position the filter keeps in order.
         let arrived = Set(server.positions.map(\.fixTimeMs))
         let missing = kept.filter { $0.timeMs <= track[live.last!].timeMs && !arrived.contains($0.timeMs) }
