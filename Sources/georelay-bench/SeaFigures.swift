@@ -40,7 +40,11 @@ func seaFigure() throws {
         process.arguments = command.arguments
         process.standardError = FileHandle.nullDevice
         try process.run()
-        usleep(500_000)
+        // Capturing once tcpdump has written the file's header (it does as it starts), at most 10 s.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int ?? 0) < 24 {
+            usleep(20_000)
+        }
         return process
     }
     defer {

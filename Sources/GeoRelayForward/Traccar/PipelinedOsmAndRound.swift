@@ -70,7 +70,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
     private var unavailable: [Bool]
     /// Per batch, the lane that took it.
     private var laneOf: [Int?]
-    /// Per batch holding live fixes not yet sent (`join`): the index after the last of them.
+    /// Per batch holding live fixes not yet sent (`join`): the index after the last of them; empty
+    /// but while a live fix waits, as the lane's next request looks here first.
     private var joinedUpTo: [Int: Int] = [:]
     private var nextBatch = 0
     private var halted = false
@@ -224,9 +225,9 @@ struct PipelinedOsmAndRound: ConnectionRound {
     /// The lane's next delivery: a live fix joined for a device of its own or of no lane's yet,
     /// then its own batches, in order, then a new one.
     private mutating func nextDelivery(for lane: Int) -> Int? {
-        if let batch = joinedUpTo.keys.sorted().first(where: {
+        if let batch = joinedUpTo.keys.filter({
             !stopped[$0] && nextIndex[$0] < joinedUpTo[$0]! && (laneOf[$0] ?? lane) == lane
-        }) {
+        }).min() {
             take(batch, on: lane)
             return batch
         }
@@ -298,6 +299,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
             track(&request)
             carried.lanes[lane].inFlight.append(request)
             nextIndex[batch] += 1
+            // Its live fixes all on the wire: the lane's own order again.
+            if joinedUpTo[batch] == nextIndex[batch] { joinedUpTo[batch] = nil }
             positionsLeft -= 1
             results[batch].attempted += 1
         }
