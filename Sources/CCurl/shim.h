@@ -52,6 +52,7 @@ struct georelay_tcp_counts {
     int ok;
     unsigned long long bytes_sent;
     unsigned long long bytes_received;
+    unsigned long long bytes_retrans;
     unsigned long long segs_out;
     unsigned long long segs_in;
 };
@@ -63,10 +64,12 @@ static inline struct georelay_tcp_counts georelay_read_tcp_counts(int fd) {
     socklen_t length = sizeof info;
     if (getsockopt(fd, 6 /* IPPROTO_TCP */, 11 /* TCP_INFO */, &info, &length) != 0) return out;
     // Older kernels fill less of the struct: every field read must be inside what they wrote.
-    if ((size_t)length < __builtin_offsetof(struct georelay_kernel_tcp_info, bytes_retrans)) return out;
+    if ((size_t)length < __builtin_offsetof(struct georelay_kernel_tcp_info, bytes_retrans) + sizeof info.bytes_retrans)
+        return out;
     out.ok = 1;
     out.bytes_sent = info.bytes_sent;
     out.bytes_received = info.bytes_received;
+    out.bytes_retrans = info.bytes_retrans;
     out.segs_out = info.segs_out;
     out.segs_in = info.segs_in;
     return out;

@@ -98,4 +98,28 @@ import Testing
         // "traccar.example.com": 19 characters, 21 in labels; each packet 55 + 21.
         #expect(LookupBill.bytes(host: "traccar.example.com") == 4 * 76 + 44)
     }
+
+    /// What the counters leave out is billed once: the handshake's options when the connection
+    /// carries data, and the peer's retransmissions estimated at this side's own rate, which
+    /// only grows: a later look with a lower rate takes nothing back.
+    @Test func whatTheCountersLeaveOutIsBilledOnce() {
+        func counts(sent: UInt64, resent: UInt64, received: UInt64, out: UInt64, in: UInt64) -> georelay_tcp_counts {
+            georelay_tcp_counts(
+                ok: 1, bytes_sent: sent, bytes_received: received, bytes_retrans: resent, segs_out: out, segs_in: `in`)
+        }
+        let opened = WireMeter.Snapshot(headerBytes: 52)
+        let syn = opened.advanced(to: counts(sent: 0, resent: 0, received: 0, out: 1, in: 1))
+        #expect(syn.billed(since: opened) == 2 * 52, "the handshake so far, no data: its segments only")
+        // 10,600 sent of which 600 again (6 %), 2,000 received: the peer taken to have resent 120.
+        let busy = syn.advanced(to: counts(sent: 10_600, resent: 600, received: 2_000, out: 12, in: 9))
+        #expect(busy.billed(since: syn) == 10_600 + 2_000 + 19 * 52 + 120 + 16)
+        #expect(busy.advanced(to: counts(sent: 10_600, resent: 600, received: 2_000, out: 12, in: 9)).billed(since: busy) == 0)
+        // Much more sent cleanly: the rate falls to 1 %, the estimate to 40 B, and nothing is taken back.
+        let clean = busy.advanced(to: counts(sent: 60_600, resent: 600, received: 4_000, out: 60, in: 30))
+        #expect(clean.billed(since: busy) == 50_000 + 2_000 + 69 * 52)
+        #expect(clean.peerResentBilled == 120)
+        // A socket that only ever resent (every byte twice): never more than what was received.
+        let lossy = opened.advanced(to: counts(sent: 100, resent: 99, received: 50, out: 3, in: 2))
+        #expect(lossy.peerResentBilled == 50)
+    }
 }

@@ -5,7 +5,8 @@ FILE is what `GEORELAY_BENCH_CAPTURE=FILE georelay-bench --only sea` wrote (tcpd
 128 bytes a packet). Prints the IP bytes of each kind (TCP, DNS, other UDP, IPv6, ARP), and of
 TCP: payload each way, segments each way, header bytes beyond the 52 the meter bills a segment
 (SYN options, SACK blocks), and payload sent again (a segment ending at or before the highest
-sequence already seen that way), which the receiver's TCP_INFO does not count in its bytes.
+sequence already seen that way), which the receiver's TCP_INFO does not count in its bytes; each
+also per sender, with the data segments each side sent and how many of them went again.
 """
 import struct, sys, collections
 data = open(sys.argv[1], 'rb').read()
@@ -56,11 +57,13 @@ while off + 16 <= len(data):
     if flags & 4: tcp['rst'] += 1; c['rst'] += 1
     if payload == 0 and not flags & 3: tcp['pure_acks'] += 1
     if payload > 0:
+        tcp['datasegs_from_' + '.'.join(map(str, src))] += 1
         end = (seq + payload) & 0xffffffff
         m = maxseq.get(key)
         if m is not None and ((end - m) & 0xffffffff) > 0x7fffffff or (m is not None and end == m):
             tcp['retrans_payload'] += payload; tcp['retrans_segments'] += 1
             tcp['retrans_payload_from_' + '.'.join(map(str, src))] += payload
+            tcp['retrans_segs_from_' + '.'.join(map(str, src))] += 1
         else:
             maxseq[key] = end
 total = sum(cat.values())

@@ -11,7 +11,7 @@ import Synchronization
 /// pipelined and Teltonika connections, failed connection attempts too) is opened here
 /// (`CURLOPT_OPENSOCKETFUNCTION`) and closed here (`CURLOPT_CLOSESOCKETFUNCTION`); the kernel's
 /// per-socket counters (`TCP_INFO`: payload bytes each way, retransmissions included, and
-/// segments each way) are read when a transfer ends, at every hand-over of a round's progress
+/// segments each way; see `Snapshot` for the little they leave out) are read when a transfer ends, at every hand-over of a round's progress
 /// (`sampleLive`) and as each socket closes. Each segment is billed its IPv4 and TCP headers
 /// with the timestamp option Linux sends (52 bytes; 72 over IPv6), so handshakes, bare ACKs and
 /// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
@@ -24,19 +24,57 @@ import Synchronization
 /// but the relay's traffic, counting by the interface's own counters (`uplinks[].count:
 /// "interface"`) measures them instead.
 package final class WireMeter: Sendable {
-    /// A socket's counters at the last look.
+    /// A socket's counters at the last look, and what was billed for what they cannot show.
     struct Snapshot: Sendable {
         var bytesSent: UInt64 = 0
         var bytesReceived: UInt64 = 0
+        var bytesRetransmitted: UInt64 = 0
         var segmentsOut: UInt64 = 0
         var segmentsIn: UInt64 = 0
         var headerBytes: UInt64
+        /// The peer's retransmissions billed so far (`peerResentEstimate`), never taken back.
+        var peerResentBilled: UInt64 = 0
+        var handshakeBilled = false
+
+        /// The SYN's and the SYN-ACK's options beyond the timestamp every segment is billed
+        /// (maximum segment size, SACK permitted, window scale: 8 bytes each way).
+        static let handshakeOptions: UInt64 = 16
+
+        /// What the peer sent twice, as far as this side can tell. The kernel counts a segment
+        /// received again (`segs_in`) but not its payload (`bytes_received` is what arrived
+        /// in order), and keeps no count of duplicates. They come from the same link and queue
+        /// as this side's own retransmissions, which it does count, so the peer is taken to
+        /// resend what it sends at the rate this side resends. Low where the peer's answers are
+        /// small and wait on this side's requests: on a day at sea the server resent 1,558 B and
+        /// this estimated 690 B (the meter 1.0 % short of a capture, 1.8 % without it).
+        var peerResentEstimate: UInt64 {
+            guard bytesRetransmitted > 0, bytesSent > bytesRetransmitted else { return 0 }
+            let rate = Double(bytesRetransmitted) / Double(bytesSent - bytesRetransmitted)
+            return UInt64(min(Double(bytesReceived) * rate, Double(bytesReceived)).rounded(.down))
+        }
+
+        /// Takes the kernel's counters `now` after this look, with what they leave out billed
+        /// once: the handshake's options when the connection is seen carrying data, and the
+        /// peer's retransmissions as the estimate grows.
+        func advanced(to now: georelay_tcp_counts) -> Snapshot {
+            var next = self
+            next.bytesSent = now.bytes_sent
+            next.bytesReceived = now.bytes_received
+            next.bytesRetransmitted = now.bytes_retrans
+            next.segmentsOut = now.segs_out
+            next.segmentsIn = now.segs_in
+            next.handshakeBilled = handshakeBilled || (now.bytes_sent > 0 && now.segs_in > 0)
+            next.peerResentBilled = max(peerResentBilled, next.peerResentEstimate)
+            return next
+        }
 
         /// Bytes on the wire since `earlier`, headers included.
         func billed(since earlier: Snapshot) -> UInt64 {
             func delta(_ now: UInt64, _ then: UInt64) -> UInt64 { now >= then ? now - then : 0 }
             return delta(bytesSent, earlier.bytesSent) + delta(bytesReceived, earlier.bytesReceived)
                 + (delta(segmentsOut, earlier.segmentsOut) + delta(segmentsIn, earlier.segmentsIn)) * headerBytes
+                + delta(peerResentBilled, earlier.peerResentBilled)
+                + (handshakeBilled && !earlier.handshakeBilled ? Self.handshakeOptions : 0)
         }
     }
 
@@ -85,9 +123,7 @@ package final class WireMeter: Sendable {
         guard let last = state.live[fd] else { return }
         let counts = georelay_read_tcp_counts(fd)
         guard counts.ok != 0 else { return }
-        let now = Snapshot(
-            bytesSent: counts.bytes_sent, bytesReceived: counts.bytes_received,
-            segmentsOut: counts.segs_out, segmentsIn: counts.segs_in, headerBytes: last.headerBytes)
+        let now = last.advanced(to: counts)
         let billed = now.billed(since: last)
         state.pending &+= billed
         state.total &+= billed
