@@ -7,7 +7,7 @@ package enum PipelineEnd: Sendable, Equatable {
     /// The peer closed the connection (cleanly, at a response boundary).
     case closed
     /// A connection error (reset, TLS), with curl's code.
-    case failed(code: CurlError.Code)
+    case failed(code: UInt32)
     /// The server's bytes were not valid HTTP, or the connection closed inside a response.
     case parseError(HTTP1ParseError)
     /// The deadline passed first.
@@ -68,7 +68,7 @@ package struct PipelinedExchange {
                 _ = try connection.wait(readable: true, writable: bytesSent < requests.count, timeout: remaining)
             }
         } catch let error as CurlError {
-            end = .failed(code: error.code)
+            end = .failed(code: error.code.rawValue)
         } catch let error as HTTP1ParseError {
             end = .parseError(error)
         } catch {

@@ -17,8 +17,8 @@ import Testing
         #expect(ConnectCheck.target(for: "http://[::1]:8082/api") == "telnet://[::1]:8082")
         #expect(ConnectCheck.target(for: "tcp://traccar.example") == "telnet://traccar.example:5027")
         #expect(ConnectCheck.target(for: "tls://traccar.example:5028") == "telnet://traccar.example:5028")
-        // Credentials in the URL: probes alone (the connection would need the host parsed past them).
-        #expect(ConnectCheck.target(for: "http://user:secret@traccar.example/") == nil)
+        // Credentials in the URL: the host past them, and nothing of them.
+        #expect(ConnectCheck.target(for: "http://user:secret@traccar.example/") == "telnet://traccar.example:80")
     }
 
     /// A trial is each device's current position: a fleet's all in the one round after the link's

@@ -51,7 +51,7 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
         ("http://", .invalidHost),
         ("http:///path", .invalidHost),
         ("http://:5055/", .invalidHost),
-        ("http://user:pw@h.example/", .userInfoInURL),
+        ("http://user:p%zz@h.example/", .userInfoInURL),
         ("http://h ex.example/", .invalidHost),
         ("http://-h.example/", .invalidHost),
         ("http://h%41.example/", .invalidHost),
@@ -72,6 +72,32 @@ struct GoodURL: Sendable, CustomTestStringConvertible {
     ])
     func refusesABadURL(url: String, error: HTTP1RequestError) {
         #expect(throws: error) { _ = try HTTP1Target(url: url) }
+    }
+
+    /// `user:password@` in the URL goes as libcurl sends it: percent-decoded, in a Basic
+    /// `Authorization` header on every request (a proxy's, since Traccar asks for none), and a
+    /// header of the caller's (a push token) wins over it.
+    @Test func credentialsInTheURLGoInAnAuthorizationHeader() throws {
+        let target = try HTTP1Target(url: "http://us%65r:p%40ss:w@traccar.example:5055/osmand")
+        #expect(target.hostHeader == "traccar.example:5055")
+        #expect(target.target == "/osmand")
+        #expect(target.authorization == "Basic dXNlcjpwQHNzOnc=", "base64 of user:p@ss:w")
+        var framed: [UInt8] = []
+        try HTTP1Request(method: "GET", target: target).append(to: &framed)
+        #expect(
+            String(decoding: framed, as: UTF8.self)
+                == "GET /osmand HTTP/1.1\r\nHost: traccar.example:5055\r\nAuthorization: Basic dXNlcjpwQHNzOnc=\r\n\r\n"
+        )
+        framed.removeAll()
+        try HTTP1Request(target: target, headers: [("authorization", "Bearer t")]).append(to: &framed)
+        #expect(String(decoding: framed, as: UTF8.self).contains("authorization: Bearer t\r\n"))
+        #expect(!String(decoding: framed, as: UTF8.self).contains("Basic"))
+        var osmAnd: [UInt8] = []
+        _ = TraccarProtocol.PipelinedFraming(target: target).appendCanary(to: &osmAnd)
+        #expect(String(decoding: osmAnd, as: UTF8.self).contains("\r\nAuthorization: Basic dXNlcjpwQHNzOnc=\r\n\r\n"))
+        #expect(
+            Base64.encode([]) == "" && Base64.encode(Array("a".utf8)) == "YQ=="
+                && Base64.encode(Array("ab".utf8)) == "YWI=")
     }
 
     @Test func framesAPostWithHeadersAndBody() throws {

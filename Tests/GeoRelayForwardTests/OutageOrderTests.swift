@@ -166,7 +166,7 @@ func pathLength(_ track: some Collection<Position>) -> Double {
     }
 
     /// Live fixes while the history drains over a slow link (`current-first`) join the round
-    /// (issue 36 §2; `PipelinedOsmAndRoundTests` pins where each goes): what Traccar makes of it.
+    /// (issue 36 §2; `OsmAndRoundTests` pins where each goes): what Traccar makes of it.
     /// They reach the server while history is still missing, the history behind them goes as
     /// history, and the report over the outage stays the path sailed.
     @Test func liveFixesJoinTheBackfillAndTheReportStaysRight() async throws {

@@ -113,7 +113,9 @@ import Testing
         // 10,600 sent of which 600 again (6 %), 2,000 received: the peer taken to have resent 120.
         let busy = syn.advanced(to: counts(sent: 10_600, resent: 600, received: 2_000, out: 12, in: 9))
         #expect(busy.billed(since: syn) == 10_600 + 2_000 + 19 * 52 + 120 + 16)
-        #expect(busy.advanced(to: counts(sent: 10_600, resent: 600, received: 2_000, out: 12, in: 9)).billed(since: busy) == 0)
+        #expect(
+            busy.advanced(to: counts(sent: 10_600, resent: 600, received: 2_000, out: 12, in: 9)).billed(since: busy)
+                == 0)
         // Much more sent cleanly: the rate falls to 1 %, the estimate to 40 B, and nothing is taken back.
         let clean = busy.advanced(to: counts(sent: 60_600, resent: 600, received: 4_000, out: 60, in: 30))
         #expect(clean.billed(since: busy) == 50_000 + 2_000 + 69 * 52)

@@ -155,8 +155,8 @@ package final class CurlEasy {
     }
     private var forgetting = false
 
-    /// Sets up `request` without running it (for `perform` or a `CurlMulti`).
-    func configure(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) {
+    /// Sets up `request` for `perform`.
+    private func configure(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) {
         // 0: no kept-alive connection is young enough to reuse; then curl's default again (118 s).
         try check(georelay_curl_setopt_long(handle, CURLOPT_MAXAGE_CONN, forgetting ? 0 : 118))
         forgetting = false
@@ -228,7 +228,7 @@ package final class CurlEasy {
     }
 
     /// The outcome of the transfer that just ended with `code`.
-    func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
+    private func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
         if let meter {
             var active: curl_socket_t = -1
             if georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active) == CURLE_OK, active != -1 {

@@ -12,7 +12,7 @@ package struct HTTP1RequestError: Error, Sendable, Hashable, CustomStringConvert
 
     /// Not `http://` or `https://`.
     package static let unsupportedScheme = Self(.scheme)
-    /// `user:password@` in the URL: credentials go in headers, never in the URL.
+    /// `user:password@` in the URL with a bad `%` escape.
     package static let userInfoInURL = Self(.userInfo)
     /// Empty, or not a DNS name, an IPv4 address or a bracketed IPv6 address.
     package static let invalidHost = Self(.host)
@@ -32,7 +32,7 @@ package struct HTTP1RequestError: Error, Sendable, Hashable, CustomStringConvert
     package var description: String {
         switch code {
         case .scheme: "URL scheme is not http or https"
-        case .userInfo: "credentials in the URL are not supported"
+        case .userInfo: "invalid credentials in URL"
         case .host: "invalid host in URL"
         case .port: "invalid port in URL"
         case .target: "invalid path or query in URL"
@@ -57,6 +57,9 @@ package struct HTTP1Target: Sendable, Hashable {
     /// The host as in the URL (an IPv6 address keeps its brackets).
     package var host: String
     package var port: Int
+    /// `Basic …` for `user:password@` in the URL, as libcurl sends it (percent-decoded, then
+    /// base64), or nil. A secret: it goes in the `Authorization` header and nowhere else.
+    package var authorization: String?
 
     /// - Throws: `HTTP1RequestError` for anything but `http(s)://host[:port][/path][?query][#fragment]`
     ///   with a valid host, port and path; user info is refused.
@@ -74,8 +77,12 @@ package struct HTTP1Target: Sendable, Hashable {
         }
         var authorityEnd = afterScheme
         while authorityEnd < bytes.count, !"/?#".utf8.contains(bytes[authorityEnd]) { authorityEnd += 1 }
-        let authority = bytes[afterScheme..<authorityEnd]
-        if authority.contains(UInt8(ascii: "@")) { throw .userInfoInURL }
+        var authority = bytes[afterScheme..<authorityEnd]
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+            guard let credentials = Self.percentDecoded(authority[..<at]) else { throw .userInfoInURL }
+            authorization = "Basic " + Base64.encode(credentials)
+            authority = authority[(at + 1)...]
+        }
 
         // Host, then an optional ":port".
         var hostEnd: Int
@@ -120,6 +127,25 @@ package struct HTTP1Target: Sendable, Hashable {
         } else {
             target = "/" + String(decoding: rest, as: UTF8.self)
         }
+    }
+
+    /// `bytes` with each `%XX` decoded; nil for a bad escape.
+    private static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> [UInt8]? {
+        var decoded: [UInt8] = []
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            guard bytes[i] == UInt8(ascii: "%") else {
+                decoded.append(bytes[i])
+                i += 1
+                continue
+            }
+            guard i + 2 < bytes.endIndex, let high = HexDigit.value(bytes[i + 1]),
+                let low = HexDigit.value(bytes[i + 2])
+            else { return nil }
+            decoded.append(high << 4 | low)
+            i += 3
+        }
+        return decoded
     }
 
     /// Whether `bytes` start with the lowercase `prefix`, ignoring the case of letters (schemes are case-insensitive).
@@ -197,6 +223,12 @@ package struct HTTP1Request: Sendable {
         head.append(contentsOf: " HTTP/1.1\r\nHost: ".utf8)
         head.append(contentsOf: target.hostHeader.utf8)
         head.append(contentsOf: "\r\n".utf8)
+        // The URL's credentials, unless a header of the caller's says who it is (a push token).
+        if let authorization = target.authorization,
+            !headers.contains(where: { HTTPResponse.sameName($0.0, "authorization") })
+        {
+            head.append(contentsOf: "Authorization: \(authorization)\r\n".utf8)
+        }
         for (name, value) in headers {
             guard !name.isEmpty, name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte) else { throw .invalidHeaderName }
             guard value.utf8.allSatisfy(HTTP1ResponseParser.isFieldValueByte) else { throw .invalidHeaderValue }
@@ -249,5 +281,26 @@ package struct HTTP1Request: Sendable {
             rest %= divisor
             divisor /= 10
         }
+    }
+}
+
+/// RFC 4648 base64, for HTTP Basic credentials.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i < bytes.count {
+            let chunk = bytes[i..<min(i + 3, bytes.count)]
+            let value = chunk.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (16 - 8 * UInt32($1.offset)) }
+            for digit in 0..<4 {
+                out.append(
+                    digit <= chunk.count ? alphabet[Int(value >> (18 - 6 * UInt32(digit)) & 63)] : UInt8(ascii: "="))
+            }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -126,7 +126,7 @@ package final class PipelinedConnection {
         do {
             return try read(on: connection, abort: abort)
         } catch
-            where !openedForBurst && !error.isTimeout && error.code != .easy(CURLE_ABORTED_BY_CALLBACK)
+            where !openedForBurst && !error.isTimeout && error.code != CURLE_ABORTED_BY_CALLBACK
             && parser.bufferedBytes == 0 && connection.bytesReceived == receivedAtLastAnswer
         {
             // A reused connection the server had closed while idle answers the first write with a

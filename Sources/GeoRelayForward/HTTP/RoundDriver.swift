@@ -42,7 +42,7 @@ enum ConnectionAction<ID: Hashable> {
     case progress(DeliveryUpdate)
 }
 
-/// A round of deliveries as a state machine without I/O (`PipelinedOsmAndRound`,
+/// A round of deliveries as a state machine without I/O (`OsmAndRound`,
 /// `TeltonikaRound`): `RoundDriver` tells it what happened and does what it asks.
 protocol ConnectionRound {
     associatedtype ID: Hashable

@@ -2,7 +2,7 @@ import GeoRelayCore
 import GeoRelaySpool
 
 /// One round of Teltonika frames as a state machine without I/O: it is told what happened on each
-/// connection (`Event`) and answers with what to do (`Action`), as `PipelinedOsmAndRound` is for
+/// connection (`Event`) and answers with what to do (`Action`), as `OsmAndRound` is for
 /// OsmAnd. `TeltonikaEngine` is its I/O driver (libcurl's connections and `poll`); each
 /// connection's protocol is a `TeltonikaExchange` held here, so the whole round can be driven
 /// byte by byte without a socket.

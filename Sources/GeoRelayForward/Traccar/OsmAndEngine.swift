@@ -1,191 +1,60 @@
-import CCurl
 import GeoRelayCore
 import GeoRelaySpool
 
-/// Sends rounds of OsmAnd requests over one curl multi handle, on one thread.
+/// Sends rounds of OsmAnd requests pipelined on kept-alive connections (HTTP/1.1), on one thread:
+/// `pipeline: 1` is a window of one, `buffer: false` a round that tries each position once.
 ///
-/// Each device has at most one request in flight (its order is strict); up to
-/// `concurrency` devices are in flight at once, each on its own kept-alive
-/// connection. A finished request starts the device's next one at once, on
-/// this thread, with no hop through the task scheduler per position: that is
-/// what lets one relay keep a local server busy. What each answer settles is the
-/// ledger's to say; its updates are handed to `progress` as `ProgressCadence` says (every 128
-/// positions, each second with bytes on the wire, and at the end of the round).
+/// libcurl no longer pipelines, so it only owns each connection (`CurlConnection`: DNS, TCP,
+/// TLS and certificate checks) while the round (`OsmAndRound`, a state machine without
+/// I/O) frames the requests and settles the answers; this type is its driver: it opens and polls
+/// the connections, moves bytes, and does what the round asks. A device's positions all go on
+/// one connection, up to `window` requests ahead of their answers, which come back in order
+/// (Traccar's OsmAnd port is a Netty HTTP codec without asynchronous handlers): a backlog costs
+/// one round trip per window, not one per position. Up to `lanes` connections run at once, each
+/// taking the next device when its own are all sent, so devices follow each other on a
+/// connection without waiting for its answers.
 final class OsmAndEngine: TraccarEngine {
-    private let traccar: TraccarProtocol
-    private let multi: CurlMulti
-    private let easies: [CurlEasy]
-    private let destination: String
-    private let parkSeconds: Double
-    private let logger: Logger
-    private let clock: any RelayClock
-
-    init(
-        settings: Configuration.DestinationSettings, meter: WireMeter? = nil, logger: Logger = .disabled,
-        clock: any RelayClock = SystemClock()
-    ) throws(CurlError) {
-        destination = settings.name
-        parkSeconds = settings.parkSeconds
-        self.logger = logger
-        self.clock = clock
-        traccar = TraccarProtocol(settings: settings)
-        multi = try CurlMulti()
-        var easies: [CurlEasy] = []
-        for _ in 0..<settings.concurrency { easies.append(try CurlEasy(tls: settings.tls, meter: meter)) }
-        self.easies = easies
-    }
+    private let driver: RoundDriver<Int>
+    private var setup: OsmAndRound.Setup
+    /// What the rounds carry from one to the next: each lane's connection state, what the server showed.
+    private var carried: OsmAndRound.Carried
 
     func closeConnections() {
-        for easy in easies { easy.forgetConnections() }
+        driver.closeAll()
+        for lane in carried.lanes.indices { carried.lanes[lane].close() }
+        carried.limit.reset()
     }
 
-    var wake: @Sendable () -> Void {
-        let waker = multi.waker
-        return { waker.wake() }
+    init(
+        settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil,
+        logger: Logger = .disabled, clock: any RelayClock = SystemClock()
+    ) throws {
+        driver = try RoundDriver(
+            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
+            clock: clock)
+        setup = OsmAndRound.Setup(
+            destination: settings.name, traccar: TraccarProtocol(settings: settings),
+            framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,
+            requestTimeout: settings.requestTimeout, parkSeconds: settings.parkSeconds,
+            logger: logger)
+        carried = OsmAndRound.Carried(lanes: settings.concurrency, window: settings.pipeline)
     }
 
-    private struct Slot {
-        var batch: Int
-        var index: Int
-        var attempt = Attempt.first
+    var wake: @Sendable () -> Void { driver.wake }
 
-        /// A position that got no answer is asked once more, then the `ServerCheck` canary
-        /// (an empty request, not the position) decides whether the server or the link is at fault.
-        enum Attempt {
-            case first, retry, canary
-
-            var next: Attempt { self == .first ? .retry : .canary }
-        }
-    }
-
-    func deliver(_ round: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
+    func deliver(_ request: EngineRound, ledger: inout DeliveryLedger, progress: (DeliveryUpdate) -> Void)
         -> [DeviceResult]
     {
-        let (batches, mode, maxPositions, stop, yield) = (
-            round.batches, round.mode, round.maxPositions, round.stop, round.yield
-        )
-        var results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
-        var slots: [Slot?] = Array(repeating: nil, count: easies.count)
-        var nextBatch = 0
-        var halted = false
-        var positionsLeft = maxPositions
-        var update = DeliveryUpdate(destination: destination)
-        var cadence = ProgressCadence(now: clock.now())
-
-        func flush(force: Bool) {
-            if cadence.due(update, force: force, now: clock.now()) {
-                progress(update)
-                update = DeliveryUpdate(destination: destination)
-            }
-        }
-
-        func start(_ slot: Int, _ assignment: Slot) -> Bool {
-            let stored = batches[assignment.batch].deliveries[assignment.index].stored
-            do throws(CurlError) {
-                try easies[slot].configure(
-                    assignment.attempt == .canary ? traccar.canaryRequest() : traccar.request(for: stored.position))
-                try multi.add(easies[slot])
-                slots[slot] = assignment
-                results[assignment.batch].attempted += 1
-                if assignment.attempt == .first { positionsLeft -= 1 }
-                return true
-            } catch {
-                logger.error("cannot start a request: \(error)")
-                slots[slot] = nil
-                return false
-            }
-        }
-
-        /// No new requests: the destination failed, an alarm asks for the round to end early,
-        /// or the trial's one position is out.
-        var finishing: Bool { halted || yield?.isSet == true || positionsLeft <= 0 }
-
-        /// Gives a free slot the next device that has positions, unless the round is finishing.
-        func assignNextDevice(_ slot: Int) {
-            while !finishing, nextBatch < batches.count {
-                let batch = nextBatch
-                nextBatch += 1
-                if batches[batch].deliveries.isEmpty { continue }
-                if start(slot, Slot(batch: batch, index: 0)) { return }
-            }
-            slots[slot] = nil
-        }
-
-        func advance(_ slot: Int, _ assignment: Slot) {
-            let next = assignment.index + 1
-            if !finishing, next < batches[assignment.batch].deliveries.count, !stop.isSet {
-                if start(slot, Slot(batch: assignment.batch, index: next)) { return }
-            }
-            assignNextDevice(slot)
-        }
-
-        for slot in easies.indices { assignNextDevice(slot) }
-
-        while slots.contains(where: { $0 != nil }) {
-            if stop.isSet {
-                // Abandoned: drop what is in flight; the spool still has it.
-                for slot in easies.indices {
-                    guard let assignment = slots[slot] else { continue }
-                    multi.remove(easies[slot])
-                    results[assignment.batch].abandoned += 1
-                    slots[slot] = nil
-                }
-                break
-            }
-            do throws(CurlError) {
-                try multi.perform()
-            } catch {
-                logger.error("curl multi failed: \(error)")
-                break
-            }
-            while let finished = multi.nextFinished() {
-                guard let slot = easies.firstIndex(where: { $0.handle == finished.easy }), let assignment = slots[slot]
-                else { continue }
-                multi.remove(easies[slot])
-                let response = easies[slot].result(finished.code)
-                if case .success(let http) = response { update.payloadBytes += http.wireBytes }
-                let outcome =
-                    assignment.attempt == .canary
-                    ? ServerCheck.canaryOutcome(response) : traccar.outcome(of: response)
-                if mode == .realTime {
-                    if case .delivered = outcome {
-                        update.sent += 1
-                        results[assignment.batch].delivered += 1
-                    }
-                    advance(slot, assignment)
-                    continue
-                }
-                if case .rejected = outcome, assignment.attempt != .canary, case .failure = response {
-                    // A connection closed with no answer may also be a dying link or a middlebox:
-                    // ask once more, then check that the server answers at all before blaming the payload.
-                    let next = Slot(batch: assignment.batch, index: assignment.index, attempt: assignment.attempt.next)
-                    if start(slot, next) { continue }
-                }
-                switch ledger.settle(
-                    outcome, assignment.index..<(assignment.index + 1), of: batches[assignment.batch],
-                    result: &results[assignment.batch], parkSeconds: parkSeconds, logger: logger, into: &update)
-                {
-                case .goesOn:
-                    advance(slot, assignment)
-                case .deviceParked:
-                    assignNextDevice(slot)
-                case .destinationFailed:
-                    halted = true
-                    slots[slot] = nil
-                }
-                flush(force: false)
-            }
-            if slots.contains(where: { $0 != nil }) {
-                do throws(CurlError) {
-                    try multi.poll(timeoutMs: 1000)
-                } catch {
-                    logger.error("curl multi poll failed: \(error)")
-                    break
-                }
-            }
-        }
-        flush(force: true)
-        return results
+        // A connection idle since the last round may have been closed by the server meanwhile.
+        let open = driver.keptOpen()
+        var round = OsmAndRound(
+            request.batches, setup: setup, carried: carried, connected: carried.lanes.indices.map(open.contains),
+            maxPositions: request.maxPositions, mode: request.mode, now: driver.clock.now())
+        driver.run(
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, live: request.live, logger: setup.logger,
+            progress: progress)
+        carried = round.carried
+        return round.results
     }
 }
 

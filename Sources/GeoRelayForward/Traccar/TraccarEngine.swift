@@ -47,9 +47,9 @@ enum DeliveryMode {
     case realTime
 }
 
-/// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): libcurl's
-/// one request per connection at a time (`OsmAndEngine`, `pipeline: 1`), the engine's own
-/// HTTP/1.1 framing with a window per connection (`PipelinedOsmAndEngine`), or Teltonika frames
+/// Runs rounds of deliveries to Traccar on one thread (a `QueueConfined` serial queue): OsmAnd
+/// requests in the engine's own HTTP/1.1 framing, a window of them per connection
+/// (`OsmAndEngine`; a window of one for `pipeline: 1`), or Teltonika frames
 /// on one connection per device (`TeltonikaEngine`). Each owns its wire format, its park time,
 /// its logger and its clock, set up once for its destination; the forwarder hands it rounds and
 /// a ledger.

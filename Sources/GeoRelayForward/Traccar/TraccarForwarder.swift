@@ -9,8 +9,8 @@ import Glibc
 ///
 /// Each round is what `RoundPlanner` plans from the ledger and one read of the spool (alarms,
 /// still-alive positions under a spent budget, current positions, the backlog, replays), sent a
-/// batch per device, up to `concurrency` devices at once, each strictly in order (`OsmAndEngine`,
-/// `PipelinedOsmAndEngine` or `TeltonikaEngine`, which only the wire tells apart); the
+/// batch per device, up to `concurrency` devices at once, each strictly in order (`OsmAndEngine`
+/// or `TeltonikaEngine`, which only the wire tells apart); the
 /// `DeliveryLedger` says what each answer settles, and its updates go to the spool without
 /// waiting for the commit: a crash can only cause a resend of what was in flight. With the
 /// buffer off, real-time only (`+RealTime`). When the destination is
@@ -23,9 +23,9 @@ package final class TraccarForwarder: DestinationForwarder {
     let spool: Spool
     let logger: Logger
     let engine: QueueConfined<any TraccarEngine>
-    /// OsmAnd through the pipelined engine (`makeEngine`'s choice): a batch may be bounded until
-    /// the server has taken one of it (`DeviceBatch.unproven`).
-    let pipelinesOsmAnd: Bool
+    /// OsmAnd (`OsmAndEngine`), not Teltonika: a batch may be bounded until the server has taken
+    /// one of it (`DeviceBatch.unproven`), and live fixes join a backfill's round.
+    let osmAnd: Bool
     let wakeEngine: @Sendable () -> Void
     let link: DestinationLink
     let filter: LocationFilter
@@ -74,7 +74,7 @@ package final class TraccarForwarder: DestinationForwarder {
         let meter = WireMeter()
         recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
         let engine = try makeEngine(meter, self.logger)
-        pipelinesOsmAnd = engine is PipelinedOsmAndEngine
+        osmAnd = engine is OsmAndEngine
         self.wakeEngine = engine.wake
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(
@@ -94,24 +94,16 @@ package final class TraccarForwarder: DestinationForwarder {
         return { await probe.check(timeout: $0) }
     }
 
-    /// Teltonika frames for `protocol: "teltonika"`. For OsmAnd: pipelined unless `pipeline: 1`, the buffer is off (real-time positions are tried once each,
-    /// which one request at a time does exactly), or the URL is one libcurl must frame (credentials in it).
+    /// Teltonika frames for `protocol: "teltonika"`; OsmAnd requests framed by the engine, a
+    /// window of `pipeline` on each connection (`pipeline: 1`: one request at a time).
     private static func makeEngine(
         _ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, clock: any RelayClock
     ) throws -> any TraccarEngine {
         if settings.traccarProtocol == .teltonika {
             return try TeltonikaEngine(settings: settings, meter: meter, logger: logger, clock: clock)
         }
-        if settings.pipeline > 1, settings.buffer {
-            do {
-                return try PipelinedOsmAndEngine(
-                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
-                    clock: clock)
-            } catch let error as HTTP1RequestError {
-                logger.warning("one request at a time: the URL cannot be pipelined (\(error))")
-            }
-        }
-        return try OsmAndEngine(settings: settings, meter: meter, logger: logger, clock: clock)
+        return try OsmAndEngine(
+            settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger, clock: clock)
     }
 
     package func run() async {
@@ -193,7 +185,7 @@ package final class TraccarForwarder: DestinationForwarder {
     func backlogBatches(_ plan: RoundPlanner.Plan, ledger: DeliveryLedger) -> [DeviceBatch] {
         Self.batches(plan.deliveries, cursors: plan.ready).map { batch in
             var batch = batch
-            if pipelinesOsmAnd { batch.unproven = plan.unproven ?? ledger.window(for: batch.cursor.deviceID) }
+            if osmAnd { batch.unproven = plan.unproven ?? ledger.window(for: batch.cursor.deviceID) }
             return batch
         }
     }

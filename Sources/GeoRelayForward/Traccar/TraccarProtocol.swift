@@ -106,15 +106,17 @@ extension TraccarProtocol {
         init(target: HTTP1Target) {
             let path = Array(target.target.utf8)
             let ownQuery = path.contains(UInt8(ascii: "?"))
+            // The URL's credentials, for a proxy in front of the server (Traccar asks for none).
+            let host =
+                "Host: \(target.hostHeader)\r\n" + (target.authorization.map { "Authorization: \($0)\r\n" } ?? "")
             head = Array("GET ".utf8) + path + [ownQuery ? UInt8(ascii: "&") : UInt8(ascii: "?")]
-            tail = Array(" HTTP/1.1\r\nHost: \(target.hostHeader)\r\n\r\n".utf8)
+            tail = Array(" HTTP/1.1\r\n\(host)\r\n".utf8)
             canary = Array("GET ".utf8) + path + tail
             formHead =
                 ownQuery
                 ? nil
                 : Array(
-                    "POST \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                        .utf8)
+                    "POST \(target.target) HTTP/1.1\r\n\(host)Content-Type: application/x-www-form-urlencoded\r\n".utf8)
         }
 
         /// Appends the request for `position`; returns its bytes. A GET while its request line

@@ -52,7 +52,7 @@ final class TraccarRounds: DestinationRounds {
             destination: f.settings.name, filter: f.filter, traccarAttributes: true, restriction: turn.restriction,
             allowance: f.alarmAllowance, currentAhead: !historyNext && order.currentAhead(at: now),
             alarmInOrderPositions: pace.positions(within: .seconds(1)), maxPositions: fitting,
-            trial: turn.trial ? (f.pipelinesOsmAnd ? .perDeviceFirstRequest : .perDevice) : nil,
+            trial: turn.trial ? (f.osmAnd ? .perDeviceFirstRequest : .perDevice) : nil,
             readBound: TraccarForwarder.positionsPerRound, devicesPerTurn: TraccarForwarder.devicesPerRound,
             turnAfter: rotation, parkSeconds: f.settings.parkSeconds, nowMs: nowMs)
         let plan: RoundPlanner.Plan
@@ -96,7 +96,7 @@ final class TraccarRounds: DestinationRounds {
             // not a round of every newest). Otherwise it gives way to them after its interval
             // (`DrainOrder.liveEdgeInterval`).
             let liveEdge = plan.backfilling && order.currentAhead(at: now) ? positions : nil
-            let joins = liveEdge != nil && f.pipelinesOsmAnd && !turn.trial && maxPositions == .max
+            let joins = liveEdge != nil && f.osmAnd && !turn.trial && maxPositions == .max
             if !plan.backfilling { live.reset() }
             historyNext = joins
             results = await f.send(

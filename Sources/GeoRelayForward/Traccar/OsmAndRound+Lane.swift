@@ -1,7 +1,7 @@
 import GeoRelayCore
 
 /// What the pipelined round keeps per connection and per request in flight.
-extension PipelinedOsmAndRound {
+extension OsmAndRound {
     /// One connection's protocol state: what is framed, sent and awaited on it. The connection
     /// itself is the driver's; `connected` mirrors it (set on `connected`, cleared by `close`).
     struct Lane {
@@ -39,7 +39,8 @@ extension PipelinedOsmAndRound {
         var sentAt = RelayInstant.origin
     }
 
-    /// As in `OsmAndEngine`: asked once more alone, then the canary decides.
+    /// A request that got no answer is asked once more alone, then the canary (an empty
+    /// request, not the position) decides whether the server or the link is at fault.
     enum Attempt {
         case first, retry, canary
         var next: Attempt { self == .first ? .retry : .canary }

@@ -1,9 +1,9 @@
 import GeoRelayCore
 import GeoRelaySpool
 
-/// One round of pipelined OsmAnd requests as a state machine without I/O: it is told what
+/// One round of OsmAnd requests, pipelined (a window of one for `pipeline: 1`), as a state machine without I/O: it is told what
 /// happened on each connection (`Event`) and answers with what to do (`Action`), as
-/// `IngestSession` is on the ingest side. `PipelinedOsmAndEngine` is its I/O driver (libcurl's
+/// `IngestSession` is on the ingest side. `OsmAndEngine` is its I/O driver (libcurl's
 /// connections and `poll`); tests drive it byte by byte without a socket.
 ///
 /// What may be settled, and what not:
@@ -17,14 +17,16 @@ import GeoRelaySpool
 ///   requests are sent again from the first unanswered one (at-least-once, as one request at a
 ///   time is). That first one is the suspect: Traccar closes the connection on a payload it
 ///   cannot decode. It goes alone on a fresh connection, and if it gets no answer again the
-///   canary (`ServerCheck`) decides between the payload and the link, as `OsmAndEngine` does.
+///   canary (`ServerCheck`) decides between the payload and the link.
 /// - A connection's first request goes alone until a response shows the server keeps
 ///   connections alive; a server that closes after every response (HTTP/1.0, `Connection:
 ///   close`) gets one request per connection. Three windows in a row broken with more than one
 ///   request unanswered fall back to one request at a time for ten minutes.
 /// - Anything unexpected on the wire (a response that does not parse, bytes nobody asked for)
 ///   breaks the connection; it is never an acknowledgement.
-struct PipelinedOsmAndRound: ConnectionRound {
+/// - In real time (`buffer: false`) each position is tried once: what the server takes counts
+///   as sent, and nothing else is settled, retried or held against the destination.
+struct OsmAndRound: ConnectionRound {
     typealias ID = Int
     typealias Event = ConnectionEvent<Int>
     typealias Action = ConnectionAction<Int>
@@ -59,6 +61,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
 
     private(set) var carried: Carried
     private let setup: Setup
+    /// `.realTime` (`buffer: false`): each position tried once, whatever comes of it.
+    private let mode: DeliveryMode
     /// The round's batches, and live fixes' batches joined since (`join`).
     private var batches: [DeviceBatch]
     private(set) var results: [DeviceResult]
@@ -91,10 +95,11 @@ struct PipelinedOsmAndRound: ConnectionRound {
     ///   round (one the server closed meanwhile was dropped).
     init(
         _ batches: [DeviceBatch], setup: Setup, carried: Carried, connected: [Bool], maxPositions: Int,
-        now: RelayInstant
+        mode: DeliveryMode = .buffered, now: RelayInstant
     ) {
         self.batches = batches
         self.setup = setup
+        self.mode = mode
         self.carried = carried
         self.now = now
         cadence = ProgressCadence(now: now)
@@ -340,7 +345,14 @@ struct PipelinedOsmAndRound: ConnectionRound {
         let outcome =
             request.attempt == .canary
             ? ServerCheck.canaryOutcome(.success(http.response)) : setup.traccar.outcome(of: http.response)
-        if stopped[batch] {
+        if mode == .realTime {
+            // Tried once, whatever the answer; nothing queues, so nothing is settled.
+            if case .delivered = outcome {
+                update.sent += 1
+                results[batch].delivered += 1
+                flush(force: false)
+            }
+        } else if stopped[batch] {
             // Taken behind one the server could not take now: it has this one.
             if unavailable[batch], case .delivered = outcome {
                 ledger.deliveredOutOfTurn(batches[batch].deliveries[request.index], into: &update)
@@ -437,7 +449,8 @@ struct PipelinedOsmAndRound: ConnectionRound {
         let unanswered = carried.lanes[lane].inFlight
         carried.lanes[lane].inFlight.removeAll()
         close(lane)
-        guard let head = unanswered.first else { return }
+        // Real time: what went unanswered was tried, and is dropped.
+        guard mode == .buffered, let head = unanswered.first else { return }
         requeue(unanswered.dropFirst())
         guard !stopped[head.batch] else { return }
         switch reason {

@@ -7,8 +7,8 @@ import Testing
 
 /// The pipelined OsmAnd round as a state machine: what it asks for and what it settles, driven
 /// event by event and byte by byte, without a socket.
-@Suite(.offThePool) struct PipelinedOsmAndRoundTests {
-    typealias Round = PipelinedOsmAndRound
+@Suite(.offThePool) struct OsmAndRoundTests {
+    typealias Round = OsmAndRound
 
     /// A round of device 1's four positions (seqs 11–14) on one lane, window 4.
     struct Harness {
