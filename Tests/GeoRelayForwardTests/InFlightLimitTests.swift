@@ -190,6 +190,9 @@ import Testing
         #expect(limit.room(outstanding: InFlightLimit.initial - InFlightLimit.batch) == InFlightLimit.batch)
         let small = InFlightLimit(ceiling: 2)
         #expect(small.room(outstanding: 0) == 2 && small.room(outstanding: 1) == 0)
+        // Four connections with a window of one each: a request goes as soon as any place frees.
+        let oneEach = InFlightLimit(ceiling: 4)
+        #expect(oneEach.room(outstanding: 3, batch: 1) == 1 && oneEach.room(outstanding: 3) == 0)
         _ = limit.sending(inFlight: 0)
     }
 }

@@ -73,9 +73,12 @@ package struct InFlightLimit: Sendable {
     /// How many requests may start now with `outstanding` in flight: none until a batch's worth
     /// is free, so requests leave in batches a few to a TCP segment rather than one segment (and
     /// its 52 bytes of headers) each, as answers free their places one by one.
-    package func room(outstanding: Int) -> Int {
+    /// - Parameter batch: what can go together: no more than a connection's window (with a window
+    ///   of one, every request is its own segment, and waiting for a batch would leave every
+    ///   connection but one idle).
+    package func room(outstanding: Int, batch: Int = Self.batch) -> Int {
         let free = limit - outstanding
-        return outstanding == 0 || free >= min(limit, Self.batch) ? max(0, free) : 0
+        return outstanding == 0 || free >= min(limit, batch) ? max(0, free) : 0
     }
 
     /// Requests that go together when a window refills: about one segment of OsmAnd requests.

@@ -68,20 +68,19 @@ struct TeltonikaRound: ConnectionRound {
         var maxIdle: Int
     }
 
-    // The round's state, internal so `+Answers` can settle into it; the driver reads only
-    // `carried` (kept between rounds) and `results`.
-    var carried: Carried
-    let setup: Setup
-    let batches: [DeviceBatch]
-    var results: [DeviceResult]
-    var active: [Work] = []
+    /// Kept between rounds: the driver takes it back at the end.
+    private(set) var carried: Carried
+    private let setup: Setup
+    private let batches: [DeviceBatch]
+    private(set) var results: [DeviceResult]
+    private var active: [Work] = []
     private var nextBatch = 0
     private var halted = false
     private var yielding = false
     private var stopping = false
     private var positionsLeft: Int
-    var update: DeliveryUpdate
-    var now: RelayInstant
+    private var update: DeliveryUpdate
+    private var now: RelayInstant
     private var actions: [Action] = []
     /// The connection asked for and not yet open (or failed).
     private var opening: ConnectionID?
@@ -229,6 +228,47 @@ struct TeltonikaRound: ConnectionRound {
         return actions
     }
 
+    // MARK: - Answers
+
+    private mutating func deliver(_ event: TeltonikaExchange.Event, on id: ConnectionID, ledger: inout DeliveryLedger) {
+        if let index = active.firstIndex(where: { $0.canary == id }) {
+            settleProbe(index, event, ledger: &ledger)
+        } else if let index = active.firstIndex(where: { $0.connection == id }) {
+            let batch = active[index].batch
+            var settling = Work.Settling(
+                batch: batches[batch], setup: setup, at: now, result: results[batch], update: update,
+                depth: carried.depth)
+            let verdict = active[index].settle(event, &settling, ledger: &ledger)
+            (results[batch], update, carried.depth) = (settling.result, settling.update, settling.depth)
+            if verdict.flush { flush() }
+            if verdict.close { close(active[index].connection) }
+            if let failure = verdict.failure { fail(index, failure) }
+        }
+    }
+
+    /// The probe's verdict on a position that closed the connection: an answer to the probe
+    /// proves the server, and the position is quarantined; none, and the link failed.
+    private mutating func settleProbe(_ index: Int, _ event: TeltonikaExchange.Event, ledger: inout DeliveryLedger) {
+        guard let canary = active[index].canary, let suspect = active[index].suspect else { return }
+        close(canary)
+        carried.connections[canary] = nil
+        active[index].canary = nil
+        active[index].suspect = nil
+        if case .identified = event {
+            let reason =
+                "Traccar closed the connection without answering a frame of this position alone, and answers a probe"
+            if setup.buffered {
+                _ = ledger.settle(
+                    .rejected(reason), suspect..<(suspect + 1), of: batches[active[index].batch],
+                    result: &results[active[index].batch], parkSeconds: setup.parkSeconds, logger: setup.logger,
+                    into: &update)
+            }
+            flush()
+        } else {
+            fail(index, "no answer to a position nor to a probe: the link, not the payload")
+        }
+    }
+
     // MARK: - Devices
 
     /// No new frames (retries and halves of a suspect frame still go): the destination failed,
@@ -371,19 +411,19 @@ struct TeltonikaRound: ConnectionRound {
         actions.append(.open(id))
     }
 
-    mutating func fail(_ index: Int, _ reason: String) {
+    private mutating func fail(_ index: Int, _ reason: String) {
         results[active[index].batch].unavailable = .unavailable(reason, retryAfter: nil, transport: true)
         active[index].done = true
         halted = true
     }
 
-    mutating func flush() {
+    private mutating func flush() {
         if !update.isEmpty { actions.append(.progress(update)) }
         update = DeliveryUpdate(destination: setup.destination)
     }
 
     /// The connection is finished: the driver drops it; a device may open it again (and identifies again).
-    mutating func close(_ id: ConnectionID) {
+    private mutating func close(_ id: ConnectionID) {
         if carried.connections[id]?.isOpen == true { actions.append(.close(id)) }
         reset(id)
     }

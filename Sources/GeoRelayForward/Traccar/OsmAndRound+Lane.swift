@@ -29,6 +29,19 @@ extension OsmAndRound {
         }
     }
 
+    /// Where one batch stands in a round.
+    struct Sending {
+        /// The next delivery to send.
+        var next = 0
+        /// Its device stopped for this round.
+        var stopped = false
+        /// Stopped by an answer saying the server cannot take positions now (a 503): the answers
+        /// behind it that took theirs settle out of turn.
+        var unavailable = false
+        /// The lane that took it.
+        var lane: Int?
+    }
+
     struct InFlight {
         var batch: Int
         var index: Int

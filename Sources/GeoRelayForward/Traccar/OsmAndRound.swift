@@ -66,14 +66,8 @@ struct OsmAndRound: ConnectionRound {
     /// The round's batches, and live fixes' batches joined since (`join`).
     private var batches: [DeviceBatch]
     private(set) var results: [DeviceResult]
-    /// Per batch, the next delivery to send, and whether its device stopped for this round.
-    private var nextIndex: [Int]
-    private var stopped: [Bool]
-    /// Stopped by an answer saying the server cannot take positions now (a 503): the answers
-    /// behind it that took theirs settle out of turn.
-    private var unavailable: [Bool]
-    /// Per batch, the lane that took it.
-    private var laneOf: [Int?]
+    /// Per batch, where it stands in this round.
+    private var sending: [Sending]
     /// Per batch holding live fixes not yet sent (`join`): the index after the last of them; empty
     /// but while a live fix waits, as the lane's next request looks here first.
     private var joinedUpTo: [Int: Int] = [:]
@@ -104,10 +98,7 @@ struct OsmAndRound: ConnectionRound {
         self.now = now
         cadence = ProgressCadence(now: now)
         results = batches.map { DeviceResult(deviceID: $0.cursor.deviceID) }
-        nextIndex = Array(repeating: 0, count: batches.count)
-        stopped = Array(repeating: false, count: batches.count)
-        unavailable = stopped
-        laneOf = Array(repeating: nil, count: batches.count)
+        sending = Array(repeating: Sending(), count: batches.count)
         positionsLeft = maxPositions
         update = DeliveryUpdate(destination: setup.destination)
         for lane in self.carried.lanes.indices {
@@ -223,7 +214,7 @@ struct OsmAndRound: ConnectionRound {
 
     private mutating func fail(_ batch: Int, _ reason: String) {
         results[batch].unavailable = .unavailable(reason, retryAfter: nil, transport: true)
-        stopped[batch] = true
+        sending[batch].stopped = true
         halted = true
     }
 
@@ -231,20 +222,20 @@ struct OsmAndRound: ConnectionRound {
     /// then its own batches, in order, then a new one.
     private mutating func nextDelivery(for lane: Int) -> Int? {
         if let batch = joinedUpTo.keys.filter({
-            !stopped[$0] && nextIndex[$0] < joinedUpTo[$0]! && (laneOf[$0] ?? lane) == lane
+            !sending[$0].stopped && sending[$0].next < joinedUpTo[$0]! && (sending[$0].lane ?? lane) == lane
         }).min() {
             take(batch, on: lane)
             return batch
         }
         if let batch = carried.lanes[lane].batches.first(where: {
-            !stopped[$0] && nextIndex[$0] < batches[$0].deliveries.count
+            !sending[$0].stopped && sending[$0].next < batches[$0].deliveries.count
         }) {
             return batch
         }
         while nextBatch < batches.count {
             let batch = nextBatch
             nextBatch += 1
-            if batches[batch].deliveries.isEmpty || laneOf[batch] != nil { continue }
+            if batches[batch].deliveries.isEmpty || sending[batch].lane != nil { continue }
             take(batch, on: lane)
             return batch
         }
@@ -252,8 +243,8 @@ struct OsmAndRound: ConnectionRound {
     }
 
     private mutating func take(_ batch: Int, on lane: Int) {
-        guard laneOf[batch] == nil else { return }
-        laneOf[batch] = lane
+        guard sending[batch].lane == nil else { return }
+        sending[batch].lane = lane
         carried.lanes[lane].batches.append(batch)
     }
 
@@ -283,7 +274,7 @@ struct OsmAndRound: ConnectionRound {
             carried.lanes[lane].suspect = nil
             results[suspect.batch].attempted += 1
         }
-        var room = carried.limit.room(outstanding: outstanding)
+        var room = carried.limit.room(outstanding: outstanding, batch: min(setup.window, InFlightLimit.batch))
         while carried.lanes[lane].inFlight.count < windowSize(lane), room > 0, !finishing,
             let batch = nextDelivery(for: lane)
         {
@@ -296,16 +287,16 @@ struct OsmAndRound: ConnectionRound {
                 break
             }
             room -= 1
-            let index = nextIndex[batch]
+            let index = sending[batch].next
             let bytes = setup.framing.append(
                 batches[batch].deliveries[index].stored.position, to: &carried.lanes[lane].output)
             update.payloadBytes += bytes
             var request = InFlight(batch: batch, index: index, bytes: bytes)
             track(&request)
             carried.lanes[lane].inFlight.append(request)
-            nextIndex[batch] += 1
+            sending[batch].next += 1
             // Its live fixes all on the wire: the lane's own order again.
-            if joinedUpTo[batch] == nextIndex[batch] { joinedUpTo[batch] = nil }
+            if joinedUpTo[batch] == sending[batch].next { joinedUpTo[batch] = nil }
             positionsLeft -= 1
             results[batch].attempted += 1
         }
@@ -352,9 +343,9 @@ struct OsmAndRound: ConnectionRound {
                 results[batch].delivered += 1
                 flush(force: false)
             }
-        } else if stopped[batch] {
+        } else if sending[batch].stopped {
             // Taken behind one the server could not take now: it has this one.
-            if unavailable[batch], case .delivered = outcome {
+            if sending[batch].unavailable, case .delivered = outcome {
                 ledger.deliveredOutOfTurn(batches[batch].deliveries[request.index], into: &update)
                 flush(force: false)
             }
@@ -366,10 +357,10 @@ struct OsmAndRound: ConnectionRound {
             case .goesOn:
                 break
             case .deviceParked:
-                stopped[batch] = true
+                sending[batch].stopped = true
             case .destinationFailed:
-                stopped[batch] = true
-                unavailable[batch] = true
+                sending[batch].stopped = true
+                sending[batch].unavailable = true
                 halted = true
             }
             flush(force: false)
@@ -400,14 +391,12 @@ struct OsmAndRound: ConnectionRound {
                             parkedUntilMs: nil),
                         deliveries: [ahead]))
                 results.append(DeviceResult(deviceID: stored.deviceID))
-                (nextIndex, stopped, unavailable, laneOf) = (
-                    nextIndex + [0], stopped + [false], unavailable + [false], laneOf + [nil]
-                )
+                sending.append(Sending())
                 joinedUpTo[batches.count - 1] = 1
                 continue
             }
-            let at = max(nextIndex[batch], joinedUpTo[batch] ?? 0)
-            guard !stopped[batch],
+            let at = max(sending[batch].next, joinedUpTo[batch] ?? 0)
+            guard !sending[batch].stopped,
                 !batches[batch].deliveries.contains(where: { $0.stored.seq >= stored.seq }),
                 let ahead = ledger.joining(stored, after: batches[batch].deliveries[..<at])
             else { continue }
@@ -425,8 +414,8 @@ struct OsmAndRound: ConnectionRound {
 
     /// Unanswered requests go again from the first unanswered one of each device.
     private mutating func requeue(_ unanswered: some Sequence<InFlight>) {
-        for request in unanswered where !stopped[request.batch] {
-            nextIndex[request.batch] = min(nextIndex[request.batch], request.index)
+        for request in unanswered where !sending[request.batch].stopped {
+            sending[request.batch].next = min(sending[request.batch].next, request.index)
         }
     }
 
@@ -452,7 +441,7 @@ struct OsmAndRound: ConnectionRound {
         // Real time: what went unanswered was tried, and is dropped.
         guard mode == .buffered, let head = unanswered.first else { return }
         requeue(unanswered.dropFirst())
-        guard !stopped[head.batch] else { return }
+        guard !sending[head.batch].stopped else { return }
         switch reason {
         case .failed(let message):
             requeue([head])
