@@ -305,8 +305,32 @@ private func standardOutage(
     let client = try UnixLineClient(path: relay.socketPath)
     try client.write(#"{"hello":{"device":"vessel","ack":true}}"# + "\n")
     _ = client.readLine()
-    // The outage's history, then live fixes from a thread of their own until the figure is done.
     let devices = fleet.devices
+    let everyMs = Int64(fleet.fixSeconds) * 1000
+    // Online before the outage, as a relay at sea is when its satellite goes: each unit's fix from
+    // just before the history reaches the server (a push destination has its token, the server
+    // knows the devices), then the link goes down. GEORELAY_BENCH_START=down: the relay starts
+    // with the link down instead (a push destination logs in after the link's return), as the
+    // figures before 2026-12-05's fifth session were measured.
+    if ProcessInfo.processInfo.environment["GEORELAY_BENCH_START"] != "down" {
+        bench.setDown(false)
+        let before = devices.enumerated().map { index, device in
+            vesselTrack(
+                device: device, count: 1, everyMs: everyMs,
+                endingAtMs: started - Int64(historySeconds / fleet.fixSeconds) * everyMs, offset: Double(index))[0]
+        }
+        try client.write(before.map(fixLine).joined())
+        _ = client.readLines(before.count)
+        let onlineBy = WallClock.monotonicNs() + 60_000_000_000
+        while sink.fixes.count < devices.count {
+            guard WallClock.monotonicNs() < onlineBy else {
+                throw BenchError("\(transport): the units' fixes before the outage did not reach the server within 60 s")
+            }
+            usleep(100_000)
+        }
+        bench.setDown(true)
+    }
+    // The outage's history, then live fixes from a thread of their own until the figure is done.
     var lasts: [Position] = []
     var histories: [String: [Position]] = [:]
     for (index, device) in devices.enumerated() {
@@ -356,7 +380,7 @@ private func standardOutage(
     var drainedAt: UInt64?
     /// When the server last gained a fix from before link-up: the drain's end as the server sees it.
     var historyGrewAt: UInt64?
-    var historyHeld = 0
+    var historyHeld = heldBefore
     /// Fixes already looked at (the sink lists them in arrival order), and when the server first had
     /// a current position, on the wall clock the live fixes' times are on.
     var looked = 0
