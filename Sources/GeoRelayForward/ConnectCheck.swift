@@ -23,6 +23,8 @@ final class ConnectCheck: Sendable {
     private let queue: DispatchQueue
     /// What an attempt is timed on: quicker than `answeredHere`, it never crossed the link.
     private let clock: any RelayClock
+    /// Where a connection opened across the link is kept for the round; nil: each is closed.
+    private let spare: SpareConnection?
 
     /// How an attempt ended.
     enum Outcome: Sendable, Equatable {
@@ -55,7 +57,12 @@ final class ConnectCheck: Sendable {
 
     /// nil when the URL is not one a bare connection can stand for (credentials in it, a scheme
     /// other than http(s), tcp or tls): the probes alone watch the link then.
-    init?(settings: Configuration.DestinationSettings, meter: WireMeter?, clock: any RelayClock = SystemClock()) {
+    /// - Parameter spare: where a connection opened across the link is kept for the round that
+    ///   follows; only where it is the destination's own (a plain URL, no `probe.url`).
+    init?(
+        settings: Configuration.DestinationSettings, meter: WireMeter?, spare: SpareConnection? = nil,
+        clock: any RelayClock = SystemClock()
+    ) {
         guard settings.probeConnectSeconds > 0, let target = Self.target(for: settings.probeURL ?? settings.url) else {
             return nil
         }
@@ -66,6 +73,7 @@ final class ConnectCheck: Sendable {
         self.meter = meter
         self.clock = clock
         attemptMeter = meter == nil ? nil : WireMeter()
+        self.spare = spare
         queue = DispatchQueue(label: "georelay.connect.\(settings.name)")
     }
 
@@ -84,23 +92,31 @@ final class ConnectCheck: Sendable {
 
     /// Tries once, off the cooperative pool (connecting blocks for up to the timeout).
     func attempt() async -> Outcome {
-        let (target, timeout, meter, attemptMeter, clock) = (
-            self.target, timeoutSeconds, self.meter, self.attemptMeter, self.clock
+        let (target, timeout, meter, attemptMeter, spare, clock) = (
+            self.target, timeoutSeconds, self.meter, self.attemptMeter, self.spare, self.clock
         )
         return await withCheckedContinuation { continuation in
             queue.async {
                 let started = clock.now()
-                var opened = false
-                // Closed before the outcome is billed: the socket's last counts come at its close.
-                if let connection = try? CurlConnection(
+                var connection = try? CurlConnection(
                     url: target, connectTimeoutSeconds: timeout, meter: attemptMeter, clock: clock)
-                {
-                    opened = (try? connection.connect()) != nil
-                }
+                let opened = (try? connection?.connect()) != nil
                 let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now()))
-                if let attemptMeter {
-                    let bytes = attemptMeter.take()
-                    if Self.crossedTheLink(outcome) { meter?.bill(bytes) }
+                if outcome == .opened, let spare, let kept = connection {
+                    // Kept for the round: billed so far here, from now on by the destination's meter.
+                    attemptMeter?.sample(kept.descriptor)
+                    if let attemptMeter, let meter {
+                        meter.bill(attemptMeter.take())
+                        attemptMeter.handOver(kept.descriptor, to: meter)
+                    }
+                    spare.put(kept, openedAt: clock.now())
+                } else {
+                    // Closed before the outcome is billed: the socket's last counts come at its close.
+                    connection = nil
+                    if let attemptMeter {
+                        let bytes = attemptMeter.take()
+                        if Self.crossedTheLink(outcome) { meter?.bill(bytes) }
+                    }
                 }
                 continuation.resume(returning: outcome)
             }

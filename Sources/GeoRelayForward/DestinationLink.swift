@@ -34,9 +34,11 @@ package final class DestinationLink: Sendable {
     ///   - recorder: the destination's hand-overs (its meter counts the attempts).
     ///   - probeMeter: where the probe's own connections are counted (the meter `probe` was built with).
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
+    ///   - spare: where a bare attempt's connection across the link is kept for the next round.
     init(
         settings: Configuration.DestinationSettings, recorder: DeliveryRecorder, logger: Logger, probe: Probe? = nil,
-        probeMeter: WireMeter = WireMeter(), linkChanges: WakeBroadcast? = nil, clock: any RelayClock = SystemClock()
+        probeMeter: WireMeter = WireMeter(), linkChanges: WakeBroadcast? = nil, spare: SpareConnection? = nil,
+        clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
         self.linkChanges = linkChanges
@@ -46,7 +48,7 @@ package final class DestinationLink: Sendable {
         self.clock = clock
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: probeMeter)
         self.ownProbe = probe
-        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter, clock: clock)
+        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter, spare: spare, clock: clock)
     }
 
     /// How delivery goes on after backing off.

@@ -324,7 +324,8 @@ private func standardOutage(
         let onlineBy = WallClock.monotonicNs() + 60_000_000_000
         while sink.fixes.count < devices.count {
             guard WallClock.monotonicNs() < onlineBy else {
-                throw BenchError("\(transport): the units' fixes before the outage did not reach the server within 60 s")
+                throw BenchError(
+                    "\(transport): the units' fixes before the outage did not reach the server within 60 s")
             }
             usleep(100_000)
         }

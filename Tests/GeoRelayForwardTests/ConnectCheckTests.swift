@@ -3,6 +3,8 @@ import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
 import GeoRelayTestTraits
+import Glibc
+import Synchronization
 import Testing
 
 @testable import GeoRelayForward
@@ -172,5 +174,63 @@ import Testing
                 proxy.counters.connections <= connections + 1,
                 "\(proxy.counters.connections - connections) connections after the probe")
         }
+    }
+
+    /// A clock each reading of which is 50 ms after the last: a connection made on loopback looks
+    /// as if its handshake crossed a link.
+    final class SlowLink: RelayClock {
+        private let ns = Mutex<UInt64>(1_000_000_000)
+        func nowMs() -> Int64 { Int64(monotonicNs() / 1_000_000) }
+        func monotonicNs() -> UInt64 {
+            ns.withLock {
+                $0 += 50_000_000
+                return $0
+            }
+        }
+        func sleep(untilNs deadlineNs: UInt64) async {}
+        func bootID() -> String? { nil }
+    }
+
+    /// The connection that saw the link's return is kept for the round (`SpareConnection`), its
+    /// handshake billed as having crossed the link, and everything after it, its teardown too, by
+    /// the destination's meter; taken once, and not once it is stale.
+    @Test func theConnectionThatSawTheLinksReturnIsKeptForTheRound() async throws {
+        let (listener, port) = try IPv4Socket.bind(
+            type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0, backlog: 4)
+        defer { try? listener.close() }
+        var settings = Configuration.DestinationSettings()
+        settings.url = "http://127.0.0.1:\(port)/"
+        settings.probeConnectSeconds = 1
+        #expect(SpareConnection.worthKeeping(for: settings))
+        let meter = WireMeter()
+        let spare = SpareConnection()
+        let clock = SlowLink()
+        let check = try #require(ConnectCheck(settings: settings, meter: meter, spare: spare, clock: clock))
+        #expect(await check.attempt() == .opened)
+        let handshake = meter.total
+        #expect(handshake >= 3 * 52, "the handshake crossed the link and is billed: \(handshake) B")
+        var kept = try #require(spare.take(now: clock.now()), "the connection is kept for the round")
+        #expect(spare.take(now: clock.now()) == nil, "and taken once")
+        let server = accept(listener.number, nil, nil)
+        defer { close(server) }
+        let sent = try [UInt8](repeating: 7, count: 100).withUnsafeBytes { try kept.send($0) }
+        #expect(sent == 100)
+        var buffer = [UInt8](repeating: 0, count: 200)
+        #expect(buffer.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) } == 100)
+        meter.sampleLive()
+        let afterSend = meter.total
+        #expect(afterSend >= handshake + 100, "its bytes are the destination's: \(afterSend - handshake) B")
+        kept = try CurlConnection(url: "telnet://127.0.0.1:\(port)") // the kept one closes
+        #expect(
+            (afterSend + 4 * 52...afterSend + 6 * 52).contains(meter.total),
+            "its teardown is the destination's too: \(meter.total - afterSend) B")
+
+        spare.put(kept, openedAt: clock.now())
+        #expect(spare.take(now: clock.now() + SpareConnection.freshFor) == nil, "stale: the round opens its own")
+        settings.url = "https://127.0.0.1:\(port)/"
+        #expect(!SpareConnection.worthKeeping(for: settings), "the check does no TLS handshake")
+        settings.url = "http://127.0.0.1:\(port)/"
+        settings.probeURL = "http://127.0.0.1:\(port)/health"
+        #expect(!SpareConnection.worthKeeping(for: settings), "the check connects to the probe's host")
     }
 }

@@ -76,12 +76,15 @@ final class RoundDriver<ID: Hashable> {
     let clock: any RelayClock
     /// Open connections, kept between rounds.
     private var connections: [ID: CurlConnection] = [:]
+    /// A connection the link's return check opened, taken by the next `open` (`SpareConnection`).
+    private let spare: SpareConnection?
 
     init(
         url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, meter: WireMeter?,
-        clock: any RelayClock
+        spare: SpareConnection? = nil, clock: any RelayClock
     ) throws {
         self.url = url
+        self.spare = spare
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.meter = meter
@@ -94,6 +97,7 @@ final class RoundDriver<ID: Hashable> {
 
     func closeAll() {
         connections.removeAll()
+        spare?.drop()
     }
 
     /// Drops the kept connections the server closed meanwhile (or that hold bytes nobody asked
@@ -124,6 +128,11 @@ final class RoundDriver<ID: Hashable> {
             for action in actions {
                 switch action {
                 case .open(let id):
+                    if let kept = spare?.take(now: clock.now()), isFresh(kept) {
+                        connections[id] = kept
+                        tell(.opened(id))
+                        continue
+                    }
                     do throws(CurlError) {
                         let connection = try CurlConnection(
                             url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter,

@@ -80,6 +80,9 @@ package final class WireMeter: Sendable {
 
     private struct State {
         var live: [Int32: Snapshot] = [:]
+        /// Sockets handed to another meter (`handOver`): their close, which curl still reports
+        /// here, is that meter's.
+        var handedOver: [Int32: WireMeter] = [:]
         /// Billed since the last `take`.
         var pending: UInt64 = 0
         var total: UInt64 = 0
@@ -130,6 +133,19 @@ package final class WireMeter: Sendable {
         state.live[fd] = now
     }
 
+    /// Makes `other` bill the socket `fd` from now on, from where this meter last looked (a
+    /// connection the check opened, kept for a round: `SpareConnection`). Take this meter's
+    /// bill first: what it counted so far stays here.
+    func handOver(_ fd: Int32, to other: WireMeter) {
+        let snapshot = state.withLock { state -> Snapshot? in
+            guard let snapshot = state.live.removeValue(forKey: fd) else { return nil }
+            state.handedOver[fd] = other
+            return snapshot
+        }
+        guard let snapshot else { return }
+        other.state.withLock { $0.live[fd] = snapshot }
+    }
+
     /// Bills bytes counted elsewhere: a name lookup curl started, or what another meter measured
     /// and found to have crossed the link (`ConnectCheck`).
     func bill(_ bytes: Int) {
@@ -148,6 +164,7 @@ package final class WireMeter: Sendable {
     /// its ACK) happens after the socket is gone, so it is billed as its four segments' headers
     /// when the connection was ever established.
     fileprivate func closing(_ fd: Int32) {
+        if let owner = state.withLock({ $0.handedOver.removeValue(forKey: fd) }) { return owner.closing(fd) }
         state.withLock { state in
             Self.sample(fd, in: &state)
             if let last = state.live[fd], last.segmentsIn > 1 {

@@ -22,12 +22,12 @@ final class TeltonikaEngine: TraccarEngine {
 
     init(
         settings: Configuration.DestinationSettings, meter: WireMeter? = nil, logger: Logger = .disabled,
-        clock: any RelayClock = SystemClock()
+        spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         let endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
         driver = try RoundDriver(
             url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-            meter: meter, clock: clock)
+            meter: meter, spare: spare, clock: clock)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,
             requestTimeout: settings.requestTimeout, buffered: true,

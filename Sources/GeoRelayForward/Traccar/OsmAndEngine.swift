@@ -27,11 +27,11 @@ final class OsmAndEngine: TraccarEngine {
 
     init(
         settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil,
-        logger: Logger = .disabled, clock: any RelayClock = SystemClock()
+        logger: Logger = .disabled, spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         driver = try RoundDriver(
             url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
-            clock: clock)
+            spare: spare, clock: clock)
         setup = OsmAndRound.Setup(
             destination: settings.name, traccar: TraccarProtocol(settings: settings),
             framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,

@@ -51,11 +51,12 @@ package final class TraccarForwarder: DestinationForwarder {
         clock: any RelayClock = SystemClock()
     ) throws {
         let probeMeter = WireMeter()
+        let spare = SpareConnection.worthKeeping(for: settings) ? SpareConnection() : nil
         try self.init(
             settings: settings, spool: spool, logger: logger, gate: gate, clock: clock, probeMeter: probeMeter,
-            probe: try Self.makeProbe(settings, meter: probeMeter, clock: clock)
+            probe: try Self.makeProbe(settings, meter: probeMeter, clock: clock), spare: spare
         ) { meter, logger in
-            try Self.makeEngine(settings, meter: meter, logger: logger, clock: clock)
+            try Self.makeEngine(settings, meter: meter, logger: logger, spare: spare, clock: clock)
         }
     }
 
@@ -63,7 +64,7 @@ package final class TraccarForwarder: DestinationForwarder {
     /// `probe`'s (the network's, or a simulation's link and server).
     init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
-        clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?,
+        clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?, spare: SpareConnection? = nil,
         makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
     ) throws {
         self.settings = settings
@@ -79,7 +80,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger, probe: probe, probeMeter: probeMeter,
-            linkChanges: gate?.linkChanges, clock: clock)
+            linkChanges: gate?.linkChanges, spare: spare, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
@@ -97,13 +98,15 @@ package final class TraccarForwarder: DestinationForwarder {
     /// Teltonika frames for `protocol: "teltonika"`; OsmAnd requests framed by the engine, a
     /// window of `pipeline` on each connection (`pipeline: 1`: one request at a time).
     private static func makeEngine(
-        _ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, clock: any RelayClock
+        _ settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, spare: SpareConnection?,
+        clock: any RelayClock
     ) throws -> any TraccarEngine {
         if settings.traccarProtocol == .teltonika {
-            return try TeltonikaEngine(settings: settings, meter: meter, logger: logger, clock: clock)
+            return try TeltonikaEngine(settings: settings, meter: meter, logger: logger, spare: spare, clock: clock)
         }
         return try OsmAndEngine(
-            settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger, clock: clock)
+            settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger, spare: spare,
+            clock: clock)
     }
 
     package func run() async {
