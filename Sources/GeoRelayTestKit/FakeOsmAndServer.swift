@@ -38,6 +38,9 @@ package final class FakeOsmAndServer: Sendable {
         /// Reads the request and never answers (until the behaviour changes, then closes):
         /// a server wedged behind a live TCP connection.
         case hang
+        /// Answers as `normal`, each request after `microseconds`: a backlog that takes a while to
+        /// drain whatever the machine's load (a test of what happens mid-drain).
+        case slow(microseconds: UInt32)
     }
 
     private struct State {
@@ -179,6 +182,7 @@ package final class FakeOsmAndServer: Sendable {
         if request.body.count > OsmAndQuery.maxBodyBytes { return HTTPTestResponse(status: 413) }
         switch behaviour {
         case .normal: break
+        case .slow(let microseconds): usleep(microseconds)
         case .status(let code, let headers): return HTTPTestResponse(status: code, headers: headers)
         case .closeWithoutResponse: return nil
         case .hang:

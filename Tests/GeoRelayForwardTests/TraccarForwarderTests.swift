@@ -543,6 +543,9 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
         // reaches the server within the alarm's second and it goes in its turn: `RoundPlannerTests`).
         let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline) { $0.order = .currentFirst }
         let backlog = track("a", count: 5000)
+        // At least 5 s of drain, so the alarm comes mid-round however loaded the machine: on
+        // loopback the backlog drained within the moment the test took to append it.
+        f.server.setBehaviour(.slow(microseconds: 1000))
         _ = await f.spool.append(backlog)
         try await f.withForwarder {
             #expect(await f.server.waitUntil { $0.count >= 50 })
