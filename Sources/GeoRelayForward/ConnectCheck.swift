@@ -97,29 +97,41 @@ final class ConnectCheck: Sendable {
         )
         return await withCheckedContinuation { continuation in
             queue.async {
-                let started = clock.now()
-                var connection = try? CurlConnection(
-                    url: target, connectTimeoutSeconds: timeout, meter: attemptMeter, clock: clock)
-                let opened = (try? connection?.connect()) != nil
-                let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now()))
-                if outcome == .opened, let spare, let kept = connection {
-                    // Kept for the round: billed so far here, from now on by the destination's meter.
-                    attemptMeter?.sample(kept.descriptor)
-                    if let attemptMeter, let meter {
-                        meter.bill(attemptMeter.take())
-                        attemptMeter.handOver(kept.descriptor, to: meter)
-                    }
-                    spare.put(kept, openedAt: clock.now())
-                } else {
-                    // Closed before the outcome is billed: the socket's last counts come at its close.
-                    connection = nil
-                    if let attemptMeter {
-                        let bytes = attemptMeter.take()
-                        if Self.crossedTheLink(outcome) { meter?.bill(bytes) }
-                    }
-                }
-                continuation.resume(returning: outcome)
+                continuation.resume(
+                    returning: Self.attemptOnce(
+                        target: target, timeout: timeout, meter: meter, attemptMeter: attemptMeter, spare: spare,
+                        clock: clock))
             }
         }
+    }
+
+    /// One attempt, blocking. A connection kept for the round is the spare's alone when this
+    /// returns: the round may take it at once, and its last release closes it where it was used.
+    private static func attemptOnce(
+        target: String, timeout: Double, meter: WireMeter?, attemptMeter: WireMeter?, spare: SpareConnection?,
+        clock: any RelayClock
+    ) -> Outcome {
+        let started = clock.now()
+        var connection = try? CurlConnection(
+            url: target, connectTimeoutSeconds: timeout, meter: attemptMeter, clock: clock)
+        let opened = (try? connection?.connect()) != nil
+        let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now()))
+        if outcome == .opened, let spare, let kept = connection {
+            // Kept for the round: billed so far here, from now on by the destination's meter.
+            attemptMeter?.sample(kept.descriptor)
+            if let attemptMeter, let meter {
+                meter.bill(attemptMeter.take())
+                attemptMeter.handOver(kept.descriptor, to: meter)
+            }
+            spare.put(kept, openedAt: clock.now())
+            return outcome
+        }
+        // Closed before the outcome is billed: the socket's last counts come at its close.
+        connection = nil
+        if let attemptMeter {
+            let bytes = attemptMeter.take()
+            if Self.crossedTheLink(outcome) { meter?.bill(bytes) }
+        }
+        return outcome
     }
 }
