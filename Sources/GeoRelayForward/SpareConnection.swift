@@ -6,10 +6,12 @@ import Synchronization
 /// link that is 600 ms before the first position, and the check's teardown (four segments)
 /// is not sent.
 ///
-/// Only for a plain destination (`http://`, `tcp://`) that the check connects to itself (no
+/// Taken by a Traccar round's first connection (`RoundDriver`) or a push batch's
+/// (`PipelinedConnection`). Only for a plain destination (`http://`, `tcp://`) that the check
+/// connects to itself (no
 /// `probe.url`): its connection is what a round would open. One taken later than `freshFor`
 /// after it opened, or closed by the server meanwhile, is dropped: the round opens its own.
-final class SpareConnection: Sendable {
+package final class SpareConnection: Sendable {
     /// A connection handed from the check's queue to the engine's thread: one thread uses it at a
     /// time (the check puts it and lets go of it; the engine takes it), as `CurlConnection` asks.
     private struct Handed: @unchecked Sendable {
@@ -36,13 +38,15 @@ final class SpareConnection: Sendable {
         slot.withLock { $0 = handed }
     }
 
-    /// The kept connection if it opened less than `freshFor` before `now`; it is the caller's.
+    /// The kept connection if it opened less than `freshFor` before `now` and the server has
+    /// not closed it (nor sent what nobody asked for); it is the caller's.
     func take(now: RelayInstant) -> CurlConnection? {
         guard
             let handed = slot.withLock({ slot -> Handed? in
                 defer { slot = nil }
                 return slot
-            }), now < handed.openedAt + Self.freshFor
+            }), now < handed.openedAt + Self.freshFor,
+            let quiet = try? handed.connection.wait(readable: true, writable: false, timeout: .zero), !quiet.readable
         else { return nil }
         return handed.connection
     }

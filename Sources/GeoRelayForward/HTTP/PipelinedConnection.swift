@@ -28,6 +28,8 @@ package final class PipelinedConnection {
     private let meter: WireMeter?
     /// What the request timeout and the answers' arrival times are kept on.
     private let clock: any RelayClock
+    /// A connection the link's return check opened, taken when one is needed (`SpareConnection`).
+    private let spare: SpareConnection?
     private var connection: CurlConnection?
     private var parser = HTTP1ResponseParser()
     /// Requests not yet answered, oldest first; the first `onWire` are written (or being written)
@@ -49,9 +51,10 @@ package final class PipelinedConnection {
     ///   - timeoutSeconds: the longest the oldest request may go without any byte moving.
     package init(
         url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, timeoutSeconds: Double,
-        meter: WireMeter?, clock: any RelayClock = SystemClock()
+        meter: WireMeter?, spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
     ) {
         self.clock = clock
+        self.spare = spare
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
@@ -83,6 +86,7 @@ package final class PipelinedConnection {
     package func reset() {
         unanswered.removeAll()
         close()
+        spare?.drop()
     }
 
     /// The answer to the oldest request: its response, with the request's bytes in `wireBytes`,
@@ -111,9 +115,14 @@ package final class PipelinedConnection {
 
     private func connected() throws(CurlError) -> CurlConnection {
         if let connection { return connection }
-        let fresh = try CurlConnection(
-            url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter, clock: clock)
-        try fresh.connect()
+        let fresh: CurlConnection
+        if let kept = spare?.take(now: clock.now()) {
+            fresh = kept
+        } else {
+            fresh = try CurlConnection(
+                url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter, clock: clock)
+            try fresh.connect()
+        }
         connection = fresh
         openedForBurst = true
         receivedAtLastAnswer = 0

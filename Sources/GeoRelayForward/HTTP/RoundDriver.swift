@@ -128,7 +128,7 @@ final class RoundDriver<ID: Hashable> {
             for action in actions {
                 switch action {
                 case .open(let id):
-                    if let kept = spare?.take(now: clock.now()), isFresh(kept) {
+                    if let kept = spare?.take(now: clock.now()) {
                         connections[id] = kept
                         tell(.opened(id))
                         continue

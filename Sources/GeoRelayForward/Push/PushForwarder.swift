@@ -47,10 +47,13 @@ package final class PushForwarder: DestinationForwarder {
         self.logger = logger.with(label: "forward[\(settings.name)]")
         let meter = WireMeter()
         recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
+        let spare = SpareConnection.worthKeeping(for: settings) ? SpareConnection() : nil
         self.link = try DestinationLink(
-            settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, clock: clock)
+            settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, spare: spare,
+            clock: clock)
         self.wire = PushProtocol(settings: settings)
-        self.transport = try PushTransport(settings: settings, meter: meter, logger: self.logger, clock: clock)
+        self.transport = try PushTransport(
+            settings: settings, meter: meter, logger: self.logger, spare: spare, clock: clock)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)

@@ -22,7 +22,11 @@ final class PushTransport: Sendable {
     /// A request that could not be framed: its `next` fails, and what was submitted with it is dropped.
     private let unframed = Mutex<CurlError?>(nil)
 
-    init(settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, clock: any RelayClock) throws {
+    /// - Parameter spare: a connection the link's return check opened, for the next batch.
+    init(
+        settings: Configuration.DestinationSettings, meter: WireMeter, logger: Logger, spare: SpareConnection? = nil,
+        clock: any RelayClock
+    ) throws {
         let target: HTTP1Target?
         do {
             target = try HTTP1Target(url: settings.url)
@@ -33,7 +37,7 @@ final class PushTransport: Sendable {
         if let target {
             let connection = PipelinedConnection(
                 url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds,
-                timeoutSeconds: settings.requestTimeoutSeconds, meter: meter, clock: clock)
+                timeoutSeconds: settings.requestTimeoutSeconds, meter: meter, spare: spare, clock: clock)
             carrier = .pipelined(QueueConfined(label: "georelay.push.\(settings.name)", connection), target)
         } else {
             carrier = .single(
