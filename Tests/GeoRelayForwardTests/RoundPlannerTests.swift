@@ -305,6 +305,33 @@ import Testing
 
     /// A filter that skips the first positions settles them in the plan, and the ledger it returns
     /// has them: the next round does not see them again whatever the spool has committed.
+    /// Real time: what was just committed goes once, per device in order; under a spent budget
+    /// only alarms and the newest when its still-alive minimum is due, the minimum counted from
+    /// what was tried before.
+    @Test func realTimeTriesEachPositionOnceAndAlarmsAndStillAliveUnderABudget() {
+        let table = TableSource()
+        table.add(device: 1, seconds: 3)
+        table.add(device: 2, seconds: 3, alarmAt: 1)
+        var ledger = DeliveryLedger(destination: "traccar")
+        let free = RoundPlanner.realTime(
+            table.stored, ledger: &ledger, filter: DeliveryLedgerTests.everything, restriction: nil)
+        #expect(free.batches.map { $0.deliveries.map(\.stored.seq) } == [[1, 2, 3], [4, 5, 6]])
+        #expect(free.attempted == 6)
+
+        var spent = DeliveryLedger(destination: "traccar")
+        let first = RoundPlanner.realTime(
+            table.stored, ledger: &spent, filter: DeliveryLedgerTests.everything, restriction: Self.budget)
+        #expect(first.batches.map { $0.deliveries.map(\.stored.seq) } == [[3], [5, 6]], "alarms, and each newest")
+        // Ten seconds on: the 60 s minimum is not due again; the alarm still goes.
+        table.add(device: 1, seconds: 1, from: 13)
+        table.add(device: 2, seconds: 2, from: 13, alarmAt: 0)
+        let second = RoundPlanner.realTime(
+            Array(table.stored.dropFirst(6)), ledger: &spent, filter: DeliveryLedgerTests.everything,
+            restriction: Self.budget)
+        #expect(second.batches.map { $0.deliveries.map(\.stored.position.alarm) } == [["sos"]])
+        #expect(second.attempted == 1)
+    }
+
     @Test func positionsTheFilterSkipsAreSettledInThePlan() throws {
         let source = TableSource()
         source.add(device: 1, seconds: 3)

@@ -232,3 +232,35 @@ struct RoundPlanner {
         return Array((ready[split...] + ready[..<split]).prefix(count))
     }
 }
+
+extension RoundPlanner {
+    /// Real time (`buffer: false`): what goes of the positions just committed, each tried once.
+    /// Per device in order through the filter; over an uplink whose budget is spent, only alarms
+    /// and the newest when its still-alive minimum is due (`DeliveryLedger.restricted`, the rule
+    /// the buffered still-alive round keeps). The ledger moves on as if every position tried were
+    /// sent; nothing queues, so what the filter skips is settled nowhere.
+    /// - Returns: a batch per device with something to try, and how many positions they hold.
+    static func realTime(
+        _ positions: [StoredPosition], ledger: inout DeliveryLedger, filter: LocationFilter,
+        restriction: UplinkGate.Restriction?
+    ) -> (batches: [DeviceBatch], attempted: Int) {
+        var batches: [DeviceBatch] = []
+        var attempted = 0
+        var untracked = DeliveryUpdate(destination: ledger.destination)
+        for stored in DeliveryLedger.byDevice(positions, \.deviceID) {
+            var deliveries = ledger.plan(
+                stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
+            if let restriction {
+                deliveries = ledger.restricted(deliveries, minIntervalMs: restriction.minIntervalMs)
+            }
+            ledger = ledger.assuming(deliveries)
+            attempted += deliveries.count
+            guard !deliveries.isEmpty else { continue }
+            let cursor = DeviceCursor(
+                deviceID: stored[0].deviceID, device: stored[0].position.device, ackedSeq: 0, lastSeq: 0,
+                parkedUntilMs: nil)
+            batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries))
+        }
+        return (batches, attempted)
+    }
+}

@@ -5,9 +5,8 @@ extension TraccarForwarder {
     /// Real-time only (`buffer: false`): tries each new position once when it
     /// arrives and drops it on failure, as the Traccar client does with its
     /// buffer off. Nothing queues, so nothing is settled in the spool: the
-    /// forwarder's own ledger keeps only the filter's memory, moved on as if
-    /// every position tried had been sent. Over an uplink whose budget is spent, only alarms and
-    /// a still-alive position per device per `send.minIntervalSeconds` are tried.
+    /// forwarder's own ledger keeps only the filter's memory. What is tried is the planner's
+    /// (`RoundPlanner.realTime`).
     func runRealTime(wake: WakeSignal) async {
         var after: Int64
         do {
@@ -26,25 +25,8 @@ extension TraccarForwarder {
                 let last = batch.last
             else { continue }
             after = last.seq
-            // Per device, in order, through the filter, as a round of the engine.
-            var batches: [DeviceBatch] = []
-            var attempted = 0
-            var untracked = DeliveryUpdate(destination: settings.name)
-            for stored in DeliveryLedger.byDevice(batch, \.deviceID) {
-                var deliveries = ledger.plan(
-                    stored, filter: filter, alreadySent: [], traccarAttributes: true, into: &untracked)
-                if let restriction = gate?.restriction(for: settings.name) {
-                    // A spent budget: alarms, and the newest when the still-alive minimum is due.
-                    deliveries = ledger.restricted(deliveries, minIntervalMs: restriction.minIntervalMs)
-                }
-                // Tried once, whatever happens: the filter moves on as if they were sent.
-                ledger = ledger.assuming(deliveries)
-                attempted += deliveries.count
-                let cursor = DeviceCursor(
-                    deviceID: stored[0].deviceID, device: stored[0].position.device, ackedSeq: 0, lastSeq: 0,
-                    parkedUntilMs: nil)
-                if !deliveries.isEmpty { batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries)) }
-            }
+            let (batches, attempted) = RoundPlanner.realTime(
+                batch, ledger: &ledger, filter: filter, restriction: gate?.restriction(for: settings.name))
             let results = await send(batches, mode: .realTime, ledger: &ledger)
             let delivered = results.reduce(0) { $0 + $1.delivered }
             let dropped = attempted - delivered
