@@ -50,7 +50,10 @@ package final class WireMeter: Sendable {
         var peerResentEstimate: UInt64 {
             guard bytesRetransmitted > 0, bytesSent > bytesRetransmitted else { return 0 }
             let rate = Double(bytesRetransmitted) / Double(bytesSent - bytesRetransmitted)
-            return UInt64(min(Double(bytesReceived) * rate, Double(bytesReceived)).rounded(.down))
+            let estimate = (Double(bytesReceived) * rate).rounded(.down)
+            // Below what was received, so within UInt64 (a NaN or a rounding up to 2^64 is not):
+            // never more than the bytes received.
+            return estimate < Double(bytesReceived) ? UInt64(estimate) : bytesReceived
         }
 
         /// Takes the kernel's counters `now` after this look, with what they leave out billed
