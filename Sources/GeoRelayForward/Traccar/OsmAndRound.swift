@@ -33,7 +33,7 @@ struct OsmAndRound: ConnectionRound {
 
     /// What outlives a round: each lane's connection state and what the server has shown.
     struct Carried {
-        var lanes: [Lane]
+        var lanes: [PipelinedLane<InFlight>]
         /// What the server showed of keep-alive: nil until its first answer.
         var keepsAlive: Bool?
         /// Windows broken in a row with more than one request unanswered.
@@ -43,7 +43,7 @@ struct OsmAndRound: ConnectionRound {
         var limit: InFlightLimit
 
         init(lanes: Int, window: Int) {
-            self.lanes = (0..<lanes).map { _ in Lane() }
+            self.lanes = Array(repeating: PipelinedLane(), count: lanes)
             limit = InFlightLimit(ceiling: window * lanes)
         }
     }
@@ -83,7 +83,11 @@ struct OsmAndRound: ConnectionRound {
     private var now: RelayInstant
     private var actions: [Action] = []
 
-    var lanes: [Lane] { carried.lanes }
+    var lanes: [PipelinedLane<InFlight>] { carried.lanes }
+    /// Per lane, the batches it took this round, in order.
+    private var laneBatches: [[Int]]
+    /// Per lane, a suspect to send alone, with its next attempt.
+    private var suspects: [InFlight?]
 
     /// - Parameter connected: which lanes still hold a connection the driver kept from the last
     ///   round (one the server closed meanwhile was dropped).
@@ -101,9 +105,9 @@ struct OsmAndRound: ConnectionRound {
         sending = Array(repeating: Sending(), count: batches.count)
         positionsLeft = maxPositions
         update = DeliveryUpdate(destination: setup.destination)
+        laneBatches = Array(repeating: [], count: carried.lanes.count)
+        suspects = Array(repeating: nil, count: carried.lanes.count)
         for lane in self.carried.lanes.indices {
-            self.carried.lanes[lane].batches.removeAll()
-            self.carried.lanes[lane].suspect = nil
             self.carried.lanes[lane].inFlight.removeAll()
             if !connected[lane] { self.carried.lanes[lane].close() }
         }
@@ -142,38 +146,31 @@ struct OsmAndRound: ConnectionRound {
             break
         case .opened(let lane):
             if opening == lane { opening = nil }
-            carried.lanes[lane].connected = true
-            carried.lanes[lane].lastProgress = now
+            carried.lanes[lane].opened(at: now)
             fill(lane)
             for other in carried.lanes.indices where other != lane { fill(other) }
         case .openFailed(let lane, let message):
             if opening == lane { opening = nil }
-            if let suspect = carried.lanes[lane].suspect {
-                carried.lanes[lane].suspect = nil
+            if let suspect = suspects[lane] {
+                suspects[lane] = nil
                 fail(suspect.batch, message)
             } else if let batch = nextDelivery(for: lane) {
                 fail(batch, message)
             }
             for other in carried.lanes.indices where other != lane { fill(other) }
         case .wrote(let lane, let count):
-            carried.lanes[lane].sentBytes += count
-            carried.lanes[lane].lastProgress = now
+            carried.lanes[lane].wrote(count, at: now)
         case .received(let lane, let bytes):
             receive(lane, bytes, ledger: &ledger)
         case .peerClosed(let lane):
-            while carried.lanes[lane].connected, !carried.lanes[lane].inFlight.isEmpty,
-                let http = try? carried.lanes[lane].parser.finish()
-            {
-                answer(lane, http, ledger: &ledger)
+            while let (request, http) = carried.lanes[lane].answerAtClose(at: now) {
+                answer(lane, request, http, ledger: &ledger)
             }
             if carried.lanes[lane].connected { breakConnection(lane, .closed("the server closed the connection")) }
         case .failed(let lane, let message):
             breakConnection(lane, .closed(message))
         case .tick:
-            for lane in busyLanes
-            where !carried.lanes[lane].inFlight.isEmpty
-                && now >= carried.lanes[lane].lastProgress + setup.requestTimeout
-            {
+            for lane in busyLanes where carried.lanes[lane].timedOut(at: now, after: setup.requestTimeout) {
                 breakConnection(lane, .failed("no answer within \(setup.requestTimeout): timed out"))
             }
         case .stop:
@@ -206,7 +203,7 @@ struct OsmAndRound: ConnectionRound {
 
     private func windowSize(_ lane: Int) -> Int {
         let state = carried.lanes[lane]
-        if state.inFlight.contains(where: { $0.attempt != .first }) || state.suspect != nil { return 1 }
+        if state.inFlight.contains(where: { $0.attempt != .first }) || suspects[lane] != nil { return 1 }
         if carried.keepsAlive != true { return 1 }
         if let until = carried.oneAtATimeUntil, now < until { return 1 }
         return setup.window
@@ -227,7 +224,7 @@ struct OsmAndRound: ConnectionRound {
             take(batch, on: lane)
             return batch
         }
-        if let batch = carried.lanes[lane].batches.first(where: {
+        if let batch = laneBatches[lane].first(where: {
             !sending[$0].stopped && sending[$0].next < batches[$0].deliveries.count
         }) {
             return batch
@@ -245,7 +242,7 @@ struct OsmAndRound: ConnectionRound {
     private mutating func take(_ batch: Int, on lane: Int) {
         guard sending[batch].lane == nil else { return }
         sending[batch].lane = lane
-        carried.lanes[lane].batches.append(batch)
+        laneBatches[lane].append(batch)
     }
 
     /// Numbers and times a request as it is queued, for the in-flight limit's round trips.
@@ -256,10 +253,8 @@ struct OsmAndRound: ConnectionRound {
 
     /// Queues what the lane may send now (asking for a connection first if it has none).
     private mutating func fill(_ lane: Int) {
-        guard !carried.lanes[lane].hasOutput else { return actions.append(.send(lane)) }
-        carried.lanes[lane].output.removeAll(keepingCapacity: true)
-        carried.lanes[lane].sentBytes = 0
-        if let suspect = carried.lanes[lane].suspect {
+        guard carried.lanes[lane].startOutput() else { return actions.append(.send(lane)) }
+        if let suspect = suspects[lane] {
             guard carried.lanes[lane].inFlight.isEmpty else { return }
             guard carried.lanes[lane].connected else { return open(lane) }
             var request = suspect
@@ -271,7 +266,7 @@ struct OsmAndRound: ConnectionRound {
             update.payloadBytes += request.bytes
             track(&request)
             carried.lanes[lane].inFlight.append(request)
-            carried.lanes[lane].suspect = nil
+            suspects[lane] = nil
             results[suspect.batch].attempted += 1
         }
         var room = carried.limit.room(outstanding: outstanding, batch: min(setup.window, InFlightLimit.batch))
@@ -307,25 +302,22 @@ struct OsmAndRound: ConnectionRound {
 
     private mutating func receive(_ lane: Int, _ bytes: UnsafeRawBufferPointer, ledger: inout DeliveryLedger) {
         guard carried.lanes[lane].connected else { return }
-        carried.lanes[lane].lastProgress = now
-        carried.lanes[lane].parser.append(bytes)
-        do throws(HTTP1ParseError) {
-            while carried.lanes[lane].connected, let http = try carried.lanes[lane].parser.next() {
-                guard !carried.lanes[lane].inFlight.isEmpty else {
-                    return breakConnection(lane, .failed("an answer to no request"))
-                }
-                answer(lane, http, ledger: &ledger)
+        carried.lanes[lane].received(bytes, at: now)
+        do throws(PipelinedLane<InFlight>.Fault) {
+            while let (request, http) = try carried.lanes[lane].nextAnswer(at: now) {
+                answer(lane, request, http, ledger: &ledger)
             }
         } catch {
-            breakConnection(lane, .failed("a response that does not parse: \(error)"))
+            switch error {
+            case .unexpected(let reason): breakConnection(lane, .failed(reason))
+            }
         }
     }
 
     /// What an answer to the lane's oldest request settles.
-    private mutating func answer(_ lane: Int, _ http: HTTP1Response, ledger: inout DeliveryLedger) {
-        let request = carried.lanes[lane].inFlight.removeFirst()
-        carried.lanes[lane].answeredOnConnection += 1
-        carried.lanes[lane].lastProgress = now
+    private mutating func answer(
+        _ lane: Int, _ request: InFlight, _ http: HTTP1Response, ledger: inout DeliveryLedger
+    ) {
         carried.limit.answered(sequence: request.sequence, roundTrip: now - request.sentAt, now: now)
         if carried.lanes[lane].answeredOnConnection >= 2 * setup.window { carried.brokenWindows = 0 }
         // A connection's first answer says whether the server keeps connections alive (one that
@@ -461,7 +453,7 @@ struct OsmAndRound: ConnectionRound {
                 fail(head.batch, "no answer to the position nor to an empty request: the link, not the payload")
             } else {
                 // The suspect goes alone; the device's requests behind it follow once it is settled.
-                carried.lanes[lane].suspect = InFlight(batch: head.batch, index: head.index, attempt: head.attempt.next)
+                suspects[lane] = InFlight(batch: head.batch, index: head.index, attempt: head.attempt.next)
             }
         }
     }

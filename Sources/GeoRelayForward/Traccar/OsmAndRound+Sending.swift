@@ -1,34 +1,7 @@
 import GeoRelayCore
 
-/// What the pipelined round keeps per connection and per request in flight.
+/// What the pipelined round keeps per batch and per request in flight.
 extension OsmAndRound {
-    /// One connection's protocol state: what is framed, sent and awaited on it. The connection
-    /// itself is the driver's; `connected` mirrors it (set on `connected`, cleared by `close`).
-    struct Lane {
-        var connected = false
-        var parser = HTTP1ResponseParser()
-        var output: [UInt8] = []
-        var sentBytes = 0
-        var inFlight: [InFlight] = []
-        /// Batches this lane carries, in the order it took them.
-        var batches: [Int] = []
-        /// A suspect to send alone, with its next attempt.
-        var suspect: InFlight?
-        var lastProgress = RelayInstant.origin
-        var answeredOnConnection = 0
-
-        var hasOutput: Bool { sentBytes < output.count }
-        var isBusy: Bool { !inFlight.isEmpty || hasOutput }
-
-        mutating func close() {
-            connected = false
-            parser = HTTP1ResponseParser()
-            output.removeAll(keepingCapacity: true)
-            sentBytes = 0
-            answeredOnConnection = 0
-        }
-    }
-
     /// Where one batch stands in a round.
     struct Sending {
         /// The next delivery to send.
