@@ -60,7 +60,13 @@ protocol ConnectionRound {
     /// Nothing left to do after the last `turn` and what it asked for: read once the driver has
     /// done the turn's actions (a connection it asked for may be what carries the next request).
     var isFinished: Bool { get }
-    var results: [DeviceResult] { get }
+    /// Waiting for something only the caller can give (`PushRound.need`): `run` returns, leaving
+    /// the round and its connections as they are, and is called again once it has it.
+    var waitsForCaller: Bool { get }
+}
+
+extension ConnectionRound {
+    var waitsForCaller: Bool { false }
 }
 
 /// The one I/O loop under every engine's rounds: it owns the connections (libcurl's, which do
@@ -111,11 +117,13 @@ final class RoundDriver<ID: Hashable> {
         (try? connection.wait(readable: true, writable: false, timeout: .zero)).map { !$0.readable } ?? false
     }
 
-    /// Runs `round` to its end, or until `stop` is set.
+    /// Runs `round` to its end, or until `stop` is set, or until it waits for its caller.
+    /// - Returns: false when the round waits for its caller (`waitsForCaller`): it is not finished.
+    @discardableResult
     func run<Round: ConnectionRound>(
         _ round: inout Round, ledger: inout DeliveryLedger, stop: AbortFlag, yield: AbortFlag?, live: LiveJoin? = nil,
         logger: Logger, progress: (DeliveryUpdate) -> Void
-    ) where Round.ID == ID {
+    ) -> Bool where Round.ID == ID {
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { scratch.deallocate() }
 
@@ -188,6 +196,7 @@ final class RoundDriver<ID: Hashable> {
             if let joined = live?.take(), !joined.isEmpty { tell(.joined(joined)) }
             tell(.turn(yield: yield?.isSet == true))
             if round.isFinished { break }
+            if round.waitsForCaller { return false }
             let polled = round.polled.compactMap { entry in
                 connections[entry.id].map { (entry.id, $0.descriptor, entry.writing) }
             }
@@ -219,6 +228,7 @@ final class RoundDriver<ID: Hashable> {
         }
         if stop.isSet { tell(.stop) }
         perform(round.finish())
+        return true
     }
 }
 

@@ -18,12 +18,14 @@ package final class PushForwarder: DestinationForwarder {
     let logger: Logger
     let link: DestinationLink
     let wire: PushProtocol
-    let transport: PushTransport
+    /// Sends the rounds, on its own thread.
+    let engine: QueueConfined<PushEngine>
+    let wakeEngine: @Sendable () -> Void
     private let reader: QueueConfined<SpoolReader>
     let encoder: QueueConfined<ZstdCompressor>
     private let filter: LocationFilter
     package let auth: PushAuthenticator
-    let shutdown = ForwarderShutdown()
+    let shutdown: ForwarderShutdown
     /// Where a spent uplink budget restricts what goes; nil without uplinks.
     let gate: UplinkGate?
     /// Alarms per device and hour over a restricted uplink.
@@ -52,8 +54,12 @@ package final class PushForwarder: DestinationForwarder {
             settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, spare: spare,
             clock: clock)
         self.wire = PushProtocol(settings: settings)
-        self.transport = try PushTransport(
-            settings: settings, meter: meter, logger: self.logger, spare: spare, clock: clock)
+        let engine = try PushEngine(
+            settings: settings, state: Self.initialState(push), meter: meter, logger: self.logger, spare: spare,
+            clock: clock)
+        wakeEngine = engine.wake
+        shutdown = ForwarderShutdown(wake: engine.wake)
+        self.engine = QueueConfined(label: "georelay.push.\(settings.name)", engine)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.encoder = QueueConfined(label: "georelay.encode.\(settings.name)", try ZstdCompressor())
         self.filter = LocationFilter(settings: settings.filter)
@@ -85,21 +91,18 @@ package final class PushForwarder: DestinationForwarder {
             spool.commits.unsubscribe(wake)
         }
         await gate?.firstLook(clock: clock)
-        var state = DeliveryState(
-            encoding: push.compression, maxPositions: push.batchMaxPositions,
-            planner: CompressionPlanner(fixedLevel: push.zstdLevel))
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
             let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength
         {
-            state.encoding = remembered
+            await engine.run { $0.state.encoding = remembered }
         }
         let ledger = DeliveryLedger(
             destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         if !settings.buffer {
             logger.warning("buffer: false is not supported for push destinations; positions queue as usual")
         }
-        let rounds = PushRounds(self, state: state, ledger: ledger)
+        let rounds = PushRounds(self, ledger: ledger)
         await DestinationLoop.run(
             rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
     }
@@ -167,13 +170,44 @@ package final class PushForwarder: DestinationForwarder {
             compression: encoded.measurement, kind: plan.kind, backfilling: plan.backfilling)
     }
 
-    /// What the forwarder keeps between batches.
+    private static func initialState(_ push: PushSettings) -> DeliveryState {
+        DeliveryState(
+            encoding: push.compression, maxPositions: push.batchMaxPositions,
+            planner: CompressionPlanner(fixedLevel: push.zstdLevel))
+    }
+
+    /// What the rounds carry between batches.
     struct DeliveryState: Sendable {
         var encoding: PushSettings.Compression
         /// Lowered by 413 answers.
         var maxPositions: Int
         var planner: CompressionPlanner
     }
+
+    /// JSON, then the chosen compression, off the cooperative pool.
+    func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws
+        -> (body: [UInt8], measurement: CompressionMeasurement?)
+    {
+        let (wire, points, clock) = (self.wire, chunk.map(\.point), self.clock)
+        return try await encoder.run { zstd in
+            let json = wire.encodeBatch(points)
+            switch encoding {
+            case .none: return (json, nil)
+            case .gzip: return (try Gzip.compress(json), nil)
+            case .zstd:
+                let level = planner.level(forJSONBytes: json.count)
+                let started = clock.monotonicNs()
+                let body = try zstd.compress(json, level: level)
+                let seconds = Double(clock.monotonicNs() &- started) / 1e9
+                return (
+                    body,
+                    CompressionMeasurement(
+                        level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds)
+                )
+            }
+        }
+    }
+
 
     /// The next batch, of the round `RoundPlanner` plans from one read of the spool: what goes
     /// ahead of the backlog (or a replay) as a batch of its own; a backlog as the oldest pending
@@ -230,5 +264,18 @@ extension PushSettings.Compression {
         case .gzip: 1
         case .none: 0
         }
+    }
+}
+
+
+extension CompressionPlanner {
+    /// Takes note of what preparing a batch cost: its compression and, when it was read from the
+    /// spool for this send, the reading and planning before it.
+    mutating func record(_ measurement: PushForwarder.CompressionMeasurement?) {
+        guard let measurement else { return }
+        recordCompression(
+            level: measurement.level, jsonBytes: measurement.jsonBytes, compressedBytes: measurement.compressedBytes,
+            seconds: measurement.seconds)
+        if let planning = measurement.planningSeconds { recordPlanning(seconds: planning) }
     }
 }

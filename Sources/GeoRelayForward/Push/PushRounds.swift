@@ -2,41 +2,42 @@ import GeoRelayCore
 import GeoRelaySpool
 
 /// A push destination's rounds behind its loop (`DestinationLoop`): a batch planned by
-/// `RoundPlanner` and, when it is a full one of the backlog, a window of them on one connection
-/// (`PushForwarder.sendWindow`), after the token they go with.
+/// `RoundPlanner` and sent by the engine's round (`PushRound`), which asks this side for what only
+/// the forwarder's task can give: the backlog's next batch, bodies in another encoding, a token.
 ///
 /// Used by the loop's task alone.
 final class PushRounds: DestinationRounds {
     private let forwarder: PushForwarder
-    /// The encoding and batch size the gateway's answers have left us with, and the compression planner.
-    private var state: PushForwarder.DeliveryState
     private var ledger: DeliveryLedger
-    /// How many batches the link takes at once, from its measured round trip.
-    private var depth: PipelineDepth
+    /// The link failed since the last round: the engine measures the path anew.
+    private var pathStale = false
 
-    init(_ forwarder: PushForwarder, state: PushForwarder.DeliveryState, ledger: DeliveryLedger) {
+    init(_ forwarder: PushForwarder, ledger: DeliveryLedger) {
         self.forwarder = forwarder
-        self.state = state
         self.ledger = ledger
-        depth = PipelineDepth(ceiling: forwarder.push.batchInFlight)
     }
 
     /// New connections for batches and logins (probes: the link's own), so the answers to the
     /// backlog do not come back over the uplink the old ones left by.
     func routeMoved() async {
-        depth.reset()
-        await forwarder.transport.reset()
+        await forwarder.engine.run { $0.closeConnections() }
         await forwarder.auth.forgetConnections()
     }
 
     /// The path may not be the one that comes back: its round trip is measured anew.
     func linkFailed() {
-        depth.reset()
+        pathStale = true
     }
 
     func round(_ turn: DestinationLoop.Turn, order: inout DrainOrder) async -> DestinationLoop.Report {
         let f = forwarder
         let name = f.settings.name
+        let stale = pathStale
+        pathStale = false
+        let state = await f.engine.run { engine in
+            if stale { engine.linkFailed() }
+            return engine.state
+        }
         let prepared: PushForwarder.Prepared
         let planned = f.clock.now()
         do {
@@ -69,16 +70,105 @@ final class PushRounds: DestinationRounds {
         let backlog =
             prepared.full && !turn.trial && turn.restriction == nil && f.gate?.bytesLeft(for: name) == nil
             && !prepared.items.contains { $0.delivery.kind == .replay }
-        let (result, newState) = await f.sendWindow(
-            prepared, token: token, state: state, ledger: &ledger, depth: &depth, order: &order,
-            refill: backlog ? f.gate?.routeGeneration(for: name) ?? 0 : nil)
-        state = newState
-        switch result.stop {
-        case .none: return .answered(delivered: result.delivered)
+        var window = Window(
+            route: f.gate?.routeGeneration(for: name) ?? 0, assumed: ledger.assuming(prepared.items.map(\.delivery)),
+            currentAheadAt: prepared.carriesCurrent ? planned : nil)
+        let (first, before) = (prepared.batch(settled: nil), ledger)
+        await f.engine.run { $0.begin(first, token: token, ledger: before, refill: backlog) }
+        let yield = AbortFlag()
+        let (stop, wake, recorder) = (f.shutdown.abandoned, f.wakeEngine, f.recorder)
+        let (outcome, after) = await withTaskCancellationHandler {
+            while let need = await f.engine.run({ $0.drive(stop: stop, yield: yield) { recorder.record($0) } }) {
+                let supply = await answer(need, window: &window, order: &order)
+                await f.engine.run { $0.supply(supply) }
+            }
+            return await f.engine.run { $0.end() }
+        } onCancel: {
+            yield.set()
+            wake()
+        }
+        ledger = after
+        if outcome.abandoned > 0 {
+            f.logger.warning(
+                "abandoned a batch of \(outcome.abandoned) positions in flight, unanswered; it goes again, so the gateway may get it twice"
+            )
+            f.spool.add(counters: ["forward.abandoned.\(name)": Int64(outcome.abandoned)])
+        }
+        switch outcome.stop {
+        case .none: return .answered(delivered: outcome.delivered)
         case .auth(let error): return report(error)
         case .unavailable(let reason, let retryAfter, let transport):
             return .unavailable(reason: reason, retryAfter: retryAfter, transport: transport)
         }
+    }
+
+    /// What a round's backlog window has planned so far.
+    private struct Window {
+        /// The route it was planned on: a batch planned after the route moved waits for the next round.
+        var route: Int
+        /// The ledger as if every batch planned were delivered.
+        var assumed: DeliveryLedger
+        /// When current positions last went ahead in this window.
+        var currentAheadAt: RelayInstant?
+    }
+
+    /// What the round asked for, from the spool, the compressor or the authenticator.
+    private func answer(_ need: PushRound.Need, window: inout Window, order: inout DrainOrder) async
+        -> PushRound.Supply
+    {
+        let f = forwarder
+        switch need {
+        case .batch:
+            return await nextBatch(window: &window, order: &order)
+        case .bodies(let chunks, let encoding):
+            guard !Task.isCancelled else { return .none(stop: nil) }
+            let planner = await f.engine.run { $0.state.planner }
+            var bodies: [PushRound.Encoded] = []
+            for chunk in chunks {
+                do {
+                    let encoded = try await f.encode(chunk, encoding: encoding, planner: planner)
+                    bodies.append(PushRound.Encoded(body: encoded.body, compression: encoded.measurement))
+                } catch {
+                    return .none(
+                        stop: .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false))
+                }
+            }
+            return .bodies(bodies)
+        case .token(let refused):
+            await f.auth.invalidate(refused)
+            do {
+                return .token(try await f.auth.token())
+            } catch {
+                return .none(stop: .auth(error))
+            }
+        }
+    }
+
+    /// The backlog's next full batch, planned as if every batch before it were delivered, while
+    /// the route and the budget are as they were. Live fixes ride in the window, small as they
+    /// are, only every so often (`DrainOrder.currentDue`): with many units one arrives every few
+    /// hundred milliseconds, and each batch of them costs a read of every device's backlog and a
+    /// request. A replay waits for a round of its own.
+    private func nextBatch(window: inout Window, order: inout DrainOrder) async -> PushRound.Supply {
+        let f = forwarder
+        let name = f.settings.name
+        let (state, roundTrip) = await f.engine.run { ($0.state, $0.roundTrip) }
+        let currentDue = order.currentDue(at: f.clock.now(), lastAheadAt: window.currentAheadAt, roundTrip: roundTrip)
+        guard !Task.isCancelled, f.gate?.restriction(for: name) == nil, f.gate?.bytesLeft(for: name) == nil,
+            (f.gate?.routeGeneration(for: name) ?? 0) == window.route,
+            let next = try? await f.prepare(ledger: window.assumed, state: state, currentAhead: currentDue),
+            next.full || next.kind == .current, next.items.count <= state.maxPositions,
+            !next.items.contains(where: { $0.delivery.kind == .replay }),
+            // A window that outlasts the token's refresh point (a long backlog over a slow link)
+            // sends its next batches with the new token, not the old one to its expiry.
+            let token = try? await f.auth.token()
+        else { return .none(stop: nil) }
+        let now = f.clock.now()
+        order.observe(next.kind, backfilling: next.backfilling, at: now)
+        window.assumed.apply(next.settled)
+        window.assumed = window.assumed.assuming(next.items.map(\.delivery))
+        if next.carriesCurrent { window.currentAheadAt = now }
+        return .batch(next.batch(settled: next.settled), token: token)
     }
 
     /// No usable token: login mode retries with backoff; token mode waits for a new token.
@@ -91,5 +181,19 @@ final class PushRounds: DestinationRounds {
                 reason: reason,
                 seconds: forwarder.push.authMode == .token ? forwarder.settings.probeIntervalSeconds : nil)
         }
+    }
+}
+
+extension PushForwarder.Prepared {
+    /// Carries current positions sent ahead of their backlog (not alarms).
+    var carriesCurrent: Bool {
+        items.contains { $0.delivery.kind == .ahead && $0.delivery.stored.position.alarm == nil }
+    }
+
+    /// As the round sends it; `settled` goes in its turn.
+    func batch(settled: DeliveryUpdate?) -> PushRound.Batch {
+        PushRound.Batch(
+            items: items, body: body, encoding: encoding, compression: compression, settled: settled, full: full,
+            ahead: items.contains { $0.delivery.kind == .ahead })
     }
 }
