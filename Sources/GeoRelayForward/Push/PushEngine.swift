@@ -34,6 +34,9 @@ final class PushEngine {
         set { carried.state = newValue }
     }
 
+    /// What the gateway showed of keep-alive (nil: nothing yet).
+    var keepsAlive: Bool? { (round?.carried ?? carried).keepsAlive }
+
     /// The path's round trip as the depth has measured it.
     var roundTrip: Duration? { (round?.carried ?? carried).depth.roundTrip }
 

@@ -208,7 +208,6 @@ package final class PushForwarder: DestinationForwarder {
         }
     }
 
-
     /// The next batch, of the round `RoundPlanner` plans from one read of the spool: what goes
     /// ahead of the backlog (or a replay) as a batch of its own; a backlog as the oldest pending
     /// positions the filter keeps across devices, each device's part a prefix of its own
@@ -266,7 +265,6 @@ extension PushSettings.Compression {
         }
     }
 }
-
 
 extension CompressionPlanner {
     /// Takes note of what preparing a batch cost: its compression and, when it was read from the

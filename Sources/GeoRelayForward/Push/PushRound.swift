@@ -202,7 +202,8 @@ struct PushRound: ConnectionRound {
                 while let (id, http) = try carried.lane.nextAnswer(at: now) { answered(id, http) }
             } catch {
                 switch error {
-                case .unexpected(let reason): end(.unavailable(reason, retryAfter: nil, transport: true), ledger: &ledger)
+                case .unexpected(let reason):
+                    end(.unavailable(reason, retryAfter: nil, transport: true), ledger: &ledger)
                 }
             }
             settle(ledger: &ledger)
