@@ -7,7 +7,7 @@ import Synchronization
 /// is not sent.
 ///
 /// Taken by a Traccar round's first connection (`RoundDriver`) or a push batch's
-/// (`PipelinedConnection`). Only for a plain destination (`http://`, `tcp://`) that the check
+/// (`PushRound`, on the same driver). Only for a plain destination (`http://`, `tcp://`) that the check
 /// connects to itself (no
 /// `probe.url`): its connection is what a round would open. One taken later than `freshFor`
 /// after it opened, or closed by the server meanwhile, is dropped: the round opens its own.

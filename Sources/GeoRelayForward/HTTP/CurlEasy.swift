@@ -32,9 +32,6 @@ package struct HTTPResponse: Sendable {
     package var body: [UInt8]
     /// Bytes sent and received at the HTTP level (headers and bodies), for the uplink budget.
     package var wireBytes: Int
-    /// When the answer's last bytes came in, if the reader was waiting for them: what times the
-    /// link. Nil when they were already there (read after other work) or the reader cannot tell.
-    package var arrivedAt: RelayInstant? = nil
 
     /// The last value of a header; names compare ASCII case-insensitively (no Foundation on the hot path).
     package func header(_ name: String) -> String? {

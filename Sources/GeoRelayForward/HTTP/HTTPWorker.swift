@@ -32,19 +32,4 @@ package final class HTTPWorker: Sendable {
             abort.set()
         }
     }
-
-    /// Performs `request` to its end whatever becomes of the calling task: only `abandon`
-    /// (checked by curl's progress callback, within about a second) ends it early. For a
-    /// payload whose answer must be read even while its sender is finishing.
-    package func perform(_ request: HTTPRequest, unlessAbandoned abandon: AbortFlag) async -> Result<
-        HTTPResponse, CurlError
-    > {
-        await easy.run { easy -> Result<HTTPResponse, CurlError> in
-            do throws(CurlError) {
-                return .success(try easy.perform(request, abort: abandon))
-            } catch {
-                return .failure(error)
-            }
-        }
-    }
 }

@@ -147,7 +147,7 @@ package final class PushForwarder: DestinationForwarder {
     /// - Parameters:
     ///   - maxPositions: a smaller batch than the state's (a budget's remainder).
     ///   - currentAhead: whether devices behind send their newest position ahead of the backlog
-    ///     (false while a window gives way to the backlog: see `sendWindow`).
+    ///     (false while a window gives way to the backlog: `DrainOrder.currentDue`).
     ///   - trial: the batch is a trial after backing off (its size is the planner's).
     func prepare(
         ledger: DeliveryLedger, state: DeliveryState, maxPositions: Int? = nil,

@@ -92,15 +92,20 @@ package struct PushProtocol: Sendable {
         return body
     }
 
-    package func request(body: [UInt8], encoding: PushSettings.Compression, token: String) -> HTTPRequest {
+    /// A batch's headers (the framing adds `Host` and `Content-Length`).
+    package func headers(encoding: PushSettings.Compression, token: String) -> [(String, String)] {
         var headers = [
             ("Authorization", "Bearer \(token)"),
             ("X-Tenant", push.tenant),
             ("Content-Type", "application/json"),
         ]
         if encoding != .none { headers.append(("Content-Encoding", encoding.rawValue)) }
-        return HTTPRequest(
-            method: "POST", url: settings.url, headers: headers, body: body,
+        return headers
+    }
+
+    package func request(body: [UInt8], encoding: PushSettings.Compression, token: String) -> HTTPRequest {
+        HTTPRequest(
+            method: "POST", url: settings.url, headers: headers(encoding: encoding, token: token), body: body,
             timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds)
     }
 
