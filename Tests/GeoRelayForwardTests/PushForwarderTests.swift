@@ -289,6 +289,20 @@ func movingTrack(_ device: String, count: Int, from start: Int = 0, alarmAt: Int
         )
     }
 
+    /// The backlog's last batch, not full but due, goes in the window behind the full one before it
+    /// (a server that reads ahead shows both on the wire): the end of a drain costs no round trip
+    /// of its own.
+    @Test func theBacklogsLastBatchGoesInTheWindow() async throws {
+        let f = try await PushFixture(readsAhead: .milliseconds(500))
+        _ = await f.spool.append(movingTrack("a", count: 1_150))
+        try await f.withForwarder {
+            #expect(await f.server.waitUntil { $0.count >= 1_150 }, "the backlog delivered")
+        }
+        #expect(f.server.batches.map(\.points) == [500, 500, 150])
+        // The first goes alone (nothing shows keep-alive yet); the second and the last together.
+        #expect(f.server.http.deepestPipeline >= 2, "batches on the wire at once: \(f.server.http.deepestPipeline)")
+    }
+
     @Test func backlogBatchesAreFull() async throws {
         let f = try await PushFixture()
         _ = await f.spool.append(movingTrack("a", count: 600) + movingTrack("b", count: 600))

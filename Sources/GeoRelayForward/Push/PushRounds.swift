@@ -144,8 +144,10 @@ final class PushRounds: DestinationRounds {
         }
     }
 
-    /// The backlog's next full batch, planned as if every batch before it were delivered, while
-    /// the route and the budget are as they were. Live fixes ride in the window, small as they
+    /// The backlog's next batch, planned as if every batch before it were delivered, while the
+    /// route and the budget are as they were: a full one, or the backlog's last when it would go
+    /// now anyway (its oldest position waited `batch.maxDelaySeconds`), so the end of a drain
+    /// costs no round trip of its own; a batch still filling waits for the next round. Live fixes ride in the window, small as they
     /// are, only every so often (`DrainOrder.currentDue`): with many units one arrives every few
     /// hundred milliseconds, and each batch of them costs a read of every device's backlog and a
     /// request. A replay waits for a round of its own.
@@ -157,7 +159,8 @@ final class PushRounds: DestinationRounds {
         guard !Task.isCancelled, f.gate?.restriction(for: name) == nil, f.gate?.bytesLeft(for: name) == nil,
             (f.gate?.routeGeneration(for: name) ?? 0) == window.route,
             let next = try? await f.prepare(ledger: window.assumed, state: state, currentAhead: currentDue),
-            next.full || next.kind == .current, next.items.count <= state.maxPositions,
+            !next.items.isEmpty, next.full || next.kind == .current || f.waitMs(before: next) == nil,
+            next.items.count <= state.maxPositions,
             !next.items.contains(where: { $0.delivery.kind == .replay }),
             // A window that outlasts the token's refresh point (a long backlog over a slow link)
             // sends its next batches with the new token, not the old one to its expiry.
