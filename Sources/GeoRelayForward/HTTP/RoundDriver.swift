@@ -98,6 +98,16 @@ final class RoundDriver<ID: Hashable> {
         wakeup = try WakePipe()
     }
 
+    /// A driver for `settings`' destination.
+    convenience init(
+        for settings: Configuration.DestinationSettings, meter: WireMeter?, spare: SpareConnection?,
+        clock: any RelayClock
+    ) throws {
+        try self.init(
+            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
+            spare: spare, clock: clock)
+    }
+
     /// Wakes a running round so it sees its flags; may be called from any thread.
     var wake: @Sendable () -> Void { wakeup.signal }
 

@@ -16,9 +16,7 @@ final class PushEngine {
         settings: Configuration.DestinationSettings, state: PushForwarder.DeliveryState, meter: WireMeter?,
         logger: Logger, spare: SpareConnection?, clock: any RelayClock
     ) throws {
-        driver = try RoundDriver(
-            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
-            spare: spare, clock: clock)
+        driver = try RoundDriver(for: settings, meter: meter, spare: spare, clock: clock)
         setup = PushRound.Setup(
             destination: settings.name, wire: PushProtocol(settings: settings),
             target: try HTTP1Target(url: settings.url), requestTimeout: settings.requestTimeout, logger: logger)

@@ -29,9 +29,7 @@ final class OsmAndEngine: TraccarEngine {
         settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil,
         logger: Logger = .disabled, spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
     ) throws {
-        driver = try RoundDriver(
-            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
-            spare: spare, clock: clock)
+        driver = try RoundDriver(for: settings, meter: meter, spare: spare, clock: clock)
         setup = OsmAndRound.Setup(
             destination: settings.name, traccar: TraccarProtocol(settings: settings),
             framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,
