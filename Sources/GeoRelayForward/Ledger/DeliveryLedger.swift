@@ -196,12 +196,6 @@ struct DeliveryLedger: Sendable {
         return plan.sends
     }
 
-    /// Whether this ledger parked the device (the server does not know it) until after `nowMs`.
-    func isParked(_ deviceID: Int64, nowMs: Int64) -> Bool {
-        guard case .some(.some(let until)) = parks[deviceID] else { return false }
-        return until > nowMs
-    }
-
     /// How many requests a device may have on the wire at once before the server has shown it
     /// knows the device (a pipelined window is answered only after it is all sent): one after a
     /// park ran out, three for a device not yet taken since start, else no bound. A device the

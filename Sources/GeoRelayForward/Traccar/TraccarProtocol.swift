@@ -25,11 +25,6 @@ package struct TraccarProtocol: Sendable {
             timeoutSeconds: timeoutSeconds, connectTimeoutSeconds: connectTimeoutSeconds)
     }
 
-    /// The empty request that tells Traccar (which answers it `400`) from a link that answers nothing.
-    func canaryRequest() -> HTTPRequest {
-        ServerCheck.request(url: url, connectTimeoutSeconds: connectTimeoutSeconds)
-    }
-
     /// Maps Traccar's answers onto what the forwarder does next.
     package func outcome(of result: Result<HTTPResponse, CurlError>) -> DeliveryOutcome {
         switch result {
