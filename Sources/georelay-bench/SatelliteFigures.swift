@@ -322,10 +322,13 @@ private func standardOutage(
         try client.write(before.map(fixLine).joined())
         _ = client.readLines(before.count)
         let onlineBy = WallClock.monotonicNs() + 60_000_000_000
-        while sink.fixes.count < devices.count {
+        // Until the relay has the answers too: a round cut off with its answer on the way is not
+        // how a relay goes to sea (it would learn nothing of the server's keep-alive).
+        while sink.fixes.count < devices.count || !pending(relay: relay, atMost: 0) {
             guard WallClock.monotonicNs() < onlineBy else {
                 throw BenchError(
-                    "\(transport): the units' fixes before the outage did not reach the server within 60 s")
+                    "\(transport): the units' fixes before the outage were not delivered (the server has them and the relay its answers) within 60 s"
+                )
             }
             usleep(100_000)
         }
@@ -420,7 +423,7 @@ private func standardOutage(
         // server has gained no fix from before link-up for 20 s. Either way the figure is when
         // the last of them arrived.
         if let grew = historyGrewAt, fixes.count > heldBefore,
-            pendingIsSmall(relay: relay, units: devices.count) || now - grew > 20_000_000_000
+            pending(relay: relay, atMost: devices.count) || now - grew > 20_000_000_000
         {
             drainedAt = grew
         }
@@ -497,8 +500,8 @@ private func standardOutage(
     return result
 }
 
-/// Whether the relay's status shows at most one position a unit pending (the live fixes in flight).
-private func pendingIsSmall(relay: BenchRelay, units: Int) -> Bool {
+/// Whether the relay's status shows at most `count` positions pending (a unit's live fix each in flight).
+private func pending(relay: BenchRelay, atMost count: Int) -> Bool {
     guard
         let result = try? RelayProcess.command(
             ["status", "--json", "--config", relay.configPath], directory: relay.directory.path),
@@ -509,7 +512,7 @@ private func pendingIsSmall(relay: BenchRelay, units: Int) -> Bool {
         guard case .object(let fields) = destination, case .number(let pending)? = fields["pending"] else {
             return false
         }
-        return pending <= Double(units)
+        return pending <= Double(count)
     }
 }
 

@@ -16,6 +16,8 @@ import Testing
         let engine: PushEngine
         var ledger = DeliveryLedger(destination: "push")
         var outcomes: [PushRound.Outcome] = []
+        /// The most bytes each batch asked for might carry (nil: a full window's).
+        var asked: [Int?] = []
         var connectionKeptAlive: Bool? { engine.keepsAlive }
 
         init(url: String, timeoutSeconds: Double = 10) throws {
@@ -45,16 +47,17 @@ import Testing
 
         /// Sends batches `numbers`, a round at a time, each asking for the next while the link has
         /// room; rounds go on until every batch went or one stops.
-        func send(_ numbers: Range<Int>) {
+        func send(_ numbers: Range<Int>, refill: PushRound.Refill = .window) {
             var next = numbers.lowerBound
             while next < numbers.upperBound {
-                engine.begin(Self.batch(next), token: "t", ledger: ledger, refill: true)
+                engine.begin(Self.batch(next), token: "t", ledger: ledger, refill: refill)
                 next += 1
                 while let need = engine.drive(stop: AbortFlag(), yield: AbortFlag(), progress: { _ in }) {
-                    guard case .batch = need, next < numbers.upperBound else {
+                    guard case .batch(let maxBytes) = need, next < numbers.upperBound else {
                         engine.supply(.none(stop: nil))
                         continue
                     }
+                    asked.append(maxBytes)
                     engine.supply(.batch(Self.batch(next), token: "t"))
                     next += 1
                 }
@@ -90,6 +93,23 @@ import Testing
         #expect(server.connectionsAccepted == 1)
         #expect(server.deepestPipeline >= 2, "batches waiting behind one another: \(server.deepestPipeline)")
         #expect(h.connectionKeptAlive == true)
+    }
+
+    /// A trial has one small batch behind it on the wire before its answer (the gateway has both
+    /// at once), then, answered, the window.
+    @Test func aTrialHasOneSmallBatchBehindItThenTheWindow() throws {
+        let seen = SeenRequests()
+        let server = try HTTPTestServer(readsAhead: .milliseconds(200), handler: Self.echo(seen))
+        defer { server.stop() }
+        let h = try Harness(url: server.url)
+        h.send(0..<1) // the gateway shows it keeps connections alive
+        h.send(1..<6, refill: .trial(bytes: 100))
+        #expect(h.delivered == 6)
+        #expect(h.outcomes.count == 2, "the trial's round went on as a window")
+        #expect(h.asked.first == 100, "the batch behind the trial is a small one: \(h.asked)")
+        #expect(h.asked.dropFirst().allSatisfy { $0 == nil }, "then the window's: \(h.asked)")
+        #expect(server.deepestPipeline >= 2, "the trial and the batch behind it at once: \(server.deepestPipeline)")
+        #expect(seen.bodies == Self.bodies(0...5))
     }
 
     /// A server that closes after every answer: each batch once, in order, one connection each,

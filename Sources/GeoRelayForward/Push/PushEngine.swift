@@ -38,9 +38,8 @@ final class PushEngine {
     /// The path's round trip as the depth has measured it.
     var roundTrip: Duration? { (round?.carried ?? carried).depth.roundTrip }
 
-    /// Begins a round with `first`, settling into `ledger` (`refill`: a backlog, more batches
-    /// are asked for while the link has room).
-    func begin(_ first: PushRound.Batch, token: String, ledger: DeliveryLedger, refill: Bool) {
+    /// Begins a round with `first`, settling into `ledger`.
+    func begin(_ first: PushRound.Batch, token: String, ledger: DeliveryLedger, refill: PushRound.Refill) {
         self.ledger = ledger
         round = PushRound(
             first, token: token, setup: setup, carried: carried, connected: driver.keptOpen().contains(0),

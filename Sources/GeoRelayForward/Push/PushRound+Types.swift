@@ -19,13 +19,27 @@ extension PushRound {
 
     /// What the round waits for from its caller.
     enum Need {
-        /// Room on the wire: the next batch, planned as if every batch before it were delivered, or none.
-        case batch
+        /// Room on the wire: the next batch, planned as if every batch before it were delivered,
+        /// of at most `maxBytes` when set, or none.
+        case batch(maxBytes: Int?)
         /// These positions again in `encoding` (halves of a batch refused as too large or bad, or
         /// a weaker encoding), a body each.
         case bodies([ArraySlice<Item>], PushSettings.Compression)
         /// A fresh token: the gateway answered 401 to `refused`.
         case token(refused: String)
+    }
+
+    /// Whether a round asks for more batches behind its first.
+    enum Refill: Equatable {
+        /// The first batch alone (a budget's remainder, a replay).
+        case none
+        /// A backlog's window: as many as keep the link busy.
+        case window
+        /// A trial (after backing off, the gateway not yet proven): one batch of at most `bytes`
+        /// behind it before its answer, then the window once it is delivered, so the trial's
+        /// answer costs the history no round trip of its own and a gateway still down no more
+        /// than `bytes`.
+        case trial(bytes: Int)
     }
 
     /// A body for `Need.bodies`.

@@ -31,7 +31,7 @@ struct PushRound: ConnectionRound {
     private(set) var need: Need?
     private(set) var outcome = Outcome()
     /// New batches may be asked for (a backlog's window).
-    private var refilling: Bool
+    private var refill: Refill
     /// A batch was not taken whole: from here on one at a time, nothing new.
     private var resolving = false
     private var retriedAuth = false
@@ -52,15 +52,16 @@ struct PushRound: ConnectionRound {
 
     /// - Parameters:
     ///   - connected: whether the driver still holds the connection kept from the last round.
-    ///   - refill: a backlog's batch: more are asked for while the link has room.
+    ///   - refill: whether more batches are asked for behind `first`.
     init(
-        _ first: Batch, token: String, setup: Setup, carried: Carried, connected: Bool, refill: Bool, now: RelayInstant
+        _ first: Batch, token: String, setup: Setup, carried: Carried, connected: Bool, refill: Refill,
+        now: RelayInstant
     ) {
         self.setup = setup
         self.carried = carried
         self.token = token
         self.now = now
-        refilling = refill
+        self.refill = refill
         cadence = ProgressCadence(now: now)
         update = DeliveryUpdate(destination: setup.destination)
         self.carried.lane.inFlight.removeAll()
@@ -94,7 +95,7 @@ struct PushRound: ConnectionRound {
         switch event {
         case .turn(let yield):
             yielding = yield
-            if yield { refilling = false }
+            if yield { refill = .none }
             settle(ledger: &ledger)
             fill(ledger: &ledger)
             askForMore()
@@ -181,7 +182,7 @@ struct PushRound: ConnectionRound {
             token = fresh
             resend(0)
         case (.batch, _):
-            refilling = false
+            refill = .none
         case (_, .none(let stop)):
             end(stop, ledger: &ledger)
         default:
@@ -247,10 +248,14 @@ struct PushRound: ConnectionRound {
 
     /// Asks for the next batch while the link has room for it.
     private mutating func askForMore() {
-        guard refilling, !resolving, !finished, need == nil, carried.keepsAlive != false,
+        guard refill != .none, !resolving, !finished, need == nil, carried.keepsAlive != false,
             !entries.contains(where: { $0.sentAt == nil }), entries.count < window
         else { return }
-        need = .batch
+        guard case .trial(let bytes) = refill else {
+            need = .batch(maxBytes: nil)
+            return
+        }
+        if entries.count < 2 { need = .batch(maxBytes: bytes) }
     }
 
     // MARK: - Answers
@@ -326,11 +331,13 @@ struct PushRound: ConnectionRound {
                 update.drain = head.batch.full
                 for item in head.batch.items { ledger.delivered(item.delivery, into: &update) }
                 outcome.delivered += head.batch.items.count
+                // The trial is answered: the window from here.
+                if case .trial = refill { refill = .window }
                 flush(force: false)
                 continue
             }
             resolving = true
-            refilling = false
+            refill = .none
             // Its halves or retry need the connection to themselves: every answer behind it first.
             guard onWire == 0 else { return }
             resolve(head, result, ledger: &ledger)

@@ -65,16 +65,17 @@ final class PushRounds: DestinationRounds {
         } catch {
             return report(error)
         }
-        // Full batches go several at a time on one connection; a trial, a budget's remainder or
-        // a replay alone.
-        let backlog =
-            prepared.full && !turn.trial && turn.restriction == nil && f.gate?.bytesLeft(for: name) == nil
+        // Full batches go several at a time on one connection (a trial's with one small batch
+        // behind it until it is answered); a budget's remainder or a replay alone.
+        let windowed =
+            prepared.full && turn.restriction == nil && f.gate?.bytesLeft(for: name) == nil
             && !prepared.items.contains { $0.delivery.kind == .replay }
+        let refill: PushRound.Refill = !windowed ? .none : turn.trial ? .trial(bytes: Self.behindTrialBytes) : .window
         var window = Window(
             route: f.gate?.routeGeneration(for: name) ?? 0, assumed: ledger.assuming(prepared.items.map(\.delivery)),
             currentAheadAt: prepared.carriesCurrent ? planned : nil)
         let (first, before) = (prepared.batch(settled: nil), ledger)
-        await f.engine.run { $0.begin(first, token: token, ledger: before, refill: backlog) }
+        await f.engine.run { $0.begin(first, token: token, ledger: before, refill: refill) }
         let yield = AbortFlag()
         let (stop, wake, recorder) = (f.shutdown.abandoned, f.wakeEngine, f.recorder)
         let (outcome, after) = await withTaskCancellationHandler {
@@ -102,6 +103,10 @@ final class PushRounds: DestinationRounds {
         }
     }
 
+    /// The most a batch behind a trial may carry: about what a full batch of 500 positions
+    /// compresses to (11 bytes a position), and all a gateway still down costs beyond the trial.
+    static let behindTrialBytes = 8 * 1024
+
     /// What a round's backlog window has planned so far.
     private struct Window {
         /// The route it was planned on: a batch planned after the route moved waits for the next round.
@@ -118,8 +123,8 @@ final class PushRounds: DestinationRounds {
     {
         let f = forwarder
         switch need {
-        case .batch:
-            return await nextBatch(window: &window, order: &order)
+        case .batch(let maxBytes):
+            return await nextBatch(maxBytes: maxBytes, window: &window, order: &order)
         case .bodies(let chunks, let encoding):
             guard !Task.isCancelled else { return .none(stop: nil) }
             let planner = await f.engine.run { $0.state.planner }
@@ -151,7 +156,9 @@ final class PushRounds: DestinationRounds {
     /// are, only every so often (`DrainOrder.currentDue`): with many units one arrives every few
     /// hundred milliseconds, and each batch of them costs a read of every device's backlog and a
     /// request. A replay waits for a round of its own.
-    private func nextBatch(window: inout Window, order: inout DrainOrder) async -> PushRound.Supply {
+    private func nextBatch(maxBytes: Int?, window: inout Window, order: inout DrainOrder) async
+        -> PushRound.Supply
+    {
         let f = forwarder
         let name = f.settings.name
         let (state, roundTrip) = await f.engine.run { ($0.state, $0.roundTrip) }
@@ -160,7 +167,7 @@ final class PushRounds: DestinationRounds {
             (f.gate?.routeGeneration(for: name) ?? 0) == window.route,
             let next = try? await f.prepare(ledger: window.assumed, state: state, currentAhead: currentDue),
             !next.items.isEmpty, next.full || next.kind == .current || f.waitMs(before: next) == nil,
-            next.items.count <= state.maxPositions,
+            next.items.count <= state.maxPositions, next.body.count <= maxBytes ?? .max,
             !next.items.contains(where: { $0.delivery.kind == .replay }),
             // A window that outlasts the token's refresh point (a long backlog over a slow link)
             // sends its next batches with the new token, not the old one to its expiry.
