@@ -33,6 +33,11 @@ struct DestinationLoop {
         /// The server refused the credentials: wait `seconds` (nil: as the backoff says), then try
         /// again with a trial.
         case refused(reason: String, seconds: Double?)
+        /// Real time (`buffer: false`) is ready: it tries what arrives from here on.
+        case ready
+        /// Real time tried each new position once: `dropped` of them got no delivery and are gone.
+        /// Never a backoff: backing off would hold what arrives meanwhile, which is buffering.
+        case triedOnce(delivered: Int, dropped: Int)
     }
 
     enum Event: Equatable {
@@ -104,6 +109,17 @@ struct DestinationLoop {
         case .ended(.unavailable(let reason, let retryAfter, let transport)):
             state = .probing
             return [.backOff(reason: reason, retryAfter: retryAfter, transport: transport)]
+        case .ended(.ready):
+            return [.record(.online, error: nil), .next]
+        case .ended(.triedOnce(let delivered, let dropped)):
+            // What was delivered showed the destination online as it went (`DeliveryRecorder`).
+            guard dropped > 0 else { return [.next] }
+            return [
+                .log(
+                    .warning,
+                    "real-time destination dropped \(dropped) of \(delivered + dropped) positions (buffer is off)"),
+                .record(.backoff, error: "dropped \(dropped) positions"), .next,
+            ]
         case .ended(.refused(let reason, let given)):
             let seconds = given ?? backoff.nextDelay()
             state = .authFailed

@@ -23,6 +23,20 @@ import Testing
         #expect(loop.handle(.ended(.again)) == [.next])
     }
 
+    /// Real time shows itself online once ready, and what it drops in status, and never backs off
+    /// (that would hold what arrives meanwhile) nor tries with a trial.
+    @Test func realTimeRecordsWhatItDropsAndNeverBacksOff() {
+        var loop = loop()
+        #expect(loop.handle(.ended(.ready)) == [.record(.online, error: nil), .next])
+        #expect(loop.handle(.ended(.triedOnce(delivered: 3, dropped: 0))) == [.next])
+        #expect(
+            loop.handle(.ended(.triedOnce(delivered: 1, dropped: 2))) == [
+                .log(.warning, "real-time destination dropped 2 of 3 positions (buffer is off)"),
+                .record(.backoff, error: "dropped 2 positions"), .next,
+            ])
+        #expect(loop.handle(.turn(route: 0, restriction: nil)) == [Self.fullRound], "no trial after drops")
+    }
+
     @Test func aMovedRouteForgetsTheConnectionsOnce() {
         var loop = loop()
         let moved = loop.handle(.turn(route: 1, restriction: nil))

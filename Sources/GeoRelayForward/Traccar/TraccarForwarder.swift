@@ -13,7 +13,7 @@ import Glibc
 /// or `TeltonikaEngine`, which only the wire tells apart); the
 /// `DeliveryLedger` says what each answer settles, and its updates go to the spool without
 /// waiting for the commit: a crash can only cause a resend of what was in flight. With the
-/// buffer off, real-time only (`+RealTime`). When the destination is
+/// buffer off, real-time only (`RealTimeRounds`, behind the same loop). When the destination is
 /// unavailable the forwarder backs off (`DestinationLink`: probes while nothing
 /// answers, a small trial when no probe proves the server) and
 /// resumes at full speed once the server answers. Each destination has its own
@@ -121,7 +121,9 @@ package final class TraccarForwarder: DestinationForwarder {
             if self.settings.buffer {
                 await self.runBuffered(wake: wake)
             } else {
-                await self.runRealTime(wake: wake)
+                await DestinationLoop.run(
+                    RealTimeRounds(self), settings: self.settings, link: self.link, recorder: self.recorder,
+                    wake: wake, logger: self.logger, clock: self.clock)
             }
         }
     }
