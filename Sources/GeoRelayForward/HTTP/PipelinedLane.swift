@@ -28,6 +28,12 @@ struct PipelinedLane<Request> {
         case unexpected(String)
     }
 
+    /// At a round's start: nothing in flight, and no connection unless the driver kept it.
+    mutating func beginRound(connected kept: Bool) {
+        inFlight.removeAll()
+        if !kept { close() }
+    }
+
     mutating func opened(at now: RelayInstant) {
         connected = true
         lastProgress = now

@@ -64,8 +64,7 @@ struct PushRound: ConnectionRound {
         self.refill = refill
         cadence = ProgressCadence(now: now)
         update = DeliveryUpdate(destination: setup.destination)
-        self.carried.lane.inFlight.removeAll()
-        if !connected { self.carried.lane.close() }
+        self.carried.lane.beginRound(connected: connected)
         append(first)
     }
 

@@ -107,10 +107,7 @@ struct OsmAndRound: ConnectionRound {
         update = DeliveryUpdate(destination: setup.destination)
         laneBatches = Array(repeating: [], count: carried.lanes.count)
         suspects = Array(repeating: nil, count: carried.lanes.count)
-        for lane in self.carried.lanes.indices {
-            self.carried.lanes[lane].inFlight.removeAll()
-            if !connected[lane] { self.carried.lanes[lane].close() }
-        }
+        for lane in self.carried.lanes.indices { self.carried.lanes[lane].beginRound(connected: connected[lane]) }
     }
 
     /// Lanes with requests unanswered or bytes unsent: none after a `turn`, and the round is over.
