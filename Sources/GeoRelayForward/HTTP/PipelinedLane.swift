@@ -23,11 +23,6 @@ struct PipelinedLane<Request> {
     var hasOutput: Bool { sentBytes < output.count }
     var isBusy: Bool { !inFlight.isEmpty || hasOutput }
 
-    /// Why a connection is of no more use.
-    enum Fault: Error {
-        case unexpected(String)
-    }
-
     /// At a round's start: nothing in flight, and no connection unless the driver kept it.
     mutating func beginRound(connected kept: Bool) {
         inFlight.removeAll()
@@ -60,7 +55,8 @@ struct PipelinedLane<Request> {
     /// The next complete answer with the request it answers, oldest first; nil until one is whole.
     /// Anything that cannot be an answer (bytes that do not parse, an answer to no request) is a
     /// fault: it is never an acknowledgement.
-    mutating func nextAnswer(at now: RelayInstant) throws(Fault) -> (request: Request, response: HTTP1Response)? {
+    mutating func nextAnswer(at now: RelayInstant) throws(PipelineFault) -> (request: Request, response: HTTP1Response)?
+    {
         guard connected else { return nil }
         let parsed: HTTP1Response?
         do throws(HTTP1ParseError) {
@@ -99,4 +95,10 @@ struct PipelinedLane<Request> {
         sentBytes = 0
         answeredOnConnection = 0
     }
+}
+
+/// Why a pipelined connection is of no more use. Outside `PipelinedLane` because Swift 6.0.3 (the
+/// arm64 package's compiler) crashes on typed throws of a type nested in a generic one.
+enum PipelineFault: Error {
+    case unexpected(String)
 }

@@ -112,7 +112,7 @@ struct PushRound: ConnectionRound {
         case .received(_, let bytes):
             guard carried.lane.connected else { break }
             carried.lane.received(bytes, at: now)
-            do throws(PipelinedLane<Int>.Fault) {
+            do throws(PipelineFault) {
                 while let (id, http) = try carried.lane.nextAnswer(at: now) { answered(id, http) }
             } catch {
                 switch error {

@@ -300,7 +300,7 @@ struct OsmAndRound: ConnectionRound {
     private mutating func receive(_ lane: Int, _ bytes: UnsafeRawBufferPointer, ledger: inout DeliveryLedger) {
         guard carried.lanes[lane].connected else { return }
         carried.lanes[lane].received(bytes, at: now)
-        do throws(PipelinedLane<InFlight>.Fault) {
+        do throws(PipelineFault) {
             while let (request, http) = try carried.lanes[lane].nextAnswer(at: now) {
                 answer(lane, request, http, ledger: &ledger)
             }
