@@ -124,11 +124,15 @@ struct PushRound: ConnectionRound {
             fill(ledger: &ledger)
         case .peerClosed:
             while let (id, http) = carried.lane.answerAtClose(at: now) { answered(id, http) }
-            if carried.lane.connected { closedUnanswered(ledger: &ledger) }
+            if carried.lane.connected { closedUnanswered("closed", ledger: &ledger) }
             settle(ledger: &ledger)
             fill(ledger: &ledger)
         case .failed(_, let message):
-            end(.unavailable(message, retryAfter: nil, transport: true), ledger: &ledger)
+            // A reset is how a server's close reaches us when pipelined requests were still
+            // unread on its side: the same end of a connection, with no answer to take at it.
+            closedUnanswered(message, ledger: &ledger)
+            settle(ledger: &ledger)
+            fill(ledger: &ledger)
         case .tick:
             waited = true
             if carried.lane.timedOut(at: now, after: setup.requestTimeout) {
@@ -291,7 +295,7 @@ struct PushRound: ConnectionRound {
 
     /// The connection ended with batches unanswered and nothing of the oldest's answer: they go
     /// again on a new one; the oldest a second time fails.
-    private mutating func closedUnanswered(ledger: inout DeliveryLedger) {
+    private mutating func closedUnanswered(_ how: String, ledger: inout DeliveryLedger) {
         let partial = carried.lane.parser.bufferedBytes > 0
         let unanswered = carried.lane.inFlight
         // A gateway that ends a connection after its first answer with batches behind it gets
@@ -301,13 +305,14 @@ struct PushRound: ConnectionRound {
         guard let head = unanswered.first, let at = entries.firstIndex(where: { $0.id == head }) else { return }
         if partial {
             return end(
-                .unavailable("the connection closed inside an answer", retryAfter: nil, transport: true),
+                .unavailable("the connection ended inside an answer (\(how))", retryAfter: nil, transport: true),
                 ledger: &ledger)
         }
         if entries[at].retried {
             return end(
                 .unavailable(
-                    "the server closed the connection twice without answering", retryAfter: nil, transport: true),
+                    "the server ended the connection twice without answering (\(how))", retryAfter: nil,
+                    transport: true),
                 ledger: &ledger)
         }
         entries[at].retried = true
