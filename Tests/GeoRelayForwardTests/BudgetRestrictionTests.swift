@@ -174,7 +174,7 @@ import Testing
 
     /// Once the budget is free, the backlog is a backfill: history behind a newer fix. A live
     /// position arriving during it goes ahead of what is left, at the next give-way (at least
-    /// 2 s into the backfill: `DrainOrder.liveEdgeInterval`). The backlog is long enough
+    /// 2 s into the backfill: `DrainOrder.liveEdge`). The backlog is long enough
     /// that the loopback drains well under half of it in that time (20,000 were 16,385 delivered
     /// once, on a loaded machine).
     @Test func liveGoesAheadOfTheBackfill() async throws {

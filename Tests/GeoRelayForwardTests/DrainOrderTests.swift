@@ -47,10 +47,27 @@ struct DrainOrderTests {
         #expect(!order.currentDue(at: start + .milliseconds(1_100), lastAheadAt: start, roundTrip: rtt), "within 1.2 s")
         #expect(order.currentDue(at: start + .milliseconds(1_200), lastAheadAt: start, roundTrip: rtt))
         #expect(!order.currentDue(at: start + .milliseconds(900), lastAheadAt: start, roundTrip: .milliseconds(10)))
-        #expect(DrainOrder.liveEdgeInterval(aheadRound: .milliseconds(50)) == .seconds(2))
-        #expect(DrainOrder.liveEdgeInterval(aheadRound: .seconds(5)) == .seconds(10))
         let historyFirst = DrainOrder(setting: .oldestFirst, currentWithinSeconds: 10)
         #expect(!historyFirst.currentDue(at: start, lastAheadAt: nil, roundTrip: rtt))
+    }
+
+    /// A round of history meets live fixes only in a backfill whose current positions go ahead:
+    /// they join it where the transport takes them into a running round, and otherwise end it
+    /// after ten of the last current round's durations, between 2 s and 10 s.
+    @Test func theLiveEdgeOfARoundOfHistory() {
+        var order = DrainOrder(setting: .currentFirst, currentWithinSeconds: 10)
+        #expect(order.liveEdge(at: start, backfilling: false, joinable: true) == .none)
+        order.observe(.backlog, backfilling: true, at: start)
+        #expect(order.liveEdge(at: start, backfilling: true, joinable: true) == .join)
+        #expect(order.liveEdge(at: start, backfilling: true, joinable: false) == .giveWay(after: .seconds(2)))
+        order.currentRoundTook(.milliseconds(600))
+        #expect(order.liveEdge(at: start, backfilling: true, joinable: false) == .giveWay(after: .seconds(6)))
+        order.currentRoundTook(.seconds(5))
+        #expect(order.liveEdge(at: start, backfilling: true, joinable: false) == .giveWay(after: .seconds(10)))
+        var auto = DrainOrder(setting: .auto, currentWithinSeconds: 10)
+        auto.observe(.backlog, backfilling: true, at: start)
+        #expect(auto.liveEdge(at: start + .seconds(7), backfilling: true, joinable: true) == .none, "history's time")
+        #expect(auto.liveEdge(at: start + .seconds(8), backfilling: true, joinable: true) == .join)
     }
 
     @Test func theFixedOrdersNeverChange() {

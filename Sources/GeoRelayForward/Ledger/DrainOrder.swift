@@ -26,6 +26,8 @@ struct DrainOrder: Sendable {
     private(set) var since: RelayInstant?
     /// The current positions went ahead in this backfill: what is left is history to the server.
     private(set) var gaveWay = false
+    /// How long the last round of current positions took.
+    private var aheadRound = Duration.zero
 
     init(setting: Configuration.DrainOrderSetting, currentWithinSeconds: Double) {
         self.setting = setting
@@ -68,14 +70,32 @@ struct DrainOrder: Sendable {
         }
     }
 
-    /// How long a round carrying a backfill runs before a live fix ends it, given how long the
-    /// last round of current positions took (about a round trip). Each give-way leaves the link
-    /// idle for about two round trips (the answers in flight come in, then the newest goes
-    /// alone), so it comes at most every ten of those, never sooner than 2 s and never later than
-    /// 10 s (a slow round of many devices must not hold live fixes back for minutes): on the geo
-    /// link (600 ms) about a tenth of the drain, where a fixed 2 s cost more than half of it.
-    static func liveEdgeInterval(aheadRound: Duration) -> Duration {
-        min(.seconds(10), max(.seconds(2), aheadRound * 10))
+    /// How a round of history meets the live fixes committed while it runs.
+    enum LiveEdge: Equatable, Sendable {
+        /// Nothing ends it for them: no backfill, or its current positions do not go ahead yet.
+        case none
+        /// They join the running round as they commit (`LiveJoin`), and the next round is history
+        /// again: requests per position on a kept pipeline (OsmAnd) cost nothing to add.
+        case join
+        /// The first of them after `after` ends it, and the next round sends each device's newest.
+        case giveWay(after: Duration)
+    }
+
+    /// The live edge of the next round of history. `joinable`: its transport takes positions into
+    /// a running round. A give-way leaves the link idle for about two round trips (the answers in
+    /// flight come in, then the newest goes alone), so it comes at most every ten of those (ten
+    /// times the last round of current positions, `currentRoundTook`), never sooner than 2 s and
+    /// never later than 10 s (a slow round of many devices must not hold live fixes back for
+    /// minutes): on the geo link (600 ms) about a tenth of the drain, where a fixed 2 s cost more
+    /// than half of it.
+    func liveEdge(at now: RelayInstant, backfilling: Bool, joinable: Bool) -> LiveEdge {
+        guard backfilling, currentAhead(at: now) else { return .none }
+        return joinable ? .join : .giveWay(after: min(.seconds(10), max(.seconds(2), aheadRound * 10)))
+    }
+
+    /// A round of current positions took `elapsed` (about a round trip).
+    mutating func currentRoundTook(_ elapsed: Duration) {
+        aheadRound = elapsed
     }
 
     /// Whether the next batch of a window that carries a backfill sends the live fixes ahead

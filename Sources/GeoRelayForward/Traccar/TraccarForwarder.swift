@@ -195,17 +195,21 @@ package final class TraccarForwarder: DestinationForwarder {
         }
     }
 
-    /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends
-    /// the round early (requests in flight finish, no new ones start), so the
-    /// next round can send it ahead of everything; with `liveEdge`, a live fix after
-    /// `liveEdgeAfter` does, or with `joinLive` joins the round (`joinLive(_:)`); with `historyLeft`, the time history may still go first does. Cancelling the task (the
-    /// forwarder is asked to finish) ends it early the same way; only an abandon
-    /// drops the requests in flight.
+    /// A backfill's round and the live fixes that commit while it runs.
+    struct LiveFixes: Sendable {
+        let edge: DrainOrder.LiveEdge
+        let commits: WakeSignal
+        let join: LiveJoin
+    }
+
+    /// Runs one engine round. With `alarms`, an alarm committed meanwhile ends the round early
+    /// (requests in flight finish, no new ones start), so the next round can send it ahead of
+    /// everything; `live` fixes end it or join it as its edge says; `historyLeft` ends it when
+    /// history has had its time. Cancelling the task (the forwarder is asked to finish) ends it
+    /// early the same way; only an abandon drops the requests in flight.
     func send(
-        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger,
-        alarms: WakeSignal? = nil, liveEdge: WakeSignal? = nil, liveEdgeAfter: Duration = .seconds(2),
-        joinLive: (commits: WakeSignal, into: LiveJoin)? = nil, historyLeft: Duration? = nil,
-        maxPositions: Int = .max
+        _ batches: [DeviceBatch], mode: DeliveryMode, ledger: inout DeliveryLedger, alarms: WakeSignal? = nil,
+        live: LiveFixes? = nil, historyLeft: Duration? = nil, maxPositions: Int = .max
     ) async -> [DeviceResult] {
         let stop = shutdown.abandoned
         let yield = AbortFlag()
@@ -229,18 +233,21 @@ package final class TraccarForwarder: DestinationForwarder {
                     alarms.clear()
                     endRound { await alarms.wait() }
                 }
-                if let liveEdge {
-                    // A backfill's round gives way to a live fix (the next round sends each
-                    // device's newest first), but not before it has had its interval: a round
-                    // ending at every fix would lose the pipelining that makes the backfill fast.
-                    liveEdge.clear()
-                    endRound {
-                        await clock.sleep(for: liveEdgeAfter)
-                        await liveEdge.wait()
+                if let live {
+                    switch live.edge {
+                    case .giveWay(let after):
+                        // Not before its interval: a round ending at every fix would lose the
+                        // pipelining that makes the backfill fast.
+                        live.commits.clear()
+                        endRound {
+                            await clock.sleep(for: after)
+                            await live.commits.wait()
+                        }
+                    case .join:
+                        group.addTask { await self.joinLive(live.commits, into: live.join, ledger: before) }
+                    case .none:
+                        break
                     }
-                }
-                if let joinLive {
-                    group.addTask { await self.joinLive(joinLive.commits, into: joinLive.into, ledger: before) }
                 }
                 if let historyLeft {
                     // History goes first only so long (`DrainOrder`): then the current positions.
@@ -250,7 +257,7 @@ package final class TraccarForwarder: DestinationForwarder {
                     var ledger = before
                     let round = EngineRound(
                         batches: batches, mode: mode, maxPositions: maxPositions, stop: stop, yield: yield,
-                        live: joinLive?.into)
+                        live: live?.edge == .join ? live?.join : nil)
                     let results = engine.deliver(round, ledger: &ledger) { update in
                         var update = update
                         update.drain = drain

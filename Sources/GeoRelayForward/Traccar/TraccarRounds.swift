@@ -11,13 +11,11 @@ final class TraccarRounds: DestinationRounds {
     private var ledger: DeliveryLedger
     /// Alarms committed during a round end it, so they go ahead of the rest.
     private let alarms: WakeSignal
-    /// Live fixes committed during a backfill's round end it after its interval.
+    /// Live fixes committed during a backfill's round end it or join it (`DrainOrder.LiveEdge`).
     private let positions: WakeSignal
     /// The last device of the previous round: the next round starts after it, so with more
     /// devices than fit in a round every device is served in turn, not the first 64 until done.
     private var rotation: Int64 = 0
-    /// How long the last round of current positions took (`TraccarForwarder.liveEdgeInterval`).
-    private var aheadRound: Duration = .zero
     /// After a round of current positions, the next is history: with live fixes arriving faster
     /// than rounds, current positions at every turn would starve the backfill.
     private var historyNext = false
@@ -83,7 +81,7 @@ final class TraccarRounds: DestinationRounds {
             results = await f.send(
                 TraccarForwarder.batches(plan.deliveries, cursors: plan.ready), mode: .buffered, ledger: &ledger,
                 maxPositions: maxPositions)
-            if plan.kind == .current { aheadRound = f.clock.now() - started }
+            if plan.kind == .current { order.currentRoundTook(f.clock.now() - started) }
         case .replay?:
             results = await f.send(
                 TraccarForwarder.replayBatches(plan.deliveries), mode: .buffered, ledger: &ledger,
@@ -91,19 +89,17 @@ final class TraccarRounds: DestinationRounds {
         case .backlog?:
             rotation = plan.lastInTurn ?? rotation
             let started = f.clock.now()
-            // A backfill's round takes live fixes as they come over pipelined OsmAnd, and the next
-            // round is history again: the live edge is the joins' (their filter decides what goes,
-            // not a round of every newest). Otherwise it gives way to them after its interval
-            // (`DrainOrder.liveEdgeInterval`).
-            let liveEdge = plan.backfilling && order.currentAhead(at: now) ? positions : nil
-            let joins = liveEdge != nil && f.osmAnd && !turn.trial && maxPositions == .max
+            // Live fixes join a round only over pipelined OsmAnd, and not into a trial's or a
+            // budget's bounded one.
+            let edge = order.liveEdge(
+                at: now, backfilling: plan.backfilling, joinable: f.osmAnd && !turn.trial && maxPositions == .max)
             if !plan.backfilling { live.reset() }
-            historyNext = joins
+            // After a round the live fixes joined, the next is history again: the joins' filter
+            // decided what went, not a round of every newest.
+            historyNext = edge == .join
             results = await f.send(
-                f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger,
-                alarms: alarms, liveEdge: joins ? nil : liveEdge,
-                liveEdgeAfter: DrainOrder.liveEdgeInterval(aheadRound: aheadRound),
-                joinLive: joins ? liveEdge.map { ($0, live) } : nil,
+                f.backlogBatches(plan, ledger: ledger), mode: .buffered, ledger: &ledger, alarms: alarms,
+                live: TraccarForwarder.LiveFixes(edge: edge, commits: positions, join: live),
                 historyLeft: order.historyLeft(at: now), maxPositions: maxPositions)
             pace.record(delivered: results.reduce(0) { $0 + $1.delivered }, elapsed: f.clock.now() - started)
         }
