@@ -173,13 +173,21 @@ protocol DestinationRounds: AnyObject {
 }
 
 extension DestinationLoop {
-    /// Runs the loop with `rounds` until the task is cancelled.
+    /// Runs the loop with `rounds` until the task is cancelled, woken by the spool's commits and
+    /// the uplinks' changes.
     static func run(
         _ rounds: some DestinationRounds, settings: Configuration.DestinationSettings, link: DestinationLink,
-        recorder: DeliveryRecorder, wake: WakeSignal, logger: Logger, clock: any RelayClock
+        recorder: DeliveryRecorder, spool: Spool, logger: Logger, clock: any RelayClock
     ) async {
         let gate = recorder.gate
         let name = settings.name
+        let wake = spool.commits.subscribe()
+        gate?.watch(wake)
+        defer {
+            gate?.unwatch(wake)
+            spool.commits.unsubscribe(wake)
+        }
+        await gate?.firstLook(clock: clock)
         var loop = DestinationLoop(
             backoff: Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds),
             route: gate?.routeGeneration(for: name) ?? 0)

@@ -62,10 +62,10 @@ struct PipelinedLane<Request> {
         do throws(HTTP1ParseError) {
             parsed = try parser.next()
         } catch {
-            throw .unexpected("a response that does not parse: \(error)")
+            throw PipelineFault(reason: "a response that does not parse: \(error)")
         }
         guard let parsed else { return nil }
-        guard !inFlight.isEmpty else { throw .unexpected("an answer to no request") }
+        guard !inFlight.isEmpty else { throw PipelineFault(reason: "an answer to no request") }
         return taken(parsed, at: now)
     }
 
@@ -99,6 +99,6 @@ struct PipelinedLane<Request> {
 
 /// Why a pipelined connection is of no more use. Outside `PipelinedLane` because Swift 6.0.3 (the
 /// arm64 package's compiler) crashes on typed throws of a type nested in a generic one.
-enum PipelineFault: Error {
-    case unexpected(String)
+struct PipelineFault: Error {
+    let reason: String
 }

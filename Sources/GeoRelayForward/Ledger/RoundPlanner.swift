@@ -256,10 +256,7 @@ extension RoundPlanner {
             ledger = ledger.assuming(deliveries)
             attempted += deliveries.count
             guard !deliveries.isEmpty else { continue }
-            let cursor = DeviceCursor(
-                deviceID: stored[0].deviceID, device: stored[0].position.device, ackedSeq: 0, lastSeq: 0,
-                parkedUntilMs: nil)
-            batches.append(DeviceBatch(cursor: cursor, deliveries: deliveries))
+            batches.append(DeviceBatch(untracked: deliveries))
         }
         return (batches, attempted)
     }

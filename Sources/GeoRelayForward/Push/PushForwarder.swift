@@ -84,13 +84,6 @@ package final class PushForwarder: DestinationForwarder {
 
     /// The delivery loop, until the task is cancelled.
     private func deliver() async {
-        let wake = spool.commits.subscribe()
-        gate?.watch(wake)
-        defer {
-            gate?.unwatch(wake)
-            spool.commits.unsubscribe(wake)
-        }
-        await gate?.firstLook(clock: clock)
         let name = settings.name
         if let stored = try? await reader.run({ try $0.encoding(destination: name) }),
             let remembered = PushSettings.Compression(rawValue: stored), remembered.strength < push.compression.strength
@@ -104,7 +97,7 @@ package final class PushForwarder: DestinationForwarder {
         }
         let rounds = PushRounds(self, ledger: ledger)
         await DestinationLoop.run(
-            rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
+            rounds, settings: settings, link: link, recorder: recorder, spool: spool, logger: logger, clock: clock)
     }
 
     /// How long a batch that is not full waits: at most `batch.maxDelaySeconds` after its oldest
@@ -164,10 +157,10 @@ package final class PushForwarder: DestinationForwarder {
         }
         let planning = Double(clock.monotonicNs() &- started) / 1e9
         var encoded = try await encode(items[...], encoding: state.encoding, planner: state.planner)
-        encoded.measurement?.planningSeconds = planning
+        encoded.compression?.planningSeconds = planning
         return Prepared(
             items: items, full: full, settled: settled, encoding: state.encoding, body: encoded.body,
-            compression: encoded.measurement, kind: plan.kind, backfilling: plan.backfilling)
+            compression: encoded.compression, kind: plan.kind, backfilling: plan.backfilling)
     }
 
     private static func initialState(_ push: PushSettings) -> DeliveryState {
@@ -186,24 +179,23 @@ package final class PushForwarder: DestinationForwarder {
 
     /// JSON, then the chosen compression, off the cooperative pool.
     func encode(_ chunk: ArraySlice<Item>, encoding: PushSettings.Compression, planner: CompressionPlanner) async throws
-        -> (body: [UInt8], measurement: CompressionMeasurement?)
+        -> PushRound.Encoded
     {
         let (wire, points, clock) = (self.wire, chunk.map(\.point), self.clock)
         return try await encoder.run { zstd in
             let json = wire.encodeBatch(points)
             switch encoding {
-            case .none: return (json, nil)
-            case .gzip: return (try Gzip.compress(json), nil)
+            case .none: return PushRound.Encoded(body: json)
+            case .gzip: return PushRound.Encoded(body: try Gzip.compress(json))
             case .zstd:
                 let level = planner.level(forJSONBytes: json.count)
                 let started = clock.monotonicNs()
                 let body = try zstd.compress(json, level: level)
                 let seconds = Double(clock.monotonicNs() &- started) / 1e9
-                return (
-                    body,
-                    CompressionMeasurement(
-                        level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds)
-                )
+                return PushRound.Encoded(
+                    body: body,
+                    compression: CompressionMeasurement(
+                        level: level, jsonBytes: json.count, compressedBytes: body.count, seconds: seconds))
             }
         }
     }

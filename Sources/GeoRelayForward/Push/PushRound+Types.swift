@@ -45,7 +45,7 @@ extension PushRound {
     /// A body for `Need.bodies`.
     struct Encoded: Sendable {
         var body: [UInt8]
-        var compression: PushForwarder.CompressionMeasurement?
+        var compression: PushForwarder.CompressionMeasurement? = nil
     }
 
     /// What the caller answers a need with.

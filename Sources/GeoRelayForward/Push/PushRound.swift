@@ -65,7 +65,7 @@ struct PushRound: ConnectionRound {
         cadence = ProgressCadence(now: now)
         update = DeliveryUpdate(destination: setup.destination)
         self.carried.lane.beginRound(connected: connected)
-        append(first)
+        entries.append(makeEntry(first))
     }
 
     var state: PushForwarder.DeliveryState { carried.state }
@@ -106,7 +106,7 @@ struct PushRound: ConnectionRound {
             fill(ledger: &ledger)
         case .openFailed(_, let message):
             opening = false
-            end(.unavailable(message, retryAfter: nil, transport: true), ledger: &ledger)
+            fail(message, ledger: &ledger)
         case .wrote(_, let count):
             carried.lane.wrote(count, at: now)
         case .received(_, let bytes):
@@ -115,10 +115,7 @@ struct PushRound: ConnectionRound {
             do throws(PipelineFault) {
                 while let (id, http) = try carried.lane.nextAnswer(at: now) { answered(id, http) }
             } catch {
-                switch error {
-                case .unexpected(let reason):
-                    end(.unavailable(reason, retryAfter: nil, transport: true), ledger: &ledger)
-                }
+                fail(error.reason, ledger: &ledger)
             }
             settle(ledger: &ledger)
             fill(ledger: &ledger)
@@ -136,10 +133,7 @@ struct PushRound: ConnectionRound {
         case .tick:
             waited = true
             if carried.lane.timedOut(at: now, after: setup.requestTimeout) {
-                end(
-                    .unavailable(
-                        "no answer in \(setup.requestTimeout.components.seconds) s", retryAfter: nil, transport: true),
-                    ledger: &ledger)
+                fail("no answer in \(setup.requestTimeout.components.seconds) s", ledger: &ledger)
             }
         case .stop:
             stopping = true
@@ -172,7 +166,7 @@ struct PushRound: ConnectionRound {
         switch (asked, supply) {
         case (.batch, .batch(let batch, let fresh)):
             token = fresh
-            append(batch)
+            entries.append(makeEntry(batch))
         case (.bodies(let chunks, let encoding), .bodies(let bodies)) where bodies.count == chunks.count:
             let head = entries[0].batch
             let batches = zip(chunks, bodies).map { chunk, encoded in
@@ -183,7 +177,7 @@ struct PushRound: ConnectionRound {
             entries.replaceSubrange(0..<1, with: batches.map { makeEntry($0) })
         case (.token, .token(let fresh)):
             token = fresh
-            resend(0)
+            resendHead()
         case (.batch, _):
             refill = .none
         case (_, .none(let stop)):
@@ -198,10 +192,6 @@ struct PushRound: ConnectionRound {
     private mutating func makeEntry(_ batch: Batch) -> Entry {
         nextID += 1
         return Entry(id: nextID, batch: batch, token: token)
-    }
-
-    private mutating func append(_ batch: Batch) {
-        entries.append(makeEntry(batch))
     }
 
     private var onWire: Int { carried.lane.inFlight.count }
@@ -236,9 +226,7 @@ struct PushRound: ConnectionRound {
                     body: entry.batch.body, to: &carried.lane.output)
             } catch {
                 // A header value that cannot go on the wire (a token with a line break).
-                return end(
-                    .unavailable("a request header cannot be sent: \(error)", retryAfter: nil, transport: true),
-                    ledger: &ledger)
+                return fail("a request header cannot be sent: \(error)", ledger: &ledger)
             }
             entry.sentAt = now
             entry.behindAnother = onWire > 0
@@ -304,16 +292,10 @@ struct PushRound: ConnectionRound {
         close()
         guard let head = unanswered.first, let at = entries.firstIndex(where: { $0.id == head }) else { return }
         if partial {
-            return end(
-                .unavailable("the connection ended inside an answer (\(how))", retryAfter: nil, transport: true),
-                ledger: &ledger)
+            return fail("the connection ended inside an answer (\(how))", ledger: &ledger)
         }
         if entries[at].retried {
-            return end(
-                .unavailable(
-                    "the server ended the connection twice without answering (\(how))", retryAfter: nil,
-                    transport: true),
-                ledger: &ledger)
+            return fail("the server ended the connection twice without answering (\(how))", ledger: &ledger)
         }
         entries[at].retried = true
         for id in unanswered {
@@ -389,7 +371,7 @@ struct PushRound: ConnectionRound {
             need = .bodies([ids], weaker)
         case .unauthorized where head.token != token:
             // Sent with a token an earlier batch's 401 has replaced already: again, with the new one.
-            resend(0)
+            resendHead()
         case .unauthorized:
             guard !retriedAuth else {
                 return end(.auth(.rejected("push refused the token twice (HTTP 401)")), ledger: &ledger)
@@ -406,11 +388,16 @@ struct PushRound: ConnectionRound {
         return [items[..<middle], items[middle...]]
     }
 
-    /// The batch goes again, with the current token.
-    private mutating func resend(_ index: Int) {
-        entries[index].answer = nil
-        entries[index].sentAt = nil
-        entries[index].token = token
+    /// The oldest batch goes again, with the current token.
+    private mutating func resendHead() {
+        entries[0].answer = nil
+        entries[0].sentAt = nil
+        entries[0].token = token
+    }
+
+    /// The link failed the round (`Stop.unavailable` below TCP's or HTTP's answer).
+    private mutating func fail(_ reason: String, ledger: inout DeliveryLedger) {
+        end(.unavailable(reason, retryAfter: nil, transport: true), ledger: &ledger)
     }
 
     /// Ends the round (`stop` nil: nothing failed, it just goes no further): what the gateway took

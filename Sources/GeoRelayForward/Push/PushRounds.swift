@@ -129,14 +129,10 @@ final class PushRounds: DestinationRounds {
             guard !Task.isCancelled else { return .none(stop: nil) }
             let planner = await f.engine.run { $0.state.planner }
             var bodies: [PushRound.Encoded] = []
-            for chunk in chunks {
-                do {
-                    let encoded = try await f.encode(chunk, encoding: encoding, planner: planner)
-                    bodies.append(PushRound.Encoded(body: encoded.body, compression: encoded.measurement))
-                } catch {
-                    return .none(
-                        stop: .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false))
-                }
+            do {
+                for chunk in chunks { bodies.append(try await f.encode(chunk, encoding: encoding, planner: planner)) }
+            } catch {
+                return .none(stop: .unavailable("cannot compress a batch: \(error)", retryAfter: nil, transport: false))
             }
             return .bodies(bodies)
         case .token(let refused):

@@ -305,9 +305,7 @@ struct OsmAndRound: ConnectionRound {
                 answer(lane, request, http, ledger: &ledger)
             }
         } catch {
-            switch error {
-            case .unexpected(let reason): breakConnection(lane, .failed(reason))
-            }
+            breakConnection(lane, .failed(error.reason))
         }
     }
 
@@ -373,12 +371,7 @@ struct OsmAndRound: ConnectionRound {
         for stored in newest {
             guard let batch = batches.firstIndex(where: { $0.cursor.deviceID == stored.deviceID }) else {
                 guard let ahead = ledger.joining(stored, after: []) else { continue }
-                batches.append(
-                    DeviceBatch(
-                        cursor: DeviceCursor(
-                            deviceID: stored.deviceID, device: stored.position.device, ackedSeq: 0, lastSeq: 0,
-                            parkedUntilMs: nil),
-                        deliveries: [ahead]))
+                batches.append(DeviceBatch(untracked: [ahead]))
                 results.append(DeviceResult(deviceID: stored.deviceID))
                 sending.append(Sending())
                 joinedUpTo[batches.count - 1] = 1

@@ -10,6 +10,18 @@ struct DeviceBatch: Sendable {
     var unproven: Int? = nil
 }
 
+extension DeviceBatch {
+    /// Deliveries of one device that move no cursor (a replay, positions still-alive or joining a
+    /// round): their cursor is settled by what sent them.
+    init(untracked deliveries: [Delivery]) {
+        let first = deliveries[0]
+        self.init(
+            cursor: DeviceCursor(
+                deviceID: first.deviceID, device: first.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil),
+            deliveries: deliveries)
+    }
+}
+
 /// What a round did for one device.
 struct DeviceResult: Sendable {
     var deviceID: Int64

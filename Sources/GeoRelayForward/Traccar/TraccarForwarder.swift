@@ -110,20 +110,13 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     package func run() async {
-        let wake = spool.commits.subscribe()
-        gate?.watch(wake)
-        defer {
-            gate?.unwatch(wake)
-            spool.commits.unsubscribe(wake)
-        }
         await shutdown.run {
-            await self.gate?.firstLook(clock: self.clock)
             if self.settings.buffer {
-                await self.runBuffered(wake: wake)
+                await self.runBuffered()
             } else {
                 await DestinationLoop.run(
                     RealTimeRounds(self), settings: self.settings, link: self.link, recorder: self.recorder,
-                    wake: wake, logger: self.logger, clock: self.clock)
+                    spool: self.spool, logger: self.logger, clock: self.clock)
             }
         }
     }
@@ -133,7 +126,7 @@ package final class TraccarForwarder: DestinationForwarder {
 
     // MARK: - Buffered delivery
 
-    private func runBuffered(wake: WakeSignal) async {
+    private func runBuffered() async {
         let alarmWake = spool.alarms.subscribe()
         let positionWake = spool.commits.subscribe()
         // A budget spent during a round ends it as an alarm does: the next round is restricted.
@@ -148,7 +141,7 @@ package final class TraccarForwarder: DestinationForwarder {
             destination: name, filters: (try? await reader.run { try $0.filterStates(destination: name) }) ?? [:])
         let rounds = TraccarRounds(self, ledger: ledger, alarms: alarmWake, positions: positionWake)
         await DestinationLoop.run(
-            rounds, settings: settings, link: link, recorder: recorder, wake: wake, logger: logger, clock: clock)
+            rounds, settings: settings, link: link, recorder: recorder, spool: spool, logger: logger, clock: clock)
     }
 
     /// A device batch this long is a backlog draining (``DeliveryUpdate/drain``).
@@ -172,13 +165,7 @@ package final class TraccarForwarder: DestinationForwarder {
 
     /// History queued by `georelay replay`, a batch per device: no cursor moves.
     static func replayBatches(_ deliveries: [Delivery]) -> [DeviceBatch] {
-        DeliveryLedger.byDevice(deliveries).map { deliveries in
-            let first = deliveries[0]
-            return DeviceBatch(
-                cursor: DeviceCursor(
-                    deviceID: first.deviceID, device: first.device, ackedSeq: 0, lastSeq: 0, parkedUntilMs: nil),
-                deliveries: deliveries)
-        }
+        DeliveryLedger.byDevice(deliveries).map(DeviceBatch.init(untracked:))
     }
 
     /// Each device's part of a backlog round. A pipelined window goes out before its first
