@@ -142,46 +142,31 @@ package actor PushAuthenticator {
     /// Token, then login; saved for restarts and for other processes.
     private func obtain() async throws(PushAuthError) -> String {
         let key = try apiKey()
-        let body = JSONValue.object(
-            JSONObject([("clientId", .string(push.clientID ?? "")), ("tenant", .string(push.tenant))])
-        ).jsonText
-        let response = try await call(
-            HTTPRequest(
-                method: "POST", url: url(push.authBaseURL, push.tokenPath),
-                headers: [("x-api-key", key), ("Content-Type", "application/json")], body: Array(body.utf8),
-                timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds),
-            what: "token request")
+        let response = try await post(
+            [("clientId", .string(push.clientID ?? "")), ("tenant", .string(push.tenant))],
+            to: url(push.authBaseURL, push.tokenPath), credential: ("x-api-key", key), what: "token request")
         guard case .object(let object)? = try? JSONParser.parse(String(decoding: response.body, as: UTF8.self)),
             case .string(let value)? = object["accessToken"] ?? object["access_token"], !value.isEmpty
         else {
             throw .rejected("token request: HTTP \(response.status) without an accessToken in the answer")
         }
         let obtained = now()
-        var expires: Int64?
-        switch object["expiresIn"] ?? object["expires_in"] {
-        // Checked before any conversion: an `expiresIn` of 1e400 or "nan" trapped here at every login.
-        // Out of 0…10 years it means nothing usable: no expiry, refreshed on the configured schedule.
-        case .number(let seconds)?:
-            expires = CheckedNumbers.milliseconds(seconds: seconds).map { obtained.saturatingPlus($0) }
-        case .string(let text)?:
-            expires = Double(text).flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map {
-                obtained.saturatingPlus($0)
+        let expiresIn: Double? =
+            switch object["expiresIn"] ?? object["expires_in"] {
+            case .number(let seconds)?: seconds
+            case .string(let text)?: Double(text)
+            default: nil
             }
-        default: break
-        }
+        // Checked before any conversion: out of 0…10 years (1e400, "nan") it means nothing usable:
+        // no expiry, refreshed on the configured schedule.
+        let expires = expiresIn.flatMap { CheckedNumbers.milliseconds(seconds: $0) }.map { obtained.saturatingPlus($0) }
         var token = PushToken(value: value, obtainedMs: obtained, expiresMs: expires, loggedIn: false)
         if let clock {
             token.obtainedOn = clock.bootID().map { PushToken.BootTime(boot: $0, monotonicMs: clock.monotonicMs()) }
         }
-        let login = JSONValue.object(
-            JSONObject([("username", .string(push.username)), ("tenant", .string(push.tenant))])
-        ).jsonText
-        _ = try await call(
-            HTTPRequest(
-                method: "POST", url: url(push.registrationBaseURL, push.loginPath),
-                headers: [("Authorization", "Bearer \(value)"), ("Content-Type", "application/json")],
-                body: Array(login.utf8),
-                timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds),
+        _ = try await post(
+            [("username", .string(push.username)), ("tenant", .string(push.tenant))],
+            to: url(push.registrationBaseURL, push.loginPath), credential: ("Authorization", "Bearer \(value)"),
             what: "login of \(push.username)")
         token.loggedIn = true
         current = token
@@ -197,8 +182,15 @@ package actor PushAuthenticator {
         return value
     }
 
-    /// One auth-server request: 2xx or a typed reason (never the secrets).
-    private func call(_ request: HTTPRequest, what: String) async throws(PushAuthError) -> HTTPResponse {
+    /// One auth-server request, a JSON object posted with `credential` as a header: 2xx or a typed
+    /// reason (never the secrets).
+    private func post(
+        _ fields: [(key: String, value: JSONValue)], to url: String, credential: (String, String), what: String
+    ) async throws(PushAuthError) -> HTTPResponse {
+        let request = HTTPRequest(
+            method: "POST", url: url, headers: [credential, ("Content-Type", "application/json")],
+            body: Array(JSONValue.object(JSONObject(fields)).jsonText.utf8),
+            timeoutSeconds: settings.requestTimeoutSeconds, connectTimeoutSeconds: settings.connectTimeoutSeconds)
         switch await worker.perform(request) {
         case .failure(let error):
             throw .unavailable("\(what): \(error.message)", retryAfter: nil, transport: true)
