@@ -13,9 +13,9 @@ package struct Backoff: Sendable {
     /// Records a failure and returns how long to wait before the next attempt.
     /// Jitter (±20%) keeps several relays behind one outage from retrying in step.
     package mutating func nextDelay<R: RandomNumberGenerator>(using generator: inout R) -> Double {
-        let exponent = Double(min(failures, 30))
+        // 2^failures, the shift capped at 30 (far past any ceiling): no shift reaches Int's width.
+        let base = min(maxSeconds, minSeconds * Double(1 << min(failures, 30)))
         failures += 1
-        let base = min(maxSeconds, minSeconds * pow2(exponent))
         let jittered = base * Double.random(in: 0.8...1.2, using: &generator)
         return min(maxSeconds, max(minSeconds, jittered))
     }
@@ -26,10 +26,4 @@ package struct Backoff: Sendable {
     }
 
     package mutating func reset() { failures = 0 }
-
-    private func pow2(_ e: Double) -> Double {
-        var v = 1.0
-        for _ in 0..<Int(e) { v *= 2 }
-        return v
-    }
 }

@@ -92,28 +92,17 @@ final class ConnectCheck: Sendable {
 
     /// Tries once, off the cooperative pool (connecting blocks for up to the timeout).
     func attempt() async -> Outcome {
-        let (target, timeout, meter, attemptMeter, spare, clock) = (
-            self.target, timeoutSeconds, self.meter, self.attemptMeter, self.spare, self.clock
-        )
-        return await withCheckedContinuation { continuation in
-            queue.async {
-                continuation.resume(
-                    returning: Self.attemptOnce(
-                        target: target, timeout: timeout, meter: meter, attemptMeter: attemptMeter, spare: spare,
-                        clock: clock))
-            }
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.attemptOnce()) }
         }
     }
 
     /// One attempt, blocking. A connection kept for the round is the spare's alone when this
     /// returns: the round may take it at once, and its last release closes it where it was used.
-    private static func attemptOnce(
-        target: String, timeout: Double, meter: WireMeter?, attemptMeter: WireMeter?, spare: SpareConnection?,
-        clock: any RelayClock
-    ) -> Outcome {
+    private func attemptOnce() -> Outcome {
         let started = clock.now()
         var connection = try? CurlConnection(
-            url: target, connectTimeoutSeconds: timeout, meter: attemptMeter, clock: clock)
+            url: target, connectTimeoutSeconds: timeoutSeconds, meter: attemptMeter, clock: clock)
         let opened = (try? connection?.connect()) != nil
         let outcome = Self.outcome(opened: opened, took: started.duration(to: clock.now()))
         if outcome == .opened, let spare, let kept = connection {

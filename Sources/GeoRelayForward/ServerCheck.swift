@@ -29,13 +29,12 @@ enum ServerCheck {
         case server
     }
 
-    /// - Parameter timeout: the whole exchange's (default twice the connect timeout); a probe that
-    ///   may wait on board a terminal that holds connections is given longer.
-    static func request(url: String, connectTimeoutSeconds: Double, timeout: Duration? = nil) -> HTTPRequest {
-        let seconds = timeout.map { Double($0.components.seconds) + Double($0.components.attoseconds) * 1e-18 }
+    /// - Parameter timeout: the whole exchange's; a probe that may wait on board a terminal that
+    ///   holds connections is given longer.
+    static func request(url: String, connectTimeoutSeconds: Double, timeout: Duration) -> HTTPRequest {
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) * 1e-18
         return HTTPRequest(
-            method: "GET", url: url, timeoutSeconds: seconds ?? connectTimeoutSeconds * 2,
-            connectTimeoutSeconds: connectTimeoutSeconds)
+            method: "GET", url: url, timeoutSeconds: seconds, connectTimeoutSeconds: connectTimeoutSeconds)
     }
 
     /// Reads a probe of the destination's own URL, or of `probe.url` when `ownURL` is false

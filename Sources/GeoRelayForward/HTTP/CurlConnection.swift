@@ -25,8 +25,6 @@ package final class CurlConnection {
     private let handle: UnsafeMutableRawPointer
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var socket: curl_socket_t = -1
-    /// The destination, as given.
-    package let url: String
     /// Application bytes sent (before TLS): what requests cost, as `CurlEasy` counts them.
     package private(set) var bytesSent = 0
     /// Application bytes received (after TLS).
@@ -55,7 +53,6 @@ package final class CurlConnection {
             throw CurlError(CURLE_FAILED_INIT, message: "curl_easy_init failed")
         }
         self.handle = handle
-        self.url = url
         errorBuffer.initialize(to: 0)
         try check(georelay_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
         try check(georelay_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
@@ -84,7 +81,7 @@ package final class CurlConnection {
 
     /// Resolves, connects and, for `https`, does the TLS handshake and verifies the certificate,
     /// blocking the calling thread for at most the connect timeout.
-    /// - Throws: `CurlError` (`isConnectFailure`, `isTimeout`, or a TLS/certificate code).
+    /// - Throws: `CurlError` (`isConnectFailure`, `CURLE_OPERATION_TIMEDOUT`, or a TLS/certificate code).
     package func connect() throws(CurlError) {
         precondition(!isConnected, "CurlConnection.connect() called twice: make a new connection instead")
         errorBuffer.pointee = 0

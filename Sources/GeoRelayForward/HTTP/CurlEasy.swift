@@ -225,21 +225,17 @@ package final class CurlEasy {
     }
 
     /// The outcome of the transfer that just ended with `code`.
-    private func result(_ code: CURLcode) -> Result<HTTPResponse, CurlError> {
+    private func result(_ code: CURLcode) throws(CurlError) -> HTTPResponse {
         if let meter {
             var active: curl_socket_t = -1
             if georelay_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &active) == CURLE_OK, active != -1 {
                 meter.sample(active)
             }
         }
-        do throws(CurlError) {
-            try check(code, errorBuffer)
-        } catch {
-            return .failure(error)
-        }
+        try check(code, errorBuffer)
         var status = 0
         _ = georelay_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(HTTPResponse(status: status, headers: sink.headers, body: sink.body, wireBytes: wireBytes()))
+        return HTTPResponse(status: status, headers: sink.headers, body: sink.body, wireBytes: wireBytes())
     }
 
     /// Performs one request, blocking the calling thread. Setting `abort`
@@ -247,7 +243,7 @@ package final class CurlEasy {
     package func perform(_ request: HTTPRequest, abort: AbortFlag? = nil) throws(CurlError) -> HTTPResponse {
         try configure(request, abort: abort)
         let code = withExtendedLifetime(abort) { curl_easy_perform(handle) }
-        return try result(code).get()
+        return try result(code)
     }
 
     private func wireBytes() -> Int {

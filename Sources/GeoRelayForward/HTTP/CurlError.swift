@@ -18,7 +18,6 @@ package struct CurlError: Error, Sendable, CustomStringConvertible {
 
     /// The server closed the connection without answering: Traccar's way of refusing a payload it cannot decode.
     package var isNoResponse: Bool { code == CURLE_GOT_NOTHING }
-    package var isTimeout: Bool { code == CURLE_OPERATION_TIMEDOUT }
     package var isConnectFailure: Bool {
         code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST
             || code == CURLE_COULDNT_RESOLVE_PROXY

@@ -122,11 +122,7 @@ package struct HTTP1Target: Sendable, Hashable {
         while targetEnd < bytes.count, bytes[targetEnd] != UInt8(ascii: "#") { targetEnd += 1 }
         let rest = bytes[authorityEnd..<targetEnd]
         guard Self.isValidTarget(rest) else { throw .invalidTarget }
-        if rest.first == UInt8(ascii: "/") {
-            target = String(decoding: rest, as: UTF8.self)
-        } else {
-            target = "/" + String(decoding: rest, as: UTF8.self)
-        }
+        target = (rest.first == UInt8(ascii: "/") ? "" : "/") + String(decoding: rest, as: UTF8.self)
     }
 
     /// `bytes` with each `%XX` decoded; nil for a bad escape.
@@ -179,18 +175,9 @@ package struct HTTP1Target: Sendable, Hashable {
                 i += 3
                 continue
             }
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
-                UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
-                UInt8(ascii: ")"),
-                UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
-                UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
-                i += 1
-            default:
-                return false
-            }
+            // Unreserved (the host name's bytes), then sub-delims, `:`, `@`, `/` and `?`.
+            guard isHostNameByte(byte) || "!$&'()*+,;=:@/?".utf8.contains(byte) else { return false }
+            i += 1
         }
         return true
     }
@@ -204,8 +191,6 @@ package struct HTTP1Target: Sendable, Hashable {
 /// Minimal on purpose: no `User-Agent`, `Accept` or `Expect`, since every byte is paid for on a
 /// satellite link. `Content-Length` is always sent, except for a `GET` or `HEAD` without a body.
 package struct HTTP1Request: Sendable {
-    package let method: String
-    package let target: HTTP1Target
     /// `METHOD target HTTP/1.1`, `Host` and the headers, each line with its CRLF.
     private let head: [UInt8]
     private let omitsEmptyLength: Bool
@@ -216,13 +201,7 @@ package struct HTTP1Request: Sendable {
         throws(HTTP1RequestError)
     {
         guard !method.isEmpty, method.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte) else { throw .invalidMethod }
-        var head: [UInt8] = []
-        head.append(contentsOf: method.utf8)
-        head.append(UInt8(ascii: " "))
-        head.append(contentsOf: target.target.utf8)
-        head.append(contentsOf: " HTTP/1.1\r\nHost: ".utf8)
-        head.append(contentsOf: target.hostHeader.utf8)
-        head.append(contentsOf: "\r\n".utf8)
+        var head = Array("\(method) \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n".utf8)
         // The URL's credentials, unless a header of the caller's says who it is (a push token).
         if let authorization = target.authorization,
             !headers.contains(where: { HTTPResponse.sameName($0.0, "authorization") })
@@ -236,13 +215,8 @@ package struct HTTP1Request: Sendable {
             {
                 throw .reservedHeader
             }
-            head.append(contentsOf: name.utf8)
-            head.append(contentsOf: ": ".utf8)
-            head.append(contentsOf: value.utf8)
-            head.append(contentsOf: "\r\n".utf8)
+            head.append(contentsOf: "\(name): \(value)\r\n".utf8)
         }
-        self.method = method
-        self.target = target
         self.head = head
         omitsEmptyLength = method == "GET" || method == "HEAD"
     }
@@ -259,7 +233,7 @@ package struct HTTP1Request: Sendable {
             return buffer.count - start
         }
         buffer.append(contentsOf: "Content-Length: ".utf8)
-        Self.appendDecimal(count, to: &buffer)
+        buffer.append(contentsOf: String(count).utf8)
         buffer.append(contentsOf: "\r\n\r\n".utf8)
         buffer.append(contentsOf: body)
         return buffer.count - start
@@ -269,18 +243,6 @@ package struct HTTP1Request: Sendable {
     @discardableResult
     package func append(to buffer: inout [UInt8]) -> Int {
         append(body: EmptyCollection<UInt8>(), to: &buffer)
-    }
-
-    private static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
-        precondition(value >= 0)
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            buffer.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
     }
 }
 

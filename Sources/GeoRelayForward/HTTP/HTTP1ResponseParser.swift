@@ -8,11 +8,6 @@ package struct HTTP1Response: Sendable {
     /// Whether the connection may carry further responses: false after `Connection: close`,
     /// an HTTP/1.0 response without `Connection: keep-alive`, and a body that ended with the connection.
     package var keepAlive: Bool
-
-    package init(response: HTTPResponse, keepAlive: Bool) {
-        self.response = response
-        self.keepAlive = keepAlive
-    }
 }
 
 /// Why a response stream could not be parsed. Once a parser has thrown, the connection's
@@ -154,15 +149,9 @@ package struct HTTP1ResponseParser: Sendable {
     /// response boundary (nothing of a next response has arrived).
     package var bufferedBytes: Int { buffer.count - readIndex + current.wireBytes }
 
-    /// Adds bytes received from the connection.
-    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        precondition(!peerClosed, "HTTP1ResponseParser: bytes appended after finish()")
-        compact()
-        buffer.append(contentsOf: bytes)
-    }
-
-    /// Adds bytes received from the connection.
-    package mutating func append(_ bytes: [UInt8]) {
+    /// Adds bytes received from the connection. Generic at no cost: the hot caller (`PipelinedLane`)
+    /// is in this module, and a release build specializes it for its `UnsafeRawBufferPointer`.
+    package mutating func append(_ bytes: some Collection<UInt8>) {
         precondition(!peerClosed, "HTTP1ResponseParser: bytes appended after finish()")
         compact()
         buffer.append(contentsOf: bytes)
@@ -359,9 +348,9 @@ package struct HTTP1ResponseParser: Sendable {
     /// `HTTP/1.x NNN[ reason]`.
     private mutating func parseStatusLine(_ line: Range<Int>) throws(HTTP1ParseError) {
         let s = line.lowerBound
-        guard line.count >= 12, matchesExactly(s..<(s + 7), "HTTP/1."),
-            buffer[s + 7] == .zero || buffer[s + 7] == .one, buffer[s + 8] == .space,
-            let status = threeDigits(at: s + 9), (100...599).contains(status)
+        // `HTTP/1.` itself was checked by checkStatusLineStart: a line of 12 bytes has all 7 buffered.
+        guard line.count >= 12, buffer[s + 7] == .zero || buffer[s + 7] == .one, buffer[s + 8] == .space,
+            let status = decimal((s + 9)..<(s + 12)), (100...599).contains(status)
         else { throw .malformedStatusLine }
         if line.count > 12 {
             guard buffer[s + 12] == .space else { throw .malformedStatusLine }
@@ -370,16 +359,6 @@ package struct HTTP1ResponseParser: Sendable {
         if status == 101 { throw .unexpectedSwitchingProtocols }
         current.status = status
         current.isHTTP10 = buffer[s + 7] == .zero
-    }
-
-    private func threeDigits(at i: Int) -> Int? {
-        var value = 0
-        for k in i..<(i + 3) {
-            let digit = buffer[k] &- .zero
-            guard digit < 10 else { return nil }
-            value = value * 10 + Int(digit)
-        }
-        return value
     }
 
     /// `name ":" OWS value OWS`, keeping what decides framing.
@@ -505,13 +484,6 @@ package struct HTTP1ResponseParser: Sendable {
         guard range.count == name.utf8CodeUnitCount else { return false }
         let expected = name.utf8Start
         for k in 0..<range.count where buffer[range.lowerBound + k] | 0x20 != expected[k] { return false }
-        return true
-    }
-
-    private func matchesExactly(_ range: Range<Int>, _ text: StaticString) -> Bool {
-        guard range.count == text.utf8CodeUnitCount, range.upperBound <= buffer.count else { return false }
-        let expected = text.utf8Start
-        for k in 0..<range.count where buffer[range.lowerBound + k] != expected[k] { return false }
         return true
     }
 

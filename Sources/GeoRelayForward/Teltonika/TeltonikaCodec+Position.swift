@@ -157,25 +157,29 @@ extension TeltonikaCodec {
 
     /// Attributes that travel as IO elements, in the order they go on the wire.
     private static let attributeMappings: [AttributeMapping] = [
-        AttributeMapping("in1", id: 1, width: .one, kind: .flag),
-        AttributeMapping("in2", id: 2, width: .one, kind: .flag),
-        AttributeMapping("in3", id: 3, width: .one, kind: .flag),
-        AttributeMapping("in4", id: 4, width: .one, kind: .flag),
-        AttributeMapping("rssi", id: 21, width: .one, kind: .scaled(1)),
-        AttributeMapping("out1", id: 179, width: .one, kind: .flag),
-        AttributeMapping("out2", id: 180, width: .one, kind: .flag),
-        AttributeMapping("ignition", id: 239, width: .one, kind: .flag),
-        AttributeMapping("motion", id: 240, width: .one, kind: .flag),
-        AttributeMapping("power", id: 66, width: .two, kind: .scaled(1000)),
-        AttributeMapping("battery", id: 67, width: .two, kind: .scaled(1000)),
-        AttributeMapping("pdop", id: 181, width: .two, kind: .scaled(10)),
-        AttributeMapping("hdop", id: 182, width: .two, kind: .scaled(10)),
-        AttributeMapping("odometer", id: 16, width: .four, kind: .scaled(1)),
-        AttributeMapping("tripOdometer", id: 199, width: .four, kind: .scaled(1)),
+        AttributeMapping(key: "in1", id: 1, width: .one, kind: .flag),
+        AttributeMapping(key: "in2", id: 2, width: .one, kind: .flag),
+        AttributeMapping(key: "in3", id: 3, width: .one, kind: .flag),
+        AttributeMapping(key: "in4", id: 4, width: .one, kind: .flag),
+        AttributeMapping(key: "rssi", id: 21, width: .one, kind: .scaled(1)),
+        AttributeMapping(key: "out1", id: 179, width: .one, kind: .flag),
+        AttributeMapping(key: "out2", id: 180, width: .one, kind: .flag),
+        AttributeMapping(key: "ignition", id: 239, width: .one, kind: .flag),
+        AttributeMapping(key: "motion", id: 240, width: .one, kind: .flag),
+        AttributeMapping(key: "power", id: 66, width: .two, kind: .scaled(1000)),
+        AttributeMapping(key: "battery", id: 67, width: .two, kind: .scaled(1000)),
+        AttributeMapping(key: "pdop", id: 181, width: .two, kind: .scaled(10)),
+        AttributeMapping(key: "hdop", id: 182, width: .two, kind: .scaled(10)),
+        AttributeMapping(key: "odometer", id: 16, width: .four, kind: .scaled(1)),
+        AttributeMapping(key: "tripOdometer", id: 199, width: .four, kind: .scaled(1)),
     ]
 
     private struct AttributeMapping {
-        enum Width { case one, two, four }
+        enum Width: Int {
+            case one = 1
+            case two = 2
+            case four = 4
+        }
         enum Kind {
             /// Traccar reads `readUnsignedByte() > 0`.
             case flag
@@ -188,26 +192,13 @@ extension TeltonikaCodec {
         let width: Width
         let kind: Kind
 
-        init(_ key: String, id: UInt16, width: Width, kind: Kind) {
-            self.key = key
-            self.id = id
-            self.width = width
-            self.kind = kind
-        }
-
         /// The element's unsigned value, or nil when the attribute has the wrong type or does not fit.
         func raw(_ value: AttributeValue) -> UInt64? {
             switch (kind, value) {
             case (.flag, .bool(let b)): return b ? 1 : 0
             case (.flag, .number(let n)): return n != 0 ? 1 : 0
             case (.scaled(let scale), .number(let n)):
-                let max: UInt64 =
-                    switch width {
-                    case .one: UInt64(UInt8.max)
-                    case .two: UInt64(UInt16.max)
-                    case .four: UInt64(UInt32.max)
-                    }
-                return Self.fit((n * scale).rounded(), max: max)
+                return Self.fit((n * scale).rounded(), max: (1 << (8 * width.rawValue)) - 1)
             default: return nil
             }
         }

@@ -186,43 +186,26 @@ extension TeltonikaCodec {
     /// One AVL record of codec 8 Extended, in the wire's own units.
     ///
     /// Build one from a ``Position`` with ``TeltonikaCodec/record(from:satellites:)``;
-    /// the memberwise form exists so tests can reproduce any frame byte for byte.
+    /// the memberwise init (internal: `@testable` tests) reproduces any frame byte for byte.
     package struct Record: Sendable, Equatable {
         /// Fix time, milliseconds since the Unix epoch (Traccar: `new Date(buf.readLong())`).
         package var timeMs: Int64
         /// Traccar stores it as the `priority` attribute and nothing else.
-        package var priority: Priority
+        package var priority = Priority.low
         /// Degrees × 10⁷, signed (Traccar: `buf.readInt() / 10000000.0`).
         package var longitudeE7: Int32
         package var latitudeE7: Int32
         /// Metres, signed.
-        package var altitude: Int16
+        package var altitude: Int16 = 0
         /// Course over ground, whole degrees.
-        package var angle: UInt16
+        package var angle: UInt16 = 0
         /// Traccar marks the position invalid when this is 0 (`position.setValid(satellites != 0)`).
         package var satellites: UInt8
         /// Whole km/h (Traccar stores `knotsFromKph(value)`).
-        package var speedKmh: UInt16
+        package var speedKmh: UInt16 = 0
         /// The IO id that triggered the record, 0 for none; Traccar stores it as the `event` attribute.
-        package var eventID: UInt16
-        package var io: IOElements
-
-        package init(
-            timeMs: Int64, priority: Priority = .low, longitudeE7: Int32, latitudeE7: Int32,
-            altitude: Int16 = 0, angle: UInt16 = 0, satellites: UInt8, speedKmh: UInt16 = 0,
-            eventID: UInt16 = 0, io: IOElements = IOElements()
-        ) {
-            self.timeMs = timeMs
-            self.priority = priority
-            self.longitudeE7 = longitudeE7
-            self.latitudeE7 = latitudeE7
-            self.altitude = altitude
-            self.angle = angle
-            self.satellites = satellites
-            self.speedKmh = speedKmh
-            self.eventID = eventID
-            self.io = io
-        }
+        package var eventID: UInt16 = 0
+        package var io = IOElements()
 
         /// Bytes this record takes in a frame.
         package var encodedSize: Int {
@@ -306,23 +289,11 @@ extension TeltonikaCodec {
     /// section arrives as a wrong number. The mapping from positions keeps each id in the
     /// section its Traccar handler reads.
     package struct IOElements: Sendable, Equatable {
-        package var oneByte: [IOElement<UInt8>]
-        package var twoBytes: [IOElement<UInt16>]
-        package var fourBytes: [IOElement<UInt32>]
-        package var eightBytes: [IOElement<UInt64>]
-        package var variable: [VariableIOElement]
-
-        package init(
-            oneByte: [IOElement<UInt8>] = [], twoBytes: [IOElement<UInt16>] = [],
-            fourBytes: [IOElement<UInt32>] = [], eightBytes: [IOElement<UInt64>] = [],
-            variable: [VariableIOElement] = []
-        ) {
-            self.oneByte = oneByte
-            self.twoBytes = twoBytes
-            self.fourBytes = fourBytes
-            self.eightBytes = eightBytes
-            self.variable = variable
-        }
+        package var oneByte: [IOElement<UInt8>] = []
+        package var twoBytes: [IOElement<UInt16>] = []
+        package var fourBytes: [IOElement<UInt32>] = []
+        package var eightBytes: [IOElement<UInt64>] = []
+        package var variable: [VariableIOElement] = []
 
         /// Every element, all sections.
         package var count: Int { oneByte.count + twoBytes.count + fourBytes.count + eightBytes.count + variable.count }
@@ -330,32 +301,16 @@ extension TeltonikaCodec {
 }
 
 /// Why the Teltonika codec refused an id or an answer.
-///
-/// A struct over a private code enum, so that adding a code never breaks a caller;
-/// `code` is short and bounded, safe for status counters.
 package struct TeltonikaCodecError: Error, Sendable, Equatable, CustomStringConvertible {
-    private enum Code: String, Sendable {
-        case identifier, answer
-    }
-
-    private let _code: Code
     /// What was wrong, for logs. Never holds secrets.
     package let message: String
 
-    private init(_ code: Code, _ message: String) {
-        _code = code
-        self.message = message
-    }
+    /// A device id the port cannot carry.
+    package static func identifier(_ message: String) -> Self { Self(message: message) }
+    /// Bytes that are not Traccar's answer.
+    package static func answer(_ message: String) -> Self { Self(message: message) }
 
-    /// `identifier` (a device id the port cannot carry) or `answer` (bytes that are not Traccar's answer).
-    package var code: String { _code.rawValue }
-
-    package static func identifier(_ message: String) -> TeltonikaCodecError {
-        TeltonikaCodecError(.identifier, message)
-    }
-    package static func answer(_ message: String) -> TeltonikaCodecError { TeltonikaCodecError(.answer, message) }
-
-    package var description: String { "\(code) \(message)" }
+    package var description: String { message }
 }
 
 extension [UInt8] {

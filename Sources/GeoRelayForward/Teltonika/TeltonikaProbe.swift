@@ -37,25 +37,20 @@ package final class TeltonikaProbe: Sendable {
     /// - Parameter timeout: how long the answer may take (default twice the connect timeout).
     func check(timeout: Duration? = nil) async -> (answer: ServerCheck.Answer, wireBytes: Int) {
         let abort = AbortFlag()
-        let (endpoint, timeout) = (self.endpoint, timeout ?? self.timeout)
+        let timeout = timeout ?? self.timeout
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                queue.async { continuation.resume(returning: Self.run(endpoint, timeout: timeout, abort: abort)) }
+                queue.async { continuation.resume(returning: self.run(timeout: timeout, abort: abort)) }
             }
         } onCancel: {
             abort.set()
         }
     }
 
-    private static func run(_ endpoint: TeltonikaSession.Endpoint, timeout: Duration, abort: AbortFlag) -> (
-        answer: ServerCheck.Answer, wireBytes: Int
-    ) {
-        guard let session = try? TeltonikaSession(uniqueID: uniqueID, endpoint: endpoint) else { return (.nothing, 0) }
-        do throws(CurlError) {
-            try session.connect()
-        } catch {
-            return (.nothing, 0)
-        }
+    private func run(timeout: Duration, abort: AbortFlag) -> (answer: ServerCheck.Answer, wireBytes: Int) {
+        guard let session = try? TeltonikaSession(uniqueID: Self.uniqueID, endpoint: endpoint),
+            (try? session.connect()) != nil
+        else { return (.nothing, 0) }
         let event = session.identify() ?? session.nextEvent(before: endpoint.clock.now() + timeout, abort: abort)
         session.close()
         let answer: ServerCheck.Answer =

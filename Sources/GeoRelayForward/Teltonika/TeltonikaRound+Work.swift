@@ -26,12 +26,6 @@ extension TeltonikaRound {
         var verifying = false
         var done = false
 
-        init(batch: Int, connection: ConnectionID, records: [TeltonikaCodec.Record]) {
-            self.batch = batch
-            self.connection = connection
-            self.records = records
-        }
-
         /// Only a first attempt goes behind another frame, and only behind first attempts: a
         /// frame that closed the connection is tried alone.
         var mayPipeline: Bool {

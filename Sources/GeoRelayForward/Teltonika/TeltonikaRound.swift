@@ -323,10 +323,8 @@ struct TeltonikaRound: ConnectionRound {
                 return
             }
         }
-        var work = Work(
-            batch: batch, connection: id, records: deliveries.map { TeltonikaCodec.record(from: $0.stored.position) })
-        work.verifying = verifying
-        active.append(work)
+        let records = deliveries.map { TeltonikaCodec.record(from: $0.stored.position) }
+        active.append(Work(batch: batch, connection: id, records: records, verifying: verifying))
     }
 
     private mutating func newConnection(_ exchange: TeltonikaExchange) -> ConnectionID {
@@ -351,9 +349,9 @@ struct TeltonikaRound: ConnectionRound {
             active[index].done = true
             return true
         }
-        if let suspect = work.suspect {
+        if work.suspect != nil {
             guard work.inFlight.isEmpty else { return false }
-            return probe(index, suspect)
+            return probe(index)
         }
         if let last = work.inFlight.last {
             // Behind another frame: identified, first attempts only, and while the link holds
@@ -394,7 +392,7 @@ struct TeltonikaRound: ConnectionRound {
 
     /// Identifies as the probe on a connection of its own: Traccar answers any id, so an answer
     /// proves the server is there and reading, and the record it closed on is at fault.
-    private mutating func probe(_ index: Int, _ suspect: Int) -> Bool {
+    private mutating func probe(_ index: Int) -> Bool {
         guard opening == nil else { return false }
         let id = newConnection(TeltonikaExchange(identification: TeltonikaProbe.identification))
         active[index].canary = id

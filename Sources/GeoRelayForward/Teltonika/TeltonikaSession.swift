@@ -9,9 +9,8 @@ import GeoRelayCore
 /// Traccar binds a connection to the devices identified on it and attributes a data frame
 /// to any of them, so a session never carries more than one id.
 ///
-/// Non-blocking after `connect()`: the owner polls `descriptor`, calls `flush()` when it is
-/// writable and `receive(into:)` when it is readable, and gets events back. `CurlConnection`
-/// does DNS, TCP and, for `tls://`, the handshake and certificate checks.
+/// `nextEvent(before:abort:)` waits on the connection and returns its events one at a time.
+/// `CurlConnection` does DNS, TCP and, for `tls://`, the handshake and certificate checks.
 ///
 /// Not `Sendable`: confine it to one thread.
 final class TeltonikaSession {
@@ -77,8 +76,6 @@ final class TeltonikaSession {
     private(set) var connection: CurlConnection?
     /// The protocol on the current connection (a fresh one for each connection).
     private var exchange: TeltonikaExchange
-    /// When bytes last moved either way: the request timeout counts from here.
-    private(set) var lastProgress: RelayInstant
     /// Wire bytes already handed to `takeWireBytes()` from the current connection.
     private var countedBytes = 0
     /// Wire bytes of connections already closed, not yet handed out.
@@ -91,16 +88,9 @@ final class TeltonikaSession {
     init(uniqueID: String, endpoint: Endpoint) throws(TeltonikaCodecError) {
         exchange = TeltonikaExchange(identification: try TeltonikaCodec.identification(uniqueID: uniqueID))
         self.endpoint = endpoint
-        lastProgress = endpoint.clock.now()
     }
 
-    var isConnected: Bool { connection != nil }
-    var descriptor: Int32 { connection?.descriptor ?? -1 }
     var hasOutput: Bool { exchange.hasOutput }
-    /// An answer is owed: the request timeout applies.
-    var isAwaiting: Bool { exchange.isAwaiting }
-    /// The id was answered `0x01` on this connection: data frames go without identifying again.
-    var isKnown: Bool { exchange.isKnown }
 
     /// Connects (blocking for at most the connect timeout), unless connected already.
     func connect() throws(CurlError) {
@@ -111,7 +101,6 @@ final class TeltonikaSession {
         try connection.connect()
         self.connection = connection
         countedBytes = 0
-        lastProgress = endpoint.clock.now()
     }
 
     /// Queues a data frame (identifying first on a fresh connection) and sends what the socket takes.
@@ -120,7 +109,6 @@ final class TeltonikaSession {
     func send(frame: [UInt8]) -> Event? {
         precondition(connection != nil, "TeltonikaSession.send with no connection")
         exchange.queue(frame: frame)
-        lastProgress = endpoint.clock.now()
         return flush()
     }
 
@@ -128,7 +116,6 @@ final class TeltonikaSession {
     func identify() -> Event? {
         precondition(connection != nil, "TeltonikaSession.identify with no connection")
         exchange.queueIdentification()
-        lastProgress = endpoint.clock.now()
         return flush()
     }
 
@@ -140,7 +127,6 @@ final class TeltonikaSession {
                 let taken = try connection.send(exchange.output, from: exchange.sentBytes)
                 if taken == 0 { break }
                 exchange.wrote(taken)
-                lastProgress = endpoint.clock.now()
             }
             return nil
         } catch {
@@ -156,7 +142,6 @@ final class TeltonikaSession {
         do throws(CurlError) {
             while let count = try connection.receive(into: scratch) {
                 if count == 0 { return events + [fail(exchange.peerClosed())] }
-                lastProgress = endpoint.clock.now()
                 events += exchange.received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
                 if case .broken(let reason) = events.last {
                     events[events.count - 1] = fail(reason)
