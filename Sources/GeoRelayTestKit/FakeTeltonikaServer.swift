@@ -56,6 +56,8 @@ package final class FakeTeltonikaServer: Sendable {
         package var uniqueId: String
         package var known: Bool
         package var connection: Int
+        /// A data frame's bytes had arrived behind it (the client did not wait for its answer).
+        package var withFrame = false
     }
 
     /// Counters, for tests that assert on what happened on the wire.
@@ -196,6 +198,8 @@ package final class FakeTeltonikaServer: Sendable {
         var buffer: [UInt8] = []
         /// Known ids identified on this connection, in order (Traccar's endpoint sessions).
         var sessions: [String] = []
+        /// Bytes were read behind the frame being handled.
+        var readBehind = false
     }
 
     /// Netty's `ByteToMessageDecoder` loop over `TeltonikaFrameDecoder`: frames are cut
@@ -219,6 +223,7 @@ package final class FakeTeltonikaServer: Sendable {
                 let behind = Self.dataFramesBuffered(connection.buffer, from: start)
                 state.withLock { $0.statistics.deepestPipeline = max($0.statistics.deepestPipeline, 1 + behind) }
             }
+            connection.readBehind = start < connection.buffer.count
             guard handle(Array(connection.buffer[frame]), connection: &connection, fd: fd) else { return false }
         }
         return true
@@ -295,7 +300,9 @@ package final class FakeTeltonikaServer: Sendable {
                 if known, !connection.sessions.contains(id) { connection.sessions.append(id) }
                 state.withLock {
                     $0.statistics.identifications.append(
-                        Identification(uniqueId: id, known: known, connection: connection.number))
+                        Identification(
+                            uniqueId: id, known: known, connection: connection.number,
+                            withFrame: connection.readBehind))
                 }
                 return send(fd, [known ? 1 : 0])
             }

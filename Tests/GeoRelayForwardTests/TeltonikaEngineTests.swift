@@ -175,6 +175,42 @@ final class TeltonikaFixture: SpoolFixture, @unchecked Sendable {
         #expect(f.server.statistics.framesAnswered == 2)
     }
 
+    /// A device the server has taken positions of identifies with its first frame on a new
+    /// connection (its long id no longer waits for its answer alone): one round trip less after
+    /// every outage. Deleted on the server meanwhile, that frame is dropped unanswered, the device
+    /// parked, and nothing lost: it arrives once the server knows the device again.
+    @Test func aKnownDeviceIdentifiesWithItsFrameAndADeletedOneLosesNothing() async throws {
+        let f = try await TeltonikaFixture(concurrency: 1) { $0.parkSeconds = 1 }
+        let device = "356307042441013"
+        let track = movingTrack(device, count: 30)
+        try await f.withForwarder {
+            _ = await f.spool.append(Array(track[0..<10]))
+            #expect(await f.server.waitUntil { $0.count >= 10 }, "the first ten, on the first connection")
+            // Settled before the server goes: an answer lost with it would send them again.
+            try await f.waitForStatus { $0.pending == 0 }
+            let port = f.server.port
+            f.server.stop()
+            try f.server.start(port: port)
+            _ = await f.spool.append(Array(track[10..<20]))
+            #expect(await f.server.waitUntil { $0.count >= 20 }, "the next ten, on a new connection")
+            try await f.waitForStatus { $0.pending == 0 }
+            f.server.stop()
+            f.server.setUnknownDevices([device])
+            try f.server.start(port: port)
+            _ = await f.spool.append(Array(track[20..<30]))
+            try await f.waitForStatus { $0.parked == 10 }
+            f.server.setUnknownDevices([])
+            #expect(await f.server.waitUntil { $0.count >= 30 }, "the last ten once the device is known again")
+        }
+        let identifications = f.server.statistics.identifications.filter { $0.uniqueId == device }
+        #expect(identifications.count >= 3, "\(identifications)")
+        #expect(f.storedByDevice[device] == track.map(\.timeMs), "each position once, in order")
+        #expect(
+            identifications.prefix(2).map(\.withFrame) == [false, true],
+            "the first connection's id went alone (the device not yet taken); the second's with its frame")
+        #expect(identifications.dropFirst(2).first?.known == false, "the deleted device's id, answered 0x00")
+    }
+
     @Test func aParkedDeviceTheServerNowKnowsIsUnparked() async throws {
         let f = try await TeltonikaFixture(concurrency: 1) { $0.parkSeconds = 1 }
         f.server.setUnknownDevices(["356307042441013"])

@@ -42,6 +42,25 @@ import Testing
         #expect(!x.isAwaiting)
     }
 
+    /// A device the server has taken positions of: its first frame goes behind the id, a round
+    /// trip sooner; were it deleted meanwhile, the `0x00` says so and the frame is never answered.
+    @Test func aKnownDevicesLongIdGoesWithItsFrame() throws {
+        let identification = try TeltonikaCodec.identification(uniqueID: "123456789012345")
+        let frame = Self.frame(3)
+        var x = TeltonikaExchange(identification: identification)
+        x.queue(frame: frame, eager: true)
+        #expect(Self.writeAll(&x) == identification + frame, "one write")
+        #expect(!x.mayQueueFrame, "no second frame before the id's answer")
+        #expect(Self.receive([0x01, 0, 0, 0, 3], into: &x) == [[.identified(.known)], [], [], [], [.acknowledged(3)]])
+        #expect(x.mayQueueFrame)
+
+        var deleted = TeltonikaExchange(identification: identification)
+        deleted.queue(frame: frame, eager: true)
+        _ = Self.writeAll(&deleted)
+        #expect(Self.receive([0x00], into: &deleted) == [[.identified(.unknown)]])
+        #expect(!deleted.isAwaiting, "Traccar drops the frame unanswered")
+    }
+
     @Test func aShortIdGoesInTheSameWriteAsItsFrame() throws {
         var x = try Self.exchange("abc")
         let frame = Self.frame(2)

@@ -6,9 +6,9 @@ import GeoRelayCore
 /// byte by byte.
 ///
 /// It identifies once per connection: the id goes first, alone when it is long enough for
-/// Traccar's frame decoder to cut it (12 bytes), else in the same write as the first data frame
-/// (`TeltonikaCodec.identificationNeedsCompanion`); after a `0x01`, data frames follow, each
-/// answered with its record count. Once identified, frames may go back to back before their
+/// Traccar's frame decoder to cut it (12 bytes) and the server may not know the device, else in
+/// the same write as the first data frame (`TeltonikaCodec.identificationNeedsCompanion`, or
+/// `eager`); after a `0x01`, data frames follow, each answered with its record count. Once identified, frames may go back to back before their
 /// answers: Traccar's frame decoder cuts every whole frame out of what it has read and the
 /// protocol decoder answers each in turn, so the answers come in the frames' order.
 ///
@@ -66,9 +66,13 @@ struct TeltonikaExchange {
     /// (never behind an identification whose answer may drop them).
     var mayQueueFrame: Bool { awaiting.isEmpty || (isKnown && afterIdentification == nil) }
 
-    /// Queues a data frame, identifying first on a fresh connection.
+    /// Queues a data frame, identifying first on a fresh connection. `eager`: the server has taken
+    /// this device's positions before (`DeliveryLedger.window`), so the frame goes behind the id
+    /// without waiting for its answer, a round trip sooner on every new connection (after an
+    /// outage, every device's first). Were the device deleted meanwhile, Traccar drops that frame
+    /// unanswered after its `0x00`, as it does a short id's companion.
     /// - Precondition: `mayQueueFrame`.
-    mutating func queue(frame: [UInt8]) {
+    mutating func queue(frame: [UInt8], eager: Bool = false) {
         precondition(mayQueueFrame, "a Teltonika frame queued behind an unanswered identification")
         if !hasOutput {
             output.removeAll(keepingCapacity: true)
@@ -77,7 +81,7 @@ struct TeltonikaExchange {
         if isKnown {
             output.append(contentsOf: frame)
             awaiting.append(.count)
-        } else if TeltonikaCodec.identificationNeedsCompanion(identification) {
+        } else if eager || TeltonikaCodec.identificationNeedsCompanion(identification) {
             output = identification + frame
             awaiting = [.identification, .count]
         } else {

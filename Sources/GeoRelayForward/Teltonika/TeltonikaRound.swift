@@ -384,7 +384,11 @@ struct TeltonikaRound: ConnectionRound {
         frame.sentAt = now
         active[index].inFlight.append(frame)
         results[work.batch].attempted += frame.range.count
-        carried.connections[work.connection]?.exchange.queue(frame: bytes)
+        // The server has taken this device's positions, in this run or before a restart (its
+        // cursor moved): the id need not wait for its answer alone.
+        let cursor = batches[work.batch].cursor
+        carried.connections[work.connection]?.exchange.queue(
+            frame: bytes, eager: cursor.ackedSeq > 0 || ledger.window(for: cursor.deviceID) == nil)
         carried.connections[work.connection]?.lastProgress = now
         actions.append(.send(work.connection))
         return true
