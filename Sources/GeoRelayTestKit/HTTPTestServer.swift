@@ -96,7 +96,7 @@ package final class HTTPTestServer: Sendable {
             // Read until the end of the headers.
             var headerEnd: Int?
             while headerEnd == nil {
-                headerEnd = Self.find([13, 10, 13, 10], in: buffer)
+                headerEnd = HTTPTestWire.find([13, 10, 13, 10], in: buffer)
                 if headerEnd != nil { break }
                 let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if n <= 0 { return }
@@ -105,7 +105,7 @@ package final class HTTPTestServer: Sendable {
             }
             guard let end = headerEnd else { return }
             // Byte-level parsing: the server must cost far less than the client it measures.
-            guard let head = Self.parseHead(buffer[0..<end]) else { return }
+            guard let head = HTTPTestWire.parseHead(buffer[0..<end]) else { return }
             let length = head.contentLength
             let bodyStart = end + 4
             while buffer.count < bodyStart + length {
@@ -117,7 +117,7 @@ package final class HTTPTestServer: Sendable {
                 method: head.method, target: head.target, headers: head.headers,
                 body: Array(buffer[bodyStart..<(bodyStart + length)]), connection: number)
             buffer.removeFirst(bodyStart + length)
-            if let readsAhead, Self.count([13, 10, 13, 10], in: buffer) == 0 {
+            if let readsAhead, HTTPTestWire.count([13, 10, 13, 10], in: buffer) == 0 {
                 var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 let (seconds, attoseconds) = readsAhead.components
                 if poll(&descriptor, 1, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)) > 0 {
@@ -125,16 +125,12 @@ package final class HTTPTestServer: Sendable {
                     if n > 0 { buffer.append(contentsOf: chunk[0..<n]) }
                 }
             }
-            let waiting = Self.count([13, 10, 13, 10], in: buffer)
+            let waiting = HTTPTestWire.count([13, 10, 13, 10], in: buffer)
             deepest.withLock { $0 = max($0, 1 + waiting) }
             guard let response = handler(request) else { return }
-            var out = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
-            for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
             answered += 1
             let last = responsesPerConnection.map { answered >= $0 } ?? false
-            if last { out += "Connection: close\r\n" }
-            out += "Content-Length: \(response.body.count)\r\n\r\n"
-            let bytes = Array(out.utf8) + response.body
+            let bytes = HTTPTestWire.frame(response, closing: last)
             var offset = 0
             while offset < bytes.count {
                 let n = bytes.withUnsafeBytes {
@@ -165,87 +161,6 @@ package final class HTTPTestServer: Sendable {
             if descriptor.revents == 0 { continue }
             let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { return }
-        }
-    }
-
-    /// How many request heads are complete in `haystack` (bodiless requests: what a pipelining
-    /// client sends), counted up to 16 in one pass so a fast benchmark client is not slowed.
-    private static func count(_ needle: [UInt8], in haystack: [UInt8]) -> Int {
-        var found = 0
-        var matched = 0
-        for byte in haystack {
-            matched = byte == needle[matched] ? matched + 1 : (byte == needle[0] ? 1 : 0)
-            if matched == needle.count {
-                found += 1
-                matched = 0
-                if found == 16 { break }
-            }
-        }
-        return found
-    }
-
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        var i = 0
-        let last = haystack.count - needle.count
-        outer: while i <= last {
-            for j in 0..<needle.count where haystack[i + j] != needle[j] {
-                i += 1
-                continue outer
-            }
-            return i
-        }
-        return nil
-    }
-
-    private struct Head {
-        var method: String
-        var target: String
-        var headers: [(String, String)]
-        var contentLength: Int
-    }
-
-    /// The request line and headers, split on CRLF, ':' and spaces.
-    private static func parseHead(_ bytes: ArraySlice<UInt8>) -> Head? {
-        var lines: [ArraySlice<UInt8>] = []
-        var start = bytes.startIndex
-        var i = bytes.startIndex
-        while i < bytes.endIndex {
-            if bytes[i] == 13, i + 1 < bytes.endIndex, bytes[i + 1] == 10 {
-                lines.append(bytes[start..<i])
-                i += 2
-                start = i
-            } else {
-                i += 1
-            }
-        }
-        lines.append(bytes[start..<bytes.endIndex])
-        let parts = lines[0].split(separator: 32)
-        guard parts.count == 3 else { return nil }
-        var head = Head(
-            method: String(decoding: parts[0], as: UTF8.self), target: String(decoding: parts[1], as: UTF8.self),
-            headers: [], contentLength: 0)
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: 58) else { continue }
-            var valueStart = colon + 1
-            while valueStart < line.endIndex, line[valueStart] == 32 { valueStart += 1 }
-            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
-            let value = String(decoding: line[valueStart..<line.endIndex], as: UTF8.self)
-            if name.utf8.count == 14, name.lowercased() == "content-length" { head.contentLength = Int(value) ?? 0 }
-            head.headers.append((name, value))
-        }
-        return head
-    }
-
-    private static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 400: "Bad Request"
-        case 404: "Not Found"
-        case 429: "Too Many Requests"
-        case 500: "Internal Server Error"
-        case 503: "Service Unavailable"
-        default: "Status"
         }
     }
 }

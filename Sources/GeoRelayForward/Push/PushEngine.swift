@@ -14,9 +14,9 @@ final class PushEngine {
 
     init(
         settings: Configuration.DestinationSettings, state: PushForwarder.DeliveryState, meter: WireMeter?,
-        logger: Logger, spare: SpareConnection?, clock: any RelayClock
+        logger: Logger, spare: SpareConnection?, network: (any RoundNetwork)? = nil, clock: any RelayClock
     ) throws {
-        driver = try RoundDriver(for: settings, meter: meter, spare: spare, clock: clock)
+        driver = try RoundDriver(for: settings, meter: meter, spare: spare, network: network, clock: clock)
         setup = PushRound.Setup(
             destination: settings.name, wire: PushProtocol(settings: settings),
             target: try HTTP1Target(url: settings.url), requestTimeout: settings.requestTimeout, logger: logger)
@@ -50,7 +50,7 @@ final class PushEngine {
     func drive(stop: AbortFlag, yield: AbortFlag, progress: (DeliveryUpdate) -> Void) -> PushRound.Need? {
         guard var current = round else { return nil }
         let finished = driver.run(
-            &current, ledger: &ledger, stop: stop, yield: yield, logger: setup.logger, progress: progress)
+            &current, ledger: &ledger, stop: stop, yield: yield, progress: progress)
         round = current
         return finished ? nil : current.need
     }

@@ -22,12 +22,15 @@ final class TeltonikaEngine: TraccarEngine {
 
     init(
         settings: Configuration.DestinationSettings, meter: WireMeter? = nil, logger: Logger = .disabled,
-        spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
+        spare: SpareConnection? = nil, network: (any RoundNetwork)? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         let endpoint = try TeltonikaSession.Endpoint(settings: settings, meter: meter)
-        driver = try RoundDriver(
-            url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-            meter: meter, spare: spare, clock: clock)
+        driver = RoundDriver(
+            network: try network
+                ?? CurlNetwork(
+                    url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
+                    meter: meter, spare: spare, clock: clock),
+            clock: clock)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,
             requestTimeout: settings.requestTimeout, buffered: true,
@@ -62,7 +65,7 @@ final class TeltonikaEngine: TraccarEngine {
             request.batches, setup: setup, carried: carried, maxPositions: request.maxPositions,
             now: driver.clock.now())
         driver.run(
-            &round, ledger: &ledger, stop: request.stop, yield: request.yield, logger: setup.logger, progress: progress)
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, progress: progress)
         carried = round.carried
         return round.results
     }

@@ -27,9 +27,10 @@ final class OsmAndEngine: TraccarEngine {
 
     init(
         settings: Configuration.DestinationSettings, target: HTTP1Target, meter: WireMeter? = nil,
-        logger: Logger = .disabled, spare: SpareConnection? = nil, clock: any RelayClock = SystemClock()
+        logger: Logger = .disabled, spare: SpareConnection? = nil, network: (any RoundNetwork)? = nil,
+        clock: any RelayClock = SystemClock()
     ) throws {
-        driver = try RoundDriver(for: settings, meter: meter, spare: spare, clock: clock)
+        driver = try RoundDriver(for: settings, meter: meter, spare: spare, network: network, clock: clock)
         setup = OsmAndRound.Setup(
             destination: settings.name, traccar: TraccarProtocol(settings: settings),
             framing: TraccarProtocol.PipelinedFraming(target: target), window: settings.pipeline,
@@ -49,8 +50,7 @@ final class OsmAndEngine: TraccarEngine {
             request.batches, setup: setup, carried: carried, connected: carried.lanes.indices.map(open.contains),
             maxPositions: request.maxPositions, mode: request.mode, now: driver.clock.now())
         driver.run(
-            &round, ledger: &ledger, stop: request.stop, yield: request.yield, live: request.live, logger: setup.logger,
-            progress: progress)
+            &round, ledger: &ledger, stop: request.stop, yield: request.yield, live: request.live, progress: progress)
         carried = round.carried
         return round.results
     }

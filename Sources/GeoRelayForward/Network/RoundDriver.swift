@@ -1,6 +1,5 @@
 import GeoRelayCore
 import GeoRelaySpool
-import Glibc
 
 /// What a connection did, told to a round's state machine by its driver.
 enum ConnectionEvent<ID: Hashable> {
@@ -69,62 +68,47 @@ extension ConnectionRound {
     var waitsForCaller: Bool { false }
 }
 
-/// The one I/O loop under every engine's rounds: it owns the connections (libcurl's, which do
-/// DNS, TCP, TLS and certificate checks), polls them with the engine's wake pipe, moves bytes
-/// and feeds the round its events, on the engine's thread.
+/// The one I/O loop under every engine's rounds: it owns the connections (`RoundNetwork`'s:
+/// libcurl's in the daemon, a simulated link's in tests), waits on them, moves bytes and feeds
+/// the round its events, on the engine's thread.
 final class RoundDriver<ID: Hashable> {
-    private let url: String
-    private let tls: Configuration.TLSSettings
-    private let connectTimeoutSeconds: Double
-    private let meter: WireMeter?
-    private let wakeup: WakePipe
+    private let network: any RoundNetwork
     /// What the round's events are timed on (`handle(_:at:)`) and its deadline kept on.
     let clock: any RelayClock
     /// Open connections, kept between rounds.
-    private var connections: [ID: CurlConnection] = [:]
-    /// A connection the link's return check opened, taken by the next `open` (`SpareConnection`).
-    private let spare: SpareConnection?
+    private var connections: [ID: any RoundConnection] = [:]
 
-    init(
-        url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, meter: WireMeter?,
-        spare: SpareConnection? = nil, clock: any RelayClock
-    ) throws {
-        self.url = url
-        self.spare = spare
-        self.tls = tls
-        self.connectTimeoutSeconds = connectTimeoutSeconds
-        self.meter = meter
+    init(network: any RoundNetwork, clock: any RelayClock) {
+        self.network = network
         self.clock = clock
-        wakeup = try WakePipe()
     }
 
-    /// A driver for `settings`' destination.
+    /// A driver for `settings`' destination: over `network`, or libcurl's to its URL.
     convenience init(
         for settings: Configuration.DestinationSettings, meter: WireMeter?, spare: SpareConnection?,
-        clock: any RelayClock
+        network: (any RoundNetwork)? = nil, clock: any RelayClock
     ) throws {
         try self.init(
-            url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds, meter: meter,
-            spare: spare, clock: clock)
+            network: network
+                ?? CurlNetwork(
+                    url: settings.url, tls: settings.tls, connectTimeoutSeconds: settings.connectTimeoutSeconds,
+                    meter: meter, spare: spare, clock: clock),
+            clock: clock)
     }
 
     /// Wakes a running round so it sees its flags; may be called from any thread.
-    var wake: @Sendable () -> Void { wakeup.signal }
+    var wake: @Sendable () -> Void { network.wake }
 
     func closeAll() {
         connections.removeAll()
-        spare?.drop()
+        network.dropKept()
     }
 
     /// Drops the kept connections the server closed meanwhile (or that hold bytes nobody asked
     /// for) and returns the ids of those still open.
     func keptOpen() -> Set<ID> {
-        for (id, connection) in connections where !isFresh(connection) { connections[id] = nil }
+        for (id, connection) in connections where !connection.isQuiet { connections[id] = nil }
         return Set(connections.keys)
-    }
-
-    private func isFresh(_ connection: CurlConnection) -> Bool {
-        (try? connection.wait(readable: true, writable: false, timeout: .zero)).map { !$0.readable } ?? false
     }
 
     /// Runs `round` to its end, or until `stop` is set, or until it waits for its caller.
@@ -132,7 +116,7 @@ final class RoundDriver<ID: Hashable> {
     @discardableResult
     func run<Round: ConnectionRound>(
         _ round: inout Round, ledger: inout DeliveryLedger, stop: AbortFlag, yield: AbortFlag?, live: LiveJoin? = nil,
-        logger: Logger, progress: (DeliveryUpdate) -> Void
+        progress: (DeliveryUpdate) -> Void
     ) -> Bool where Round.ID == ID {
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { scratch.deallocate() }
@@ -146,23 +130,14 @@ final class RoundDriver<ID: Hashable> {
             for action in actions {
                 switch action {
                 case .open(let id):
-                    if let kept = spare?.take(now: clock.now()) {
-                        connections[id] = kept
-                        tell(.opened(id))
-                        continue
-                    }
-                    do throws(CurlError) {
-                        let connection = try CurlConnection(
-                            url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter,
-                            clock: clock)
-                        try connection.connect()
-                        connections[id] = connection
+                    do throws(ConnectionFailure) {
+                        connections[id] = try network.open()
                         tell(.opened(id))
                     } catch {
                         tell(.openFailed(id, error.message))
                     }
                 case .verify(let id):
-                    let fresh = connections[id].map(isFresh) ?? false
+                    let fresh = connections[id]?.isQuiet ?? false
                     if !fresh { connections[id] = nil }
                     tell(.verified(id, fresh: fresh))
                 case .send(let id):
@@ -177,9 +152,9 @@ final class RoundDriver<ID: Hashable> {
 
         func send(_ id: ID) {
             guard let connection = connections[id] else { return }
-            do throws(CurlError) {
+            do throws(ConnectionFailure) {
                 while let output = round.output(of: id), output.sent < output.bytes.count {
-                    // Offered again from the first byte not taken, no shorter (see `CurlConnection`).
+                    // Offered again from the first byte not taken, no shorter (`RoundConnection`).
                     let taken = try connection.send(output.bytes, from: output.sent)
                     if taken == 0 { break }
                     tell(.wrote(id, count: taken))
@@ -191,7 +166,7 @@ final class RoundDriver<ID: Hashable> {
 
         /// Reads what arrived; over TLS curl may hold decrypted bytes, so until it would block.
         func receive(_ id: ID) {
-            do throws(CurlError) {
+            do throws(ConnectionFailure) {
                 while let connection = connections[id], let count = try connection.receive(into: scratch) {
                     if count == 0 { return tell(.peerClosed(id)) }
                     tell(.received(id, UnsafeRawBufferPointer(rebasing: scratch[..<count])))
@@ -201,37 +176,18 @@ final class RoundDriver<ID: Hashable> {
             }
         }
 
-        var descriptors: [pollfd] = []
         while !stop.isSet {
             if let joined = live?.take(), !joined.isEmpty { tell(.joined(joined)) }
             tell(.turn(yield: yield?.isSet == true))
             if round.isFinished { break }
             if round.waitsForCaller { return false }
             let polled = round.polled.compactMap { entry in
-                connections[entry.id].map { (entry.id, $0.descriptor, entry.writing) }
+                connections[entry.id].map { (id: entry.id, connection: $0, writing: entry.writing) }
             }
-            descriptors.removeAll(keepingCapacity: true)
-            descriptors.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0))
-            for (_, descriptor, writing) in polled {
-                descriptors.append(
-                    pollfd(fd: descriptor, events: Int16(POLLIN) | (writing ? Int16(POLLOUT) : 0), revents: 0))
-            }
-            let deadline = round.deadline
-            // Computed in the call, so a poll interrupted by a signal waits only for what is left.
-            // Clamped as a Double first: the conversion traps on a value out of Int32's range.
-            var waitMs: Int32 {
-                let ms = deadline.map { clock.now().duration(to: $0) / .milliseconds(1) + 1 } ?? 1000
-                return Int32(min(1000, max(0, ms.isFinite ? ms : 1000)))
-            }
-            do throws(SystemError) {
-                try syscall("poll") { poll(&descriptors, nfds_t(descriptors.count), waitMs) }
-            } catch {
-                logger.error("\(error)")
-                break
-            }
-            if descriptors[0].revents != 0 { wakeup.drain() }
-            for (offset, (id, _, _)) in polled.enumerated() where descriptors[offset + 1].revents != 0 {
-                if descriptors[offset + 1].revents & Int16(POLLOUT) != 0 { send(id) }
+            let ready = network.wait(polled.map { ($0.connection, $0.writing) }, until: round.deadline)
+            for readiness in ready {
+                let id = polled[readiness.index].id
+                if readiness.writable { send(id) }
                 receive(id)
             }
             tell(.tick)

@@ -1,0 +1,36 @@
+/// A link from `../shared/LINKS.md`: delay added each way, bandwidth each way shared by every
+/// connection over it, given out a segment at a time.
+package struct LinkProfile: Sendable, CustomStringConvertible {
+    package var name: String
+    package var oneWay: Duration
+    /// Each way.
+    package var bytesPerSecond: Int
+
+    package init(name: String, oneWay: Duration, bytesPerSecond: Int) {
+        self.name = name
+        self.oneWay = oneWay
+        self.bytesPerSecond = max(1, bytesPerSecond)
+    }
+
+    /// A host on the same switch: what a test of a round's logic, not of a link, runs on.
+    package static let lan = LinkProfile(name: "lan", oneWay: .microseconds(100), bytesPerSecond: 125_000_000)
+    package static let geo = LinkProfile(name: "geo", oneWay: .milliseconds(300), bytesPerSecond: 256_000 / 8)
+    package static let geoSlow = LinkProfile(name: "geo-slow", oneWay: .milliseconds(350), bytesPerSecond: 64_000 / 8)
+    package static let narrowband = LinkProfile(
+        name: "narrowband", oneWay: .milliseconds(700), bytesPerSecond: 9_600 / 8)
+    package static let cellularEdge = LinkProfile(
+        name: "cellular-edge", oneWay: .milliseconds(80), bytesPerSecond: 128_000 / 8)
+    package static let leo = LinkProfile(name: "leo", oneWay: .milliseconds(25), bytesPerSecond: 20_000_000 / 8)
+
+    /// The satellite and edge profiles a figure users feel is measured on.
+    package static let uplinks = [geo, geoSlow, narrowband, cellularEdge, leo]
+
+    /// How long `bytes` take to leave one end (serialisation), rounded up to a nanosecond.
+    package func serialisation(of bytes: Int) -> Duration {
+        .nanoseconds((Int64(bytes) * 1_000_000_000 + Int64(bytesPerSecond) - 1) / Int64(bytesPerSecond))
+    }
+
+    package var roundTrip: Duration { oneWay * 2 }
+
+    package var description: String { name }
+}

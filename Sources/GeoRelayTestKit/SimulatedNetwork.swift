@@ -1,0 +1,268 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayForward
+
+/// One link on simulated time, between the relay and its servers (`../shared/LINKS.md`): a
+/// one-way delay, a bandwidth each way shared by every connection and given out a segment at a
+/// time, servers that answer without a socket (`SimulatedService`), and a satellite that goes down
+/// the way a kind of terminal shows it (`TerminalKind`).
+///
+/// The rounds reach it through a `SimulatedConnector` (their `RoundNetwork`): the same driver
+/// and state machines as the daemon's, bytes and all, with no kernel under them. A driver's wait
+/// moves the clock to the next thing that happens on the link (the clock is the network's alone
+/// to move while a round runs), so a round over two hours of satellite time takes milliseconds and
+/// the same seed replays it exactly.
+///
+/// TCP is modelled as far as a relay can tell it apart: a handshake costs a round trip; a
+/// connection's unsent bytes are bounded by its send buffer; segments queue for the link's
+/// bandwidth behind every other connection's and arrive in order; a close after the last answer is
+/// a clean end, a close with requests unread, or bytes reaching a closed connection, is a reset. A
+/// handshake with no answer is tried again after 1, 2, 4… seconds until the connect timeout.
+package final class SimulatedNetwork: @unchecked Sendable {
+    package let clock: SimulatedClock
+    package let link: LinkProfile
+    /// What a connection may have written and not yet serialised onto the link.
+    package static let sendBuffer = 64 * 1024
+    static let segment = 1448
+
+    /// What crossed the link.
+    package struct Counters: Sendable, Equatable {
+        /// Handshakes the server answered (connections that reached it).
+        package var connections = 0
+        /// Connections the relay opened, whoever answered them (a terminal on board included).
+        package var opened = 0
+        package var refused = 0
+        package var bytesUp = 0
+        package var bytesDown = 0
+        /// Relay → server bytes written while the satellite was down.
+        package var bytesUpWhileDown = 0
+        package var resets = 0
+    }
+
+    /// The state below is the lock's: the driver's thread and the test's both reach it.
+    let lock = NSLock()
+    var state = State()
+
+    struct State {
+        var counters = Counters()
+        var down: TerminalKind?
+        var events = EventQueue()
+        var connections: [Int: LinkConnection] = [:]
+        var nextConnection = 0
+        /// When each direction's serialiser is free again.
+        var upFreeAt = RelayInstant.origin
+        var downFreeAt = RelayInstant.origin
+        /// Events held by a `hold` terminal while its satellite is down, carried on its return.
+        var held: [LinkEvent] = []
+        var woken = false
+    }
+
+    /// - Parameter clock: moved by the network while a driver waits on it.
+    package init(clock: SimulatedClock, link: LinkProfile = .lan) {
+        self.clock = clock
+        self.link = link
+    }
+
+    /// A driver's way onto the link, to `service` (nil: nothing listens there).
+    package func connector(to service: (any SimulatedService)?, connectTimeout: Duration = .seconds(10))
+        -> SimulatedConnector
+    {
+        SimulatedConnector(network: self, server: SimulatedServer(service), connectTimeout: connectTimeout)
+    }
+
+    package var counters: Counters { locked { $0.counters } }
+
+    /// The satellite goes down the way `kind` shows it (nil: it returns), now.
+    package func setDown(_ kind: TerminalKind?) {
+        locked { state in
+            let now = clock.now()
+            let was = state.down
+            state.down = kind
+            if let kind, was == nil {
+                for id in state.connections.keys.sorted() where !state.connections[id]!.isFinished {
+                    switch kind {
+                    case .refuse, .close:
+                        // The link takes its connections with it.
+                        state.connections[id]!.failure = "Connection reset by peer"
+                        state.counters.resets += 1
+                    case .drop:
+                        state.connections[id]!.silenced = true
+                    case .hold:
+                        break
+                    }
+                }
+            } else if kind == nil, was == .hold {
+                // Carried through: what the terminal held crosses now, in order.
+                let held = state.held
+                state.held.removeAll()
+                for event in held { state.events.push(event.retimed(now + link.oneWay)) }
+                for id in state.connections.keys.sorted() where state.connections[id]!.heldOpen {
+                    state.connections[id]!.heldOpen = false
+                    state.events.push(LinkEvent(at: now + link.oneWay, kind: .accept(id)))
+                    let output = state.connections[id]!.heldOutput
+                    state.connections[id]!.heldOutput.removeAll()
+                    if !output.isEmpty { serialise(up: true, id: id, bytes: output, from: now, state: &state) }
+                }
+            }
+        }
+    }
+
+    package var isDown: Bool { locked { $0.down != nil } }
+
+    /// Ends a driver's wait from another thread.
+    func wake() {
+        locked { $0.woken = true }
+    }
+
+    /// The state, with what is due by now already handed to the link: a look between a driver's
+    /// waits (a kept connection's check) sees what has happened by the clock's time.
+    func locked<T>(_ body: (inout State) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        deliverDue(&state)
+        return body(&state)
+    }
+
+    /// Moves the clock `duration` ahead through what happens on the link meanwhile: time passing
+    /// between rounds, with no driver waiting.
+    package func advance(by duration: Duration) {
+        run(until: clock.now() + duration) { _ in false }
+    }
+
+    // MARK: - Time
+
+    /// Moves the clock to `limit`, or to the first event before it for which `until` holds,
+    /// handing each event to the link on its way.
+    func run(until limit: RelayInstant, stopWhen until: (inout State) -> Bool) {
+        while true {
+            let stop = locked { until(&$0) }
+            let now = clock.now()
+            if stop || now >= limit { return }
+            let next = locked { $0.events.first?.at }
+            let target = min(limit, max(now, next ?? limit))
+            if target > now { clock.advance(by: target - now) }
+        }
+    }
+
+    /// Hands every event due by now to the link, in time order.
+    private func deliverDue(_ state: inout State) {
+        let now = clock.now()
+        while let event = state.events.popDue(now) {
+            handle(event, state: &state)
+        }
+    }
+
+    // MARK: - Segments
+
+    /// Puts `bytes` on the link from `from` on, behind what is queued in that direction, a
+    /// segment at a time. - Returns: when the last of them leaves the sending end.
+    @discardableResult
+    func serialise(up: Bool, id: Int, bytes: [UInt8], from: RelayInstant, state: inout State) -> RelayInstant {
+        var offset = 0
+        var free = max(from, up ? state.upFreeAt : state.downFreeAt)
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + Self.segment)
+            free = free + link.serialisation(of: end - offset)
+            let chunk = Array(bytes[offset..<end])
+            state.events.push(LinkEvent(at: free + link.oneWay, kind: up ? .toServer(id, chunk) : .toClient(id, chunk)))
+            offset = end
+        }
+        if up {
+            state.upFreeAt = free
+            state.counters.bytesUp += bytes.count
+        } else {
+            state.downFreeAt = free
+            state.counters.bytesDown += bytes.count
+        }
+        return free
+    }
+
+    /// A signal with no payload (FIN, reset) behind what the server already sent.
+    private func signal(_ kind: LinkEvent.Kind, from: RelayInstant, state: inout State) {
+        state.events.push(LinkEvent(at: max(from, state.downFreeAt) + link.oneWay, kind: kind))
+    }
+
+    private func handle(_ event: LinkEvent, state: inout State) {
+        let now = clock.now()
+        if let down = state.down, event.crossesTheLink {
+            switch down {
+            case .hold: state.held.append(event)
+            case .refuse, .close, .drop: break // lost with the link
+            }
+            return
+        }
+        switch event.kind {
+        case .accept(let id):
+            guard var connection = state.connections[id], !connection.isFinished else { return }
+            state.counters.connections += 1
+            connection.session = connection.server.accept(number: state.counters.connections)
+            state.connections[id] = connection
+        case .toServer(let id, let bytes):
+            guard let connection = state.connections[id], !connection.silenced else { return }
+            if connection.serverClosed {
+                if !connection.lingering { signal(.resetToClient(id), from: now, state: &state) }
+                return
+            }
+            guard let session = connection.session else { return }
+            let replies = session.received(bytes, at: now)
+            apply(replies, id: id, state: &state)
+        case .serverSends(let id, let bytes):
+            guard let connection = state.connections[id], !connection.serverClosed else { return }
+            serialise(up: false, id: id, bytes: bytes, from: now, state: &state)
+        case .serverCloses(let id, let lingering, let reset):
+            guard var connection = state.connections[id], !connection.serverClosed else { return }
+            connection.serverClosed = true
+            connection.lingering = lingering
+            let unread = connection.session?.holdsUnread ?? false
+            state.connections[id] = connection
+            signal(reset || (unread && !lingering) ? .resetToClient(id) : .finToClient(id), from: now, state: &state)
+        case .toClient(let id, let bytes):
+            guard state.connections[id]?.silenced == false else { return }
+            state.connections[id]?.inbox.append(contentsOf: bytes)
+        case .finToClient(let id):
+            state.connections[id]?.peerClosed = true
+        case .resetToClient(let id):
+            guard state.connections[id]?.failure == nil else { return }
+            state.connections[id]?.failure = "Connection reset by peer"
+            state.counters.resets += 1
+        }
+    }
+
+    /// A session's replies, each after its processing time and never before the one before it.
+    private func apply(_ replies: [SimulatedReply], id: Int, state: inout State) {
+        var at = max(clock.now(), state.connections[id]?.lastReplyAt ?? .origin)
+        for reply in replies {
+            switch reply {
+            case .send(let bytes, let after):
+                at = at + after
+                state.events.push(LinkEvent(at: at, kind: .serverSends(id, bytes)))
+            case .close(let lingering, let after):
+                at = at + after
+                state.events.push(LinkEvent(at: at, kind: .serverCloses(id, lingering: lingering, reset: false)))
+            case .reset(let after):
+                at = at + after
+                state.events.push(LinkEvent(at: at, kind: .serverCloses(id, lingering: false, reset: true)))
+            }
+        }
+        state.connections[id]?.lastReplyAt = at
+    }
+}
+
+/// A server as the network knows it: its service, and whether it listens.
+package final class SimulatedServer: @unchecked Sendable {
+    let service: (any SimulatedService)?
+    private let lock = NSLock()
+    private var listeningFlag = true
+
+    init(_ service: (any SimulatedService)?) {
+        self.service = service
+    }
+
+    /// Whether anything listens (a server stopped refuses, after a round trip).
+    var listening: Bool {
+        get { lock.withLock { listeningFlag && service != nil } }
+        set { lock.withLock { listeningFlag = newValue } }
+    }
+
+    func accept(number: Int) -> (any SimulatedSession)? { service?.accept(connection: number) }
+}
