@@ -13,7 +13,7 @@ import GeoRelayCore
 /// libcurl connects (`CURLOPT_CONNECT_ONLY` on a `telnet://` URL, whose handler does nothing at
 /// connect time: no TLS handshake, no bytes), so name lookups, the socket's bill and the connect
 /// timeout are the same as every other connection's.
-final class ConnectCheck: Sendable {
+package final class ConnectCheck: Sendable {
     private let target: String
     private let timeoutSeconds: Double
     /// Where what crossed the link is billed: the destination's meter.
@@ -27,7 +27,7 @@ final class ConnectCheck: Sendable {
     private let spare: SpareConnection?
 
     /// How an attempt ended.
-    enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         /// Opened across the link: a handshake that took a round trip.
         case opened
         /// Opened quicker than any uplink's round trip: by this host, a server beside it, or a
@@ -45,7 +45,7 @@ final class ConnectCheck: Sendable {
     /// attempt answered within it, either way, never crossed one.
     static let answeredHere = Duration.milliseconds(10)
 
-    static func outcome(opened: Bool, took: Duration) -> Outcome {
+    package static func outcome(opened: Bool, took: Duration) -> Outcome {
         let here = took < answeredHere
         return opened ? (here ? .openedHere : .opened) : here ? .refusedHere : .failed
     }

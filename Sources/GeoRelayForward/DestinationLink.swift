@@ -12,7 +12,7 @@ package final class DestinationLink: Sendable {
     private let prober: HTTPWorker
     private let ownProbe: Probe?
     /// Bare connection attempts between probes (`probe.connectSeconds`); nil: probes only.
-    private let connectCheck: ConnectCheck?
+    private let connectCheck: ConnectAttempt?
     /// The kernel's route, address and link announcements: each brings the next attempt forward.
     private let linkChanges: WakeBroadcast?
     /// The probes' own count, moved to the destination's meter unless nothing crossed the link.
@@ -24,10 +24,33 @@ package final class DestinationLink: Sendable {
     package var roundUnderWay: Bool { inRound.load(ordering: .acquiring) }
     func roundBegins() { inRound.store(true, ordering: .releasing) }
     func roundEnded() { inRound.store(false, ordering: .releasing) }
+    /// Waits under way for time, a wake or the link (a backoff, an idle wait, a probe): a
+    /// simulation moves its clock only while every destination is in one, or in a round that waits
+    /// on the network. `changes` counts entries and exits, so a wait left and entered again between
+    /// two looks is seen.
+    private let waitsUnderWay = Atomic<Int>(0)
+    private let waitChanges = Atomic<Int>(0)
+    package var waiting: (now: Bool, changes: Int) {
+        (waitsUnderWay.load(ordering: .acquiring) > 0, waitChanges.load(ordering: .acquiring))
+    }
+
+    /// Runs `body`, a wait for time, a wake or the link, marked as one.
+    func waits<T>(_ body: () async -> T) async -> T {
+        waitChanges.add(1, ordering: .relaxed)
+        waitsUnderWay.add(1, ordering: .releasing)
+        defer {
+            waitsUnderWay.subtract(1, ordering: .releasing)
+            waitChanges.add(1, ordering: .relaxed)
+        }
+        return await body()
+    }
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
     /// port): what its answer says, and the bytes it cost on the wire.
-    typealias Probe = @Sendable (_ timeout: Duration) async -> (answer: ServerCheck.Answer, wireBytes: Int)
+    package typealias Probe = @Sendable (_ timeout: Duration) async -> (answer: ServerCheck.Answer, wireBytes: Int)
+    /// A bare connection attempt of the destination's own, instead of `ConnectCheck`'s (a
+    /// simulated link's: `NetworkChecks`).
+    package typealias ConnectAttempt = @Sendable () async -> ConnectCheck.Outcome
 
     /// - Parameters:
     ///   - probe: how to probe instead of `ServerCheck`'s GET; nil for HTTP destinations.
@@ -35,10 +58,11 @@ package final class DestinationLink: Sendable {
     ///   - probeMeter: where the probe's own connections are counted (the meter `probe` was built with).
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
     ///   - spare: where a bare attempt's connection across the link is kept for the next round.
+    ///   - connect: how a bare attempt is made instead of `ConnectCheck`'s (with `probe.connectSeconds` set).
     init(
         settings: Configuration.DestinationSettings, recorder: DeliveryRecorder, logger: Logger, probe: Probe? = nil,
         probeMeter: WireMeter = WireMeter(), linkChanges: WakeBroadcast? = nil, spare: SpareConnection? = nil,
-        clock: any RelayClock = SystemClock()
+        connect: ConnectAttempt? = nil, clock: any RelayClock = SystemClock()
     ) throws {
         self.settings = settings
         self.linkChanges = linkChanges
@@ -48,7 +72,13 @@ package final class DestinationLink: Sendable {
         self.clock = clock
         self.prober = try HTTPWorker(label: "georelay.probe.\(settings.name)", tls: settings.tls, meter: probeMeter)
         self.ownProbe = probe
-        self.connectCheck = ConnectCheck(settings: settings, meter: recorder.meter, spare: spare, clock: clock)
+        if settings.probeConnectSeconds > 0, let connect {
+            connectCheck = connect
+        } else if let check = ConnectCheck(settings: settings, meter: recorder.meter, spare: spare, clock: clock) {
+            connectCheck = { await check.attempt() }
+        } else {
+            connectCheck = nil
+        }
     }
 
     /// How delivery goes on after backing off.
@@ -84,7 +114,7 @@ package final class DestinationLink: Sendable {
         guard transport else {
             let payloadAt = started.saturatingPlus(ReturnWatch.ns(seconds: delay))
             show(.backoff, reason: reason, atNs: payloadAt)
-            await clock.sleep(untilNs: payloadAt)
+            await waits { await clock.sleep(untilNs: payloadAt) }
             return Task.isCancelled ? .cancelled : .trial
         }
         var watch = ReturnWatch(
@@ -107,21 +137,23 @@ package final class DestinationLink: Sendable {
                     show(state, reason: reason, atNs: atNs)
                 case .connect:
                     guard let connectCheck else { return .cancelled }
-                    event = .connected(await connectCheck.attempt())
+                    event = .connected(await waits { await connectCheck() })
                 case .probe(let timeout):
                     let probed = clock.monotonicNs()
-                    let answer = await probe(timeout: timeout)
+                    let answer = await waits { await probe(timeout: timeout) }
                     event = .probed(answer, tookNs: clock.monotonicNs() - probed)
                 case .sleep(let until, let earliestOnChange):
-                    if let changes, let earliestOnChange {
-                        // A wake that came while the attempt ran is taken now (the change may be what
-                        // let it fail); half a second between attempts however the kernel chatters.
-                        let now = clock.monotonicNs()
-                        await changes.wait(
-                            timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)), clock: clock)
-                        await clock.sleep(untilNs: min(until, earliestOnChange))
-                    } else {
-                        await clock.sleep(untilNs: until)
+                    await waits {
+                        if let changes, let earliestOnChange {
+                            // A wake that came while the attempt ran is taken now (the change may be
+                            // what let it fail); half a second between attempts however the kernel chatters.
+                            let now = clock.monotonicNs()
+                            await changes.wait(
+                                timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)), clock: clock)
+                            await clock.sleep(untilNs: min(until, earliestOnChange))
+                        } else {
+                            await clock.sleep(untilNs: until)
+                        }
                     }
                     event = .woke
                 case .resume(let how):

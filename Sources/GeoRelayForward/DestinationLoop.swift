@@ -217,7 +217,7 @@ extension DestinationLoop {
                     }
                     event = .ended(report)
                 case .idle(let wait):
-                    await wake.wait(timeout: wait, clock: clock)
+                    await link.waits { await wake.wait(timeout: wait, clock: clock) }
                     event = .turn(
                         route: gate?.routeGeneration(for: name) ?? 0, restriction: gate?.restriction(for: name))
                 case .backOff(let reason, let retryAfter, let transport):
@@ -225,7 +225,9 @@ extension DestinationLoop {
                         await link.backOff(
                             reason: reason, retryAfter: retryAfter, transport: transport, backoff: &loop.backoff))
                 case .pause(let seconds):
-                    await clock.sleep(for: .milliseconds(CheckedNumbers.milliseconds(seconds: seconds) ?? 0))
+                    await link.waits {
+                        await clock.sleep(for: .milliseconds(CheckedNumbers.milliseconds(seconds: seconds) ?? 0))
+                    }
                     event = .resumed(Task.isCancelled ? .cancelled : .trial)
                 case .next:
                     event = .turn(

@@ -16,9 +16,9 @@ import GeoRelayCore
 /// It carries no position and no credentials: a GET without parameters costs
 /// a few hundred bytes and puts nothing on the server. Traccar's Teltonika port
 /// answers no HTTP; it has its own probe (`TeltonikaProbe`), read as the same `Answer`.
-enum ServerCheck {
+package enum ServerCheck {
     /// What a probe's answer says.
-    enum Answer: Equatable {
+    package enum Answer: Equatable, Sendable {
         /// Nothing answered (refused, reset, timed out, TLS failure): the link is down.
         case nothing
         /// Something answered over HTTP, but nothing only the destination's server would say:
@@ -39,7 +39,7 @@ enum ServerCheck {
 
     /// Reads a probe of the destination's own URL, or of `probe.url` when `ownURL` is false
     /// (which must answer 2xx, not a page, to count as the server).
-    static func answer(_ result: Result<HTTPResponse, CurlError>, ownURL: Bool = true) -> Answer {
+    package static func answer(_ result: Result<HTTPResponse, CurlError>, ownURL: Bool = true) -> Answer {
         guard case .success(let response) = result else { return .nothing }
         if ownURL { return provesServer(result) ? .server : .path }
         return (200..<300).contains(response.status) && !TraccarProtocol.looksLikeHTML(response) ? .server : .path

@@ -64,14 +64,18 @@ package final class FakeOsmAndServer: Sendable {
     private let state = Mutex(State())
     package let changed = WakeSignal()
     package let http: HTTPTestServer
+    private let now: @Sendable () -> Int64
 
     /// - Parameters:
     ///   - closesAfterEachResponse: behind a proxy that does not keep connections alive.
     ///   - responsesPerConnection: behind nginx, which closes a connection after `keepalive_requests`.
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace; `url` still names loopback).
-    package init(closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1")
-        throws
-    {
+    ///   - now: the server's wall clock, in ms (a simulation's, on simulated time).
+    package init(
+        closesAfterEachResponse: Bool = false, responsesPerConnection: Int? = nil, host: String = "127.0.0.1",
+        now: @escaping @Sendable () -> Int64 = { WallClock.nowMs() }
+    ) throws {
+        self.now = now
         let server = WeakReference<FakeOsmAndServer>()
         http = try HTTPTestServer(
             closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection, host: host
@@ -161,6 +165,10 @@ package final class FakeOsmAndServer: Sendable {
     /// GET requests naming nothing that this server answered.
     package var probeCount: Int { state.withLock { $0.probes } }
 
+    /// The answer to `request` as it reached the server some other way than its socket (the
+    /// simulated network's `SimulatedHTTPServer`); nil: the connection closes without one.
+    package func answer(_ request: HTTPTestRequest) -> HTTPTestResponse? { handle(request) }
+
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
         let isProbe = request.method == "GET" && request.body.isEmpty && !request.target.contains("?")
         let (behaviour, probeStyle, queued) = state.withLock { state -> (Behaviour, ServerStyle?, Int?) in
@@ -209,7 +217,7 @@ package final class FakeOsmAndServer: Sendable {
             }
             let decoded = try decode(parameters, connection: request.connection)
             guard var decoded else { return HTTPTestResponse(status: 400) }
-            decoded.arrivalMs = WallClock.nowMs()
+            decoded.arrivalMs = now()
             state.withLock { $0.positions.append(decoded) }
             changed.signal()
             return HTTPTestResponse(status: 200)
@@ -286,7 +294,7 @@ package final class FakeOsmAndServer: Sendable {
             }
         }
         guard !stored.uniqueId.isEmpty else { return nil }
-        if !haveTime { stored.fixTimeMs = WallClock.nowMs() }
+        if !haveTime { stored.fixTimeMs = now() }
         if let latitude, let longitude {
             stored.lat = latitude
             stored.lon = longitude

@@ -11,13 +11,21 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
     package let server: SimulatedServer
     private let connectTimeout: Duration
 
-    init(network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration) {
+    /// Which driver this is, for its wakes.
+    private let id: Int
+
+    /// - Parameter checks: a destination's checks' way (`sibling`): its threads park as checks.
+    init(network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration, checks: Bool = false) {
         self.network = network
         self.server = server
         self.connectTimeout = connectTimeout
+        id = checks ? -network.newConnector() : network.newConnector()
     }
 
-    package var wake: @Sendable () -> Void { { [network] in network.wake() } }
+    package var wake: @Sendable () -> Void { { [network, id] in network.wake(id) } }
+
+    /// Whether its driver is parked on the clock with nothing ready: it waits only for time.
+    package var isParked: Bool { network.isParked(id) }
 
     /// Whether the server listens: stopped, it refuses new connections (its open ones go on
     /// until `closeServerConnections`).
@@ -48,25 +56,25 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
                 return opening(&state)
             }
             switch outcome {
-            case .open(let id):
-                return SimulatedConnection(network: network, id: id)
-            case .across(let id):
+            case .open(let connection):
+                return SimulatedConnection(network: network, id: connection)
+            case .across(let connection):
                 // The handshake's round trip: the server has it after one way, the client after both.
-                network.run(until: clock.now() + network.link.roundTrip) { _ in false }
-                return SimulatedConnection(network: network, id: id)
+                network.run(until: clock.now() + network.link.roundTrip, as: id) { _ in false }
+                return SimulatedConnection(network: network, id: connection)
             case .refused(let after):
-                network.run(until: clock.now() + after) { _ in false }
+                network.run(until: clock.now() + after, as: id) { _ in false }
                 throw ConnectionFailure("Failed to connect: Connection refused")
             case .unanswered:
                 // SYN lost: tried again after 1, 2, 4… seconds, as the kernel does, until the timeout.
                 attempt = attempt + backoff
                 backoff = backoff * 2
                 if attempt >= deadline {
-                    network.run(until: deadline) { _ in false }
+                    network.run(until: deadline, as: id) { _ in false }
                     throw ConnectionFailure(
                         "Failed to connect: Connection timed out after \(connectTimeout / .milliseconds(1)) ms")
                 }
-                network.run(until: attempt) { _ in false }
+                network.run(until: attempt, as: id) { _ in false }
                 network.locked { $0.counters.opened -= 1 }
             }
         }
@@ -115,10 +123,14 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
     {
         let asked = polled.map { (($0.connection as? SimulatedConnection)?.id ?? 0, $0.writing) }
         let now = network.clock.now()
-        let limit = min(deadline ?? now + .seconds(1), now + .seconds(1))
-        network.run(until: limit) { state in state.woken || !Self.ready(asked, state: state, now: now).isEmpty }
-        return network.locked { state in
-            state.woken = false
+        // As the kernel's poll: a deadline is waited for past it (rounded up to the next
+        // millisecond), so the round that set it finds it reached; at most a second.
+        let limit = min(max(deadline ?? now + .seconds(1), now) + .milliseconds(1), now + .seconds(1))
+        network.run(until: limit, as: id) { [id] state in
+            state.woken.contains(id) || !Self.ready(asked, state: state, now: network.clock.now()).isEmpty
+        }
+        return network.locked { [id] state in
+            state.woken.remove(id)
             return Self.ready(asked, state: state, now: network.clock.now())
         }
     }
@@ -284,5 +296,30 @@ struct EventQueue {
     mutating func popDue(_ now: RelayInstant) -> LinkEvent? {
         guard let first = events.first, first.event.at <= now else { return nil }
         return events.removeFirst().event
+    }
+}
+
+extension SimulatedConnector {
+    /// Another way onto the link to the same server, for a destination's checks (probes, bare
+    /// attempts) beside its rounds: they must not take the rounds' wakes.
+    package func sibling() -> SimulatedConnector {
+        SimulatedConnector(network: network, server: server, connectTimeout: connectTimeout, checks: true)
+    }
+
+    /// The destination's probe over this path (a GET of `url`), on a thread of its own.
+    package func probe(url: String) -> DestinationLink.Probe {
+        let checks = sibling()
+        return { [network] timeout in
+            await network.check { NetworkChecks.probe(over: checks, url: url, timeout: timeout, clock: network.clock) }
+                ?? (.nothing, 0)
+        }
+    }
+
+    /// The destination's bare connection attempt over this path, on a thread of its own.
+    package var connectAttempt: DestinationLink.ConnectAttempt {
+        let checks = sibling()
+        return { [network] in
+            await network.check { NetworkChecks.connect(over: checks, clock: network.clock) } ?? .failed
+        }
     }
 }

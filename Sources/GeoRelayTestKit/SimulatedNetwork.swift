@@ -54,13 +54,33 @@ package final class SimulatedNetwork: @unchecked Sendable {
         var downFreeAt = RelayInstant.origin
         /// Events held by a `hold` terminal while its satellite is down, carried on its return.
         var held: [LinkEvent] = []
-        var woken = false
+        /// Connectors whose driver was woken (`RoundNetwork.wake`) and has not looked yet.
+        var woken: Set<Int> = []
+        var nextConnector = 0
     }
 
-    /// - Parameter clock: moved by the network while a driver waits on it.
-    package init(clock: SimulatedClock, link: LinkProfile = .lan) {
+    /// Whether a driver's wait moves the clock itself (a round alone, in a test that drives it)
+    /// or parks as one more sleeper on it until a test that runs a whole relay moves it
+    /// (`SimulatedWorld`).
+    package enum Time: Sendable {
+        case drivenByWaits
+        case movedByTest
+    }
+
+    package let time: Time
+    /// Threads parked on the clock (world mode), by connector: what wakes them.
+    private let parked = NSLock()
+    private var parkedWaiters: [Int: (waiter: DispatchSemaphore, signalled: Bool)] = [:]
+    /// The clock sleeper standing for the earliest event (world mode), so the test's moves stop there.
+    private var eventAlarm: (at: RelayInstant, id: UInt64)?
+
+    /// - Parameters:
+    ///   - clock: moved by the network while a driver waits on it, or by the test (`time`).
+    ///   - time: who moves the clock.
+    package init(clock: SimulatedClock, link: LinkProfile = .lan, time: Time = .drivenByWaits) {
         self.clock = clock
         self.link = link
+        self.time = time
     }
 
     /// A driver's way onto the link, to `service` (nil: nothing listens there).
@@ -109,18 +129,82 @@ package final class SimulatedNetwork: @unchecked Sendable {
 
     package var isDown: Bool { locked { $0.down != nil } }
 
-    /// Ends a driver's wait from another thread.
-    func wake() {
-        locked { $0.woken = true }
+    /// Ends the wait of `connector`'s driver from another thread.
+    func wake(_ connector: Int) {
+        locked { _ = $0.woken.insert(connector) }
+        signalParked(connector)
+    }
+
+    func newConnector() -> Int {
+        locked { state in
+            state.nextConnector += 1
+            return state.nextConnector
+        }
+    }
+
+    /// Whether `connector`'s driver is parked on the clock with nothing to look at: all it waits
+    /// for is time (world mode).
+    func isParked(_ connector: Int) -> Bool {
+        parked.withLock { parkedWaiters[connector].map { !$0.signalled } ?? false }
+    }
+
+    /// Checks (probes, bare attempts) under way on threads of their own.
+    private var checksUnderWay = 0
+
+    /// Runs a destination's check (`body`, blocking) on a thread of its own: the world waits for it
+    /// to park on the clock before moving it.
+    func check<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T? {
+        parked.withLock { checksUnderWay += 1 }
+        defer { parked.withLock { checksUnderWay -= 1 } }
+        return try? await offThePool(body)
+    }
+
+    /// Every check under way is parked on the clock, waiting only for time.
+    var checksWait: Bool {
+        parked.withLock { checksUnderWay == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled }.count }
+    }
+
+    /// Wakes a parked thread (every one without `key`); until it parks again it is not idle.
+    private func signalParked(_ key: Int? = nil) {
+        parked.withLock {
+            for (parkedKey, entry) in parkedWaiters where key == nil || parkedKey == key {
+                parkedWaiters[parkedKey]?.signalled = true
+                entry.waiter.signal()
+            }
+        }
     }
 
     /// The state, with what is due by now already handed to the link: a look between a driver's
     /// waits (a kept connection's check) sees what has happened by the clock's time.
     func locked<T>(_ body: (inout State) -> T) -> T {
         lock.lock()
-        defer { lock.unlock() }
-        deliverDue(&state)
-        return body(&state)
+        let delivered = deliverDue(&state)
+        let result = body(&state)
+        if time == .movedByTest { setEventAlarm() }
+        lock.unlock()
+        // Something happened: every parked driver looks again (and parks again if not for it).
+        if delivered { signalParked() }
+        return result
+    }
+
+    /// Keeps one sleeper on the clock at the earliest event, waking the parked drivers there.
+    private func setEventAlarm() {
+        let next = state.events.first?.at
+        // One that already rang is stale: what it rang for was delivered before this look.
+        if let alarm = eventAlarm, alarm.at == next, alarm.at > clock.now() { return }
+        if let alarm = eventAlarm { clock.cancel(alarm.id) }
+        eventAlarm = nil
+        guard let next else { return }
+        let id = clock.schedule(atNs: SimulatedClock.nanoseconds(next.sinceOrigin)) { [weak self] in
+            self?.signalParked()
+        }
+        eventAlarm = (next, id)
+    }
+
+    /// Hands the link what is due by the clock's time now: after a test moved it, with no driver
+    /// parked to look.
+    package func deliverDue() {
+        locked { _ in }
     }
 
     /// Moves the clock `duration` ahead through what happens on the link meanwhile: time passing
@@ -133,23 +217,45 @@ package final class SimulatedNetwork: @unchecked Sendable {
 
     /// Moves the clock to `limit`, or to the first event before it for which `until` holds,
     /// handing each event to the link on its way.
-    func run(until limit: RelayInstant, stopWhen until: (inout State) -> Bool) {
+    ///
+    /// With the clock `movedByTest`, the calling thread parks on it instead (as `connector`'s,
+    /// when it is a driver) until the test moves it to the next event, to `limit`, or a wake.
+    func run(until limit: RelayInstant, as connector: Int? = nil, stopWhen until: (inout State) -> Bool) {
+        let waiter = DispatchSemaphore(value: 0)
         while true {
             let stop = locked { until(&$0) }
             let now = clock.now()
             if stop || now >= limit { return }
-            let next = locked { $0.events.first?.at }
-            let target = min(limit, max(now, next ?? limit))
-            if target > now { clock.advance(by: target - now) }
+            switch time {
+            case .drivenByWaits:
+                let next = locked { $0.events.first?.at }
+                let target = min(limit, max(now, next ?? limit))
+                if target > now { clock.advance(by: target - now) }
+            case .movedByTest:
+                let key = connector ?? -newConnector()
+                parked.withLock { parkedWaiters[key] = (waiter, false) }
+                let id = clock.schedule(atNs: SimulatedClock.nanoseconds(limit.sinceOrigin)) { [weak self] in
+                    self?.signalParked(key)
+                }
+                // Looked again once parked: what happened meanwhile is not missed.
+                if !locked({ until(&$0) }) { waiter.wait() }
+                clock.cancel(id)
+                parked.withLock { parkedWaiters[key] = nil }
+                while waiter.wait(timeout: .now()) == .success {}
+            }
         }
     }
 
-    /// Hands every event due by now to the link, in time order.
-    private func deliverDue(_ state: inout State) {
+    /// Hands every event due by now to the link, in time order. - Returns: whether there was any.
+    @discardableResult
+    private func deliverDue(_ state: inout State) -> Bool {
         let now = clock.now()
+        var any = false
         while let event = state.events.popDue(now) {
             handle(event, state: &state)
+            any = true
         }
+        return any
     }
 
     // MARK: - Segments

@@ -104,7 +104,7 @@ package final class SimulatedClock: RelayClock {
     private struct State {
         var wallMs: Int64
         var monotonicNs: UInt64 = 1_000_000_000
-        var sleepers: [(deadlineNs: UInt64, id: UInt64, wake: CheckedContinuation<Void, Never>)] = []
+        var sleepers: [(deadlineNs: UInt64, id: UInt64, wake: @Sendable () -> Void)] = []
         var nextID: UInt64 = 0
     }
 
@@ -130,6 +130,29 @@ package final class SimulatedClock: RelayClock {
     /// How many tasks are asleep on it: a test moves the clock once the part it drives waits.
     package var sleeping: Int { state.withLock { $0.sleepers.count } }
 
+    /// The earliest deadline a sleeper waits for: where a test that moves the clock from one thing
+    /// that happens to the next goes.
+    package var nextDeadlineNs: UInt64? { state.withLock { $0.sleepers.map(\.deadlineNs).min() } }
+
+    /// A sleeper that is not a task (a thread blocked on the simulated network): `wake` is called
+    /// once the clock reaches `deadlineNs` (at once if it has), unless `cancel`led first.
+    /// - Returns: what `cancel` takes.
+    package func schedule(atNs deadlineNs: UInt64, _ wake: @escaping @Sendable () -> Void) -> UInt64 {
+        let (id, now) = state.withLock { state -> (UInt64, Bool) in
+            state.nextID += 1
+            if deadlineNs <= state.monotonicNs { return (state.nextID, true) }
+            state.sleepers.append((deadlineNs, state.nextID, wake))
+            return (state.nextID, false)
+        }
+        if now { wake() }
+        return id
+    }
+
+    /// Takes a sleeper `schedule` added off the clock, unwoken.
+    package func cancel(_ id: UInt64) {
+        state.withLock { state in state.sleepers.removeAll { $0.id == id } }
+    }
+
     package func sleep(untilNs deadlineNs: UInt64) async {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
@@ -139,24 +162,24 @@ package final class SimulatedClock: RelayClock {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now: Bool = state.withLock { state in
                     if deadlineNs <= state.monotonicNs || Task.isCancelled { return true }
-                    state.sleepers.append((deadlineNs, id, continuation))
+                    state.sleepers.append((deadlineNs, id, { continuation.resume() }))
                     return false
                 }
                 if now { continuation.resume() }
             }
         } onCancel: {
-            let woken = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            let woken = state.withLock { state -> (@Sendable () -> Void)? in
                 guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
                 return state.sleepers.remove(at: index).wake
             }
-            woken?.resume()
+            woken?()
         }
     }
 
     /// Moves wall and monotonic time forward by `duration` and wakes the sleepers it reaches.
     package func advance(by duration: Duration) {
         let ns = Self.nanoseconds(duration)
-        let due = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let due = state.withLock { state -> [@Sendable () -> Void] in
             state.wallMs = state.wallMs.saturatingPlus(Int64(ns / 1_000_000))
             state.monotonicNs = state.monotonicNs > UInt64.max - ns ? .max : state.monotonicNs + ns
             let now = state.monotonicNs
@@ -164,7 +187,13 @@ package final class SimulatedClock: RelayClock {
             state.sleepers.removeAll { $0.deadlineNs <= now }
             return woken.map(\.wake)
         }
-        for wake in due { wake.resume() }
+        for wake in due { wake() }
+    }
+
+    /// Moves the clock forward to `deadlineNs` (not back), as `advance(by:)` does.
+    package func advance(toNs deadlineNs: UInt64) {
+        let now = monotonicNs()
+        if deadlineNs > now { advance(by: .nanoseconds(Int64(clamping: deadlineNs - now))) }
     }
 
     /// Steps the wall clock alone (NTP correcting it, an operator setting it): durations go on.

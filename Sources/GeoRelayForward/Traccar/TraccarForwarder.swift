@@ -61,11 +61,11 @@ package final class TraccarForwarder: DestinationForwarder {
     }
 
     /// A destination whose rounds go through the engine `makeEngine` builds and whose probes are
-    /// `probe`'s (the network's, or a simulation's link and server).
+    /// `probe`'s (the network's, or a simulation's link and server), its bare attempts `connect`'s.
     init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
         clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?, spare: SpareConnection? = nil,
-        makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
+        connect: DestinationLink.ConnectAttempt? = nil, makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
     ) throws {
         self.settings = settings
         self.clock = clock
@@ -80,7 +80,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger, probe: probe, probeMeter: probeMeter,
-            linkChanges: gate?.linkChanges, spare: spare, clock: clock)
+            linkChanges: gate?.linkChanges, spare: spare, connect: connect, clock: clock)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)

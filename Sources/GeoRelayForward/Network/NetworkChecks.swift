@@ -1,0 +1,60 @@
+import GeoRelayCore
+
+/// A destination's looks at its link over a `RoundNetwork` instead of libcurl's own handles: the
+/// bare attempt (`ConnectCheck`) and the probe (`ServerCheck`'s GET), each timed and read exactly
+/// as theirs are. How a destination on a simulated link watches for its return; blocking, so each
+/// runs on a thread of its own.
+package enum NetworkChecks {
+    /// One bare attempt: opened or not, and how quickly (`ConnectCheck.outcome`).
+    package static func connect(over network: any RoundNetwork, clock: any RelayClock) -> ConnectCheck.Outcome {
+        let started = clock.now()
+        let opened = (try? network.open()) != nil
+        return ConnectCheck.outcome(opened: opened, took: started.duration(to: clock.now()))
+    }
+
+    /// A GET of `url` with nothing in it, within `timeout`: what its answer says of the link
+    /// (`ServerCheck.answer`), and the bytes it cost both ways.
+    package static func probe(over network: any RoundNetwork, url: String, timeout: Duration, clock: any RelayClock)
+        -> (answer: ServerCheck.Answer, wireBytes: Int)
+    {
+        let deadline = clock.now() + timeout
+        guard let target = try? HTTP1Target(url: url), let request = try? HTTP1Request(method: "GET", target: target),
+            let connection = try? network.open()
+        else { return (.nothing, 0) }
+        var output: [UInt8] = []
+        request.append(to: &output)
+        var sent = 0
+        var parser = HTTP1ResponseParser()
+        var received = 0
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
+        defer { scratch.deallocate() }
+        while clock.now() < deadline {
+            do throws(ConnectionFailure) {
+                while sent < output.count {
+                    let taken = try connection.send(output, from: sent)
+                    if taken == 0 { break }
+                    sent += taken
+                }
+                while let count = try connection.receive(into: scratch) {
+                    if count == 0 {
+                        let answer = try? parser.finish()
+                        return (answer.map { ServerCheck.answer(.success($0.response)) } ?? .nothing, sent + received)
+                    }
+                    received += count
+                    parser.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                }
+            } catch {
+                return (.nothing, sent + received)
+            }
+            do throws(HTTP1ParseError) {
+                if let response = try parser.next() {
+                    return (ServerCheck.answer(.success(response.response)), sent + received)
+                }
+            } catch {
+                return (.nothing, sent + received)
+            }
+            _ = network.wait([(connection, sent < output.count)], until: deadline)
+        }
+        return (.nothing, sent + received)
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import GeoRelayCore
+import GeoRelaySpool
+import GeoRelayTestKit
+
+@testable import GeoRelayForward
+
+/// A spool and a Traccar destination over OsmAnd in one process, on simulated time: the real
+/// forwarder, loop, rounds, probes and spool, their connections across a `SimulatedNetwork` to
+/// the fake Traccar answering without a socket (`SimulatedHTTPServer`).
+final class SimulatedForwardFixture: @unchecked Sendable {
+    let world: SimulatedWorld
+    let directory: TemporaryDirectory
+    let spool: Spool
+    var settings: Configuration.DestinationSettings
+    let log = CapturedLog()
+    let seed: SimulationSeed
+    /// What Traccar stored.
+    let traccar: FakeOsmAndServer
+    /// How it answers on the link (keep-alive, closes, its time over each request).
+    let server: SimulatedHTTPServer
+    let connector: SimulatedConnector
+
+    /// - Parameters:
+    ///   - processing: the server's time over each request (a slow one shows requests queueing
+    ///     at it, which only a client that pipelines puts there).
+    init(
+        link: LinkProfile, seed: SimulationSeed, concurrency: Int = 4,
+        pipeline: Int = Configuration.DestinationSettings().pipeline, closesAfterEachResponse: Bool = false,
+        responsesPerConnection: Int? = nil,
+        processing: ClosedRange<Duration> = .microseconds(200) ... .milliseconds(2),
+        configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
+    ) async throws {
+        world = SimulatedWorld(link: link)
+        self.seed = seed
+        let clock = world.clock
+        traccar = try FakeOsmAndServer(now: { clock.nowMs() })
+        server = SimulatedHTTPServer(
+            closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection,
+            processing: processing, seed: seed.value
+        ) { [traccar] in traccar.answer($0) }
+        directory = try TemporaryDirectory()
+        var spoolSettings = Spool.Settings(path: directory.file("spool.db"))
+        spoolSettings.stateInterval = .seconds(15)
+        spoolSettings.clock = clock
+        spool = try Spool(settings: spoolSettings)
+        settings = Configuration.DestinationSettings()
+        settings.url = "http://traccar.invalid:5055/"
+        settings.concurrency = concurrency
+        settings.pipeline = pipeline
+        settings.useTestTimings()
+        configure(&settings)
+        connector = world.network.connector(
+            to: server, connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
+        try await spool.register(destinations: [
+            DestinationRegistration(name: settings.name, buffered: settings.buffer)
+        ])
+        world.settle { [spool] in await spool.flush() }
+    }
+
+    /// Runs the forwarder while `body` runs, then lets it finish what is in flight.
+    func withForwarder(_ body: () async throws -> Void) async throws {
+        let (settings, connector, clock) = (self.settings, self.connector, world.clock)
+        let forwarder = try TraccarForwarder(
+            settings: settings, spool: spool, logger: log.logger, gate: nil, clock: clock, probeMeter: WireMeter(),
+            probe: connector.probe(url: settings.url), connect: connector.connectAttempt
+        ) { meter, logger in
+            try OsmAndEngine(
+                settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
+                network: connector, clock: clock)
+        }
+        let ended = AbortFlag()
+        world.watch(forwarder.link, driver: connector, ended: ended)
+        let task = Task {
+            await forwarder.run()
+            ended.set()
+        }
+        defer { task.cancel() }
+        try await body()
+        forwarder.finish()
+        // What is in flight is answered within the request timeout; a wedge is abandoned, and fails.
+        let finished = try await world.run(for: .seconds(120)) { ended.isSet }
+        if !finished { forwarder.abandon() }
+        await task.value
+        if !finished { throw SimulatedWorldError("the forwarder did not finish within 120 s of simulated time") }
+    }
+
+    /// Moves simulated time until the destination's status satisfies `condition`, at most `limit`.
+    @discardableResult
+    func waitForStatus(within limit: Duration = .seconds(600), _ condition: (SpoolStatus.Destination) -> Bool)
+        async throws -> SpoolStatus.Destination
+    {
+        var status = try self.status()
+        try await world.run(for: limit) {
+            await spool.flush()
+            status = try self.status()
+            return condition(status)
+        }
+        return status
+    }
+
+    func status() throws -> SpoolStatus.Destination {
+        try spool.makeReader().status().destinations.first { $0.name == settings.name }!
+    }
+
+    /// What a failed expectation says: the seed and how to replay it, and the forwarder's last words.
+    func replay(_ test: String) -> String {
+        "\(seed.replay(test)) on \(world.network.link)\n\(log.tail())"
+    }
+
+    deinit {
+        spool.close()
+    }
+}
