@@ -110,21 +110,26 @@ import Testing
             return relay
         }
         /// Waits until another chunk of positions has arrived at Traccar, for as long as they arrive.
-        func drain(_ chunk: Int) async throws {
+        func drain(_ chunk: Int, relay: RelayProcess) async throws {
             let began = WallClock.monotonicNs()
             let target = world.server.positions.count + Self.chunk
             let drained = await world.server.waitWhileArriving(stalledFor: Self.stallBound) { $0.count >= target }
             drainSeconds.append(Double(WallClock.monotonicNs() - began) / 1e9)
             try #require(
                 drained,
-                "drain \(chunk) of \(cycles + 1): \(world.server.positions.count) of \(target) positions at Traccar, none for \(Self.stallBound)"
+                """
+                drain \(chunk) of \(cycles + 1): \(world.server.positions.count) of \(target) positions at Traccar, none for \(Self.stallBound); \
+                the relay's status: \((try? world.command(["status"]).stdout) ?? "unknown")
+                its log's tail:
+                \(relay.stderrText().split(separator: "\n").suffix(40).joined(separator: "\n"))
+                """
             )
         }
 
         var relay = try start()
         try startCollectors()
         for cycle in 0..<cycles {
-            try await drain(cycle + 1)
+            try await drain(cycle + 1, relay: relay)
             peakRSS = max(peakRSS, try residentBytes(pid: relay.pid, peak: true))
             relay.signal(SIGKILL)
             writing.store(false, ordering: .relaxed)
@@ -133,7 +138,7 @@ import Testing
             relay = try start()
             try startCollectors()
         }
-        try await drain(cycles + 1)
+        try await drain(cycles + 1, relay: relay)
         writing.store(false, ordering: .relaxed)
         try await collectorsEnded("the collectors' last line")
         let live = acknowledged.withLock { $0 }
