@@ -63,6 +63,13 @@ struct Eviction {
     ///   and the quota's first choice: a replay's history gives way before live positions do).
     private func deleteDelivered(receivedBefore cutoff: Int64, limit: Int, keepingReplays: Bool) throws -> Int {
         var deleted = 0
+        // Rows come in in seq order, so a device's expired rows lead its delivered ones: the first
+        // received at or after the cutoff ends the range, and a pass reads what it deletes, not
+        // every row retention keeps (a week of 1 Hz fixes, read again every minute on an SD card).
+        // A row behind it that a wall clock stepped back made look older waits for the rows
+        // before it to expire: kept a little longer, never deleted early.
+        let firstKept = try db.statement(
+            "SELECT seq FROM positions WHERE device_id = ? AND seq <= ? AND received_ms >= ? ORDER BY seq LIMIT 1")
         let delete = try db.statement(
             """
             DELETE FROM positions WHERE seq IN (
@@ -70,7 +77,12 @@ struct Eviction {
                 AND seq NOT IN (SELECT seq FROM quarantine)
                 \(keepingReplays ? "AND seq NOT IN (SELECT seq FROM replay_queue)" : "") ORDER BY seq LIMIT ?)
             """)
-        for (deviceID, seq) in try deliveredThrough() where deleted < limit {
+        for (deviceID, delivered) in try deliveredThrough() where deleted < limit {
+            firstKept.bind(1, deviceID)
+            firstKept.bind(2, delivered)
+            firstKept.bind(3, cutoff)
+            let seq = try firstKept.step() ? firstKept.int64(0) - 1 : delivered
+            firstKept.reset()
             while deleted < limit {
                 delete.reset()
                 delete.bind(1, deviceID)
