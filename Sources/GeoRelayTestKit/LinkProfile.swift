@@ -24,6 +24,8 @@ package struct LinkProfile: Sendable, CustomStringConvertible {
 
     /// The satellite and edge profiles a figure users feel is measured on.
     package static let uplinks = [geo, geoSlow, narrowband, cellularEdge, leo]
+    /// The satellite profiles the benchmark's drains run on.
+    package static let satellites = [geo, geoSlow, narrowband]
 
     /// How long `bytes` take to leave one end (serialisation), rounded up to a nanosecond.
     package func serialisation(of bytes: Int) -> Duration {
@@ -31,6 +33,9 @@ package struct LinkProfile: Sendable, CustomStringConvertible {
     }
 
     package var roundTrip: Duration { oneWay * 2 }
+
+    /// The one-way delay in whole milliseconds, as the kernel's and the proxy's delay lines take it.
+    package var oneWayMs: Int { Int(oneWay / .milliseconds(1)) }
 
     package var description: String { name }
 }

@@ -4,18 +4,6 @@ import GeoRelayTestKit
 import Glibc
 import Synchronization
 
-/// A link profile from `../shared/LINKS.md`.
-struct LinkProfile {
-    var name: String
-    var oneWayMs: Int
-    var bytesPerSecond: Int
-
-    static let geo = LinkProfile(name: "geo", oneWayMs: 300, bytesPerSecond: 256_000 / 8)
-    static let geoSlow = LinkProfile(name: "geo-slow", oneWayMs: 350, bytesPerSecond: 64_000 / 8)
-    static let narrowband = LinkProfile(name: "narrowband", oneWayMs: 700, bytesPerSecond: 9_600 / 8)
-    static let all = [geo, geoSlow, narrowband]
-}
-
 /// A fleet behind one link: `units` receivers, each with a fix every `fixSeconds`.
 struct Fleet {
     var units: Int
@@ -39,9 +27,9 @@ struct Fleet {
 func satelliteFigure() throws {
     // GEORELAY_BENCH_LINK=geo-slow or narrowband for LINKS.md's slower profiles.
     let linkName = ProcessInfo.processInfo.environment["GEORELAY_BENCH_LINK"] ?? "geo"
-    guard let link = LinkProfile.all.first(where: { $0.name == linkName }) else {
+    guard let link = LinkProfile.satellites.first(where: { $0.name == linkName }) else {
         throw BenchError(
-            "GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.all.map(\.name).joined(separator: ", ")))")
+            "GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.satellites.map(\.name).joined(separator: ", ")))")
     }
     let hours = quick ? 0.5 : 2.0
     var transports = ["osmand", "teltonika", "push"]

@@ -16,6 +16,7 @@ struct SimulatedRelay {
     let server: SimulatedServer
     let forwarders: [any DestinationForwarder]
     let monitor: UplinkMonitor
+    let uplinks: SimulatedUplinks
     let logger: Logger
     let delivering: [Task<Void, Never>]
     let upkeep: Task<Void, Never>
@@ -23,7 +24,7 @@ struct SimulatedRelay {
 
     static func start(
         spool settings: Spool.Settings, server: SimulatedServer, gateway: SimulatedGateway, gate: UplinkGate,
-        idleSleepers: Int? = nil
+        uplinks: SimulatedUplinks, idleSleepers: Int? = nil
     ) async throws -> SimulatedRelay {
         guard let clock = settings.clock as? SimulatedClock else { throw SimulationError("not a simulated clock") }
         let spool = try Spool(settings: settings)
@@ -55,7 +56,8 @@ struct SimulatedRelay {
         let forwarders: [any DestinationForwarder] = [forwarder, pushForwarder]
         return SimulatedRelay(
             spool: spool, reader: try spool.makeReader(), server: server, forwarders: forwarders,
-            monitor: UplinkMonitor(spool: spool, logger: logger, gate: gate) { SimulatedUplinks.configuration },
+            monitor: UplinkMonitor(spool: spool, logger: logger, gate: gate) { uplinks.configuration },
+            uplinks: uplinks,
             logger: logger,
             delivering: forwarders.map { forwarder in Task { await forwarder.run() } },
             // Retention, the quota's idle check and the log's trim, as the daemon's upkeep part runs them.
@@ -81,7 +83,7 @@ struct SimulatedRelay {
     /// The uplink monitor's look, with the route the traffic takes now.
     func look(underway: Bool) async {
         await monitor.look(
-            routes: SimulatedUplinks.routes(underway: underway), configuration: SimulatedUplinks.configuration,
+            routes: uplinks.routes(underway: underway), configuration: uplinks.configuration,
             interfaces: [:])
     }
 

@@ -26,7 +26,7 @@ final class SimulatedServer: Sendable {
         /// In a maintenance window: every request answered 503.
         var unavailable = false
         var answered503 = 0
-        var uplink = SimulatedUplinks.satellite.name
+        var uplink = SimulatedUplinks.satelliteName
         /// The simulation's step, for when alarms arrive.
         var step = 0
         /// Each device's arrivals against what was stored, in the order Traccar reads right.

@@ -6,24 +6,32 @@ import GeoRelayService
 /// with a day and a month budget; the marina's Wi-Fi moored, free. The relay's own
 /// `UplinkMonitor` counts them and tells the gate (`SimulatedRelay.look`); only the route, which
 /// the daemon asks the kernel for, is the simulation's.
-enum SimulatedUplinks {
-    /// About 6,000 positions a day: less than a passage's 6,600 fixes and an outage's backlog;
-    /// the month's 15 MB is spent by mid-month at that rate (a voyage is underway 60 % of days).
-    static let satellite = Configuration.Uplink(
-        name: "satellite", interface: "sat0", metered: true,
-        budget: Configuration.Budget(dayBytes: 1_200_000, monthBytes: 15_000_000))
+struct SimulatedUplinks: Sendable {
+    static let satelliteName = "satellite"
     static let marina = Configuration.Uplink(name: "marina", interface: "wlan0")
 
-    static let configuration: Configuration = {
-        var configuration = Configuration()
-        configuration.uplinks = [satellite, marina]
-        return configuration
-    }()
+    /// About 6,000 positions a day: less than a passage's 6,600 fixes and an outage's backlog.
+    /// The month's budget is spent about halfway through the voyage at that rate (a voyage is
+    /// underway 60 % of days): half a megabyte for each of its days, 15 MB at most (by mid-month
+    /// on a voyage of a month), so `make test`'s ten days spend theirs as a month's do.
+    let satellite: Configuration.Uplink
 
-    static func routes(underway: Bool) -> [String: UplinkRoute.Answer] {
-        let uplink = UplinkRoute.Answer.uplink(underway ? satellite : marina)
+    init(days: Int) {
+        satellite = Configuration.Uplink(
+            name: Self.satelliteName, interface: "sat0", metered: true,
+            budget: Configuration.Budget(dayBytes: 1_200_000, monthBytes: Int64(min(30, max(1, days))) * 500_000))
+    }
+
+    var configuration: Configuration {
+        var configuration = Configuration()
+        configuration.uplinks = [satellite, Self.marina]
+        return configuration
+    }
+
+    func routes(underway: Bool) -> [String: UplinkRoute.Answer] {
+        let uplink = UplinkRoute.Answer.uplink(underway ? satellite : Self.marina)
         return ["traccar": uplink, "push": uplink]
     }
 
-    static func uplink(underway: Bool) -> String { underway ? satellite.name : marina.name }
+    static func uplink(underway: Bool) -> String { underway ? satelliteName : marina.name }
 }

@@ -208,7 +208,7 @@ struct VoyageReport: CustomStringConvertible {
     /// carried before its budget was spent stays within the budget + 2 %, each day and month the
     /// relay's clock names.
     mutating func checkBudgets(_ carried: [String: SimulatedServer.Carried]) {
-        guard let budget = SimulatedUplinks.satellite.budget else { return }
+        guard let budget = SimulatedUplinks(days: days).satellite.budget else { return }
         for (period, bytes) in carried.sorted(by: { $0.key < $1.key }) {
             let day = period.count == 10
             guard let limit = day ? budget.dayBytes : budget.monthBytes else { continue }

@@ -46,12 +46,13 @@ struct VoyageSimulation {
         let gateway = try SimulatedGateway { Voyage.startMs + clock.monotonicMs() - origin }
         defer { gateway.stop() }
         let gate = UplinkGate()
+        let uplinks = SimulatedUplinks(days: days)
         var relay = try await SimulatedRelay.start(
-            spool: spoolSettings, server: server, gateway: gateway, gate: gate)
+            spool: spoolSettings, server: server, gateway: gateway, gate: gate, uplinks: uplinks)
         var collectors = SimulatedCollectors(clock: clock)
         func startAgain() async throws {
             relay = try await SimulatedRelay.start(
-                spool: spoolSettings, server: server, gateway: gateway, gate: gate,
+                spool: spoolSettings, server: server, gateway: gateway, gate: gate, uplinks: uplinks,
                 idleSleepers: relay.quiescence.idleSleepers)
             collectors.reconnect(clock: clock)
             pushRecorded = 0
@@ -181,7 +182,7 @@ struct VoyageSimulation {
         report.check(gateway)
         report.check(alarms: alarmsStored, linkUpInStep: linkUpInStep, at: server)
         report.checkMemory()
-        report.checkBudgets(server.carried[SimulatedUplinks.satellite.name] ?? [:])
+        report.checkBudgets(server.carried[SimulatedUplinks.satelliteName] ?? [:])
         await relay.stop()
         report.seconds = (ContinuousClock.now - started) / .seconds(1)
         return report
@@ -203,7 +204,7 @@ extension VoyageSimulation {
             }
         }
         relay.server.restored(losing: lost)
-        var configuration = SimulatedUplinks.configuration
+        var configuration = relay.uplinks.configuration
         configuration.spool.path = relay.spool.path
         let report = try await Commands.queueReplay(
             configuration: configuration, destination: "traccar",

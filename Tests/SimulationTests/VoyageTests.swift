@@ -12,7 +12,12 @@ import Testing
         return [1, 2, 3]
     }
 
-    static var days: Int { environment["GEORELAY_SIM_DAYS"].flatMap { Int($0) }.map { max(1, min($0, 3_650)) } ?? 30 }
+    /// Ten days in `make test` (each seed's month budget spent halfway, as a month's is), thirty
+    /// with `GEORELAY_LONG_TESTS=1`.
+    static var days: Int {
+        environment["GEORELAY_SIM_DAYS"].flatMap { Int($0) }.map { max(1, min($0, 3_650)) }
+            ?? (environment["GEORELAY_LONG_TESTS"] != nil ? 30 : 10)
+    }
 
     /// How far the clock jumps at a time (GEORELAY_SIM_STEP_MINUTES, 1 to 1,440).
     static var stepMinutes: Int64 {
