@@ -29,7 +29,8 @@ func satelliteFigure() throws {
     let linkName = ProcessInfo.processInfo.environment["GEORELAY_BENCH_LINK"] ?? "geo"
     guard let link = LinkProfile.satellites.first(where: { $0.name == linkName }) else {
         throw BenchError(
-            "GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.satellites.map(\.name).joined(separator: ", ")))")
+            "GEORELAY_BENCH_LINK: no link profile \(linkName) (\(LinkProfile.satellites.map(\.name).joined(separator: ", ")))"
+        )
     }
     let hours = quick ? 0.5 : 2.0
     var transports = ["osmand", "teltonika", "push"]
