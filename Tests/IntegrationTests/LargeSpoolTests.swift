@@ -160,7 +160,7 @@ import Testing
             .filter { $0.device.hasPrefix("live") }.map { "\($0.device): \($0.pending)" }
         #expect(
             liveArrived,
-            "live collectors' positions not all at Traccar, none arriving for \(Self.stallBound): missing \(missing.mapValues(\.count).filter { $0.value > 0 }) (oldest \(missing.mapValues { $0.min() ?? 0 }.filter { $0.value > 0 })), pending in the spool \(pending ?? ["unknown"]), \(world.server.positions.count) positions at Traccar"
+            "live collectors' positions not all at Traccar, none arriving for \(Self.stallBound): missing \(missing.mapValues(\.count).filter { $0.value > 0 }) (oldest \(missing.mapValues { $0.min() ?? 0 }.filter { $0.value > 0 })), pending in the spool \(pending ?? ["unknown"]), \(world.server.positions.count) positions at Traccar; the relay's status: \((try? world.command(["status"]).stdout) ?? "unknown"); its log's tail: \(relay.stderrText().split(separator: "\n").suffix(40).joined(separator: "\n"))"
         )
         #expect(
             backlogThen < total,
