@@ -11,7 +11,7 @@ import Testing
 /// alive, windows that break, and what goes on the wire, on a geostationary link (600 ms round
 /// trips) on simulated time, from several seeds. The rest of the Traccar behaviour (order,
 /// parking, quarantine, backoff, alarms) runs for both engines in `TraccarForwarderTests`.
-@Suite struct PipelinedOsmAndTests {
+@Suite(.offThePool) struct PipelinedOsmAndTests {
     static let seeds = SimulationSeed.all(3)
     /// A server that takes a while over each request, as Traccar writing to its database does:
     /// requests queue at it only when the client has them on the wire together.
