@@ -9,7 +9,8 @@ package struct LinkProfile: Sendable, CustomStringConvertible {
     package init(name: String, oneWay: Duration, bytesPerSecond: Int) {
         self.name = name
         self.oneWay = oneWay
-        self.bytesPerSecond = max(1, bytesPerSecond)
+        // At most a gigabyte a second: the serialisation's arithmetic stays far inside Int64.
+        self.bytesPerSecond = min(1_000_000_000, max(1, bytesPerSecond))
     }
 
     /// A host on the same switch: what a test of a round's logic, not of a link, runs on.
@@ -29,13 +30,19 @@ package struct LinkProfile: Sendable, CustomStringConvertible {
 
     /// How long `bytes` take to leave one end (serialisation), rounded up to a nanosecond.
     package func serialisation(of bytes: Int) -> Duration {
-        .nanoseconds((Int64(bytes) * 1_000_000_000 + Int64(bytesPerSecond) - 1) / Int64(bytesPerSecond))
+        // Whole seconds first, then the remainder's nanoseconds: no product that could overflow.
+        let (rate, count) = (Int64(bytesPerSecond), Int64(max(0, bytes)))
+        return .seconds(count / rate) + .nanoseconds(((count % rate) * 1_000_000_000 + rate - 1) / rate)
     }
 
     package var roundTrip: Duration { oneWay * 2 }
 
     /// The one-way delay in whole milliseconds, as the kernel's and the proxy's delay lines take it.
-    package var oneWayMs: Int { Int(oneWay / .milliseconds(1)) }
+    package var oneWayMs: Int {
+        let (seconds, attoseconds) = oneWay.components
+        guard seconds < Int64.max / 1000 else { return .max }
+        return Int(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
 
     package var description: String { name }
 }

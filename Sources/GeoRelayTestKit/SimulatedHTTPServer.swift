@@ -49,7 +49,8 @@ package final class SimulatedHTTPServer: SimulatedService, @unchecked Sendable {
         lock.withLock {
             let span = processing.upperBound - processing.lowerBound
             let ns = SimulatedClock.nanoseconds(span)
-            return processing.lowerBound + .nanoseconds(ns == 0 ? 0 : Int64(random.next() % UInt64(ns + 1)))
+            let drawn = ns == 0 ? 0 : random.next() % (ns == .max ? .max : ns + 1)
+            return processing.lowerBound + .nanoseconds(Int64(clamping: drawn))
         }
     }
 
