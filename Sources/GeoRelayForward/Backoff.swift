@@ -20,10 +20,5 @@ package struct Backoff: Sendable {
         return min(maxSeconds, max(minSeconds, jittered))
     }
 
-    package mutating func nextDelay() -> Double {
-        var generator = SystemRandomNumberGenerator()
-        return nextDelay(using: &generator)
-    }
-
     package mutating func reset() { failures = 0 }
 }

@@ -18,6 +18,8 @@ package final class DestinationLink: Sendable {
     /// The probes' own count, moved to the destination's meter unless nothing crossed the link.
     private let probeMeter: WireMeter
     private let clock: any RelayClock
+    /// The backoff's jitter and the probes' spacing: seeded in tests, so a simulated run replays.
+    let random: RandomSource
     /// Whether a round is under way: between rounds the destination only waits (on its wake,
     /// a backoff or a pause), which a simulation takes as quiescent.
     private let inRound = Atomic<Bool>(false)
@@ -59,11 +61,13 @@ package final class DestinationLink: Sendable {
     ///   - linkChanges: the kernel's announcements (`UplinkGate.linkChanges`); nil: attempts on schedule only.
     ///   - spare: where a bare attempt's connection across the link is kept for the next round.
     ///   - connect: how a bare attempt is made instead of `ConnectCheck`'s (with `probe.connectSeconds` set).
+    ///   - random: the jitter's draws (the system's, or a test's seed).
     init(
         settings: Configuration.DestinationSettings, recorder: DeliveryRecorder, logger: Logger, probe: Probe? = nil,
         probeMeter: WireMeter = WireMeter(), linkChanges: WakeBroadcast? = nil, spare: SpareConnection? = nil,
-        connect: ConnectAttempt? = nil, clock: any RelayClock = SystemClock()
+        connect: ConnectAttempt? = nil, clock: any RelayClock = SystemClock(), random: RandomSource = .system
     ) throws {
+        self.random = random
         self.settings = settings
         self.linkChanges = linkChanges
         self.recorder = recorder
@@ -108,7 +112,8 @@ package final class DestinationLink: Sendable {
     package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async
         -> Resumption
     {
-        let delay = max(backoff.nextDelay(), retryAfter ?? 0)
+        var draws = random.generator
+        let delay = max(backoff.nextDelay(using: &draws), retryAfter ?? 0)
         logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
         let started = clock.monotonicNs()
         guard transport else {
@@ -123,7 +128,7 @@ package final class DestinationLink: Sendable {
                 connectEvery: connectCheck == nil ? nil : settings.probeConnectInterval,
                 probeTimeout: settings.probeTimeout,
                 probeIntervalSeconds: settings.probeIntervalSeconds, wakesOnLinkChanges: linkChanges != nil),
-            nowNs: started)
+            nowNs: started, random: random.generator)
         let changes = linkChanges?.subscribe()
         defer { if let changes { linkChanges?.unsubscribe(changes) } }
         var actions = watch.start(nowNs: started)

@@ -68,6 +68,8 @@ struct DestinationLoop {
     }
 
     var backoff: Backoff
+    /// The backoff's jitter after refused credentials.
+    private var random: RandomSource.Draws
     private(set) var trial = false
     private(set) var state = DestinationState.online
     private var route: Int
@@ -76,8 +78,9 @@ struct DestinationLoop {
     private var budgetLogged: String?
     private var deferredShown = false
 
-    init(backoff: Backoff, route: Int) {
+    init(backoff: Backoff, route: Int, random: RandomSource) {
         self.backoff = backoff
+        self.random = random.generator
         self.route = route
     }
 
@@ -121,7 +124,7 @@ struct DestinationLoop {
                 .record(.backoff, error: "dropped \(dropped) positions"), .next,
             ]
         case .ended(.refused(let reason, let given)):
-            let seconds = given ?? backoff.nextDelay()
+            let seconds = given ?? backoff.nextDelay(using: &random)
             state = .authFailed
             return [
                 .log(.error, "authentication failed: \(reason)"),
@@ -190,7 +193,7 @@ extension DestinationLoop {
         await gate?.firstLook(clock: clock)
         var loop = DestinationLoop(
             backoff: Backoff(minSeconds: settings.backoffMinSeconds, maxSeconds: settings.backoffMaxSeconds),
-            route: gate?.routeGeneration(for: name) ?? 0)
+            route: gate?.routeGeneration(for: name) ?? 0, random: link.random)
         var order = DrainOrder(setting: settings.order, currentWithinSeconds: settings.currentWithinSeconds)
         var actions: [Action] = [.next]
         while !Task.isCancelled {

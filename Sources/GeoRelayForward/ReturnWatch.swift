@@ -87,7 +87,7 @@ struct ReturnWatch {
     ///   - ceilingSeconds: the backoff's ceiling.
     init(
         delaySeconds: Double, ceilingSeconds: Double, backoffMinSeconds: Double, timing: Timing, nowNs: UInt64,
-        random: any RandomNumberGenerator = SystemRandomNumberGenerator()
+        random: any RandomNumberGenerator
     ) {
         self.timing = timing
         self.random = random

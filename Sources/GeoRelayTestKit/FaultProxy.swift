@@ -461,19 +461,6 @@ package final class FaultProxy: Sendable {
     }
 }
 
-/// SplitMix64: the same flapping schedule for the same seed.
-package struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    package init(seed: UInt64) { state = seed }
-    package mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// What a terminal does while its satellite is down (`../shared/LINKS.md`), as the proxy plays it.
 package enum TerminalKind: String, Sendable, CaseIterable, CustomStringConvertible {
     /// Refused at once by the terminal's router; open connections cut.

@@ -11,7 +11,7 @@ import Testing
         uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
 
     func loop() -> DestinationLoop {
-        DestinationLoop(backoff: Backoff(minSeconds: 5, maxSeconds: 300), route: 0)
+        DestinationLoop(backoff: Backoff(minSeconds: 5, maxSeconds: 300), route: 0, random: RandomSource(seed: 47))
     }
 
     static let fullRound = DestinationLoop.Action.round(.init(trial: false, restriction: nil))
@@ -65,8 +65,9 @@ import Testing
 
     @Test func aDeliveryResetsTheBackoffAndAnAnswerWithoutOneDoesNot() {
         var loop = loop()
-        _ = loop.backoff.nextDelay()
-        _ = loop.backoff.nextDelay()
+        var random = SeededRandom(seed: 47)
+        _ = loop.backoff.nextDelay(using: &random)
+        _ = loop.backoff.nextDelay(using: &random)
         _ = loop.handle(.ended(.answered(delivered: 0)))
         #expect(loop.backoff.failures == 2, "every position refused: the server answers, but nothing moved")
         _ = loop.handle(.ended(.answered(delivered: 3)))

@@ -63,7 +63,8 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         let (settings, connector, clock) = (self.settings, self.connector, world.clock)
         let forwarder = try TraccarForwarder(
             settings: settings, spool: spool, logger: log.logger, gate: nil, clock: clock, probeMeter: WireMeter(),
-            probe: connector.probe(url: settings.url), connect: connector.connectAttempt
+            probe: connector.probe(url: settings.url), connect: connector.connectAttempt,
+            random: RandomSource(seed: seed.value)
         ) { meter, logger in
             try OsmAndEngine(
                 settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,

@@ -403,11 +403,12 @@ func track(_ device: String, count: Int, from start: Int = 0) -> [Position] {
 
     @Test func jitterStaysWithinTwentyPercent() {
         var backoff = Backoff(minSeconds: 5, maxSeconds: 300)
-        _ = backoff.nextDelay()
-        _ = backoff.nextDelay()
+        var random = SeededRandom(seed: 47)
+        _ = backoff.nextDelay(using: &random)
+        _ = backoff.nextDelay(using: &random)
         for _ in 0..<100 {
             var copy = backoff
-            let d = copy.nextDelay()
+            let d = copy.nextDelay(using: &random)
             #expect(d >= 16 && d <= 24)
         }
     }

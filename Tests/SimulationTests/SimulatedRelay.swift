@@ -24,7 +24,7 @@ struct SimulatedRelay {
 
     static func start(
         spool settings: Spool.Settings, server: SimulatedServer, gateway: SimulatedGateway, gate: UplinkGate,
-        uplinks: SimulatedUplinks, idleSleepers: Int? = nil
+        uplinks: SimulatedUplinks, random: RandomSource, idleSleepers: Int? = nil
     ) async throws -> SimulatedRelay {
         guard let clock = settings.clock as? SimulatedClock else { throw SimulationError("not a simulated clock") }
         let spool = try Spool(settings: settings)
@@ -43,7 +43,7 @@ struct SimulatedRelay {
         let probe: DestinationLink.Probe = { _ in (server.probe(), 0) }
         let forwarder = try TraccarForwarder(
             settings: destination, spool: spool, logger: logger, gate: gate, clock: clock,
-            probeMeter: WireMeter(), probe: probe
+            probeMeter: WireMeter(), probe: probe, random: random
         ) { meter, logger in
             SimulatedEngine(
                 server: server, destination: destination.name, parkSeconds: destination.parkSeconds, logger: logger,
@@ -52,7 +52,7 @@ struct SimulatedRelay {
                     (server.uplink, UplinkMonitor.day(clock.nowMs()), gate.restriction(for: name) != nil)
                 })
         }
-        let pushForwarder = try PushForwarder(settings: push, spool: spool, logger: logger, gate: gate, clock: clock)
+        let pushForwarder = try PushForwarder(settings: push, spool: spool, logger: logger, gate: gate, clock: clock, random: random)
         let forwarders: [any DestinationForwarder] = [forwarder, pushForwarder]
         return SimulatedRelay(
             spool: spool, reader: try spool.makeReader(), server: server, forwarders: forwarders,

@@ -48,12 +48,13 @@ struct VoyageSimulation {
         let gate = UplinkGate()
         let uplinks = SimulatedUplinks(days: days)
         var relay = try await SimulatedRelay.start(
-            spool: spoolSettings, server: server, gateway: gateway, gate: gate, uplinks: uplinks)
+            spool: spoolSettings, server: server, gateway: gateway, gate: gate, uplinks: uplinks,
+            random: RandomSource(seed: seed))
         var collectors = SimulatedCollectors(clock: clock)
         func startAgain() async throws {
             relay = try await SimulatedRelay.start(
                 spool: spoolSettings, server: server, gateway: gateway, gate: gate, uplinks: uplinks,
-                idleSleepers: relay.quiescence.idleSleepers)
+                random: RandomSource(seed: seed &+ 1), idleSleepers: relay.quiescence.idleSleepers)
             collectors.reconnect(clock: clock)
             pushRecorded = 0
         }

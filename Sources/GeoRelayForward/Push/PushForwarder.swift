@@ -39,7 +39,7 @@ package final class PushForwarder: DestinationForwarder {
     ///   - clock: the relay's time: the loop's waits, the batches' plans, the link's watch.
     package init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
-        now: (@Sendable () -> Int64)? = nil, clock: any RelayClock = SystemClock()
+        now: (@Sendable () -> Int64)? = nil, clock: any RelayClock = SystemClock(), random: RandomSource = .system
     ) throws {
         self.settings = settings
         self.clock = clock
@@ -52,7 +52,7 @@ package final class PushForwarder: DestinationForwarder {
         let spare = SpareConnection.worthKeeping(for: settings) ? SpareConnection() : nil
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, spare: spare,
-            clock: clock)
+            clock: clock, random: random)
         self.wire = PushProtocol(settings: settings)
         let engine = try PushEngine(
             settings: settings, state: Self.initialState(push), meter: meter, logger: self.logger, spare: spare,

@@ -65,7 +65,7 @@ package final class TraccarForwarder: DestinationForwarder {
     init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
         clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?, spare: SpareConnection? = nil,
-        connect: DestinationLink.ConnectAttempt? = nil, makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
+        connect: DestinationLink.ConnectAttempt? = nil, random: RandomSource = .system, makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
     ) throws {
         self.settings = settings
         self.clock = clock
@@ -80,7 +80,7 @@ package final class TraccarForwarder: DestinationForwarder {
         self.engine = QueueConfined(label: "georelay.deliver.\(settings.name)", engine)
         self.link = try DestinationLink(
             settings: settings, recorder: recorder, logger: self.logger, probe: probe, probeMeter: probeMeter,
-            linkChanges: gate?.linkChanges, spare: spare, connect: connect, clock: clock)
+            linkChanges: gate?.linkChanges, spare: spare, connect: connect, clock: clock, random: random)
         self.filter = LocationFilter(settings: settings.filter)
         self.reader = QueueConfined(label: "georelay.reader.\(settings.name)", try spool.makeReader())
         self.shutdown = ForwarderShutdown(wake: engine.wake)
