@@ -52,7 +52,8 @@ struct SimulatedRelay {
                     (server.uplink, UplinkMonitor.day(clock.nowMs()), gate.restriction(for: name) != nil)
                 })
         }
-        let pushForwarder = try PushForwarder(settings: push, spool: spool, logger: logger, gate: gate, clock: clock, random: random)
+        let pushForwarder = try PushForwarder(
+            settings: push, spool: spool, logger: logger, gate: gate, clock: clock, random: random)
         let forwarders: [any DestinationForwarder] = [forwarder, pushForwarder]
         return SimulatedRelay(
             spool: spool, reader: try spool.makeReader(), server: server, forwarders: forwarders,

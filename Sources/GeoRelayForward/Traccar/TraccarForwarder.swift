@@ -65,7 +65,8 @@ package final class TraccarForwarder: DestinationForwarder {
     init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
         clock: any RelayClock, probeMeter: WireMeter, probe: DestinationLink.Probe?, spare: SpareConnection? = nil,
-        connect: DestinationLink.ConnectAttempt? = nil, random: RandomSource = .system, makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
+        connect: DestinationLink.ConnectAttempt? = nil, random: RandomSource = .system,
+        makeEngine: (WireMeter, Logger) throws -> any TraccarEngine
     ) throws {
         self.settings = settings
         self.clock = clock
