@@ -24,7 +24,14 @@ package final class DestinationLink: Sendable {
     /// a backoff or a pause), which a simulation takes as quiescent.
     private let inRound = Atomic<Bool>(false)
     package var roundUnderWay: Bool { inRound.load(ordering: .acquiring) }
-    func roundBegins() { inRound.store(true, ordering: .releasing) }
+    /// Rounds begun: a simulation tells a drain that ends every round as it begins (no time
+    /// passes, nothing goes) from one that waits on the link.
+    private let rounds = Atomic<Int>(0)
+    package var roundsBegun: Int { rounds.load(ordering: .relaxed) }
+    func roundBegins() {
+        rounds.add(1, ordering: .relaxed)
+        inRound.store(true, ordering: .releasing)
+    }
     func roundEnded() { inRound.store(false, ordering: .releasing) }
     /// Waits under way for time, a wake or the link (a backoff, an idle wait, a probe): a
     /// simulation moves its clock only while every destination is in one, or in a round that waits

@@ -26,6 +26,19 @@ struct DrainOrderTests {
         #expect(!order.currentAhead(at: start + .seconds(37)))
     }
 
+    /// After a restart the order starts afresh, and at its give-way every newest is at the server
+    /// already: that is a give-way done. Waiting for one left no history time in every later
+    /// round, and each ended as it began (`RestartDrainTests`).
+    @Test func aGiveWayFoundDoneAtTheServerIsDone() {
+        var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)
+        order.observe(.backlog, backfilling: true, at: start)
+        #expect(order.historyLeft(at: start + .seconds(8)) == .zero)
+        order.observe(.backlog, backfilling: true, currentAtServer: true, at: start + .seconds(8))
+        #expect(order.historyLeft(at: start + .seconds(8)) == nil, "no round ends for a give-way with nothing to give")
+        #expect(order.currentAhead(at: start + .seconds(9)))
+        #expect(order.liveEdge(at: start + .seconds(9), backfilling: true, joinable: true) == .join)
+    }
+
     @Test func alarmsAndRepliesDoNotEndABackfillAndAFailedLinkRestartsTheClock() {
         var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)
         order.observe(.backlog, backfilling: true, at: start)

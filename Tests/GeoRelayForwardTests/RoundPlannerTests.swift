@@ -290,6 +290,22 @@ import Testing
         #expect(plan.deliveries.map(\.stored.seq) == c.seqs(source))
     }
 
+    /// Current positions due, and each behind device's newest at the server already (it went ahead
+    /// before a restart): the backlog goes, and the plan says the give-way is done.
+    @Test func aCurrentPositionAtTheServerAlreadyIsAGiveWayDone() throws {
+        let source = TableSource()
+        source.add(device: 1, seconds: 120)
+        var ledger = DeliveryLedger(destination: "traccar")
+        Self.sendAhead(source.stored[119], in: &ledger)
+        let due = try Self.planner(currentAhead: true).plan(ledger: ledger, source: source)
+        #expect(due.kind == .backlog && due.currentAtServer)
+        let notDue = try Self.planner(currentAhead: false).plan(ledger: ledger, source: source)
+        #expect(notDue.kind == .backlog && !notDue.currentAtServer, "history first: no give-way asked for")
+        source.add(device: 2, seconds: 120, from: 200)
+        let other = try Self.planner(currentAhead: true).plan(ledger: ledger, source: source)
+        #expect(other.kind == .current && !other.currentAtServer, "another device's newest still goes ahead")
+    }
+
     /// The history after a current position went ahead is marked as history for Traccar, and the
     /// round says it is a backfill (a live fix ends it).
     @Test func theHistoryBehindACurrentPositionIsArchived() throws {

@@ -60,6 +60,11 @@ final class SimulatedForwardFixture: @unchecked Sendable {
 
     /// Runs the forwarder while `body` runs, then lets it finish what is in flight.
     func withForwarder(_ body: () async throws -> Void) async throws {
+        try await withForwarder { _ in try await body() }
+    }
+
+    /// Runs the forwarder while `body` runs (given its link), then lets it finish what is in flight.
+    func withForwarder(_ body: (DestinationLink) async throws -> Void) async throws {
         let (settings, connector, clock) = (self.settings, self.connector, world.clock)
         let forwarder = try TraccarForwarder(
             settings: settings, spool: spool, logger: log.logger, gate: nil, clock: clock, probeMeter: WireMeter(),
@@ -77,7 +82,7 @@ final class SimulatedForwardFixture: @unchecked Sendable {
             ended.set()
         }
         defer { task.cancel() }
-        try await body()
+        try await body(forwarder.link)
         forwarder.finish()
         // What is in flight is answered within the request timeout; a wedge is abandoned, and fails.
         let finished = try await world.run(for: .seconds(120)) { ended.isSet }

@@ -54,13 +54,18 @@ struct DrainOrder: Sendable {
     }
 
     /// Takes in what a round planned: a backfill begins with the first round that found a device
-    /// behind, and ends with the first that found none (or nothing to send at all).
-    mutating func observe(_ kind: RoundPlanner.Kind?, backfilling: Bool, at now: RelayInstant) {
+    /// behind, and ends with the first that found none (or nothing to send at all). It has given
+    /// way once current positions went ahead, or were due and found at the server already
+    /// (`currentAtServer`): a history that waited for a give-way that has nothing to send would
+    /// end every round at once, its time long gone, and the drain would stop.
+    mutating func observe(
+        _ kind: RoundPlanner.Kind?, backfilling: Bool, currentAtServer: Bool = false, at now: RelayInstant
+    ) {
         switch kind {
         case .backlog?, .current?, nil:
             if backfilling || kind == .current {
                 if since == nil { since = now }
-                if kind == .current { gaveWay = true }
+                if kind == .current || currentAtServer { gaveWay = true }
             } else {
                 since = nil
                 gaveWay = false

@@ -57,6 +57,10 @@ struct RoundPlanner {
         var more = false
         /// Some device of the turn is behind: a backlog round gives way to a live fix.
         var backfilling = false
+        /// Current positions were due ahead, and every newest of the turn's devices behind is at the
+        /// server already (it went ahead before a restart, or as an alarm): what they are behind
+        /// is history to the server, as after a give-way (`DrainOrder.observe`).
+        var currentAtServer = false
         /// The earliest a parked device may go again.
         var nextUnparkMs: Int64?
         /// The turn's last device: the next turn starts after it.
@@ -192,6 +196,7 @@ struct RoundPlanner {
             let current = ledger.currentAhead(
                 try source.newest(of: turn.filter { behind.contains($0.deviceID) }), sent: alarms.sent, filter: filter)
             if !current.isEmpty { return ahead(.current, current) }
+            plan.currentAtServer = true
         }
         ledger = backlogs.ledger
         plan.settled = backlogs.settled

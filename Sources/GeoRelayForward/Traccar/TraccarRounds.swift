@@ -64,7 +64,7 @@ final class TraccarRounds: DestinationRounds {
         }
         ledger = plan.ledger
         f.recorder.record(plan.settled)
-        order.observe(plan.kind, backfilling: plan.backfilling, at: now)
+        order.observe(plan.kind, backfilling: plan.backfilling, currentAtServer: plan.currentAtServer, at: now)
         // A trial's size is the planner's (`RoundPlanner.Trial`).
         let maxPositions = plan.sendLimit
         historyNext = plan.kind == .current
