@@ -43,7 +43,7 @@ import Testing
         // The second life, on the same spool: the rest at the link's pace. Its bytes take about
         // 200 B a position at 32 kB/s, 4 to 5 s for what is left; 30 s of simulated time is far
         // past that and far short of a drain that ends each round as it begins.
-        try await f.withForwarder { link in
+        try await f.withForwarderLink { link in
             let started = f.world.clock.now()
             let drained = try await f.world.run(for: .seconds(30)) { arrived() == total }
             let took = started.duration(to: f.world.clock.now())

@@ -60,11 +60,11 @@ final class SimulatedForwardFixture: @unchecked Sendable {
 
     /// Runs the forwarder while `body` runs, then lets it finish what is in flight.
     func withForwarder(_ body: () async throws -> Void) async throws {
-        try await withForwarder { _ in try await body() }
+        try await withForwarderLink { _ in try await body() }
     }
 
     /// Runs the forwarder while `body` runs (given its link), then lets it finish what is in flight.
-    func withForwarder(_ body: (DestinationLink) async throws -> Void) async throws {
+    func withForwarderLink(_ body: (DestinationLink) async throws -> Void) async throws {
         let (settings, connector, clock) = (self.settings, self.connector, world.clock)
         let forwarder = try TraccarForwarder(
             settings: settings, spool: spool, logger: log.logger, gate: nil, clock: clock, probeMeter: WireMeter(),
