@@ -35,6 +35,16 @@ package final class SpoolReader {
         return try body(self)
     }
 
+    /// A number that changes whenever another connection commits (SQLite's `PRAGMA data_version`):
+    /// whoever polls the status re-reads it only when it moved.
+    package func dataVersion() throws(SpoolError) -> Int64 {
+        try wrap {
+            let select = try db.statement("PRAGMA data_version")
+            _ = try select.step()
+            return select.int64(0)
+        }
+    }
+
     /// The highest seq ever stored (0 for an empty spool).
     package func newestSeq() throws(SpoolError) -> Int64 {
         try wrap {

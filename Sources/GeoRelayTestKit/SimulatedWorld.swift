@@ -16,7 +16,6 @@ package final class SimulatedWorld: Sendable {
     package let clock: SimulatedClock
     package let network: SimulatedNetwork
     private let watched = Mutex<[(link: DestinationLink, driver: SimulatedConnector, ended: AbortFlag)]>([])
-    private let flush = Mutex<[@Sendable () async -> Void]>([])
 
     /// - Parameter wallMs: where the wall clock starts.
     package init(link: LinkProfile, wallMs: Int64 = 1_784_953_800_000) {
@@ -28,11 +27,6 @@ package final class SimulatedWorld: Sendable {
     /// (its forwarder returned).
     package func watch(_ link: DestinationLink, driver: SimulatedConnector, ended: AbortFlag) {
         watched.withLock { $0.append((link, driver, ended)) }
-    }
-
-    /// Work to let finish at each look (the spool's writes: `Spool.flush`).
-    package func settle(with work: @escaping @Sendable () async -> Void) {
-        flush.withLock { $0.append(work) }
     }
 
     /// Every destination waiting only for time: in a wait of its loop's (an idle wait, a backoff,

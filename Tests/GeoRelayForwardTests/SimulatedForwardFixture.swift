@@ -55,7 +55,6 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         try await spool.register(destinations: [
             DestinationRegistration(name: settings.name, buffered: settings.buffer)
         ])
-        world.settle { [spool] in await spool.flush() }
     }
 
     /// Runs the forwarder while `body` runs, then lets it finish what is in flight.
@@ -105,9 +104,20 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         return status
     }
 
+    /// The destination's status, read again only when the spool committed since the last read: the
+    /// conditions tests wait for are all stored state, and a wait looks at every simulated step.
     func status() throws -> SpoolStatus.Destination {
-        try spool.makeReader().status().destinations.first { $0.name == settings.name }!
+        let reader = try self.reader ?? spool.makeReader()
+        self.reader = reader
+        let version = try reader.dataVersion()
+        if let last = lastStatus, last.version == version { return last.status }
+        let status = try reader.status().destinations.first { $0.name == settings.name }!
+        lastStatus = (version, status)
+        return status
     }
+    /// The test's own connection to the spool, and what it read last.
+    private var reader: SpoolReader?
+    private var lastStatus: (version: Int64, status: SpoolStatus.Destination)?
 
     /// What a failed expectation says: the seed and how to replay it, and the forwarder's last words.
     func replay(_ test: String) -> String {
@@ -115,6 +125,7 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     }
 
     deinit {
+        reader = nil
         spool.close()
     }
 }
