@@ -13,7 +13,7 @@
 #
 # A package for another architecture (DEB_ARCH=arm64) is checked the same way as far as this
 # machine can: its binary runs under qemu user-mode against TARGET_ROOT (the arm64 root
-# packaging/arm64/build.sh leaves in .build/arm64-root), the libraries' owners come from
+# packaging/arm64/build.sh keeps in $GEORELAY_ROOTS/arm64-root), the libraries' owners come from
 # TARGET_ADMINDIR (a dpkg database with the target's libraries installed: the toolchain root's),
 # and instead of the maintainer scripts (dpkg here cannot install a foreign package without its
 # dependencies) a relay under qemu takes a position and forwards it (Tests/Package/emulated-relay.sh).
@@ -43,8 +43,9 @@ if [ "$arch" != "$native" ]; then
 		arm64) qemu=qemu-aarch64-static loader=/lib/ld-linux-aarch64.so.1 machine="AArch64" ;;
 		*) fail "DEB_ARCH=$arch: only arm64 is checked on a foreign machine" ;;
 	esac
-	target_root=${TARGET_ROOT:-$repo/.build/$arch-root}
-	target_admindir=${TARGET_ADMINDIR:-$repo/.build/trixie-amd64-root/var/lib/dpkg}
+	roots=${GEORELAY_ROOTS:-/var/cache/georelay/arm64-build}
+	target_root=${TARGET_ROOT:-$roots/$arch-root}
+	target_admindir=${TARGET_ADMINDIR:-$roots/trixie-amd64-root/var/lib/dpkg}
 	[ -x "$target_root$loader" ] || fail "TARGET_ROOT=$target_root has no $loader (packaging/arm64/build.sh makes it)"
 	[ -f "$target_admindir/status" ] || fail "TARGET_ADMINDIR=$target_admindir is no dpkg database"
 	runner=("$(command -v "$qemu")" -L "$target_root")

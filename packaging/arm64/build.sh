@@ -7,14 +7,16 @@
 #
 # swift.org's toolchains and SDKs are not reachable from the machines this project runs on, but
 # Debian's archive is, and trixie packages the same Swift for amd64 and arm64. So the build uses
-# two trixie roots under .build/ (git-ignored), both cached across runs:
-#   .build/trixie-amd64-root  a real trixie system with swiftlang: the compiler, SwiftPM and lld.
+# two trixie roots, kept for the machine in GEORELAY_ROOTS (default /var/cache/georelay/arm64-build):
+# they hold Debian's packages, nothing built from this repository, so every clone of it reuses
+# them, as it reuses what `make deps` installed (fetching them is about 2 minutes of a first run).
+#   trixie-amd64-root         a real trixie system with swiftlang: the compiler, SwiftPM and lld.
 #                             Its glibc is newer than the host's (Debian 12), so it runs in a
 #                             chroot, not from the host. arm64 is a foreign architecture in it,
 #                             with the run-time libraries the binary links installed (multiarch),
 #                             so that dpkg-shlibdeps reads their symbols files for Depends, and
 #                             its dpkg database says which package owns each (check-deb.sh).
-#   .build/arm64-root         arm64 packages only unpacked, never configured (so no binfmt or qemu
+#   arm64-root                arm64 packages only unpacked, never configured (so no binfmt or qemu
 #                             is needed to make it): the sysroot the compiler and linker read
 #                             (swiftlang:arm64's stdlib modules and static libraries, the -dev
 #                             packages of the C libraries), and the root qemu-aarch64 runs the
@@ -24,9 +26,10 @@
 # then every package and version that went in) still matches what this script asks for; delete
 # the root to make it anew.
 #
-# The build runs in the amd64 root with the repository bind-mounted at the same path, so the
-# scratch directory (.build/arm64-scratch, separate from make's .build/release) and the sysroot
-# have the same paths inside and out. The mounts live in a private mount namespace (unshare -m)
+# The build runs in the amd64 root with the repository and the arm64 root bind-mounted at the same
+# paths, so the scratch directory (.build/arm64-scratch, separate from make's .build/release) and
+# the sysroot have the same paths inside and out. One run at a time holds the roots (flock on
+# their directory's .lock), so two clones never make or replace them at once. The mounts live in a private mount namespace (unshare -m)
 # and go away with it, even when the build fails.
 #
 # Environment: DEBIAN_MIRROR (default http://deb.debian.org/debian), NICE (default 19: the build
@@ -42,8 +45,9 @@ say() { echo "arm64-build: $*" >&2; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$repo/.build
-amd64_root=$build/trixie-amd64-root
-arm64_root=$build/arm64-root
+roots=${GEORELAY_ROOTS:-/var/cache/georelay/arm64-build}
+amd64_root=$roots/trixie-amd64-root
+arm64_root=$roots/arm64-root
 scratch=$build/arm64-scratch
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 nice_level=${NICE:-19}
@@ -136,6 +140,13 @@ make_arm64_root() {
 swiftlang_version() { grep -E "^swiftlang[[:space:]_]" "$1/.georelay-stamp" | sed -E 's/^swiftlang[[:space:]_]+([^_]+).*/\1/'; }
 
 host_tools
+mkdir -p "$roots"
+# Roots made by an earlier version of this script inside the clone move to where they are kept.
+for r in trixie-amd64-root arm64-root; do
+	[ -e "$roots/$r" ] || [ ! -f "$build/$r/.georelay-stamp" ] || mv "$build/$r" "$roots/$r"
+done
+exec 9>"$roots/.lock"
+flock 9
 make_amd64_root
 make_arm64_root
 v_amd64=$(swiftlang_version "$amd64_root")
@@ -177,16 +188,17 @@ build_cmd=(swift build "${release_flags[@]}" "${cross_flags[@]}" --product geore
 # toolchain finds its libraries through $ORIGIN, which ld.so reads from /proc/self/exe), /dev and
 # the repository mounted. The environment is reset so the host's PATH (and /opt/swift) stay out.
 in_toolchain() {
-	mkdir -p "$amd64_root$repo"
+	mkdir -p "$amd64_root$repo" "$amd64_root$arm64_root"
 	unshare --mount --propagation private bash -euo pipefail -c '
-		root=$1 repo=$2
-		shift 2
+		root=$1 repo=$2 sysroot=$3
+		shift 3
 		mount -t proc proc "$root/proc"
 		mount --rbind /dev "$root/dev"
 		mount --bind "$repo" "$root$repo"
+		mount --bind "$sysroot" "$root$sysroot"
 		exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/bin:/bin \
 			/bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$repo" "$@"
-	' in_toolchain "$amd64_root" "$repo" "$@"
+	' in_toolchain "$amd64_root" "$repo" "$arm64_root" "$@"
 }
 
 step "building georelay for $triple in $scratch"
