@@ -78,7 +78,8 @@ package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
 /// at once on two cores, every one of them is starved and those intervals stretch until they
 /// fail; run through a few threads, a test waits for a thread instead and the same happens.
 /// A fixed number of tests at a time, each with all the threads it needs, keeps both bounded.
-/// `GEORELAY_TEST_PARALLEL` overrides the default of two per core.
+/// Three per core keeps both cores busy (many tests wait on real time or a child process most of
+/// their run: two per core left a third of the machine idle). `GEORELAY_TEST_PARALLEL` overrides it.
 package actor TestAdmission {
     package static let shared = TestAdmission(
         places: {
@@ -87,19 +88,25 @@ package actor TestAdmission {
             {
                 return places
             }
-            return 2 * ProcessInfo.processInfo.activeProcessorCount
+            return 3 * ProcessInfo.processInfo.activeProcessorCount
         }())
 
     private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    /// Who waits for a place: the long tests, then the rest, each first come first served.
+    private var waiting: (long: [CheckedContinuation<Void, Never>], rest: [CheckedContinuation<Void, Never>]) = ([], [])
 
     package init(places: Int) {
         free = places
     }
 
-    /// Runs `body` once a place is free, first come first served.
-    package nonisolated func admitted<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
-        await enter()
+    /// Runs `body` once a place is free. A `long` test (one of the suite's longest chains: the
+    /// voyage, the power cuts) goes before the others waiting, so that the suite does not end
+    /// with it running alone on a machine where everything else has finished: started first, it
+    /// runs beside the many short tests instead.
+    package nonisolated func admitted<T: Sendable>(long: Bool = false, _ body: () async throws -> T) async rethrows
+        -> T
+    {
+        await enter(long: long)
         do {
             let value = try await body()
             await leave()
@@ -110,15 +117,23 @@ package actor TestAdmission {
         }
     }
 
-    private func enter() async {
+    private func enter(long: Bool) async {
         if free > 0 {
             free -= 1
             return
         }
-        await withCheckedContinuation { waiting.append($0) }
+        await withCheckedContinuation {
+            if long { waiting.long.append($0) } else { waiting.rest.append($0) }
+        }
     }
 
     private func leave() {
-        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+        if !waiting.long.isEmpty {
+            waiting.long.removeFirst().resume()
+        } else if !waiting.rest.isEmpty {
+            waiting.rest.removeFirst().resume()
+        } else {
+            free += 1
+        }
     }
 }

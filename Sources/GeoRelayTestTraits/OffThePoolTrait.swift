@@ -10,13 +10,15 @@ import Testing
 /// process (a push forwarder sent nothing for 30 s). Every suite carries this trait.
 package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
     package var isRecursive: Bool { true }
+    /// One of the suite's longest tests: admitted before the others waiting (`TestAdmission`).
+    var long = false
 
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         // A suite's own scope holds no place: its tests take theirs, one each.
         guard testCase != nil else { return try await function() }
-        try await TestAdmission.shared.admitted {
+        try await TestAdmission.shared.admitted(long: long) {
             try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try await function() }
         }
     }
@@ -25,4 +27,8 @@ package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
 extension Trait where Self == OffThePoolTrait {
     /// The suite's tests run off the shared pool (see `OffThePoolTrait`).
     package static var offThePool: Self { Self() }
+
+    /// As `offThePool`, for a suite of long tests, admitted before the others waiting so that
+    /// they run beside the short ones rather than alone at the end.
+    package static var longOffThePool: Self { Self(long: true) }
 }

@@ -11,7 +11,7 @@ import Testing
 /// Expected for every mode: nothing quarantined, nothing lost, the destination backs off
 /// and probes (no more than the payloads already in flight go out while the link is down),
 /// and everything arrives, in order, once the link is back.
-@Suite(.offThePool) struct LinkFaultTests {
+@Suite(.longOffThePool) struct LinkFaultTests {
 
     /// Short timeouts so a black hole costs seconds, not the default 30; a backoff ceiling
     /// longer than the window watched, so the one insurance payload per ceiling

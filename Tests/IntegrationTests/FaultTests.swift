@@ -9,7 +9,7 @@ import Testing
 /// Breaking things on purpose (the fault suite's first scenario): the relay is
 /// killed with SIGKILL at random moments while 8 collectors write and both a
 /// Traccar server and a push gateway receive. Zero acknowledged positions lost.
-@Suite(.offThePool) struct FaultTests {
+@Suite(.longOffThePool) struct FaultTests {
     static let cycles = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 200 : 20
 
     /// Traccar twice (pipelined OsmAnd, and its Teltonika port) and a push gateway: every transport.

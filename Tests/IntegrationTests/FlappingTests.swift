@@ -10,7 +10,7 @@ import Testing
 /// down and up together on a seeded random schedule, cycling through every way a link breaks,
 /// while 4 collectors write steadily. Everything acknowledged arrives, in order, soon after the
 /// final recovery; while the link is down the relay sends probes, not payloads.
-@Suite(.offThePool) struct FlappingTests {
+@Suite(.longOffThePool) struct FlappingTests {
     static let long = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil
     /// Short form: 30 s of 1–4 s periods. Long form: the few minutes of 1–20 s periods.
     static let seconds: Double = long ? 240 : 30

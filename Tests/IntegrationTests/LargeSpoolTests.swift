@@ -11,7 +11,7 @@ import Testing
 /// 200,000 positions, 1,000,000 in the long form). It accepts collectors again within a second of
 /// starting, drains with bounded memory, serves live devices while the backlog drains, and
 /// survives SIGKILLs in the middle of the drain (one in the short form, three in the long one).
-@Suite(.offThePool) struct LargeSpoolTests {
+@Suite(.longOffThePool) struct LargeSpoolTests {
     static let long = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil
     static let backlogDevices = 100
     static let perDevice = long ? 10_000 : 2_000

@@ -12,7 +12,7 @@ import Testing
 /// not its fsync discipline: the kernel keeps every write of a killed process. Here the spool and
 /// the push destination's token file live on `LazyFS`, which keeps what was not fsynced in memory
 /// and loses it at the cut, so only what the relay made durable is there when it comes back.
-@Suite(.offThePool) struct PowerCutTests {
+@Suite(.longOffThePool) struct PowerCutTests {
     static let cuts = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 500 : 50
 
     static func filesystem(_ test: String = #function) throws -> LazyFS? {

@@ -4,7 +4,7 @@ import Testing
 
 /// A voyage on simulated time (issue 37 §2), several seeds in `make test`; any length and seed
 /// with `make simulate DAYS=… SEED=…` (GEORELAY_SIM_DAYS, GEORELAY_SIM_SEED).
-@Suite(.offThePool, .serialized) struct VoyageTests {
+@Suite(.longOffThePool) struct VoyageTests {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
     static var seeds: [UInt64] {
