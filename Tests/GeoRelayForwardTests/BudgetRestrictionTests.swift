@@ -54,39 +54,35 @@ import Testing
         await gate.firstLook(timeout: .seconds(30), clock: SystemClock())
     }
 
+    static let seeds = SimulationSeed.all(2)
+
     /// Under a budget's remainder (not spent), a backfill with live fixes arriving faster than
-    /// its rounds: each round sends the devices' newest ahead, and the history still gets what is
-    /// left of the round, so it drains (a round of current positions alone at every turn starved it).
-    @Test func aBackfillUnderABudgetsRemainderDrainsWhileLiveFixesArrive() async throws {
-        let server = try FakeOsmAndServer()
-        defer { server.http.stop() }
-        // Rounds of at least two 50 ms legs: every round finds a newer fix of every device.
-        let proxy = try FaultProxy(targetPort: server.http.port, latencyMs: 50)
-        defer { proxy.stop() }
-        let f = try await ForwardFixture(concurrency: 2) { $0.url = "http://127.0.0.1:\(proxy.port)/" }
+    /// its rounds (a fix of each device every half second; a round on the geostationary link takes
+    /// at least two 600 ms round trips): each round sends the devices' newest ahead, and the
+    /// history still gets what is left of the round, so it drains (a round of current positions
+    /// alone at every turn starved it).
+    @Test(arguments: seeds)
+    func aBackfillUnderABudgetsRemainderDrainsWhileLiveFixesArrive(seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 2)
+        let run = "BudgetRestrictionTests/aBackfillUnderABudgetsRemainderDrainsWhileLiveFixesArrive"
         let gate = UplinkGate()
         let allowance = UplinkGate.Allowance(uplink: "vsat", bytesLeft: 50_000_000, whenSpent: Self.restriction)
         gate.set([:], allowances: [f.settings.name: allowance])
         let devices = ["a", "b", "c"]
         _ = await f.spool.append(devices.flatMap { track($0, count: 300) })
-        let writing = Task {
-            var second = 300
-            while !Task.isCancelled {
-                _ = await f.spool.append(devices.map { track($0, count: 1, from: second)[0] })
-                second += 1
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        defer { writing.cancel() }
+        let history = devices.flatMap { device in track(device, count: 300).map { "\(device) \($0.timeMs)" } }
         try await f.withForwarder(gate: gate) {
-            let history = Dictionary(
-                uniqueKeysWithValues: devices.map { ($0, Set(track($0, count: 300).map(\.timeMs))) })
-            #expect(
-                await server.waitForAll(history, timeout: .seconds(60)),
-                "the history drained while live fixes kept arriving")
+            var drained = false
+            // Ten minutes of simulated time at most.
+            for step in 0..<1_200 where !drained {
+                _ = await f.spool.append(devices.map { track($0, count: 1, from: 300 + step)[0] })
+                drained = try await f.world.run(for: .milliseconds(500)) {
+                    Set(f.traccar.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).isSuperset(of: history)
+                }
+            }
+            #expect(drained, "the history drained while live fixes kept arriving, \(f.replay(run))")
         }
-        writing.cancel()
-        for device in devices { #expect(server.orderProblem(device) == nil) }
+        for device in devices { #expect(f.traccar.orderProblem(device) == nil, "\(f.replay(run))") }
     }
 
     /// Both engines: one request at a time (libcurl) and pipelined.
@@ -147,57 +143,73 @@ import Testing
         }
     }
 
-    @Test func aBudgetSpentMidBacklogEndsTheRoundAndHoldsTheRest() async throws {
-        let f = try await ForwardFixture(concurrency: 1, pipeline: 32)
+    /// A budget spent in the middle of a backlog's round on the geostationary link: the round
+    /// ends, the newest goes as the still-alive position, and the rest waits, settled nowhere.
+    @Test(arguments: seeds)
+    func aBudgetSpentMidBacklogEndsTheRoundAndHoldsTheRest(seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 1, pipeline: 32)
+        let run = "BudgetRestrictionTests/aBudgetSpentMidBacklogEndsTheRoundAndHoldsTheRest"
         let gate = UplinkGate()
-        let backlog = track("a", count: 20_000)
+        let backlog = track("a", count: 2_000)
+        let newest = backlog.last!.timeMs
         _ = await f.spool.append(backlog)
         try await f.withForwarder(gate: gate) {
-            #expect(await f.server.waitUntil { $0.count >= 100 }, "the backlog starting")
+            let started = try await f.world.run(for: .seconds(120)) { f.traccar.positions.count >= 100 }
+            #expect(started, "the backlog starting, \(f.replay(run))")
             gate.set([f.settings.name: Self.restriction])
             _ = try await f.waitForStatus { $0.state == "deferred" }
             // Backlog positions sent before the round ended (the still-alive one may be there already).
-            let held = f.server.positions.filter { $0.fixTimeMs != backlog.last!.timeMs }.count
+            let held = f.traccar.positions.filter { $0.fixTimeMs != newest }.count
             #expect(
-                held < backlog.count, "the round ended when the budget was spent (\(held) of \(backlog.count) sent)")
+                held < backlog.count,
+                "the round ended when the budget was spent (\(held) of \(backlog.count) sent), \(f.replay(run))")
             // The newest goes as the still-alive position; the rest waits.
-            #expect(
-                await f.server.waitUntil { $0.contains { $0.fixTimeMs == backlog.last!.timeMs } }, "the newest position"
-            )
+            let alive = try await f.world.run(for: .seconds(120)) {
+                f.traccar.positions.contains { $0.fixTimeMs == newest }
+            }
+            #expect(alive, "the newest position, \(f.replay(run))")
             let status = try await f.waitForStatus { $0.pending == backlog.count - held }
             #expect(
                 status.pending == backlog.count - held,
-                "nothing settled under the restriction: \(status.pending) pending, \(held) sent before, \(f.server.positions.count) now"
+                "nothing settled under the restriction: \(status.pending) pending, \(held) sent before, \(f.traccar.positions.count) now, \(f.replay(run))"
             )
         }
     }
 
     /// Once the budget is free, the backlog is a backfill: history behind a newer fix. A live
     /// position arriving during it goes ahead of what is left, at the next give-way (at least
-    /// 2 s into the backfill: `DrainOrder.liveEdge`). The backlog is long enough
-    /// that the loopback drains well under half of it in that time (20,000 were 16,385 delivered
-    /// once, on a loaded machine).
-    @Test func liveGoesAheadOfTheBackfill() async throws {
-        let f = try await ForwardFixture(concurrency: 1, pipeline: 32) { $0.order = .currentFirst }
+    /// 2 s into the backfill: `DrainOrder.liveEdge`); the geostationary link drains a few hundred
+    /// positions in that time, well under half the backlog.
+    @Test(arguments: seeds)
+    func liveGoesAheadOfTheBackfill(seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 1, pipeline: 32) {
+            $0.order = .currentFirst
+        }
+        let run = "BudgetRestrictionTests/liveGoesAheadOfTheBackfill"
         let gate = UplinkGate()
         gate.set([f.settings.name: Self.restriction])
-        let backlog = track("a", count: 60_000)
+        let backlog = track("a", count: 3_000)
         _ = await f.spool.append(backlog)
-        let live = track("a", count: 1, from: 60_100)[0]
+        let live = track("a", count: 1, from: 3_100)[0]
         try await f.withForwarder(gate: gate) {
-            #expect(await f.server.waitUntil { $0.count >= 1 }, "the still-alive position")
+            let alive = try await f.world.run(for: .seconds(120)) { f.traccar.positions.count >= 1 }
+            #expect(alive, "the still-alive position, \(f.replay(run))")
             gate.set([:])
+            let underWay = try await f.world.run(for: .seconds(120)) { f.traccar.positions.count >= 51 }
+            #expect(underWay, "the backfill under way, \(f.replay(run))")
             _ = await f.spool.append([live])
-            #expect(await f.server.waitWhileArriving { $0.count >= backlog.count + 1 }, "the backfill")
+            let all = try await f.world.run(for: .seconds(600)) { f.traccar.positions.count >= backlog.count + 1 }
+            #expect(all, "the backfill, \(f.replay(run))")
             _ = try await f.waitForStatus { $0.pending == 0 }
         }
-        let received = f.server.positions
-        #expect(received.count == backlog.count + 1, "each once: \(received.count)")
+        let received = f.traccar.positions
+        #expect(received.count == backlog.count + 1, "each once: \(received.count), \(f.replay(run))")
         #expect(received.first?.fixTimeMs == backlog.last?.timeMs, "the still-alive position first")
         let at = try #require(received.firstIndex { $0.fixTimeMs == live.timeMs })
         #expect(
-            at < backlog.count - 20_000,
-            "the live position went ahead of the rest of the backfill (at \(at) of \(received.count))")
+            at > 50 && at < backlog.count / 2,
+            "the live position went ahead of the rest of the backfill (at \(at) of \(received.count)), \(f.replay(run))"
+        )
         let history = received.dropFirst().filter { $0.fixTimeMs != live.timeMs }
         #expect(history.map(\.fixTimeMs) == backlog.dropLast().map(\.timeMs), "the backfill oldest first, once each")
         #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })

@@ -58,15 +58,16 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     }
 
     /// Runs the forwarder while `body` runs, then lets it finish what is in flight.
-    func withForwarder(_ body: () async throws -> Void) async throws {
-        try await withForwarderLink { _ in try await body() }
+    func withForwarder(gate: UplinkGate? = nil, _ body: () async throws -> Void) async throws {
+        try await withForwarderLink(gate: gate) { _ in try await body() }
     }
 
     /// Runs the forwarder while `body` runs (given its link), then lets it finish what is in flight.
-    func withForwarderLink(_ body: (DestinationLink) async throws -> Void) async throws {
+    /// - Parameter gate: the uplink's budget, when a test restricts it.
+    func withForwarderLink(gate: UplinkGate? = nil, _ body: (DestinationLink) async throws -> Void) async throws {
         let (settings, connector, clock) = (self.settings, self.connector, world.clock)
         let forwarder = try TraccarForwarder(
-            settings: settings, spool: spool, logger: log.logger, gate: nil, clock: clock, probeMeter: WireMeter(),
+            settings: settings, spool: spool, logger: log.logger, gate: gate, clock: clock, probeMeter: WireMeter(),
             probe: connector.probe(url: settings.url), connect: connector.connectAttempt,
             random: RandomSource(seed: seed.value)
         ) { meter, logger in
