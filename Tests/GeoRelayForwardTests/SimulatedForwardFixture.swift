@@ -91,6 +91,14 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         if !finished { throw SimulatedWorldError("the forwarder did not finish within 120 s of simulated time") }
     }
 
+    /// Moves simulated time until what Traccar stored satisfies `condition`, at most `limit`.
+    /// - Returns: whether it held.
+    func waitForArrivals(
+        within limit: Duration = .seconds(600), _ condition: ([FakeOsmAndServer.Stored]) -> Bool
+    ) async throws -> Bool {
+        try await world.run(for: limit) { condition(traccar.positions) }
+    }
+
     /// Moves simulated time until the destination's status satisfies `condition`, at most `limit`.
     @discardableResult
     func waitForStatus(within limit: Duration = .seconds(600), _ condition: (SpoolStatus.Destination) -> Bool)
