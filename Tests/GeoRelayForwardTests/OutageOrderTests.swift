@@ -169,17 +169,17 @@ func pathLength(_ track: some Collection<Position>) -> Double {
     /// (issue 36 §2; `OsmAndRoundTests` pins where each goes): what Traccar makes of it.
     /// They reach the server while history is still missing, the history behind them goes as
     /// history, and the report over the outage stays the path sailed.
-    @Test func liveFixesJoinTheBackfillAndTheReportStaysRight() async throws {
-        let server = try FakeOsmAndServer()
-        defer { server.http.stop() }
+    /// On a simulated link of 25 KB/s each way and 20 ms, from two seeds.
+    @Test(arguments: SimulationSeed.all(2))
+    func liveFixesJoinTheBackfillAndTheReportStaysRight(seed: SimulationSeed) async throws {
         // About 100 KB of history (the filter's 75 m chords of two hours) at 25 KB/s: seconds of drain.
-        let proxy = try FaultProxy(targetPort: server.http.port, bytesPerSecond: 25_000, latencyMs: 20)
-        defer { proxy.stop() }
-        let f = try await ForwardFixture {
+        let link = LinkProfile(name: "25 KB/s", oneWay: .milliseconds(20), bytesPerSecond: 25_000)
+        let f = try await SimulatedForwardFixture(link: link, seed: seed) {
             $0.filter = FilterSettings()
             $0.order = .currentFirst
-            $0.url = "http://127.0.0.1:\(proxy.port)/"
         }
+        let run = "OutageOrderTests/liveFixesJoinTheBackfillAndTheReportStaysRight"
+        let server = f.traccar
         // The voyage goes on past the outage at 1 Hz. What the filter keeps of it in order is what
         // the server must end with; every other of those after the outage is written as the newest
         // of its stretch (150 m apart, past the live edge's filter), so the live fixes that join
@@ -203,15 +203,17 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             _ = await f.spool.append(Array(Self.outage))
             let outageStart = Self.outage.first!.timeMs
             let newestOfOutage = Self.outage.last!.timeMs
-            #expect(
-                await server.waitUntil { $0.contains { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage } },
-                "the history began to drain")
+            let began = try await f.waitForArrivals {
+                $0.contains { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage }
+            }
+            #expect(began, "the history began to drain, \(f.replay(run))")
             var written = 7800
             for index in live {
                 _ = await f.spool.append(Array(track[written...index]))
                 written = index + 1
                 let fix = track[index]
-                #expect(await server.waitUntil { $0.contains { $0.fixTimeMs == fix.timeMs } }, "live fix \(fix.timeMs)")
+                let arrived = try await f.waitForArrivals { $0.contains { $0.fixTimeMs == fix.timeMs } }
+                #expect(arrived, "live fix \(fix.timeMs), \(f.replay(run))")
                 // History still to come when it arrived: the outage's fixes the filter keeps, less those in.
                 arrivedBehind.append(
                     server.positions.count { $0.fixTimeMs >= outageStart && $0.fixTimeMs < newestOfOutage })
@@ -223,7 +225,8 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         }
         #expect(
             arrivedBehind.contains { $0 < historyDelivered },
-            "a live fix reached the server while history was still draining: \(arrivedBehind) of \(historyDelivered)")
+            "a live fix reached the server while history was still draining: \(arrivedBehind) of \(historyDelivered), \(f.replay(run))"
+        )
         let vessel = try #require(server.traccar().devices["vessel"])
         #expect(
             vessel.latest?.arrival.fixTimeMs == track[live.last!].timeMs, "the server's newest is the last live fix")
