@@ -44,11 +44,27 @@ func pathLength(_ track: some Collection<Position>) -> Double {
     func drain(_ f: SpoolFixture, server: () -> TraccarModel, forwarder: (() async throws -> Void) async throws -> Void)
         async throws -> (TraccarModel, SpoolStatus.Destination)
     {
-        _ = await f.spool.append(Array(Self.voyage[..<600]))
-        try await forwarder { try await f.waitForStatus { $0.pending == 0 } }
-        _ = await f.spool.append(Array(Self.outage))
+        try await drain(
+            spool: f.spool, drained: { try await f.waitForStatus { $0.pending == 0 } }, server: server,
+            forwarder: forwarder)
+    }
+
+    /// As above, for a fixture on the simulated network.
+    func drain(_ f: SimulatedForwardFixture) async throws -> (TraccarModel, SpoolStatus.Destination) {
+        try await drain(
+            spool: f.spool, drained: { try await f.waitForStatus { $0.pending == 0 } }, server: { f.traccar.traccar() },
+            forwarder: { try await f.withForwarder($0) })
+    }
+
+    private func drain(
+        spool: Spool, drained: @escaping () async throws -> SpoolStatus.Destination, server: () -> TraccarModel,
+        forwarder: (() async throws -> Void) async throws -> Void
+    ) async throws -> (TraccarModel, SpoolStatus.Destination) {
+        _ = await spool.append(Array(Self.voyage[..<600]))
+        try await forwarder { _ = try await drained() }
+        _ = await spool.append(Array(Self.outage))
         var status: SpoolStatus.Destination?
-        try await forwarder { status = try await f.waitForStatus { $0.pending == 0 } }
+        try await forwarder { status = try await drained() }
         return (server(), try #require(status))
     }
 
@@ -71,14 +87,14 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         #expect(abs(report - sailed) / sailed < 0.01, "report \(report) m, sailed \(sailed) m")
     }
 
-    @Test(arguments: Configuration.DrainOrderSetting.allCases)
-    func osmAnd(order: Configuration.DrainOrderSetting) async throws {
-        let f = try await ForwardFixture {
+    /// On a simulated LAN (a seed varies only the server's time over each request there).
+    @Test(arguments: Configuration.DrainOrderSetting.allCases, SimulationSeed.all(1))
+    func osmAnd(order: Configuration.DrainOrderSetting, seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .lan, seed: seed) {
             $0.filter = FilterSettings()
             $0.order = order
         }
-        let (traccar, status) = try await drain(
-            f, server: { f.server.traccar() }, forwarder: { try await f.withForwarder($0) })
+        let (traccar, status) = try await drain(f)
         let vessel = try #require(traccar.devices["vessel"])
         // History first: every position reaches the event handlers. Current first: the history behind
         // it does not, and status counts exactly what the model skipped.
@@ -144,9 +160,10 @@ func pathLength(_ track: some Collection<Position>) -> Double {
 
     /// An alarm in an outage's backlog raises its event in every order; while history goes first
     /// and the link's pace is known, it goes in its turn, so its history's events are kept too.
-    @Test(arguments: Configuration.DrainOrderSetting.allCases)
-    func anAlarmInTheBacklog(order: Configuration.DrainOrderSetting) async throws {
-        let f = try await ForwardFixture {
+    /// On a simulated LAN (a seed varies only the server's time over each request there).
+    @Test(arguments: Configuration.DrainOrderSetting.allCases, SimulationSeed.all(1))
+    func anAlarmInTheBacklog(order: Configuration.DrainOrderSetting, seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .lan, seed: seed) {
             $0.filter = FilterSettings()
             $0.order = order
         }
@@ -158,7 +175,7 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             _ = await f.spool.append(Array(track[600...]))
             try await f.waitForStatus { $0.pending == 0 }
         }
-        let traccar = f.server.traccar()
+        let traccar = f.traccar.traccar()
         let vessel = try #require(traccar.devices["vessel"])
         #expect(vessel.alarmsSkipped == 0)
         #expect(vessel.processed.contains { $0.alarmEvents == ["sos"] })
