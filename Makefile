@@ -76,8 +76,13 @@ test-arm64:
 # The package is made from it (about 20 s, most of it xz) and checked (check-deb.sh, about 15 s).
 # The status page is checked in headless Chromium (Tests/Helpers/status_page_browser.py, about
 # 5 s); here a browser that cannot start fails the test instead of skipping it.
+# The fuzzer (one swiftc process, about 70 s) builds beside the release build, which keeps about
+# one core busy (whole-module optimisation, one module after another); its log is printed if it fails.
 test: deps lint
-	$(SWIFT) build $(RELEASE_FLAGS) --product georelay
+	mkdir -p .build
+	Tests/Fuzz/fuzz.sh build > .build/fuzz-build.log 2>&1 & fuzzer=$$!; \
+	$(SWIFT) build $(RELEASE_FLAGS) --product georelay; built=$$?; \
+	wait $$fuzzer || { cat .build/fuzz-build.log >&2; exit 1; }; exit $$built
 	packaging/build-deb.sh $(RELEASE_BIN) $(DEB)
 	Tests/Package/check-deb.sh $(DEB)
 	$(SWIFT) build --build-tests

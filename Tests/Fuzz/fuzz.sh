@@ -3,6 +3,7 @@
 # GeoRelayCore's sources plus one entry file each.
 #
 #   Tests/Fuzz/fuzz.sh ci                      every target, FUZZ_RUNS inputs each (make test)
+#   Tests/Fuzz/fuzz.sh build                   only builds the fuzzer (make test, beside the release build)
 #   Tests/Fuzz/fuzz.sh lines [libFuzzer flags] one target for as long as you like, e.g.
 #                                              -max_total_time=3600; new inputs go to .build/fuzz/corpus-lines
 #   Tests/Fuzz/fuzz.sh keep lines              merges those into Tests/Fuzz/corpus/lines (only inputs that
@@ -71,6 +72,11 @@ run_ci() {
 }
 
 case ${1:-ci} in
+    build)
+        # The fuzzer alone (one swiftc process, one core), for make test to build beside the
+        # release build, which leaves the other core mostly idle.
+        build lines
+        ;;
     ci)
         run_ci lines
         run_ci config
