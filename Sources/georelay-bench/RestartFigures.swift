@@ -10,15 +10,10 @@ import Glibc
 func restartFigure() throws {
     let count = quick ? 60_000 : 200_000
     let slice = count / 10
-    let server = try FakeOsmAndServer()
-    let port = server.http.port
-    server.http.stop()
-    let directory = try TemporaryDirectory()
     // A hundred devices, as a fleet's spool after an outage: the drain order's give-way covers them all.
-    try fillSpool(directory, count: count, devices: 100, port: port)
-    try server.http.start(port: port)
+    let (server, directory) = try spooledForOsmAnd(count: count, devices: 100)
     defer { server.http.stop() }
-    let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(port)")
+    let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(server.http.port)")
 
     let afterStop = try drainSlice(relay, server: server, slice: slice)
     relay.stop()

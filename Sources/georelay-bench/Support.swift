@@ -236,17 +236,25 @@ func fillSpool(_ directory: TemporaryDirectory, count: Int, devices: Int, port: 
     relay.stop()
 }
 
-func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (
-    rate: Double, peakRSS: Int, delivered: Int, relayCPUSeconds: Double
-) {
+/// A fake Traccar on a port of its own, and a spool of `count` positions for it filled while it
+/// was down, so that nothing has drained yet: where the drain figures start.
+func spooledForOsmAnd(count: Int, devices: Int) throws -> (server: FakeOsmAndServer, directory: TemporaryDirectory) {
     let server = try FakeOsmAndServer()
     let port = server.http.port
     server.http.stop()
     let directory = try TemporaryDirectory()
-    try fillSpool(directory, count: count, devices: 8, port: port)
+    try fillSpool(directory, count: count, devices: devices, port: port)
     try server.http.start(port: port)
+    return (server, directory)
+}
+
+func forwardThroughput(count: Int, pipeline: Int? = nil) throws -> (
+    rate: Double, peakRSS: Int, delivered: Int, relayCPUSeconds: Double
+) {
+    let (server, directory) = try spooledForOsmAnd(count: count, devices: 8)
     defer { server.http.stop() }
-    let relay = try BenchRelay(directory: directory, destinationURL: "http://127.0.0.1:\(port)", pipeline: pipeline)
+    let relay = try BenchRelay(
+        directory: directory, destinationURL: "http://127.0.0.1:\(server.http.port)", pipeline: pipeline)
     let started = WallClock.monotonicNs()
     try relay.start()
     var peak = 0
