@@ -27,6 +27,31 @@ extension ArrivalLog {
     }
 }
 
+extension ArrivalLog where Arrival: TraccarStoredPosition {
+    /// Waits until every fix time in `expected` (per device) has arrived at least once.
+    package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
+        await waitUntil(timeout: timeout) { holdsAll(expected, $0) }
+    }
+
+    /// As `waitForAll`, for as long as positions keep arriving: fails once none has come for
+    /// `stalledFor`. For a drain whose pace is the machine's (a long run's hundreds of thousands).
+    package func waitForAllWhileArriving(_ expected: [String: Set<Int64>], stalledFor: Duration = .seconds(60))
+        async -> Bool
+    {
+        let total = expected.values.reduce(0) { $0 + $1.count }
+        // Counted first: fewer arrivals than expected cannot hold them all, and a long drain is
+        // looked at often.
+        return await waitWhileArriving(stalledFor: stalledFor) { $0.count >= total && holdsAll(expected, $0) }
+    }
+}
+
+/// Whether every fix time in `expected` (per device) is among `stored`.
+func holdsAll(_ expected: [String: Set<Int64>], _ stored: [some TraccarStoredPosition]) -> Bool {
+    var missing = expected
+    for position in stored { missing[position.uniqueId]?.remove(position.fixTimeMs) }
+    return missing.values.allSatisfy(\.isEmpty)
+}
+
 /// Waits until `condition` holds over `snapshot()`, woken by `changed`, at most `timeout`; with
 /// `whileGrowing`, `timeout` is how long the records may stop growing: a drain that a loaded
 /// machine slows is waited for as long as it moves, and one that stops fails as soon.

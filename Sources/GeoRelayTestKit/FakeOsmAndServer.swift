@@ -88,15 +88,6 @@ package final class FakeOsmAndServer: Sendable {
     package var url: String { http.url }
     package var positions: [Stored] { state.withLock { $0.positions } }
 
-    /// Waits until every fix time in `expected` (per device) has arrived at least once.
-    package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
-        await waitUntil(timeout: timeout) { stored in
-            var missing = expected
-            for position in stored { missing[position.uniqueId]?.remove(position.fixTimeMs) }
-            return missing.values.allSatisfy(\.isEmpty)
-        }
-    }
-
     /// The ledger of what arrived: each device's fix times in order of first arrival, and how
     /// many arrivals repeated a position already there (resends after a crash or a cut answer).
     package var firstArrivals: (byDevice: [String: [Int64]], duplicates: Int) {

@@ -179,17 +179,33 @@ package final class FakePushServer: Sendable {
     /// Waits until every fix time in `expected` (per device) has arrived at least once,
     /// as the relay names trackers: `device@username`.
     package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
-        let byTracker = Dictionary(
-            uniqueKeysWithValues: expected.map { ("\($0.key)@\(self.expected.username)", $0.value) })
-        return await waitUntil(timeout: timeout) { points in
-            var missing = byTracker
-            for point in points {
-                if let ms = Timestamp.milliseconds(fromISO8601: point.timestamp) {
-                    missing[point.trackerId]?.remove(ms)
-                }
+        let byTracker = trackers(expected)
+        return await waitUntil(timeout: timeout) { Self.holdsAll(byTracker, $0) }
+    }
+
+    /// As `waitForAll`, for as long as points keep arriving: fails once none has come for
+    /// `stalledFor`. For a drain whose pace is the machine's.
+    package func waitForAllWhileArriving(_ expected: [String: Set<Int64>], stalledFor: Duration = .seconds(60))
+        async -> Bool
+    {
+        let byTracker = trackers(expected)
+        let total = expected.values.reduce(0) { $0 + $1.count }
+        return await waitWhileArriving(stalledFor: stalledFor) { $0.count >= total && Self.holdsAll(byTracker, $0) }
+    }
+
+    /// The expected fix times by tracker id, as the gateway names devices.
+    private func trackers(_ expected: [String: Set<Int64>]) -> [String: Set<Int64>] {
+        Dictionary(uniqueKeysWithValues: expected.map { ("\($0.key)@\(self.expected.username)", $0.value) })
+    }
+
+    private static func holdsAll(_ expected: [String: Set<Int64>], _ points: [Point]) -> Bool {
+        var missing = expected
+        for point in points {
+            if let ms = Timestamp.milliseconds(fromISO8601: point.timestamp) {
+                missing[point.trackerId]?.remove(ms)
             }
-            return missing.values.allSatisfy(\.isEmpty)
         }
+        return missing.values.allSatisfy(\.isEmpty)
     }
 
     // MARK: - Handling

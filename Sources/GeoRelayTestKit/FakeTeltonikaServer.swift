@@ -150,14 +150,6 @@ package final class FakeTeltonikaServer: Sendable {
     package func clear() { state.withLock { $0.positions.removeAll() } }
 
     /// Waits until every fix time in `expected` (per device) has arrived at least once.
-    package func waitForAll(_ expected: [String: Set<Int64>], timeout: Duration = .seconds(30)) async -> Bool {
-        await waitUntil(timeout: timeout) { stored in
-            var missing = expected
-            for position in stored { missing[position.uniqueId]?.remove(position.fixTimeMs) }
-            return missing.values.allSatisfy(\.isEmpty)
-        }
-    }
-
     /// Waits until `condition` holds over the counters, or `timeout` passes. Returns whether it held.
     @discardableResult
     package func waitForStatistics(timeout: Duration = .seconds(30), _ condition: @Sendable (Statistics) -> Bool) async
