@@ -149,7 +149,6 @@ package final class FakeTeltonikaServer: Sendable {
     /// Forgets everything stored, as a server restored from an old backup.
     package func clear() { state.withLock { $0.positions.removeAll() } }
 
-    /// Waits until every fix time in `expected` (per device) has arrived at least once.
     /// Waits until `condition` holds over the counters, or `timeout` passes. Returns whether it held.
     @discardableResult
     package func waitForStatistics(timeout: Duration = .seconds(30), _ condition: @Sendable (Statistics) -> Bool) async
