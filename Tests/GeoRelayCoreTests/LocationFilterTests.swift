@@ -56,8 +56,9 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
             ).sent == [0])
     }
 
-    @Test(arguments: [
-        // (rule under test, positions as (second, metres north, course), expected sent seconds)
+    /// (rule under test, positions as (second, metres north, course), expected sent seconds); typed
+    /// here, since inferring a literal of nested tuples costs the compiler seconds.
+    static let rulesAlone: [(String, [(Int, Double, Double)], [Int64])] = [
         ("distance 75 m", [(0, 0.0, 0.0), (10, 50, 0), (20, 80, 0), (30, 120, 0), (40, 160, 0)], [0, 20, 40]),
         (
             "interval 300 s", [(0, 0, 0), (100, 10, 0), (299, 20, 0), (300, 30, 0), (500, 35, 0), (600, 40, 0)],
@@ -68,7 +69,9 @@ func run(_ filter: LocationFilter, _ positions: [Position]) -> (sent: [Int64], m
             "angle 30°", [(0, 0, 350), (10, 1, 10), (20, 2, 25), (30, 3, 50), (40, 4, 70), (50, 5, 100)],
             [0, 20, 40, 50]
         ),
-    ])
+    ]
+
+    @Test(arguments: rulesAlone)
     func eachRuleAlone(rule: String, points: [(Int, Double, Double)], expected: [Int64]) {
         let filter = settings { s in
             s.distanceMeters = rule.hasPrefix("distance") ? 75 : 0

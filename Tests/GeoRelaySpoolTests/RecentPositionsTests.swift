@@ -86,8 +86,10 @@ import Testing
         let total = slots + 500
         var stored = 0
         for batch in stride(from: 0, to: total, by: 500) {
-            let results = await spool.append(
-                (batch..<min(total, batch + 500)).map { fix($0 % 2 == 0 ? "a" : "b", Int64($0 / 2)) })
+            let fixes = (batch..<min(total, batch + 500)).map { (i: Int) -> Position in
+                fix(i % 2 == 0 ? "a" : "b", Int64(i / 2))
+            }
+            let results = await spool.append(fixes)
             stored += results.filter { if case .stored = $0 { true } else { false } }.count
         }
         #expect(stored == total)
