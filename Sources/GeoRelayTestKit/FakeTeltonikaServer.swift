@@ -101,14 +101,20 @@ package final class FakeTeltonikaServer: Sendable {
 
     private let state = Mutex(State())
     package let changed = WakeSignal()
-    private let listener: TestTCPListener
+    /// nil on the simulated network, where `accept(connection:)` serves each connection.
+    private let listener: TestTCPListener?
     /// How long a data frame's answer waits for another frame behind it; nil: none.
     private let readsAhead: Duration?
+    /// When a position is stored (`Stored.arrivalMs`): the wall clock, or a simulated one.
+    private let now: @Sendable () -> Int64
 
     /// Traccar's `BaseProtocol.MAX_FRAME_LENGTH_LARGE`, which `TeltonikaFrameDecoder` is built with.
     package static let maxFrameLength = 32 * 1024
 
-    package var port: Int { listener.port }
+    package var port: Int {
+        guard let listener else { preconditionFailure("a fake Teltonika port on the simulated network has no socket") }
+        return listener.port
+    }
     package var positions: [Stored] { state.withLock { $0.positions } }
 
     /// What Traccar made of the positions in the order they came (`TraccarModel`).
@@ -124,6 +130,7 @@ package final class FakeTeltonikaServer: Sendable {
     ///   - host: the address to listen on (`0.0.0.0` inside a test's network namespace).
     package init(readsAhead: Duration? = nil, host: String = "127.0.0.1") throws {
         self.readsAhead = readsAhead
+        now = { WallClock.nowMs() }
         let server = WeakReference<FakeTeltonikaServer>()
         listener = try TestTCPListener(name: "teltonika-test", backlog: 64, host: host) { fd, number in
             server.value?.serve(fd, number: number)
@@ -131,11 +138,19 @@ package final class FakeTeltonikaServer: Sendable {
         server.value = self
     }
 
+    /// The same port on the simulated network (`SimulatedService`): no socket, positions stored at
+    /// `now`'s time, and no server that waits on its own (`readsAhead`, a `hang` that ends).
+    package init(simulatedNow now: @escaping @Sendable () -> Int64) {
+        readsAhead = nil
+        self.now = now
+        listener = nil
+    }
+
     /// Listens (again) on `port` (0: any free port).
-    package func start(port: Int) throws { try listener.start(port: port) }
+    package func start(port: Int) throws { try listener?.start(port: port) }
 
     /// Closes the listener and every open connection: the server is gone.
-    package func stop() { listener.stop() }
+    package func stop() { listener?.stop() }
 
     package func setUnknownDevices(_ devices: Set<String>) { state.withLock { $0.unknownDevices = devices } }
     package func setBehaviour(_ behaviour: Behaviour) { state.withLock { $0.behaviour = behaviour } }
@@ -162,10 +177,10 @@ package final class FakeTeltonikaServer: Sendable {
     // MARK: Connections
 
     private func serve(_ fd: Int32, number: Int) {
-        state.withLock { $0.statistics.connections += 1 }
-        changed.signal()
+        accepted()
         defer { shutdown(fd, Int32(SHUT_RDWR)) }
         var connection = Connection(number: number)
+        let wire = Wire(send: { Self.send(fd, $0) }, more: { Self.read(fd, until: $0) }, blocks: true)
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -173,15 +188,37 @@ package final class FakeTeltonikaServer: Sendable {
                 if n < 0, errno == EINTR { continue }
                 return
             }
-            connection.buffer.append(contentsOf: chunk[0..<n])
-            let open = receive(&connection, fd: fd)
-            state.withLock {
-                $0.statistics.bytesReceived += n
-                if !open { $0.statistics.closedByServer += 1 }
-            }
-            changed.signal()
-            if !open { return }
+            guard received(Array(chunk[0..<n]), on: &connection, wire: wire) else { return }
         }
+    }
+
+    private func accepted() {
+        state.withLock { $0.statistics.connections += 1 }
+        changed.signal()
+    }
+
+    /// Bytes that reached a connection, decoded and answered through `wire`. Returns false when
+    /// the server closes the connection.
+    private func received(_ bytes: [UInt8], on connection: inout Connection, wire: Wire) -> Bool {
+        connection.buffer.append(contentsOf: bytes)
+        let open = receive(&connection, wire: wire)
+        state.withLock {
+            $0.statistics.bytesReceived += bytes.count
+            if !open { $0.statistics.closedByServer += 1 }
+        }
+        changed.signal()
+        return open
+    }
+
+    /// Where a connection's answers go, and whether the server may wait on it: a socket, or the
+    /// simulated network (whose server answers at once, in simulated time, and never blocks).
+    private struct Wire {
+        /// Writes an answer; false when the connection is gone.
+        var send: ([UInt8]) -> Bool
+        /// Bytes that arrive before the deadline (nil: none); nil on the simulated network.
+        var more: ((ContinuousClock.Instant) -> [UInt8]?)?
+        /// A `hang` holds the server's thread until the behaviour changes.
+        var blocks: Bool
     }
 
     private struct Connection {
@@ -195,7 +232,7 @@ package final class FakeTeltonikaServer: Sendable {
 
     /// Netty's `ByteToMessageDecoder` loop over `TeltonikaFrameDecoder`: frames are cut
     /// and decoded while the buffer yields them. Returns false when the connection must close.
-    private func receive(_ connection: inout Connection, fd: Int32) -> Bool {
+    private func receive(_ connection: inout Connection, wire: Wire) -> Bool {
         var start = 0
         defer { connection.buffer.removeFirst(start) }
         while start < connection.buffer.count {
@@ -210,34 +247,39 @@ package final class FakeTeltonikaServer: Sendable {
             }
             start = frame.upperBound
             if Self.isData(connection.buffer, at: frame.lowerBound) {
-                readAhead(&connection, from: start, fd: fd)
+                readAhead(&connection, from: start, wire: wire)
                 let behind = Self.dataFramesBuffered(connection.buffer, from: start)
                 state.withLock { $0.statistics.deepestPipeline = max($0.statistics.deepestPipeline, 1 + behind) }
             }
             connection.readBehind = start < connection.buffer.count
-            guard handle(Array(connection.buffer[frame]), connection: &connection, fd: fd) else { return false }
+            guard handle(Array(connection.buffer[frame]), connection: &connection, wire: wire) else { return false }
         }
         return true
     }
 
     /// With `readsAhead`, waits that long for more bytes unless a whole frame is already buffered
     /// behind the one about to be answered.
-    private func readAhead(_ connection: inout Connection, from start: Int, fd: Int32) {
-        guard let readsAhead, Self.dataFramesBuffered(connection.buffer, from: start) == 0 else { return }
+    private func readAhead(_ connection: inout Connection, from start: Int, wire: Wire) {
+        guard let readsAhead, let more = wire.more, Self.dataFramesBuffered(connection.buffer, from: start) == 0
+        else { return }
         let deadline = ContinuousClock.now + readsAhead
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while Self.dataFramesBuffered(connection.buffer, from: start) == 0 {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { return }
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let (seconds, attoseconds) = left.components
-            let ms = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
-            guard poll(&descriptor, 1, ms) > 0 else { return }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { return }
-            connection.buffer.append(contentsOf: chunk[0..<n])
-            state.withLock { $0.statistics.bytesReceived += n }
+        while Self.dataFramesBuffered(connection.buffer, from: start) == 0, let bytes = more(deadline) {
+            connection.buffer.append(contentsOf: bytes)
+            state.withLock { $0.statistics.bytesReceived += bytes.count }
         }
+    }
+
+    /// What arrives on `fd` before `deadline`; nil when nothing did, or the peer closed.
+    private static func read(_ fd: Int32, until deadline: ContinuousClock.Instant) -> [UInt8]? {
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { return nil }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let (seconds, attoseconds) = left.components
+        let ms = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+        guard poll(&descriptor, 1, ms) > 0 else { return nil }
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? Array(chunk[0..<n]) : nil
     }
 
     /// Whether the frame at `start` is a data frame (a zero length where an id has its own).
@@ -281,7 +323,7 @@ package final class FakeTeltonikaServer: Sendable {
     }
 
     /// `TeltonikaProtocolDecoder.decodeTcp` on one frame. Returns false when the connection must close.
-    private func handle(_ frame: [UInt8], connection: inout Connection, fd: Int32) -> Bool {
+    private func handle(_ frame: [UInt8], connection: inout Connection, wire: Wire) -> Bool {
         if frame.count == 1, frame[0] == 0xFF { return true }
         var reader = WireReader(frame)
         do {
@@ -295,7 +337,7 @@ package final class FakeTeltonikaServer: Sendable {
                             uniqueId: id, known: known, connection: connection.number,
                             withFrame: connection.readBehind))
                 }
-                return send(fd, [known ? 1 : 0])
+                return wire.send([known ? 1 : 0])
             }
             try reader.skip(4)
             _ = try reader.u32() // data length
@@ -310,18 +352,20 @@ package final class FakeTeltonikaServer: Sendable {
                 position.connection = connection.number
                 decoded.append(position)
             }
-            return deliver(decoded, count: count, fd: fd)
+            return deliver(decoded, count: count, wire: wire)
         } catch {
             return false
         }
     }
 
     /// Applies the behaviour to a decoded data frame. Returns false when the connection must close.
-    private func deliver(_ decoded: [Stored], count: UInt8, fd: Int32) -> Bool {
+    private func deliver(_ decoded: [Stored], count: UInt8, wire: Wire) -> Bool {
         let undecodable = state.withLock { $0.undecodable }
         if decoded.contains(where: { undecodable.contains($0.fixTimeMs) }) { return false }
         var behaviour = state.withLock { $0.behaviour }
         if behaviour == .hang {
+            // On the simulated network: no answer, and the connection stays open.
+            guard wire.blocks else { return true }
             // Each connection has its own thread, so holding this one wedges only this connection.
             // Capped at a minute so a test that ends while hanging leaves no thread behind for long.
             for _ in 0..<3000 where behaviour == .hang {
@@ -331,7 +375,7 @@ package final class FakeTeltonikaServer: Sendable {
             return false
         }
         if behaviour == .normal || behaviour == .storeThenClose {
-            let arrivalMs = WallClock.nowMs()
+            let arrivalMs = now()
             state.withLock {
                 $0.positions += decoded.map {
                     var p = $0
@@ -343,10 +387,10 @@ package final class FakeTeltonikaServer: Sendable {
         }
         guard behaviour == .normal else { return false }
         state.withLock { $0.statistics.framesAnswered += 1 }
-        return send(fd, [0, 0, 0, count])
+        return wire.send([0, 0, 0, count])
     }
 
-    private func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    private static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let n = bytes.withUnsafeBytes {
@@ -360,255 +404,41 @@ package final class FakeTeltonikaServer: Sendable {
     }
 }
 
-// MARK: - Traccar's record decoding
+// MARK: - On the simulated network
 
-extension FakeTeltonikaServer {
-    private static let codec8: UInt8 = 0x08
-    private static let codec8Extended: UInt8 = 0x8E
-    private static let codec16: UInt8 = 0x10
-
-    struct Unsupported: Error {}
-
-    /// `decodeLocation` for every codec but GH3000, for a device with no model.
-    private static func decodeLocation(_ r: inout WireReader, codec: UInt8) throws -> Stored {
-        if codec == 0x07 || codec == 0x0C || codec == 0x0D { throw Unsupported() }
-        var attributes: [String: AttributeValue] = [:]
-        let extended = codec == codec8Extended
-        func ext(_ wide: Bool) throws -> Int { wide ? Int(try r.u16()) : Int(try r.u8()) }
-
-        let time = Int64(bitPattern: try r.u64())
-        attributes["priority"] = .number(Double(try r.u8()))
-        let lon = Double(Int32(bitPattern: try r.u32())) / 10000000.0
-        let lat = Double(Int32(bitPattern: try r.u32())) / 10000000.0
-        let altitude = Double(Int16(bitPattern: try r.u16()))
-        let course = Double(try r.u16())
-        let satellites = Int(try r.u8())
-        attributes["sat"] = .number(Double(satellites))
-        let speedKnots = Double(try r.u16()) * 0.539957
-        attributes["event"] = .number(Double(try ext(extended || codec == codec16)))
-        if codec == codec16 { _ = try r.u8() } // generation type
-        _ = try ext(extended) // total IO data records
-
-        for width in [1, 2, 4] {
-            let count = try ext(extended)
-            for _ in 0..<count {
-                try parameter(id: try ext(extended || codec == codec16), width: width, &r, &attributes)
-            }
-        }
-        if codec == codec8 || extended || codec == codec16 {
-            let count = try ext(extended)
-            for _ in 0..<count {
-                try parameter(id: try ext(extended || codec == codec16), width: 8, &r, &attributes)
-            }
-        }
-        if extended {
-            let count = Int(try r.u16())
-            for _ in 0..<count {
-                let id = Int(try r.u16())
-                let length = Int(try r.u16())
-                try variable(id: id, try r.slice(length), &attributes)
-            }
-        }
-        return Stored(
-            uniqueId: "", fixTimeMs: time, valid: satellites != 0, lat: lat, lon: lon, speedKnots: speedKnots,
-            course: course, altitude: altitude, satellites: satellites, attributes: attributes, connection: 0)
+extension FakeTeltonikaServer: SimulatedService {
+    package func accept(connection number: Int) -> any SimulatedSession {
+        accepted()
+        return SimulatedTeltonikaSession(server: self, number: number)
     }
 
-    /// `decodeParameter`: a handler registered for every model reads its own width, then the
-    /// reader moves to where the section's width ends the element; any other id is `io<id>`.
-    private static func parameter(id: Int, width: Int, _ r: inout WireReader, _ a: inout [String: AttributeValue])
-        throws
-    {
-        let start = r.index
-        func number(_ key: String, _ value: Double) { a[key] = .number(value) }
-        func flag(_ key: String) throws { a[key] = .bool(try r.u8() > 0) }
-        func alarm(_ name: String?) {
-            guard let name else { return }
-            a["alarm"] = .string(a["alarm"].map { $0.text + "," + name } ?? name)
-        }
-        switch id {
-        case 1, 2, 3, 4: try flag("in\(id)")
-        case 16: number("odometer", Double(try r.u32()))
-        case 17: number("axisX", Double(Int16(bitPattern: try r.u16())))
-        case 18: number("axisY", Double(Int16(bitPattern: try r.u16())))
-        case 19: number("axisZ", Double(Int16(bitPattern: try r.u16())))
-        case 21: number("rssi", Double(try r.u8()))
-        case 25, 26, 27, 28: number("bleTemp\(id - 24)", Double(Int16(bitPattern: try r.u16())) / 100.0)
-        case 66: number("power", Double(try r.u16()) / 1000.0)
-        case 67: number("battery", Double(try r.u16()) / 1000.0)
-        case 78:
-            let driver = try r.u64LittleEndian()
-            if driver != 0 { a["driverUniqueId"] = .string(hex(driver, digits: 16, uppercase: true)) }
-        case 179: try flag("out1")
-        case 180: try flag("out2")
-        case 181: number("pdop", Double(try r.u16()) / 10.0)
-        case 182: number("hdop", Double(try r.u16()) / 10.0)
-        case 199: number("tripOdometer", Double(try r.u32()))
-        case 236: alarm(try r.u8() > 0 ? "general" : nil)
-        case 239: try flag("ignition")
-        case 240: try flag("motion")
-        case 241: number("operator", Double(try r.u32()))
-        case 253:
-            switch try r.u8() {
-            case 1: alarm("hardAcceleration")
-            case 2: alarm("hardBraking")
-            case 3: alarm("hardCornering")
-            default: break
-            }
-        default:
-            // readValue: unsigned for 1, 2 and 4 bytes, a signed long for 8.
-            let value: Double =
-                switch width {
-                case 1: Double(try r.u8())
-                case 2: Double(try r.u16())
-                case 4: Double(try r.u32())
-                default: Double(Int64(bitPattern: try r.u64()))
-                }
-            number("io\(id)", value)
-            return
-        }
-        try r.seek(start + width)
-    }
+    /// One connection's bytes through the same framing and decoding as a socket's; its answers
+    /// leave at once (Traccar's decoder takes microseconds), a close with what it holds unread.
+    private final class SimulatedTeltonikaSession: SimulatedSession {
+        let server: FakeTeltonikaServer
+        var connection: Connection
+        var closed = false
 
-    /// The variable-length section of codec 8 Extended.
-    private static func variable(id: Int, _ data: WireReader, _ a: inout [String: AttributeValue]) throws {
-        var data = data
-        switch id {
-        case 256, 325:
-            a["vin"] = .string(try data.ascii(data.remaining))
-        case 281:
-            a["dtcs"] = .string(try data.ascii(data.remaining).replacingOccurrences(of: ",", with: " "))
-        case 385:
-            _ = try data.u8() // data part
-            var index = 1
-            while data.remaining > 0 {
-                let flags = try data.u8()
-                let prefix = "beacon\(index)"
-                if flags >> 4 > 0 {
-                    a[prefix + "Uuid"] = .string(try data.hexDump(16))
-                    a[prefix + "Major"] = .number(Double(try data.u16()))
-                    a[prefix + "Minor"] = .number(Double(try data.u16()))
-                } else {
-                    a[prefix + "Namespace"] = .string(try data.hexDump(10))
-                    a[prefix + "Instance"] = .string(try data.hexDump(6))
-                }
-                a[prefix + "Rssi"] = .number(Double(Int8(bitPattern: try data.u8())))
-                if flags & 0x02 != 0 { a[prefix + "Battery"] = .number(Double(try data.u16()) / 100.0) }
-                if flags & 0x04 != 0 { a[prefix + "Temp"] = .number(Double(try data.u16())) }
-                index += 1
+        init(server: FakeTeltonikaServer, number: Int) {
+            self.server = server
+            connection = Connection(number: number)
+        }
+
+        var holdsUnread: Bool { !connection.buffer.isEmpty }
+
+        func received(_ bytes: [UInt8], at now: RelayInstant) -> [SimulatedReply] {
+            guard !closed else { return [] }
+            var replies: [SimulatedReply] = []
+            let wire = Wire(
+                send: {
+                    replies.append(.send($0))
+                    return true
+                }, more: nil, blocks: false)
+            if !server.received(bytes, on: &connection, wire: wire) {
+                closed = true
+                replies.append(.close(lingering: false))
             }
-        case 548, 10828, 10829, 10831, 11317:
-            _ = try data.u8() // header
-            var i = 1
-            while data.remaining > 0 {
-                var beacon = try data.slice(Int(try data.u8()))
-                let prefix = "tag\(i)"
-                while beacon.remaining > 0 {
-                    let parameter = try beacon.u8()
-                    let length = Int(try beacon.u8())
-                    switch parameter {
-                    case 0: a[prefix + "Rssi"] = .number(Double(Int8(bitPattern: try beacon.u8())))
-                    case 1: a[prefix + "Id"] = .string(try beacon.hexDump(length))
-                    case 2:
-                        var flagged = try beacon.slice(length)
-                        let flag = try flagged.u8()
-                        if flag & 0x40 != 0 { a[prefix + "LowBattery"] = .bool(true) }
-                        if flag & 0x80 != 0 {
-                            a[prefix + "Voltage"] = .number(Double(Int(try flagged.u8()) * 10 + 2000))
-                        }
-                    case 5: a[prefix + "Name"] = .string(String(decoding: try beacon.bytes(length), as: UTF8.self))
-                    case 6: a[prefix + "Temp"] = .number(Double(Int16(bitPattern: try beacon.u16())))
-                    case 7: a[prefix + "Humidity"] = .number(Double(try beacon.u8()))
-                    case 8: a[prefix + "Magnet"] = .bool(try beacon.u8() > 0)
-                    case 9: a[prefix + "Motion"] = .bool(try beacon.u8() > 0)
-                    case 10: a[prefix + "MotionCount"] = .number(Double(try beacon.u16()))
-                    case 11: a[prefix + "Pitch"] = .number(Double(Int8(bitPattern: try beacon.u8())))
-                    case 12: a[prefix + "AngleRoll"] = .number(Double(Int16(bitPattern: try beacon.u16())))
-                    case 13: a[prefix + "LowBattery"] = .number(Double(try beacon.u8()))
-                    case 14: a[prefix + "Battery"] = .number(Double(try beacon.u16()))
-                    case 15: a[prefix + "Mac"] = .string(try beacon.hexDump(6))
-                    default: try beacon.skip(length)
-                    }
-                }
-                i += 1
-            }
-        default:
-            a["io\(id)"] = .string(try data.hexDump(data.remaining))
+            return replies
         }
     }
-
-    /// Java's `String.format("%016X", long)` and Netty's lowercase `ByteBufUtil.hexDump`.
-    static func hex(_ value: UInt64, digits: Int, uppercase: Bool) -> String {
-        let text = String(value, radix: 16, uppercase: uppercase)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
-    }
-}
-
-/// A bounds-checked big-endian reader over one frame: reading past the end throws,
-/// as Netty's `ByteBuf` does.
-struct WireReader {
-    struct Overrun: Error {}
-
-    private let storage: [UInt8]
-    private(set) var index: Int
-    private let end: Int
-
-    init(_ bytes: [UInt8]) {
-        self.init(bytes, start: 0, end: bytes.count)
-    }
-
-    private init(_ bytes: [UInt8], start: Int, end: Int) {
-        storage = bytes
-        index = start
-        self.end = end
-    }
-
-    var remaining: Int { end - index }
-
-    private mutating func take(_ count: Int) throws -> Range<Int> {
-        guard count >= 0, count <= remaining else { throw Overrun() }
-        defer { index += count }
-        return index..<(index + count)
-    }
-
-    private mutating func bigEndian(_ count: Int) throws -> UInt64 {
-        try take(count).reduce(0) { $0 << 8 | UInt64(storage[$1]) }
-    }
-
-    mutating func u8() throws -> UInt8 { UInt8(try bigEndian(1)) }
-    mutating func u16() throws -> UInt16 { UInt16(try bigEndian(2)) }
-    mutating func u32() throws -> UInt32 { UInt32(try bigEndian(4)) }
-    mutating func u64() throws -> UInt64 { try bigEndian(8) }
-    mutating func u64LittleEndian() throws -> UInt64 {
-        try take(8).reversed().reduce(0) { $0 << 8 | UInt64(storage[$1]) }
-    }
-    mutating func skip(_ count: Int) throws { _ = try take(count) }
-    mutating func bytes(_ count: Int) throws -> ArraySlice<UInt8> { storage[try take(count)] }
-
-    /// Netty's `readerIndex(int)`: past the end throws.
-    mutating func seek(_ position: Int) throws {
-        guard position <= end else { throw Overrun() }
-        index = position
-    }
-
-    /// Netty's `readSlice`: a reader over the next `count` bytes, which this one skips.
-    mutating func slice(_ count: Int) throws -> WireReader {
-        let range = try take(count)
-        return WireReader(storage, start: range.lowerBound, end: range.upperBound)
-    }
-
-    /// US-ASCII as Java decodes it: a byte above 0x7F becomes U+FFFD.
-    mutating func ascii(_ count: Int) throws -> String {
-        String(String.UnicodeScalarView(try bytes(count).map { $0 < 0x80 ? Unicode.Scalar($0) : "\u{FFFD}" }))
-    }
-
-    mutating func hexDump(_ count: Int) throws -> String {
-        try bytes(count).map { FakeTeltonikaServer.hex(UInt64($0), digits: 2, uppercase: false) }.joined()
-    }
-}
-
-extension FakeTeltonikaServer.Stored: TraccarStoredPosition {}
-
-extension FakeTeltonikaServer: ArrivalLog {
-    package var arrivals: [Stored] { positions }
 }

@@ -315,6 +315,15 @@ extension SimulatedConnector {
         }
     }
 
+    /// The Teltonika port's probe over this path (an identification), on a thread of its own.
+    package var teltonikaProbe: DestinationLink.Probe {
+        let checks = sibling()
+        return { [network] timeout in
+            await network.check { NetworkChecks.teltonikaProbe(over: checks, timeout: timeout, clock: network.clock) }
+                ?? (.nothing, 0)
+        }
+    }
+
     /// The destination's bare connection attempt over this path, on a thread of its own.
     package var connectAttempt: DestinationLink.ConnectAttempt {
         let checks = sibling()

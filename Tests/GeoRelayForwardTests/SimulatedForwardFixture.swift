@@ -5,9 +5,10 @@ import GeoRelayTestKit
 
 @testable import GeoRelayForward
 
-/// A spool and a Traccar destination over OsmAnd in one process, on simulated time: the real
-/// forwarder, loop, rounds, probes and spool, their connections across a `SimulatedNetwork` to
-/// the fake Traccar answering without a socket (`SimulatedHTTPServer`).
+/// A spool and a Traccar destination over OsmAnd (or Teltonika) in one process, on simulated time:
+/// the real forwarder, loop, rounds, probes and spool, their connections across a
+/// `SimulatedNetwork` to the fake Traccar answering without a socket (`SimulatedHTTPServer`, or
+/// the fake Teltonika port itself).
 final class SimulatedForwardFixture: @unchecked Sendable {
     let world: SimulatedWorld
     let directory: TemporaryDirectory
@@ -15,17 +16,24 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     var settings: Configuration.DestinationSettings
     let log = CapturedLog()
     let seed: SimulationSeed
-    /// What Traccar stored.
+    /// What Traccar stored over OsmAnd.
     let traccar: FakeOsmAndServer
     /// How it answers on the link (keep-alive, closes, its time over each request).
     let server: SimulatedHTTPServer
+    /// Traccar's Teltonika port, the destination with `transport: .teltonika`.
+    let teltonika: FakeTeltonikaServer
     let connector: SimulatedConnector
+
+    enum Transport {
+        case osmAnd
+        case teltonika
+    }
 
     /// - Parameters:
     ///   - processing: the server's time over each request (a slow one shows requests queueing
     ///     at it, which only a client that pipelines puts there).
     init(
-        link: LinkProfile, seed: SimulationSeed, concurrency: Int = 4,
+        link: LinkProfile, seed: SimulationSeed, transport: Transport = .osmAnd, concurrency: Int = 4,
         pipeline: Int = Configuration.DestinationSettings().pipeline, closesAfterEachResponse: Bool = false,
         responsesPerConnection: Int? = nil,
         processing: ClosedRange<Duration> = .microseconds(200) ... .milliseconds(2),
@@ -39,19 +47,21 @@ final class SimulatedForwardFixture: @unchecked Sendable {
             closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection,
             processing: processing, seed: seed.value
         ) { [traccar] in traccar.answer($0) }
+        teltonika = FakeTeltonikaServer(simulatedNow: { clock.nowMs() })
         directory = try TemporaryDirectory()
         var spoolSettings = Spool.Settings(path: directory.file("spool.db"))
         spoolSettings.stateInterval = .seconds(15)
         spoolSettings.clock = clock
         spool = try Spool(settings: spoolSettings)
         settings = Configuration.DestinationSettings()
-        settings.url = "http://traccar.invalid:5055/"
+        settings.url = transport == .osmAnd ? "http://traccar.invalid:5055/" : "tcp://traccar.invalid:5027"
+        settings.traccarProtocol = transport == .osmAnd ? .osmand : .teltonika
         settings.concurrency = concurrency
         settings.pipeline = pipeline
         settings.useTestTimings()
         configure(&settings)
         connector = world.network.connector(
-            to: server, connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
+            to: transport == .osmAnd ? server : teltonika, connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
         try await spool.register(destinations: [
             DestinationRegistration(name: settings.name, buffered: settings.buffer)
         ])
@@ -66,14 +76,17 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     /// - Parameter gate: the uplink's budget, when a test restricts it.
     func withForwarderLink(gate: UplinkGate? = nil, _ body: (DestinationLink) async throws -> Void) async throws {
         let (settings, connector, clock) = (self.settings, self.connector, world.clock)
+        let teltonika = settings.traccarProtocol == .teltonika
         let forwarder = try TraccarForwarder(
             settings: settings, spool: spool, logger: log.logger, gate: gate, clock: clock, probeMeter: WireMeter(),
-            probe: connector.probe(url: settings.url), connect: connector.connectAttempt,
-            random: RandomSource(seed: seed.value)
-        ) { meter, logger in
-            try OsmAndEngine(
-                settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
-                network: connector, clock: clock)
+            probe: teltonika ? connector.teltonikaProbe : connector.probe(url: settings.url),
+            connect: connector.connectAttempt, random: RandomSource(seed: seed.value)
+        ) { meter, logger -> any TraccarEngine in
+            teltonika
+                ? try TeltonikaEngine(settings: settings, meter: meter, logger: logger, network: connector, clock: clock)
+                : try OsmAndEngine(
+                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
+                    network: connector, clock: clock)
         }
         let ended = AbortFlag()
         world.watch(forwarder.link, driver: connector, ended: ended)

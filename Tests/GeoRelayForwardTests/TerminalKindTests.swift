@@ -53,14 +53,31 @@ import Testing
     /// Well within the probe a minute away; the figure a user feels is the bench's.
     static let seenWithin = Duration.seconds(10)
 
-    /// OsmAnd on a geostationary link (300 ms each way) on simulated time: the outage and the
-    /// watch's minute pass in milliseconds, and the return is timed on the clock the relay runs on,
-    /// not on a loaded machine's (where an on-board answer could take longer than any round trip).
+    /// OsmAnd and Teltonika on a geostationary link (300 ms each way) on simulated time: the outage
+    /// and the watch's minute pass in milliseconds, and the return is timed on the clock the relay
+    /// runs on, not on a loaded machine's (where an on-board answer could take longer than any
+    /// round trip, and look like one that crossed the link).
     @Test(arguments: TerminalKind.allCases, SimulationSeed.all(2))
     func osmAnd(kind: TerminalKind, seed: SimulationSeed) async throws {
-        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 1) { Self.outage(&$0) }
-        let run = f.replay("TerminalKindTests/osmAnd") + ", \(kind)"
-        let stored = { Set(f.traccar.positions.map(\.fixTimeMs)).count }
+        try await Self.returnSeenOnTheSimulatedLink(.osmAnd, kind: kind, seed: seed, test: "osmAnd")
+    }
+
+    @Test(arguments: TerminalKind.allCases, SimulationSeed.all(2))
+    func teltonika(kind: TerminalKind, seed: SimulationSeed) async throws {
+        try await Self.returnSeenOnTheSimulatedLink(.teltonika, kind: kind, seed: seed, test: "teltonika")
+    }
+
+    static func returnSeenOnTheSimulatedLink(
+        _ transport: SimulatedForwardFixture.Transport, kind: TerminalKind, seed: SimulationSeed, test: String
+    ) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, transport: transport, concurrency: 1) {
+            Self.outage(&$0)
+        }
+        let run = f.replay("TerminalKindTests/\(test)") + ", \(kind)"
+        let stored = {
+            transport == .osmAnd
+                ? Set(f.traccar.positions.map(\.fixTimeMs)).count : Set(f.teltonika.positions.map(\.fixTimeMs)).count
+        }
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 2))
             try await f.waitForStatus { $0.pending == 0 }
@@ -78,23 +95,6 @@ import Testing
             let took = back.duration(to: f.world.clock.now())
             #expect(seen, "\(kind): the link's return was not seen within a minute, \(run)")
             #expect(took < Self.seenWithin, "\(kind): delivered \(took) after the link's return, \(run)")
-        }
-    }
-
-    @Test(arguments: TerminalKind.allCases)
-    func teltonika(kind: TerminalKind) async throws {
-        let server = try FakeTeltonikaServer()
-        defer { server.stop() }
-        let proxy = try FaultProxy(targetPort: server.port, latencyMs: Self.latencyMs)
-        defer { proxy.stop() }
-        let f = try await TeltonikaFixture(concurrency: 1) { settings in
-            settings.url = "tcp://127.0.0.1:\(proxy.port)"
-            Self.outage(&settings)
-        }
-        try await f.withForwarder {
-            try await Self.expectReturnSeen(kind, proxy: proxy, fixture: f) {
-                Set(server.positions.map(\.fixTimeMs)).count
-            }
         }
     }
 

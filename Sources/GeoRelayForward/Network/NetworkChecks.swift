@@ -57,4 +57,38 @@ package enum NetworkChecks {
         }
         return (.nothing, sent + received)
     }
+
+    /// The Teltonika port's probe (`TeltonikaProbe`): an identification as the probe's id, and the
+    /// first answer within `timeout`.
+    package static func teltonikaProbe(over network: any RoundNetwork, timeout: Duration, clock: any RelayClock)
+        -> (answer: ServerCheck.Answer, wireBytes: Int)
+    {
+        let deadline = clock.now() + timeout
+        guard let connection = try? network.open() else { return (.nothing, 0) }
+        var exchange = TeltonikaExchange(identification: TeltonikaProbe.identification)
+        exchange.queueIdentification()
+        var received = 0
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 1)
+        defer { scratch.deallocate() }
+        while clock.now() < deadline {
+            do throws(ConnectionFailure) {
+                while exchange.hasOutput {
+                    let taken = try connection.send(exchange.output, from: exchange.sentBytes)
+                    if taken == 0 { break }
+                    exchange.wrote(taken)
+                }
+                while let count = try connection.receive(into: scratch) {
+                    if count == 0 { return (.nothing, exchange.sentBytes + received) }
+                    received += count
+                    if let event = exchange.received(UnsafeRawBufferPointer(rebasing: scratch[..<count])).first {
+                        return (TeltonikaProbe.answer(event), exchange.sentBytes + received)
+                    }
+                }
+            } catch {
+                return (.nothing, exchange.sentBytes + received)
+            }
+            _ = network.wait([(connection, exchange.hasOutput)], until: deadline)
+        }
+        return (.nothing, exchange.sentBytes + received)
+    }
 }

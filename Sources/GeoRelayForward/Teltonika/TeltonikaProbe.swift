@@ -53,12 +53,16 @@ package final class TeltonikaProbe: Sendable {
         else { return (.nothing, 0) }
         let event = session.identify() ?? session.nextEvent(before: endpoint.clock.now() + timeout, abort: abort)
         session.close()
-        let answer: ServerCheck.Answer =
-            switch event {
-            case .identified?: .server
-            case .broken(.notTraccar)?: .path
-            default: .nothing
-            }
-        return (answer, session.takeWireBytes())
+        return (Self.answer(event), session.takeWireBytes())
+    }
+
+    /// What the first event after the identification says of the destination: either answer byte
+    /// proves Traccar; other bytes, something else listening; nothing, nothing.
+    static func answer(_ event: TeltonikaExchange.Event?) -> ServerCheck.Answer {
+        switch event {
+        case .identified?: .server
+        case .broken(.notTraccar)?: .path
+        default: .nothing
+        }
     }
 }
