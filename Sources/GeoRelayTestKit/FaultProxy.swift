@@ -404,9 +404,10 @@ package final class FaultProxy: Sendable {
             state.counters.bytesUpWhileDown += chunk.count
             for (method, payload) in Self.requestLines(in: chunk) {
                 state.counters.requestsWhileDown[method, default: 0] += 1
-                if payload { state.counters.payloadsWhileDown += 1 } else { state.counters.probesWhileDown += 1 }
             }
-            state.counters.probesWhileDown += Self.occurrences(of: Self.teltonikaProbe, in: chunk)
+            let (probes, payloads) = Self.probesAndPayloads(in: chunk)
+            state.counters.probesWhileDown += probes
+            state.counters.payloadsWhileDown += payloads
         }
     }
 
@@ -421,6 +422,14 @@ package final class FaultProxy: Sendable {
             guard method.allSatisfy({ $0.isUppercase }) else { return nil }
             return (String(method), method != "GET" || line[space...].contains("?"))
         }
+    }
+
+    /// The probes (a GET naming no position, a Teltonika identification as the probe) and the
+    /// payloads (HTTP requests carrying positions) that start in a chunk written up the link.
+    static func probesAndPayloads(in chunk: [UInt8]) -> (probes: Int, payloads: Int) {
+        let requests = requestLines(in: chunk)
+        let payloads = requests.count(where: \.payload)
+        return (requests.count - payloads + occurrences(of: teltonikaProbe, in: chunk), payloads)
     }
 
     /// The Teltonika probe's identification: binary Teltonika frames have no request line, so this

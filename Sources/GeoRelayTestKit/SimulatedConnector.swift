@@ -170,7 +170,12 @@ final class SimulatedConnection: RoundConnection, @unchecked Sendable {
             let taken = min(bytes.count - offset, connection.room(at: now))
             guard taken > 0 else { return .success(0) }
             let chunk = Array(bytes[offset..<(offset + taken)])
-            if state.down != nil { state.counters.bytesUpWhileDown += taken }
+            if state.down != nil {
+                state.counters.bytesUpWhileDown += taken
+                let (probes, payloads) = FaultProxy.probesAndPayloads(in: chunk)
+                state.counters.probesWhileDown += probes
+                state.counters.payloadsWhileDown += payloads
+            }
             if connection.heldOpen {
                 connection.heldOutput += chunk
                 connection.unsent.append((now, taken))

@@ -36,6 +36,10 @@ package final class SimulatedNetwork: @unchecked Sendable {
         package var bytesDown = 0
         /// Relay → server bytes written while the satellite was down.
         package var bytesUpWhileDown = 0
+        /// Of those, the probes (a GET naming no position, a Teltonika identification as the
+        /// probe) and the HTTP requests carrying positions (`FaultProxy.probesAndPayloads`).
+        package var probesWhileDown = 0
+        package var payloadsWhileDown = 0
         package var resets = 0
     }
 

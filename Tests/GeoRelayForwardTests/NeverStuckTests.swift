@@ -129,63 +129,81 @@ import Testing
             "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
     }
 
+    /// Watches a link black-holed on board (a terminal that takes connections and what is written
+    /// on them and answers nothing) for three ceilings of simulated time: the probes and payloads
+    /// written meanwhile, and their bytes.
+    static func whileBlackHoled(_ f: SimulatedForwardFixture) async throws -> (
+        probes: Int, payloads: Int, bytes: Int, window: Double
+    ) {
+        let atBackoff = f.world.network.counters
+        let window = ceiling * 3
+        try await f.world.advance(by: .seconds(window))
+        let during = f.world.network.counters
+        return (
+            during.probesWhileDown - atBackoff.probesWhileDown, during.payloadsWhileDown - atBackoff.payloadsWhileDown,
+            during.bytesUpWhileDown - atBackoff.bytesUpWhileDown, window
+        )
+    }
+
     /// Black-holed for several ceilings: probes, and at most one one-position payload per ceiling.
-    @Test func traccarBlackHoledSendsProbesAndOneSmallPayloadPerCeiling() async throws {
-        let f = try await ForwardFixture(concurrency: 2) { Self.timings(&$0) }
-        let proxy = try FaultProxy(targetPort: f.server.http.port)
-        defer { proxy.stop() }
-        f.settings.url = "http://127.0.0.1:\(proxy.port)/"
+    /// On a simulated geostationary link, from two seeds.
+    @Test(arguments: SimulationSeed.all(2))
+    func traccarBlackHoledSendsProbesAndOneSmallPayloadPerCeiling(seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 2) { Self.timings(&$0) }
+        let run = f.replay("NeverStuckTests/traccarBlackHoledSendsProbesAndOneSmallPayloadPerCeiling")
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 5) + track("b", count: 5))
             try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(.blackHole)
+            f.world.network.setDown(.hold)
             _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
             try await f.waitForStatus { $0.state == "probing" }
+            let (probes, payloads, bytes, window) = try await Self.whileBlackHoled(f)
+            #expect(probes >= 2, "probes while down: \(probes), \(run)")
+            #expect(payloads >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
+            #expect(payloads <= Int(window / Self.ceiling) + 1, "\(payloads) payloads in \(window) s, ceiling \(Self.ceiling) s")
             // Probes and one-position payloads are a few hundred bytes each.
-            try await Self.expectProbesAndSmallPayloads(through: proxy, payloadBytes: 400)
-            proxy.setMode(.pass)
-            #expect(
-                await f.server.waitUntil(timeout: Self.resumeBound) {
-                    Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
-                })
+            #expect(bytes <= probes * 400 + payloads * 400, "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
+            f.world.network.setDown(nil)
+            let resumed = try await f.world.run(for: Self.simulatedResumeBound) {
+                Set(f.traccar.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
+            }
+            #expect(resumed, "delivery did not resume within \(Self.simulatedResumeBound), \(run)")
         }
     }
 
     /// The Teltonika port black-holed: probes (identifications as `TeltonikaProbe.uniqueID`), and at
     /// most one frame of one position per ceiling (a short id goes with it, in the same write).
-    @Test func teltonikaBlackHoledSendsProbesAndOneRecordPerCeiling() async throws {
-        let f = try await TeltonikaFixture(concurrency: 1) { Self.timings(&$0) }
-        let proxy = try FaultProxy(targetPort: f.server.port)
-        defer { proxy.stop() }
-        f.settings.url = "tcp://127.0.0.1:\(proxy.port)"
+    /// On a simulated geostationary link, from two seeds.
+    @Test(arguments: SimulationSeed.all(2))
+    func teltonikaBlackHoledSendsProbesAndOneRecordPerCeiling(seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, transport: .teltonika, concurrency: 1) {
+            Self.timings(&$0)
+        }
+        let run = f.replay("NeverStuckTests/teltonikaBlackHoledSendsProbesAndOneRecordPerCeiling")
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 5))
             try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(.blackHole)
+            f.world.network.setDown(.hold)
             _ = await f.spool.append(movingTrack("a", count: 500, from: 5))
             try await f.waitForStatus { $0.state == "probing" }
-            let atBackoff = proxy.counters
-            let window = Self.ceiling * 3
-            try await Task.sleep(for: .seconds(window)) // the window measured, not a synchronisation
-            let during = proxy.counters
-            let probes = during.probesWhileDown - atBackoff.probesWhileDown
-            let payloadBytes =
-                during.bytesUpWhileDown - atBackoff.bytesUpWhileDown - probes * FaultProxy.teltonikaProbe.count
+            let (probes, _, bytes, window) = try await Self.whileBlackHoled(f)
+            let payloadBytes = bytes - probes * FaultProxy.teltonikaProbe.count
             // A one-record trial with its identification: 3 + 15 + 41 bytes; 500 positions would be 20 KB.
             let trial =
                 3 + TeltonikaCodec.frameOverheadBytes
                 + TeltonikaCodec.record(from: movingTrack("a", count: 1)[0]).encodedSize
-            #expect(probes >= 2, "probes while down: \(probes)")
+            #expect(probes >= 2, "probes while down: \(probes), \(run)")
             #expect(
                 payloadBytes >= trial,
-                "no payload in \(window) s: a probe that never gets through must not gate delivery")
+                "no payload in \(window) s: a probe that never gets through must not gate delivery, \(run)")
             #expect(
                 payloadBytes <= (Int(window / Self.ceiling) + 1) * trial,
-                "\(payloadBytes) payload bytes in \(window) s, ceiling \(Self.ceiling) s")
-            proxy.setMode(.pass)
-            #expect(
-                await f.server.waitUntil(timeout: Self.resumeBound) { Set($0.map(\.fixTimeMs)).count >= 505 },
-                "delivery resumed")
+                "\(payloadBytes) payload bytes in \(window) s, ceiling \(Self.ceiling) s, \(run)")
+            f.world.network.setDown(nil)
+            let resumed = try await f.world.run(for: Self.simulatedResumeBound) {
+                Set(f.teltonika.positions.map(\.fixTimeMs)).count >= 505
+            }
+            #expect(resumed, "delivery did not resume within \(Self.simulatedResumeBound), \(run)")
         }
     }
 

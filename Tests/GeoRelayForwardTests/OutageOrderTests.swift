@@ -49,10 +49,10 @@ func pathLength(_ track: some Collection<Position>) -> Double {
             forwarder: forwarder)
     }
 
-    /// As above, for a fixture on the simulated network.
+    /// As above, for a fixture on the simulated network (over its transport).
     func drain(_ f: SimulatedForwardFixture) async throws -> (TraccarModel, SpoolStatus.Destination) {
         try await drain(
-            spool: f.spool, drained: { try await f.waitForStatus { $0.pending == 0 } }, server: { f.traccar.traccar() },
+            spool: f.spool, drained: { try await f.waitForStatus { $0.pending == 0 } }, server: { f.model() },
             forwarder: { try await f.withForwarder($0) })
     }
 
@@ -111,14 +111,13 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         #expect(abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
     }
 
-    @Test(arguments: [Configuration.DrainOrderSetting.auto, .currentFirst])
-    func teltonika(order: Configuration.DrainOrderSetting) async throws {
-        let f = try await TeltonikaFixture {
+    @Test(arguments: [Configuration.DrainOrderSetting.auto, .currentFirst], SimulationSeed.all(1))
+    func teltonika(order: Configuration.DrainOrderSetting, seed: SimulationSeed) async throws {
+        let f = try await SimulatedForwardFixture(link: .lan, seed: seed, transport: .teltonika) {
             $0.filter = FilterSettings()
             $0.order = order
         }
-        let (traccar, _) = try await drain(
-            f, server: { f.server.traccar() }, forwarder: { try await f.withForwarder($0) })
+        let (traccar, _) = try await drain(f)
         let vessel = try #require(traccar.devices["vessel"])
         // IO 16 carries the odometer: the report is right in either order.
         try Self.expectTheReportOverTheOutage(vessel)
@@ -136,25 +135,20 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         }
     }
 
-    /// A fleet of 40 back from an outage, `auto`, on a link that carries the backlog in time:
-    /// every unit's history in order, no event lost, over OsmAnd and Teltonika.
-    @Test(arguments: ["osmand", "teltonika"])
-    func aFleetsBacklogGoesInOrder(transport: String) async throws {
+    /// A fleet of 40 back from an outage, `auto`, on a link that carries the backlog in time (a
+    /// simulated LAN): every unit's history in order, no event lost, over OsmAnd and Teltonika.
+    @Test(arguments: [SimulatedForwardFixture.Transport.osmAnd, .teltonika], SimulationSeed.all(1))
+    func aFleetsBacklogGoesInOrder(transport: SimulatedForwardFixture.Transport, seed: SimulationSeed) async throws {
         let devices = (0..<40).map { String(format: "35630704244%04d", $0) }
-        let tracks = devices.map { movingTrack($0, count: 60) }
-        let traccar: TraccarModel
-        if transport == "osmand" {
-            let f = try await ForwardFixture(concurrency: 4)
-            for track in tracks { _ = await f.spool.append(track) }
-            try await f.withForwarder { #expect(await f.server.waitUntil { $0.count >= devices.count * 60 }) }
-            traccar = f.server.traccar()
-        } else {
-            let f = try await TeltonikaFixture(concurrency: 4)
-            for track in tracks { _ = await f.spool.append(track) }
-            try await f.withForwarder { #expect(await f.server.waitUntil { $0.count >= devices.count * 60 }) }
-            traccar = f.server.traccar()
+        let f = try await SimulatedForwardFixture(link: .lan, seed: seed, transport: transport)
+        for device in devices { _ = await f.spool.append(movingTrack(device, count: 60)) }
+        try await f.withForwarder {
+            let status = try await f.waitForStatus { $0.pending == 0 }
+            #expect(status.sent == devices.count * 60, "\(f.replay("OutageOrderTests/aFleetsBacklogGoesInOrder"))")
         }
+        let traccar = f.model()
         #expect(traccar.devices.count == devices.count)
+        #expect(traccar.devices.values.map(\.processed.count).reduce(0, +) == devices.count * 60)
         #expect(traccar.skippedByEvents == 0)
     }
 

@@ -104,6 +104,11 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         if !finished { throw SimulatedWorldError("the forwarder did not finish within 120 s of simulated time") }
     }
 
+    /// What Traccar made of the positions it stored, over the fixture's transport (`TraccarModel`).
+    func model() -> TraccarModel {
+        settings.traccarProtocol == .teltonika ? teltonika.traccar() : traccar.traccar()
+    }
+
     /// Moves simulated time until what Traccar stored satisfies `condition`, at most `limit`.
     /// - Returns: whether it held.
     func waitForArrivals(
