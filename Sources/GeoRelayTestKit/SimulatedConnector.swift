@@ -170,7 +170,7 @@ final class SimulatedConnection: RoundConnection, @unchecked Sendable {
             let taken = min(bytes.count - offset, connection.room(at: now))
             guard taken > 0 else { return .success(0) }
             let chunk = Array(bytes[offset..<(offset + taken)])
-            if state.down != nil {
+            if state.isBroken {
                 state.counters.bytesUpWhileDown += taken
                 let (probes, payloads) = FaultProxy.probesAndPayloads(in: chunk)
                 state.counters.probesWhileDown += probes

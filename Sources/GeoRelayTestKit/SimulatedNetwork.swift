@@ -34,7 +34,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
         package var refused = 0
         package var bytesUp = 0
         package var bytesDown = 0
-        /// Relay → server bytes written while the satellite was down.
+        /// Relay → server bytes written while the satellite was down, or a fault held (`setFault`).
         package var bytesUpWhileDown = 0
         /// Of those, the probes (a GET naming no position, a Teltonika identification as the
         /// probe) and the HTTP requests carrying positions (`FaultProxy.probesAndPayloads`).
@@ -50,6 +50,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
     struct State {
         var counters = Counters()
         var down: TerminalKind?
+        var fault: ServerFault?
+        /// What the relay writes now goes nowhere useful: counted as written while down.
+        var isBroken: Bool { down != nil || fault != nil }
         var events = EventQueue()
         var connections: [Int: LinkConnection] = [:]
         var nextConnection = 0
@@ -132,6 +135,26 @@ package final class SimulatedNetwork: @unchecked Sendable {
     }
 
     package var isDown: Bool { locked { $0.down != nil } }
+
+    /// How the far end of the link mistreats connections, the satellite being up: a server, or a
+    /// middlebox in front of it, as `FaultProxy`'s modes of the same names do on loopback.
+    package enum ServerFault: Sendable {
+        /// Takes the connection and every byte, and never answers: the relay's timeouts must fire.
+        case blackHole
+        /// Reads the request and closes without a byte of answer.
+        case closeAfterRequest
+        /// Reads part of the request, then resets.
+        case resetMidRequest
+        /// Hands the request to the server (which takes it), lets the answer's first 5 bytes
+        /// through, then resets.
+        case resetMidResponse
+    }
+
+    /// From now on the far end mistreats what reaches it (nil: it answers again). Connections
+    /// already open meet it with their next bytes.
+    package func setFault(_ fault: ServerFault?) {
+        locked { $0.fault = fault }
+    }
 
     /// Ends the wait of `connector`'s driver from another thread.
     func wake(_ connector: Int) {
@@ -314,8 +337,20 @@ package final class SimulatedNetwork: @unchecked Sendable {
                 return
             }
             guard let session = connection.session else { return }
-            let replies = session.received(bytes, at: now)
-            apply(replies, id: id, state: &state)
+            switch state.fault {
+            case nil: apply(session.received(bytes, at: now), id: id, state: &state)
+            case .blackHole: break
+            case .closeAfterRequest: apply([.close(lingering: true)], id: id, state: &state)
+            case .resetMidRequest: apply([.reset()], id: id, state: &state)
+            case .resetMidResponse:
+                let replies = session.received(bytes, at: now)
+                guard
+                    let answer = replies.lazy.compactMap({
+                        if case .send(let b, let after) = $0 { (b, after) } else { nil }
+                    }).first
+                else { return apply(replies, id: id, state: &state) }
+                apply([.send(Array(answer.0.prefix(5)), after: answer.1), .reset()], id: id, state: &state)
+            }
         case .serverSends(let id, let bytes):
             guard let connection = state.connections[id], !connection.serverClosed else { return }
             serialise(up: false, id: id, bytes: bytes, from: now, state: &state)
@@ -375,4 +410,24 @@ package final class SimulatedServer: @unchecked Sendable {
     }
 
     func accept(number: Int) -> (any SimulatedSession)? { service?.accept(connection: number) }
+}
+
+extension SimulatedNetwork {
+    /// The link broken as `FaultProxy`'s `mode` breaks it on loopback: a terminal's ways while its
+    /// satellite is down (`TerminalKind`), or the far end's (`ServerFault`); `.pass`: neither.
+    package func setBroken(_ mode: FaultProxy.Mode) {
+        switch mode {
+        case .pass:
+            setDown(nil)
+            setFault(nil)
+        case .refuse: setDown(.refuse)
+        case .closeAtOnce: setDown(.close)
+        case .hold: setDown(.hold)
+        case .drop: setDown(.drop)
+        case .blackHole: setFault(.blackHole)
+        case .closeAfterRequest: setFault(.closeAfterRequest)
+        case .resetMidRequest: setFault(.resetMidRequest)
+        case .resetMidResponse: setFault(.resetMidResponse)
+        }
+    }
 }

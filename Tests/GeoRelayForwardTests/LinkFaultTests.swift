@@ -29,102 +29,99 @@ import Testing
         mode == .resetMidResponse || mode == .hold
     }
 
-    /// Both OsmAnd engines: one request at a time through libcurl, and pipelined.
+    /// Both OsmAnd engines: one request at a time, and pipelined. On a simulated geostationary
+    /// link, broken as the fault proxy breaks it on loopback (`SimulatedNetwork.setBroken`).
     @Test(arguments: FaultProxy.Mode.allDown, [1, 32])
     func traccarRidesOutABrokenLink(mode: FaultProxy.Mode, pipeline: Int) async throws {
-        let server = try FakeOsmAndServer()
-        let proxy = try FaultProxy(targetPort: server.http.port)
-        defer { proxy.stop() }
-        let f = try await ForwardFixture(concurrency: 2) { settings in
-            settings.url = "http://127.0.0.1:\(proxy.port)/"
-            settings.pipeline = pipeline
-            Self.shortTimeouts(&settings)
+        let seed = SimulationSeed.all(1)[0]
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, concurrency: 2, pipeline: pipeline) {
+            Self.shortTimeouts(&$0)
         }
-        defer { server.http.stop() }
+        let run = f.replay("LinkFaultTests/traccarRidesOutABrokenLink") + ", \(mode), pipeline \(pipeline)"
+        let network = f.world.network
         try await f.withForwarder {
             _ = await f.spool.append(track("a", count: 5) + track("b", count: 5))
             try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(mode)
+            network.setBroken(mode)
             _ = await f.spool.append(track("a", count: 20, from: 5) + track("b", count: 20, from: 5))
             let down = try await f.waitForStatus {
                 $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing")
             }
-            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
+            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? ""), \(run)")
             // Several probe periods with the link down: probes only.
-            let postsAtBackoff = proxy.counters.payloadsWhileDown
-            try await Task.sleep(for: .seconds(2))
-            let whileDown = proxy.counters
-            #expect(whileDown.payloadsWhileDown == postsAtBackoff, "\(mode): payloads sent after backing off")
-            // In flight when it broke, per device: one request at a time, the request on the kept-alive
-            // connection (curl resends it once on a fresh connection when a reused one dies) and the
+            let postsAtBackoff = network.counters.payloadsWhileDown
+            try await f.world.advance(by: .seconds(2))
+            #expect(network.counters.payloadsWhileDown == postsAtBackoff, "payloads sent after backing off, \(run)")
+            // In flight when it broke, per device: one request at a time, the request and the
             // relay's one retry; pipelined, the window and the suspect's retry.
             let inFlight = pipeline == 1 ? 3 : pipeline + 1
-            #expect(postsAtBackoff <= inFlight * 2, "\(mode): \(whileDown.requestsWhileDown)")
-            proxy.setMode(.pass)
-            #expect(
-                await server.waitUntil(timeout: .seconds(20)) {
-                    Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
-                })
+            #expect(postsAtBackoff <= inFlight * 2, "\(postsAtBackoff) payloads, \(run)")
+            network.setBroken(.pass)
+            let arrived = try await f.waitForArrivals(within: .seconds(60)) {
+                Set($0.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50
+            }
+            #expect(arrived, "everything arrived, \(run)")
             let after = try await f.waitForStatus { $0.pending == 0 }
-            #expect(after.quarantined == 0)
+            #expect(after.quarantined == 0, "\(run)")
         }
         // Order kept: a reset after the server took positions repeats them (at-least-once: one
         // request at a time repeats one, pipelined a window), and their first arrivals are in order.
-        let arrivals = server.firstArrivals
+        let arrivals = f.traccar.firstArrivals
         for device in ["a", "b"] {
-            #expect(
-                arrivals.byDevice[device] == track(device, count: 25).map(\.timeMs),
-                "\(mode) pipeline \(pipeline) \(device)")
+            #expect(arrivals.byDevice[device] == track(device, count: 25).map(\.timeMs), "\(device), \(run)")
         }
-        if !Self.repeats(mode) { #expect(arrivals.duplicates == 0, "\(mode) pipeline \(pipeline): duplicates") }
+        if !Self.repeats(mode) { #expect(arrivals.duplicates == 0, "duplicates, \(run)") }
     }
 
     /// Traccar's Teltonika port: binary frames, so what went out while down is told apart by the
     /// probe's identification (`FaultProxy.teltonikaProbe`): every other byte is a payload's.
+    /// On a simulated geostationary link.
     @Test(arguments: FaultProxy.Mode.allDown)
     func teltonikaRidesOutABrokenLink(mode: FaultProxy.Mode) async throws {
-        let server = try FakeTeltonikaServer()
-        defer { server.stop() }
-        let proxy = try FaultProxy(targetPort: server.port)
-        defer { proxy.stop() }
-        let f = try await TeltonikaFixture(concurrency: 2) { settings in
-            settings.url = "tcp://127.0.0.1:\(proxy.port)"
-            Self.shortTimeouts(&settings)
+        let seed = SimulationSeed.all(1)[0]
+        let f = try await SimulatedForwardFixture(link: .geo, seed: seed, transport: .teltonika, concurrency: 2) {
+            Self.shortTimeouts(&$0)
         }
+        let run = f.replay("LinkFaultTests/teltonikaRidesOutABrokenLink") + ", \(mode)"
+        let network = f.world.network
+        let server = f.teltonika
         let devices = ["356307042441013", "b"]
         func payloadBytesWhileDown() -> Int {
-            let counters = proxy.counters
+            let counters = network.counters
             return counters.bytesUpWhileDown - counters.probesWhileDown * FaultProxy.teltonikaProbe.count
         }
         try await f.withForwarder {
             _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 5) })
             try await f.waitForStatus { $0.pending == 0 }
-            proxy.setMode(mode)
+            network.setBroken(mode)
             _ = await f.spool.append(devices.flatMap { movingTrack($0, count: 300, from: 5) })
             let down = try await f.waitForStatus {
                 $0.lastError != nil && ($0.state == "backoff" || $0.state == "probing")
             }
-            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? "")")
-            // Several probe periods with the link down: probes only. Not so when the proxy resets
-            // only the answer: the probe's whole answer (one byte) gets through and proves the
-            // server, so frames go at full speed, each reset once Traccar took it.
+            #expect(down.quarantined == 0, "\(mode): \(down.lastError ?? ""), \(run)")
+            // Several probe periods with the link down: probes only. Not so when only the answer is
+            // reset: the probe's whole answer (one byte) gets through and proves the server, so
+            // frames go at full speed, each reset once Traccar took it.
             let payloadAtBackoff = payloadBytesWhileDown()
-            try await Task.sleep(for: .seconds(2))
+            try await f.world.advance(by: .seconds(2))
             if mode != .resetMidResponse {
-                #expect(payloadBytesWhileDown() == payloadAtBackoff, "\(mode): payloads sent after backing off")
+                #expect(payloadBytesWhileDown() == payloadAtBackoff, "payloads sent after backing off, \(run)")
                 // A connection refused, unanswered or closed at once carries no probe to count.
                 #expect(
-                    [.refuse, .drop, .closeAtOnce].contains(mode) || proxy.counters.probesWhileDown >= 1,
-                    "\(mode): probed")
+                    [.refuse, .drop, .closeAtOnce].contains(mode) || network.counters.probesWhileDown >= 1,
+                    "probed, \(run)")
             }
-            proxy.setMode(.pass)
-            #expect(
-                await server.waitForAll(
-                    Dictionary(
-                        uniqueKeysWithValues: devices.map { ($0, Set(movingTrack($0, count: 305).map(\.timeMs))) }),
-                    timeout: .seconds(20)), "\(mode): everything arrived")
+            network.setBroken(.pass)
+            let expected = Dictionary(
+                uniqueKeysWithValues: devices.map { ($0, Set(movingTrack($0, count: 305).map(\.timeMs))) })
+            let arrived = try await f.world.run(for: .seconds(60)) {
+                devices.allSatisfy { device in
+                    expected[device]!.isSubset(of: server.positions.filter { $0.uniqueId == device }.map(\.fixTimeMs))
+                }
+            }
+            #expect(arrived, "everything arrived, \(run)")
             let after = try await f.waitForStatus { $0.pending == 0 }
-            #expect(after.quarantined == 0, "\(mode)")
+            #expect(after.quarantined == 0, "\(run)")
         }
         // Order kept: first arrivals per device in spool order. Only a reset after the server took a
         // frame repeats it (at-least-once).
@@ -141,9 +138,9 @@ import Testing
         for device in devices {
             #expect(
                 DeliveryOrder.problem(firsts[device] ?? [], expected: movingTrack(device, count: 305).map(\.timeMs))
-                    == nil, "\(mode) \(device): order")
+                    == nil, "\(device): order, \(run)")
         }
-        if !Self.repeats(mode) { #expect(duplicates == 0, "\(mode): \(duplicates) duplicates") }
+        if !Self.repeats(mode) { #expect(duplicates == 0, "\(duplicates) duplicates, \(run)") }
     }
 
     @Test(arguments: FaultProxy.Mode.allDown)

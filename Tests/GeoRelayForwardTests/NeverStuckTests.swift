@@ -160,9 +160,12 @@ import Testing
             let (probes, payloads, bytes, window) = try await Self.whileBlackHoled(f)
             #expect(probes >= 2, "probes while down: \(probes), \(run)")
             #expect(payloads >= 1, "no payload in \(window) s: a probe that never gets through must not gate delivery")
-            #expect(payloads <= Int(window / Self.ceiling) + 1, "\(payloads) payloads in \(window) s, ceiling \(Self.ceiling) s")
+            #expect(
+                payloads <= Int(window / Self.ceiling) + 1,
+                "\(payloads) payloads in \(window) s, ceiling \(Self.ceiling) s")
             // Probes and one-position payloads are a few hundred bytes each.
-            #expect(bytes <= probes * 400 + payloads * 400, "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
+            #expect(
+                bytes <= probes * 400 + payloads * 400, "\(bytes) bytes for \(probes) probes and \(payloads) payloads")
             f.world.network.setDown(nil)
             let resumed = try await f.world.run(for: Self.simulatedResumeBound) {
                 Set(f.traccar.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }).count >= 50

@@ -2,6 +2,7 @@ import Foundation
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import Testing
 
 @testable import GeoRelayForward
 
@@ -61,7 +62,8 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         settings.useTestTimings()
         configure(&settings)
         connector = world.network.connector(
-            to: transport == .osmAnd ? server : teltonika, connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
+            to: transport == .osmAnd ? server : teltonika,
+            connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
         try await spool.register(destinations: [
             DestinationRegistration(name: settings.name, buffered: settings.buffer)
         ])
@@ -83,7 +85,8 @@ final class SimulatedForwardFixture: @unchecked Sendable {
             connect: connector.connectAttempt, random: RandomSource(seed: seed.value)
         ) { meter, logger -> any TraccarEngine in
             teltonika
-                ? try TeltonikaEngine(settings: settings, meter: meter, logger: logger, network: connector, clock: clock)
+                ? try TeltonikaEngine(
+                    settings: settings, meter: meter, logger: logger, network: connector, clock: clock)
                 : try OsmAndEngine(
                     settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
                     network: connector, clock: clock)
@@ -117,16 +120,24 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         try await world.run(for: limit) { condition(traccar.positions) }
     }
 
-    /// Moves simulated time until the destination's status satisfies `condition`, at most `limit`.
+    /// Moves simulated time until the destination's status satisfies `condition`, at most `limit`;
+    /// a status that never does is a failure of the test (with its seed), and the last one read is
+    /// returned.
     @discardableResult
-    func waitForStatus(within limit: Duration = .seconds(600), _ condition: (SpoolStatus.Destination) -> Bool)
-        async throws -> SpoolStatus.Destination
-    {
+    func waitForStatus(
+        within limit: Duration = .seconds(600), sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: (SpoolStatus.Destination) -> Bool
+    ) async throws -> SpoolStatus.Destination {
         var status = try self.status()
-        try await world.run(for: limit) {
+        let held = try await world.run(for: limit) {
             await spool.flush()
             status = try self.status()
             return condition(status)
+        }
+        if !held {
+            Issue.record(
+                "the status waited for was not reached within \(limit) of simulated time: \(status.state), \(status.pending) pending, seed \(seed.value)\n\(log.tail())",
+                sourceLocation: sourceLocation)
         }
         return status
     }
