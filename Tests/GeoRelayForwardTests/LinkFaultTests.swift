@@ -190,37 +190,36 @@ import Testing
 /// history still owed within a couple of seconds, not after the round of history (10 s and more
 /// at 256 kbit/s); the history stays `archive=true`, oldest first.
 @Suite(.offThePool) struct LiveBeforeHistoryTests {
-    @Test(arguments: [1, 32])
-    func aLiveFixOvertakesABackfillInProgress(pipeline: Int) async throws {
-        let server = try FakeOsmAndServer()
-        defer { server.http.stop() }
+    /// On a simulated link of about 8 KB/s each way, from two seeds.
+    @Test(arguments: [1, 32], SimulationSeed.all(2))
+    func aLiveFixOvertakesABackfillInProgress(pipeline: Int, seed: SimulationSeed) async throws {
         // About 8 KB/s each way: the backfill of 600 positions takes well over a minute.
-        let proxy = try FaultProxy(targetPort: server.http.port, bytesPerSecond: 8_000)
-        defer { proxy.stop() }
-        let f = try await ForwardFixture(concurrency: 1, pipeline: pipeline) { settings in
-            settings.url = "http://127.0.0.1:\(proxy.port)/"
-            settings.order = .currentFirst
+        let link = LinkProfile(name: "8 KB/s", oneWay: .milliseconds(5), bytesPerSecond: 8_000)
+        let f = try await SimulatedForwardFixture(link: link, seed: seed, concurrency: 1, pipeline: pipeline) {
+            $0.order = .currentFirst
         }
+        let run = f.replay("LiveBeforeHistoryTests/aLiveFixOvertakesABackfillInProgress") + ", pipeline \(pipeline)"
+        let server = f.traccar
+        let newest = track("boat", count: 1, from: 10_000)[0].timeMs
+        let live = track("boat", count: 1, from: 20_000)[0].timeMs
         try await f.withForwarder {
             // The server has the vessel at second 10,000 (sent ahead, as a still-alive position is):
             // what follows, seconds 0-599, is history behind it.
             _ = await f.spool.append(track("boat", count: 1, from: 10_000))
-            #expect(await server.waitUntil { $0.count >= 1 }, "the newest fix")
+            let first = try await f.waitForArrivals(within: .seconds(60)) { $0.count >= 1 }
+            #expect(first, "the newest fix, \(run)")
             _ = await f.spool.append(track("boat", count: 600))
-            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.count >= 20 }, "the backfill under way")
+            let underWay = try await f.waitForArrivals(within: .seconds(60)) { $0.count >= 20 }
+            #expect(underWay, "the backfill under way, \(run)")
             _ = await f.spool.append(track("boat", count: 1, from: 20_000))
-            #expect(
-                await server.waitUntil(timeout: .seconds(60)) {
-                    $0.contains { $0.fixTimeMs == track("boat", count: 1, from: 20_000)[0].timeMs }
-                },
-                "the live fix")
-            let history = server.positions.filter { $0.fixTimeMs < track("boat", count: 1, from: 10_000)[0].timeMs }
-            print(
-                "live before history (pipeline \(pipeline)): the live fix arrived after \(history.count) of 600 history positions"
-            )
-            #expect(history.count < 300, "the live fix waited for \(history.count) positions of history")
-            #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) })
-            #expect(history.map(\.fixTimeMs) == history.map(\.fixTimeMs).sorted(), "history oldest first")
+            let arrived = try await f.waitForArrivals(within: .seconds(60)) { $0.contains { $0.fixTimeMs == live } }
+            #expect(arrived, "the live fix, \(run)")
+            let history = server.positions.filter { $0.fixTimeMs < newest }
+            // 20 were there when it was stored; at about 60 positions a second, 100 is within 1.5 s
+            // (seen: 19 to 35).
+            #expect(history.count < 100, "the live fix waited for \(history.count) positions of history, \(run)")
+            #expect(history.allSatisfy { $0.attributes["archive"] == .bool(true) }, "\(run)")
+            #expect(history.map(\.fixTimeMs) == history.map(\.fixTimeMs).sorted(), "history oldest first, \(run)")
         }
     }
 }
