@@ -115,4 +115,11 @@ static inline int georelay_open_tun(const char *name) {
     return fd;
 }
 
+/// posix_openpt and its companions are declared only under _XOPEN_SOURCE: the tests' fake Iridium
+/// modem answers on a pseudo-terminal's master, the relay opening its slave as it would a modem.
+extern int posix_openpt(int flags);
+extern int grantpt(int fd);
+extern int unlockpt(int fd);
+extern int ptsname_r(int fd, char *buf, size_t buflen);
+
 #endif

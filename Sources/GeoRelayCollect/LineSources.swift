@@ -204,20 +204,7 @@ package final class SerialSource: DescriptorSource, LineSource {
         self.baud = baud
     }
 
-    package static func speed(_ baud: Int) -> speed_t? {
-        switch baud {
-        case 1200: speed_t(B1200)
-        case 2400: speed_t(B2400)
-        case 4800: speed_t(B4800)
-        case 9600: speed_t(B9600)
-        case 19200: speed_t(B19200)
-        case 38400: speed_t(B38400)
-        case 57600: speed_t(B57600)
-        case 115200: speed_t(B115200)
-        case 230400: speed_t(B230400)
-        default: nil
-        }
-    }
+    package static func speed(_ baud: Int) -> speed_t? { SerialLine.speed(baud) }
 
     package func open() throws(CollectError) {
         guard let speed = Self.speed(baud) else { throw CollectError("unsupported baud rate \(baud)") }
@@ -227,14 +214,7 @@ package final class SerialSource: DescriptorSource, LineSource {
         } catch {
             throw CollectError("cannot open \(path): \(String(cString: strerror(error.errno)))")
         }
-        var settings = termios()
-        if tcgetattr(device.number, &settings) == 0 {
-            cfmakeraw(&settings)
-            cfsetispeed(&settings, speed)
-            cfsetospeed(&settings, speed)
-            settings.c_cflag |= tcflag_t(CLOCAL | CREAD)
-            _ = tcsetattr(device.number, TCSANOW, &settings)
-        }
+        SerialLine.makeRaw(device.number, speed: speed)
         adopt(device)
     }
 }
