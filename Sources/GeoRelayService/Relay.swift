@@ -64,6 +64,7 @@ package struct Relay: Sendable {
         let ingest: IngestServer
         let health: HealthMonitor
         var phones: PhoneListener?
+        var sbd: DirectIPListener?
         var metrics: HTTPListener?
         var page: HTTPListener?
         let liveConfiguration = StatusPage.LiveConfiguration(configuration)
@@ -97,6 +98,12 @@ package struct Relay: Sendable {
                     listen: listen, spool: spool, rules: ingest.rules,
                     requestsPerSecond: configuration.ingest.httpRequestsPerSecond,
                     logger: logger.with(label: "phones"), clock: clock)
+            }
+            if let listen = configuration.ingest.sbd.directIP {
+                sbd = try DirectIPListener(
+                    listen: listen, vessels: configuration.ingest.sbd.vessels,
+                    confirm: configuration.ingest.sbd.confirm,
+                    spool: spool, logger: logger.with(label: "sbd"), clock: clock)
             }
         } catch {
             spool.close()
@@ -132,7 +139,7 @@ package struct Relay: Sendable {
         let parts = PartGroup(
             makeParts(
                 watchdog: watchdog, uplinks: uplinks, routeWatch: routeWatch, ingest: ingest, spool: spool,
-                listeners: (phones, metrics, page), logger: logger))
+                listeners: (phones, sbd, metrics, page), logger: logger))
         await parts.run { parts in
             var current = configuration
             var signalled = signals.signals.makeAsyncIterator()
@@ -182,7 +189,8 @@ package struct Relay: Sendable {
     /// intake, and the spool's upkeep last, after the forwarders' final commits.
     private func makeParts(
         watchdog: Watchdog, uplinks: UplinkMonitor, routeWatch: RouteWatch?, ingest: IngestServer, spool: Spool,
-        listeners: (phones: PhoneListener?, metrics: HTTPListener?, page: HTTPListener?), logger: Logger
+        listeners: (phones: PhoneListener?, sbd: DirectIPListener?, metrics: HTTPListener?, page: HTTPListener?),
+        logger: Logger
     ) -> [PartGroup.Part] {
         var parts: [PartGroup.Part] = []
         let wedges = faults.wedges
@@ -201,6 +209,7 @@ package struct Relay: Sendable {
         parts.append(.init("watchdog") { await watchdog.run() })
         // The HTTP listeners stop by cancellation: what their handlers hold is answered first.
         if let phones = listeners.phones { parts.append(.init("phones") { await phones.run() }) }
+        if let sbd = listeners.sbd { parts.append(.init("sbd") { await sbd.run() }) }
         if let metrics = listeners.metrics { parts.append(.init("metrics") { await metrics.run() }) }
         if let page = listeners.page { parts.append(.init("page") { await page.run() }) }
         let grace = self.grace
@@ -212,7 +221,7 @@ package struct Relay: Sendable {
     /// What stops first at a stop: everything but the listeners, intake and the spool's upkeep.
     private static let background = ["wedges", "sampler", "uplinks", "routes", "watchdog"]
     /// Then the listeners and intake, before the forwarders finish.
-    private static let intake = ["phones", "metrics", "page", ingestPart]
+    private static let intake = ["phones", "sbd", "metrics", "page", ingestPart]
     private static let ingestPart = "ingest"
 
     /// Runs the test hook's wedges at their times (from now, on the relay's clock), each blocking

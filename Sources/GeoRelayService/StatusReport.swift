@@ -99,6 +99,8 @@ package struct StatusReport: Sendable {
     package var json: JSONValue {
         let c = status.counters
         let rejected = JSONObject(IngestError.allCodes.map { ($0, num(c["ingest.rejected.\($0)"] ?? 0)) })
+        let sbd: [(String, JSONValue)] =
+            sbdCounters.map { counts in [("sbd", .object(JSONObject(counts.map { ($0.0, num($0.1)) })))] } ?? []
         let destinations: [JSONValue] = destinationRows.map { row in
             let d = row.status
             // Typed and appended in steps: Swift 6.0 gives up type-checking it as one expression.
@@ -177,12 +179,13 @@ package struct StatusReport: Sendable {
                     (
                         "ingest",
                         .object(
-                            JSONObject([
-                                ("accepted", num(c["ingest.accepted"] ?? 0)),
-                                ("duplicates", num(c["ingest.duplicates"] ?? 0)),
-                                ("conflicts", num(c["ingest.conflicts"] ?? 0)),
-                                ("rejected", .object(rejected)),
-                            ]))
+                            JSONObject(
+                                [
+                                    ("accepted", num(c["ingest.accepted"] ?? 0)),
+                                    ("duplicates", num(c["ingest.duplicates"] ?? 0)),
+                                    ("conflicts", num(c["ingest.conflicts"] ?? 0)),
+                                    ("rejected", .object(rejected)),
+                                ] + sbd))
                     ),
                     (
                         "uplink",
@@ -278,6 +281,16 @@ package struct StatusReport: Sendable {
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
     }
 
+    /// The shore relay's SBD door's counts, when it has one (`ingest.sbd.directIP`).
+    private var sbdCounters: [(String, Int64)]? {
+        guard configuration.ingest.sbd.directIP != nil else { return nil }
+        let c = status.counters
+        return [
+            ("messages", c["ingest.sbd.messages"] ?? 0), ("refused", c["ingest.sbd.refused"] ?? 0),
+            ("positions", c["ingest.sbd.positions"] ?? 0),
+        ]
+    }
+
     /// One screen for a person on a terminal.
     package var text: String {
         var out = "georelay \(running ? "running" : "not running") at \(Timestamp.iso8601(milliseconds: nowMs))\n"
@@ -291,6 +304,9 @@ package struct StatusReport: Sendable {
         }
         out +=
             "ingest  accepted \(c["ingest.accepted"] ?? 0), duplicates \(c["ingest.duplicates"] ?? 0), conflicts \(c["ingest.conflicts"] ?? 0), rejected \(rejected.isEmpty ? "0" : rejected.joined(separator: ", "))\n"
+        if let sbd = sbdCounters {
+            out += "sbd     " + sbd.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + " (Iridium DirectIP)\n"
+        }
         out += "health  \(healthText)\n"
         out += "\nchecks: \(device.state.name)\n" + device.text
         out += "\ndestinations\n"

@@ -85,6 +85,8 @@ package struct Configuration: Sendable, Equatable {
         package var httpRequestsPerSecond = 20
         /// Metres of horizontal accuracy per unit of NMEA HDOP (a receiver's UERE); nil: accuracy left out.
         package var nmeaAccuracyPerHDOP: Double?
+        /// The shore relay's door for Iridium SBD (`ingest.sbd`).
+        package var sbd = SBDShoreSettings()
         package init() {}
     }
 
@@ -259,6 +261,8 @@ extension Configuration {
         config.ingest.httpRequestsPerSecond = try http.integer(
             "maxRequestsPerSecond", default: config.ingest.httpRequestsPerSecond, min: 1, max: 10_000)
         try http.finish()
+        var sbd = try ingest.node("sbd")
+        config.ingest.sbd = try SBDShoreSettings.parse(&sbd)
         try ingest.finish()
         if config.ingest.socket.utf8.count > 107 {
             throw ConfigError(path: "ingest.socket", "path longer than the 107 bytes a Unix socket address holds")
