@@ -44,6 +44,7 @@ if want("export") { try exportFigure() }
 if want("http") { try httpFigure() }
 if want("status") { try statusFigure() }
 if want("restart") { try restartFigure() }
+if want("sbd") { try sbdFigure() }
 // Minutes per transport on a delayed, throttled link: only when asked for.
 if only == "satellite" { try satelliteFigure() }
 // A compressed day at sea behind a budgeted uplink, in network namespaces: only when asked for.
