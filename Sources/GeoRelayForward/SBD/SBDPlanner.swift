@@ -219,16 +219,9 @@ package struct SBDPlanner {
         }
     }
 
-    /// Months since January 1970 of a day count (the civil calendar, Howard Hinnant's algorithm).
+    /// Months since January 1970 of a day count (the civil calendar).
     static func monthIndex(daysSince1970 days: Int64) -> Int64 {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let monthNumber = mp < 10 ? mp + 3 : mp - 9
-        let year = yearOfEra + era * 400 + (monthNumber <= 2 ? 1 : 0)
-        return (year - 1970) * 12 + monthNumber - 1
+        let date = Timestamp.civilFromDays(Int(clamping: days))
+        return Int64(date.year - 1970) * 12 + Int64(date.month - 1)
     }
 }
