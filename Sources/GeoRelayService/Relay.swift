@@ -205,6 +205,7 @@ package struct Relay: Sendable {
             parts.append(.init("sampler") { await ChartSampler(spool: spool, logger: logger.with(label: "ui")).run() })
         }
         parts.append(.init("uplinks") { await uplinks.run() })
+        if let sbd = sbdUplink(spool: spool, logger: logger) { parts.append(.init("sbd-uplink") { await sbd.run() }) }
         if let routeWatch { parts.append(.init("routes") { await routeWatch.run() }) }
         parts.append(.init("watchdog") { await watchdog.run() })
         // The HTTP listeners stop by cancellation: what their handlers hold is answered first.
@@ -218,8 +219,13 @@ package struct Relay: Sendable {
         return parts
     }
 
+    /// The SBD modem aboard, when `sbd` configures one (not reloaded: a modem is not moved at sea).
+    private func sbdUplink(spool: Spool, logger: Logger) -> SBDUplink? {
+        configuration.sbd.map { SBDUplink(settings: $0, spool: spool, logger: logger.with(label: "sbd"), clock: clock) }
+    }
+
     /// What stops first at a stop: everything but the listeners, intake and the spool's upkeep.
-    private static let background = ["wedges", "sampler", "uplinks", "routes", "watchdog"]
+    private static let background = ["wedges", "sampler", "uplinks", "sbd-uplink", "routes", "watchdog"]
     /// Then the listeners and intake, before the forwarders finish.
     private static let intake = ["phones", "sbd", "metrics", "page", ingestPart]
     private static let ingestPart = "ingest"

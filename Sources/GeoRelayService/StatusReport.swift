@@ -200,7 +200,7 @@ package struct StatusReport: Sendable {
                     ),
                     ("health", healthJSON),
                     ("deviceHealth", device.json),
-                ] + uplinksJSON + [
+                ] + uplinksJSON + sbdUplinkJSON + [
                     ("destinations", .array(destinations)),
                     ("devices", .array(devices)),
                     ("log", sketches.logJSON),
@@ -279,6 +279,23 @@ package struct StatusReport: Sendable {
             row.1?.lastReceivedMs.map { reference.saturatingMinus($0).magnitude <= window.magnitude } ?? false
         }?.0
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
+    }
+
+    /// The SBD modem aboard (`sbd`): what it sent since the spool began, and its device.
+    private var sbdUplinkJSON: [(String, JSONValue)] {
+        guard let sbd = configuration.sbd else { return [] }
+        let c = status.counters
+        return [
+            (
+                "sbd",
+                .object(
+                    JSONObject([
+                        ("device", .string(sbd.device)), ("messages", num(c["sbd.messages"] ?? 0)),
+                        ("credits", num(c["sbd.credits"] ?? 0)), ("positions", num(c["sbd.positions"] ?? 0)),
+                        ("failures", num(c["sbd.failures"] ?? 0)),
+                    ]))
+            )
+        ]
     }
 
     /// The shore relay's SBD door's counts, when it has one (`ingest.sbd.directIP`).

@@ -70,6 +70,13 @@ package final class FakeIridiumModem: Sendable {
     package func update(_ change: (inout Script) -> Void) { state.withLock { change(&$0.script) } }
     /// Messages that reached the gateway, in order: each one billed.
     package var delivered: [[UInt8]] { state.withLock { $0.delivered } }
+    /// Waits until at least `count` messages reached the gateway, or `timeout` passes. - Returns:
+    /// whether they did.
+    package func waitForDelivered(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+        await awaitCondition(
+            timeout: timeout, changed: changed, snapshot: { [delivered.count] }, { $0[0] >= count })
+    }
+
     /// Every command line the modem received.
     package var commands: [String] { state.withLock { $0.commands } }
     package var moBuffer: [UInt8]? { state.withLock { $0.moBuffer } }

@@ -20,6 +20,8 @@ package struct Configuration: Sendable, Equatable {
     package var uiHosts: [String] = []
     /// The box's uplinks by interface (`Configuration+Uplinks.swift`); empty: not tracked.
     package var uplinks: [Uplink] = []
+    /// The Iridium SBD modem aboard, the last uplink (`sbd`); nil: none.
+    package var sbd: SBDUplinkSettings?
 
     package init() {}
 
@@ -339,6 +341,10 @@ extension Configuration {
             if let clash = config.devices.first(where: { seen.contains($0.id) }) {
                 throw ConfigError(path: "devices", "\"\(clash.id)\" is both a device and a source")
             }
+        }
+        if root.contains("sbd") {
+            var sbd = try root.node("sbd")
+            config.sbd = try SBDUplinkSettings.parse(&sbd, destinations: config.destinations.map(\.name))
         }
         try root.finish()
         try config.refuseLoops()

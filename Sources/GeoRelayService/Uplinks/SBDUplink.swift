@@ -1,0 +1,169 @@
+import GeoRelayCore
+import GeoRelayForward
+import GeoRelaySpool
+
+/// The Iridium SBD modem aboard (`sbd`): it looks every few seconds at
+/// what the spool holds and what IP has delivered, asks the planner (`SBDPlanner`) whether a
+/// session is due and with what, and carries it out over the modem (`SBDModemLink`). A modem
+/// that cannot be opened or stops answering is opened again half a minute later, said once.
+///
+/// The message's count and what was spent are spool counters (`sbd.sequence`, `sbd.messages`,
+/// `sbd.credits`, `sbd.failures`): the sequence goes on from where it stood after a restart.
+final class SBDUplink: Sendable {
+    private let settings: Configuration.SBDUplinkSettings
+    private let spool: Spool
+    private let logger: Logger
+    private let clock: any RelayClock
+    /// Between looks, while the modem is quiet: five listens of a second, so a stop waits a second.
+    static let looks = 5
+    static let reopenAfter = Duration.seconds(30)
+
+    init(settings: Configuration.SBDUplinkSettings, spool: Spool, logger: Logger, clock: any RelayClock) {
+        self.settings = settings
+        self.spool = spool
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// The open modem, on the queue that may block on it.
+    private final class Modem {
+        var link: SBDModemLink?
+    }
+
+    /// Runs until cancelled; every blocking call on the modem goes to a queue of its own.
+    func run() async {
+        let modem = QueueConfined(label: "georelay.sbd", Modem())
+        let (settings, clock, modemSettings) = (self.settings, self.clock, self.modemSettings)
+        let started = clock.now()
+        var planner = SBDPlanner(settings: plannerSettings, sequence: restoredSequence())
+        var service: Bool?
+        var reader: SpoolReader?
+        var saidPortProblem = false
+        while !Task.isCancelled {
+            do {
+                let opened = try await modem.run { modem throws -> [SBDModem.Event]? in
+                    guard modem.link == nil else { return nil }
+                    let link = SBDModemLink(
+                        port: try SBDPort(path: settings.device, baud: settings.baud), settings: modemSettings,
+                        clock: clock)
+                    let events = try link.start()
+                    guard events.contains(.ready) else {
+                        throw SBDPortError("the modem at \(settings.device) did not set up: \(events)")
+                    }
+                    modem.link = link
+                    return events
+                }
+                if let opened {
+                    service = Self.service(in: opened) ?? service
+                    saidPortProblem = false
+                    logger.info("sbd: modem at \(settings.device) ready")
+                }
+                if reader == nil { reader = try? spool.makeReader() }
+                let decision = try reader.map { try look($0, started: started, service: service) }.map {
+                    planner.decide($0)
+                }
+                if case .send(let message, let credits, let alarm)? = decision {
+                    spool.add(counters: ["sbd.sequence": 1])
+                    let bytes = (try? message.encode()) ?? []
+                    let events = try await modem.run { try $0.link!.send(bytes) }
+                    service = Self.service(in: events) ?? service
+                    record(events, message: message, credits: credits, alarm: alarm, planner: &planner)
+                } else {
+                    for _ in 0..<Self.looks where !Task.isCancelled {
+                        let events = try await modem.run { try $0.link!.listen(within: .seconds(1)) }
+                        service = Self.service(in: events) ?? service
+                    }
+                }
+            } catch {
+                await modem.run { $0.link = nil }
+                planner.failed(now: clock.now())
+                if !saidPortProblem {
+                    logger.warning("sbd: \((error as? SBDPortError)?.message ?? "\(error)"); trying again every 30 s")
+                    saidPortProblem = true
+                }
+                await clock.sleep(for: Self.reopenAfter)
+            }
+        }
+    }
+
+    /// What the session's events say, told to the planner, the counters and the log.
+    private func record(
+        _ events: [SBDModem.Event], message: SBDMessage, credits: Int, alarm: Bool, planner: inout SBDPlanner
+    ) {
+        let now = clock.now()
+        let wallMs = clock.nowMs()
+        guard let result = events.lazy.compactMap({ if case .session(let r) = $0 { r } else { nil } }).first else {
+            let reason = events.lazy.compactMap { if case .failed(let why) = $0 { why } else { nil } }.first
+            planner.failed(now: now)
+            spool.add(counters: ["sbd.failures": 1])
+            logger.warning("sbd: message \(message.sequence) did not go: \(reason ?? "no answer")")
+            return
+        }
+        planner.ended(result.outcome, now: now, wallMs: wallMs)
+        switch result.outcome {
+        case .sent:
+            spool.add(counters: [
+                "sbd.messages": 1, "sbd.credits": Int64(credits), "sbd.positions": Int64(message.fixes.count),
+            ])
+            logger.info(
+                "sbd: message \(message.sequence) sent (MOMSN \(result.momsn)): \(message.fixes.count) positions\(alarm ? ", an alarm" : ""), \(credits) credits"
+            )
+        case .retry(let after, let reason):
+            spool.add(counters: ["sbd.failures": 1])
+            logger.info("sbd: session failed, \(reason); again in \(after)")
+        case .fatal(let reason):
+            spool.add(counters: ["sbd.failures": 1])
+            logger.error("sbd: the modem cannot send: \(reason); no more sessions until the relay restarts")
+        }
+    }
+
+    /// The spool and IP's state as the planner takes it.
+    private func look(_ reader: SpoolReader, started: RelayInstant, service: Bool?) throws(SpoolError)
+        -> SBDPlanner.Look
+    {
+        let now = clock.now()
+        let wallMs = clock.nowMs()
+        /// A wall-clock time as an instant of the relay's clock: as long ago as it was.
+        func instant(_ ms: Int64) -> RelayInstant { now - .milliseconds(max(0, wallMs - ms)) }
+        let status = try reader.status()
+        let served = status.destinations.filter { settings.destinations.contains($0.name) }
+        let delivered = served.compactMap(\.lastSuccessMs).max().map(instant)
+        var alarms: [Int64: (position: Position, storedAt: RelayInstant)] = [:]
+        for destination in served {
+            for stored in try reader.pendingAlarms(destination: destination.name).unsent {
+                alarms[stored.seq] = (stored.position, instant(stored.receivedMs))
+            }
+        }
+        let newest = try reader.newestFixes(devices: settings.units).mapValues(\.position)
+        return SBDPlanner.Look(
+            now: now, wallMs: wallMs, ipDeliveredAt: delivered.map { max($0, started) }, startedAt: started,
+            newest: newest, alarms: alarms.keys.sorted().map { alarms[$0]! }, service: service)
+    }
+
+    private var plannerSettings: SBDPlanner.Settings {
+        var planner = SBDPlanner.Settings()
+        planner.roster = settings.units
+        planner.relayID = settings.relayID
+        planner.fallbackAfter = .milliseconds(Int64(settings.fallbackSeconds * 1000))
+        planner.alarmGrace = .milliseconds(Int64(settings.alarmGraceSeconds * 1000))
+        planner.interval = .milliseconds(Int64(settings.intervalSeconds * 1000))
+        planner.dailyCredits = settings.dailyCredits
+        planner.monthlyCredits = settings.monthlyCredits
+        return planner
+    }
+
+    private var modemSettings: SBDModem.Settings {
+        var modem = SBDModem.Settings()
+        modem.flowControl = settings.flowControl
+        return modem
+    }
+
+    private func restoredSequence() -> UInt32 {
+        let count = (try? spool.makeReader().status().counters["sbd.sequence"]) ?? 0
+        return UInt32(truncatingIfNeeded: count ?? 0)
+    }
+
+    private static func service(in events: [SBDModem.Event]) -> Bool? {
+        events.lazy.compactMap { if case .service(let on) = $0 { on } else { nil } }.last
+    }
+}
