@@ -119,8 +119,9 @@ import Testing
         let alarm = Self.sent(
             planner.decide(Self.look(after: second, alarms: [(position: sos, storedAt: Self.start + .seconds(second))]))
         )
-        // IP down: the alarm, and the units' newest in the rest of its credit.
-        #expect(alarm?.2 == true && alarm?.0.fixes.first?.alarm == "sos" && alarm?.0.fixes.count == 5)
+        // IP down: the alarm, and the units' newest in the rest of its credit; the alarm's unit's
+        // newest is the alarm itself, carried once.
+        #expect(alarm?.2 == true && alarm?.0.fixes.first?.alarm == "sos" && alarm?.0.fixes.count == 4)
         // 04:30 + a day: a new UTC day, a new count.
         let tomorrow = Self.sent(planner.decide(Self.look(after: 86_400)))
         #expect(tomorrow != nil && planner.creditsToday == 0)
@@ -150,6 +151,18 @@ import Testing
         let left = Set(0..<8).subtracting(first.0.fixes.map(\.unit))
         #expect(
             left.isSubset(of: Set(second.0.fixes.map(\.unit))), "left out: \(left), then \(second.0.fixes.map(\.unit))")
+    }
+
+    /// A restart keeps what the day had spent: the cap holds across it.
+    @Test func creditsSpentBeforeARestartCountAgainstTheCap() {
+        var planner = SBDPlanner(
+            settings: Self.planner { $0.dailyCredits = 2 }.settings, sequence: 40,
+            spent: (today: 2, thisMonth: 30, wallMs: Self.wall))
+        #expect(planner.creditsToday == 2 && planner.creditsThisMonth == 30)
+        #expect(planner.decide(Self.look(after: 600)) == .wait(until: nil, reason: "the credit cap is spent"))
+        let windows = SBDPlanner.creditWindows(wallMs: Self.wall)
+        #expect(windows.day == "sbd.credits.day.\(Self.wall / 86_400_000)")
+        #expect(windows.month == "sbd.credits.month.\((2026 - 1970) * 12 + 6)", "July 2026")
     }
 
     @Test func monthsAreCountedByTheCivilCalendar() {

@@ -82,9 +82,23 @@ package struct SBDPlanner {
     private var inFlight: (message: SBDMessage, alarm: Bool)?
 
     /// - Parameter sequence: where the count stood when the relay last stopped (kept in the spool).
-    package init(settings: Settings, sequence: UInt32 = 0) {
+    /// - Parameter spent: what the day and the month at `wallMs` had spent before a restart (the
+    ///   spool's `creditWindows` counters), so a restart does not start the caps again.
+    package init(settings: Settings, sequence: UInt32 = 0, spent: (today: Int, thisMonth: Int, wallMs: Int64)? = nil) {
         self.settings = settings
         self.sequence = sequence
+        if let spent {
+            rollWindows(spent.wallMs)
+            creditsToday = spent.today
+            creditsThisMonth = spent.thisMonth
+        }
+    }
+
+    /// The counter names a session's credits are kept under, for the UTC day and the calendar
+    /// month of `wallMs`: a restart reads them back (`init(settings:sequence:spent:)`).
+    package static func creditWindows(wallMs: Int64) -> (day: String, month: String) {
+        let day = wallMs / 86_400_000
+        return ("sbd.credits.day.\(day)", "sbd.credits.month.\(monthIndex(daysSince1970: day))")
     }
 
     package mutating func decide(_ look: Look) -> Decision {
@@ -171,7 +185,8 @@ package struct SBDPlanner {
             }
             return (newest, carried[device] ?? .min)
         }.sorted { $0.1 < $1.1 }.map(\.0)
-        for position in routine where !fixes.contains(where: { $0.unit == unit(position.device) && $0.alarm == nil }) {
+        for position in routine
+        where !fixes.contains(where: { $0.unit == unit(position.device) && $0.timeSeconds == position.timeMs / 1000 }) {
             guard let candidate = fix(position), let bytes = size(fixes + [candidate]), bytes <= budget else {
                 continue
             }

@@ -8,7 +8,8 @@ import GeoRelaySpool
 /// that cannot be opened or stops answering is opened again half a minute later, said once.
 ///
 /// The message's count and what was spent are spool counters (`sbd.sequence`, `sbd.messages`,
-/// `sbd.credits`, `sbd.failures`): the sequence goes on from where it stood after a restart.
+/// `sbd.credits`, `sbd.failures`, and the credits of each day and month): after a restart the
+/// sequence goes on, and the caps count what the day and the month had already spent.
 final class SBDUplink: Sendable {
     private let settings: Configuration.SBDUplinkSettings
     private let spool: Spool
@@ -35,7 +36,7 @@ final class SBDUplink: Sendable {
         let modem = QueueConfined(label: "georelay.sbd", Modem())
         let (settings, clock, modemSettings) = (self.settings, self.clock, self.modemSettings)
         let started = clock.now()
-        var planner = SBDPlanner(settings: plannerSettings, sequence: restoredSequence())
+        var planner = restoredPlanner()
         var service: Bool?
         var reader: SpoolReader?
         var saidPortProblem = false
@@ -102,8 +103,10 @@ final class SBDUplink: Sendable {
         planner.ended(result.outcome, now: now, wallMs: wallMs)
         switch result.outcome {
         case .sent:
+            let windows = SBDPlanner.creditWindows(wallMs: wallMs)
             spool.add(counters: [
                 "sbd.messages": 1, "sbd.credits": Int64(credits), "sbd.positions": Int64(message.fixes.count),
+                windows.day: Int64(credits), windows.month: Int64(credits),
             ])
             logger.info(
                 "sbd: message \(message.sequence) sent (MOMSN \(result.momsn)): \(message.fixes.count) positions\(alarm ? ", an alarm" : ""), \(credits) credits"
@@ -158,9 +161,14 @@ final class SBDUplink: Sendable {
         return modem
     }
 
-    private func restoredSequence() -> UInt32 {
-        let count = (try? spool.makeReader().status().counters["sbd.sequence"]) ?? 0
-        return UInt32(truncatingIfNeeded: count ?? 0)
+    /// The planner where the last run left it: its sequence, and the credits of this day and month.
+    private func restoredPlanner() -> SBDPlanner {
+        let counters = (try? spool.makeReader().status().counters) ?? [:]
+        let wallMs = clock.nowMs()
+        let windows = SBDPlanner.creditWindows(wallMs: wallMs)
+        return SBDPlanner(
+            settings: plannerSettings, sequence: UInt32(truncatingIfNeeded: counters["sbd.sequence"] ?? 0),
+            spent: (Int(counters[windows.day] ?? 0), Int(counters[windows.month] ?? 0), wallMs))
     }
 
     private static func service(in events: [SBDModem.Event]) -> Bool? {
