@@ -12,6 +12,7 @@ import Testing
         defer { modem.stop() }
         modem.setMOBuffer([0xDE, 0xAD]) // left by a relay that died before clearing it
         let world = try RelayWorld()
+        let serverPort = world.server.http.port
         world.server.http.stop() // IP delivers nothing
         try world.writeConfig(
             topLevel: #"""
@@ -42,12 +43,30 @@ import Testing
         #expect(first.positions.map(\.device) == ["boat"] && first.positions[0].timeMs == 1_784_953_800_000)
         #expect(second.positions.map(\.device) == ["mob"] && second.positions[0].alarm == "sos")
         #expect(second.sequence == first.sequence + 1)
-        #expect(modem.moBuffer == nil, "cleared after the session")
         let status = try await world.waitForStatus { ($0["sbd"]?["messages"]?.number ?? 0) >= 2 }
+        // Counted once its session is over, the buffer cleared with it.
+        #expect(modem.moBuffer == nil, "cleared after the session")
         #expect(status["sbd"]?["credits"]?.number == 2)
         #expect(logs().contains("sbd: message 2 sent"))
         // Once carried, the alarm does not go again; nothing new to carry until the interval.
         try await Task.sleep(for: .seconds(6)) // more than one of the uplink's looks, measured, not awaited
         #expect(modem.delivered.count == 2)
+
+        // IP back: what SBD carried (the shore delivered it) is not sent again; what came since is.
+        try client.write(line("boat", 5))
+        _ = client.readLine()
+        try world.server.http.start(port: serverPort)
+        #expect(
+            await world.server.waitUntil { $0.contains { $0.fixTimeMs == fixTimeMs(5) } },
+            "the position stored after the messages did not arrive over IP\n\(logs().suffix(3000))")
+        _ = try await world.waitForStatus { ($0.destinationStatus("traccar")?["pending"]?.number ?? 1) == 0 }
+        let overIP = world.server.positions.map { "\($0.uniqueId) \($0.fixTimeMs)" }
+        #expect(overIP == ["boat \(fixTimeMs(5))"], "SBD's positions went over IP too: \(overIP)")
+    }
+}
+
+extension JSONObject {
+    fileprivate func destinationStatus(_ name: String) -> JSONValue? {
+        self["destinations"]?.array?.first { $0["name"]?.string == name }
     }
 }

@@ -60,15 +60,14 @@ final class SBDUplink: Sendable {
                     logger.info("sbd: modem at \(settings.device) ready")
                 }
                 if reader == nil { reader = try? spool.makeReader() }
-                let decision = try reader.map { try look($0, started: started, service: service) }.map {
-                    planner.decide($0)
-                }
-                if case .send(let message, let credits, let alarm)? = decision {
+                let seen = try reader.map { try look($0, started: started, service: service) }
+                if let seen, case .send(let message, let credits, let alarm) = planner.decide(seen.look) {
                     spool.add(counters: ["sbd.sequence": 1])
                     let bytes = (try? message.encode()) ?? []
                     let events = try await modem.run { try $0.link!.send(bytes) }
                     service = Self.service(in: events) ?? service
-                    record(events, message: message, credits: credits, alarm: alarm, planner: &planner)
+                    let sent = record(events, message: message, credits: credits, alarm: alarm, planner: &planner)
+                    if sent { carried(message, seqs: seen.seqs) }
                 } else {
                     for _ in 0..<Self.looks where !Task.isCancelled {
                         let events = try await modem.run { try $0.link!.listen(within: .seconds(1)) }
@@ -87,10 +86,27 @@ final class SBDUplink: Sendable {
         }
     }
 
-    /// What the session's events say, told to the planner, the counters and the log.
+    /// What SBD carried counts as sent ahead for every destination the shore relay serves: the
+    /// shore delivered it, so IP skips it when the backlog reaches it (as it skips an alarm it
+    /// sent ahead), and Traccar does not get it twice.
+    private func carried(_ message: SBDMessage, seqs: [String: Int64]) {
+        let carried = message.fixes.compactMap { fix in
+            settings.units.indices.contains(fix.unit) ? seqs["\(settings.units[fix.unit]) \(fix.timeSeconds)"] : nil
+        }
+        guard !carried.isEmpty else { return }
+        for destination in settings.destinations {
+            var update = DeliveryUpdate(destination: destination)
+            update.sentAhead = carried
+            spool.record(update)
+        }
+    }
+
+    /// What the session's events say, told to the planner, the counters and the log. - Returns:
+    /// whether the message went.
+    @discardableResult
     private func record(
         _ events: [SBDModem.Event], message: SBDMessage, credits: Int, alarm: Bool, planner: inout SBDPlanner
-    ) {
+    ) -> Bool {
         let now = clock.now()
         let wallMs = clock.nowMs()
         guard let result = events.lazy.compactMap({ if case .session(let r) = $0 { r } else { nil } }).first else {
@@ -98,7 +114,7 @@ final class SBDUplink: Sendable {
             planner.failed(now: now)
             spool.add(counters: ["sbd.failures": 1])
             logger.warning("sbd: message \(message.sequence) did not go: \(reason ?? "no answer")")
-            return
+            return false
         }
         planner.ended(result.outcome, now: now, wallMs: wallMs)
         switch result.outcome {
@@ -111,18 +127,22 @@ final class SBDUplink: Sendable {
             logger.info(
                 "sbd: message \(message.sequence) sent (MOMSN \(result.momsn)): \(message.fixes.count) positions\(alarm ? ", an alarm" : ""), \(credits) credits"
             )
+            return true
         case .retry(let after, let reason):
             spool.add(counters: ["sbd.failures": 1])
             logger.info("sbd: session failed, \(reason); again in \(after)")
+            return false
         case .fatal(let reason):
             spool.add(counters: ["sbd.failures": 1])
             logger.error("sbd: the modem cannot send: \(reason); no more sessions until the relay restarts")
+            return false
         }
     }
 
-    /// The spool and IP's state as the planner takes it.
+    /// The spool and IP's state as the planner takes it, and the spool's number for each fix in
+    /// it (by device and fix second), to mark what a message carried.
     private func look(_ reader: SpoolReader, started: RelayInstant, service: Bool?) throws(SpoolError)
-        -> SBDPlanner.Look
+        -> (look: SBDPlanner.Look, seqs: [String: Int64])
     {
         let now = clock.now()
         let wallMs = clock.nowMs()
@@ -132,15 +152,19 @@ final class SBDUplink: Sendable {
         let served = status.destinations.filter { settings.destinations.contains($0.name) }
         let delivered = served.compactMap(\.lastSuccessMs).max().map(instant)
         var alarms: [Int64: (position: Position, storedAt: RelayInstant)] = [:]
+        var seqs: [String: Int64] = [:]
         for destination in served {
             for stored in try reader.pendingAlarms(destination: destination.name).unsent {
                 alarms[stored.seq] = (stored.position, instant(stored.receivedMs))
+                seqs["\(stored.position.device) \(stored.position.timeMs / 1000)"] = stored.seq
             }
         }
-        let newest = try reader.newestFixes(devices: settings.units).mapValues(\.position)
-        return SBDPlanner.Look(
+        let newest = try reader.newestFixes(devices: settings.units)
+        for stored in newest.values { seqs["\(stored.position.device) \(stored.position.timeMs / 1000)"] = stored.seq }
+        let look = SBDPlanner.Look(
             now: now, wallMs: wallMs, ipDeliveredAt: delivered.map { max($0, started) }, startedAt: started,
-            newest: newest, alarms: alarms.keys.sorted().map { alarms[$0]! }, service: service)
+            newest: newest.mapValues(\.position), alarms: alarms.keys.sorted().map { alarms[$0]! }, service: service)
+        return (look, seqs)
     }
 
     private var plannerSettings: SBDPlanner.Settings {
