@@ -60,7 +60,10 @@ final class SBDUplink: Sendable {
                     logger.info("sbd: modem at \(settings.device) ready")
                 }
                 if reader == nil { reader = try? spool.makeReader() }
-                let seen = try reader.map { try look($0, started: started, service: service) }
+                // A spool that cannot be read now is looked at again with a new reader; it is no
+                // reason to close the modem, which the catch below is for.
+                let seen = reader.flatMap { try? look($0, started: started, service: service) }
+                if seen == nil { reader = nil }
                 if let seen, case .send(let message, let credits, let alarm) = planner.decide(seen.look) {
                     spool.add(counters: ["sbd.sequence": 1])
                     let bytes = (try? message.encode()) ?? []
