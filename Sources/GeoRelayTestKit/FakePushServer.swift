@@ -94,11 +94,14 @@ package final class FakePushServer: Sendable {
     }
 
     /// A push destination in login mode against this gateway, as a configuration would name it.
-    package func destination(name: String = "push") -> Configuration.DestinationSettings {
+    /// - Parameter base: where the gateway is reached: its socket, or an address on a simulated
+    ///   network that `answer` serves (`SimulatedHTTPServer`).
+    package func destination(name: String = "push", base: String? = nil) -> Configuration.DestinationSettings {
+        let base = base ?? http.url
         var push = PushSettings()
-        push.authBaseURL = authBaseURL
-        push.registrationBaseURL = registrationBaseURL
-        push.eventsBaseURL = eventsBaseURL
+        push.authBaseURL = base + "/auth/"
+        push.registrationBaseURL = base + "/reg/"
+        push.eventsBaseURL = base + "/gw"
         push.apiKey = Secret(.literal(expected.apiKey), path: "apiKey")
         push.clientID = expected.clientID
         push.tenant = expected.tenant
@@ -106,7 +109,7 @@ package final class FakePushServer: Sendable {
         var settings = Configuration.DestinationSettings()
         settings.name = name
         settings.kind = .push
-        settings.url = pushURL
+        settings.url = base + "/push"
         settings.push = push
         return settings
     }
@@ -238,6 +241,10 @@ package final class FakePushServer: Sendable {
             return !needLogin || info.loggedIn ? (token, nowMs - info.issuedMs) : nil
         }
     }
+
+    /// The answer to `request` as it reached the gateway some other way than its socket (the
+    /// simulated network's `SimulatedHTTPServer`); nil: the connection closes without one.
+    package func answer(_ request: HTTPTestRequest) -> HTTPTestResponse? { handle(request) }
 
     private func handle(_ request: HTTPTestRequest) -> HTTPTestResponse? {
         let path = String(request.target.prefix { $0 != "?" })

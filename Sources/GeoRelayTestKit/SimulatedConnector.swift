@@ -13,19 +13,27 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
 
     /// Which driver this is, for its wakes.
     private let id: Int
+    /// The destination's driver this is, or whose checks' way it is.
+    private let family: Int
 
-    /// - Parameter checks: a destination's checks' way (`sibling`): its threads park as checks.
-    init(network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration, checks: Bool = false) {
+    /// - Parameter checksOf: the destination (its driver's id) whose checks' way this is
+    ///   (`sibling`): its threads park as checks.
+    init(network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration, checksOf family: Int? = nil) {
         self.network = network
         self.server = server
         self.connectTimeout = connectTimeout
-        id = checks ? -network.newConnector() : network.newConnector()
+        id = family != nil ? -network.newConnector() : network.newConnector()
+        self.family = family ?? id
+        if let family { network.register(check: id, family: family) }
     }
 
     package var wake: @Sendable () -> Void { { [network, id] in network.wake(id) } }
 
     /// Whether its driver is parked on the clock with nothing ready: it waits only for time.
     package var isParked: Bool { network.isParked(id) }
+
+    /// Whether its destination waits on checks of its own, each parked on the clock (a login).
+    package var checksParked: Bool { network.checksParked(family: family) }
 
     /// Whether the server listens: stopped, it refuses new connections (its open ones go on
     /// until `closeServerConnections`).
@@ -308,14 +316,16 @@ extension SimulatedConnector {
     /// Another way onto the link to the same server, for a destination's checks (probes, bare
     /// attempts) beside its rounds: they must not take the rounds' wakes.
     package func sibling() -> SimulatedConnector {
-        SimulatedConnector(network: network, server: server, connectTimeout: connectTimeout, checks: true)
+        SimulatedConnector(network: network, server: server, connectTimeout: connectTimeout, checksOf: family)
     }
 
     /// The destination's probe over this path (a GET of `url`), on a thread of its own.
     package func probe(url: String) -> DestinationLink.Probe {
         let checks = sibling()
-        return { [network] timeout in
-            await network.check { NetworkChecks.probe(over: checks, url: url, timeout: timeout, clock: network.clock) }
+        return { [network, family] timeout in
+            await network.check(family: family) {
+                NetworkChecks.probe(over: checks, url: url, timeout: timeout, clock: network.clock)
+            }
                 ?? (.nothing, 0)
         }
     }
@@ -323,17 +333,31 @@ extension SimulatedConnector {
     /// The Teltonika port's probe over this path (an identification), on a thread of its own.
     package var teltonikaProbe: DestinationLink.Probe {
         let checks = sibling()
-        return { [network] timeout in
-            await network.check { NetworkChecks.teltonikaProbe(over: checks, timeout: timeout, clock: network.clock) }
+        return { [network, family] timeout in
+            await network.check(family: family) {
+                NetworkChecks.teltonikaProbe(over: checks, timeout: timeout, clock: network.clock)
+            }
                 ?? (.nothing, 0)
+        }
+    }
+
+    /// The push destination's token and login requests over this path, each on a connection and a
+    /// thread of its own, within the request's timeout.
+    package var authTransport: NetworkAuthTransport {
+        let checks = sibling()
+        return NetworkAuthTransport { [network, family] request in
+            let timeout = Duration.milliseconds(Int64(min(max(request.timeoutSeconds, 0), 86_400) * 1000))
+            return await network.check(family: family) {
+                NetworkChecks.exchange(request, over: checks, timeout: timeout, clock: network.clock).result
+            } ?? .failure(NetworkAuthTransport.abandoned)
         }
     }
 
     /// The destination's bare connection attempt over this path, on a thread of its own.
     package var connectAttempt: DestinationLink.ConnectAttempt {
         let checks = sibling()
-        return { [network] in
-            await network.check { NetworkChecks.connect(over: checks, clock: network.clock) } ?? .failed
+        return { [network, family] in
+            await network.check(family: family) { NetworkChecks.connect(over: checks, clock: network.clock) } ?? .failed
         }
     }
 }

@@ -175,20 +175,40 @@ package final class SimulatedNetwork: @unchecked Sendable {
         parked.withLock { parkedWaiters[connector].map { !$0.signalled } ?? false }
     }
 
-    /// Checks (probes, bare attempts) under way on threads of their own.
-    private var checksUnderWay = 0
+    /// Checks (probes, bare attempts, logins) under way on threads of their own, by the
+    /// destination (its connector's family) they are for.
+    private var checksUnderWay: [Int: Int] = [:]
+    /// The family of each check connector (`SimulatedConnector.sibling`), by its key.
+    private var families: [Int: Int] = [:]
 
-    /// Runs a destination's check (`body`, blocking) on a thread of its own: the world waits for it
-    /// to park on the clock before moving it.
-    func check<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T? {
-        parked.withLock { checksUnderWay += 1 }
-        defer { parked.withLock { checksUnderWay -= 1 } }
+    func register(check key: Int, family: Int) {
+        parked.withLock { families[key] = family }
+    }
+
+    /// Runs a check of `family`'s destination (`body`, blocking) on a thread of its own: the world
+    /// waits for it to park on the clock before moving it.
+    func check<T: Sendable>(family: Int, _ body: @escaping @Sendable () -> T) async -> T? {
+        parked.withLock { checksUnderWay[family, default: 0] += 1 }
+        defer { parked.withLock { checksUnderWay[family, default: 1] -= 1 } }
         return try? await offThePool(body)
     }
 
     /// Every check under way is parked on the clock, waiting only for time.
     var checksWait: Bool {
-        parked.withLock { checksUnderWay == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled }.count }
+        parked.withLock {
+            checksUnderWay.values.reduce(0, +) == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled }.count
+        }
+    }
+
+    /// Whether `family`'s destination has checks under way, every one parked on the clock: a round
+    /// that waits for one (a login before its next batch) waits only for time.
+    func checksParked(family: Int) -> Bool {
+        parked.withLock {
+            let underWay = checksUnderWay[family] ?? 0
+            return underWay > 0
+                && underWay
+                    == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled && families[$0.key] == family }.count
+        }
     }
 
     /// Wakes a parked thread (every one without `key`); until it parks again it is not idle.

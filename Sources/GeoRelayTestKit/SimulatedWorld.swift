@@ -30,12 +30,15 @@ package final class SimulatedWorld: Sendable {
     }
 
     /// Every destination waiting only for time: in a wait of its loop's (an idle wait, a backoff,
-    /// a check whose thread is parked), or in a round whose driver is parked with nothing to do.
+    /// a check whose thread is parked), or in a round whose driver is parked with nothing to do or
+    /// that waits for a check of its own, parked (a login).
     private var destinationsWait: Bool {
         network.checksWait
             && watched.withLock {
                 $0.allSatisfy {
-                    $0.ended.isSet || ($0.link.roundUnderWay ? $0.driver.isParked : $0.link.waiting.now)
+                    $0.ended.isSet
+                        || ($0.link.roundUnderWay
+                            ? $0.driver.isParked || $0.driver.checksParked : $0.link.waiting.now)
                 }
             }
     }

@@ -6,10 +6,10 @@ import Testing
 
 @testable import GeoRelayForward
 
-/// A spool and a Traccar destination over OsmAnd (or Teltonika) in one process, on simulated time:
-/// the real forwarder, loop, rounds, probes and spool, their connections across a
-/// `SimulatedNetwork` to the fake Traccar answering without a socket (`SimulatedHTTPServer`, or
-/// the fake Teltonika port itself).
+/// A spool and a destination in one process, on simulated time: Traccar over OsmAnd or Teltonika,
+/// or the push gateway. The real forwarder, loop, rounds, probes, logins and spool, their
+/// connections across a `SimulatedNetwork` to the fake server answering without a socket
+/// (`SimulatedHTTPServer`, or the fake Teltonika port itself).
 final class SimulatedForwardFixture: @unchecked Sendable {
     let world: SimulatedWorld
     let directory: TemporaryDirectory
@@ -23,11 +23,15 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     let server: SimulatedHTTPServer
     /// Traccar's Teltonika port, the destination with `transport: .teltonika`.
     let teltonika: FakeTeltonikaServer
+    /// The push gateway, the destination with `transport: .push` (its tokens on simulated time).
+    let gateway: FakePushServer
     let connector: SimulatedConnector
+    let transport: Transport
 
     enum Transport {
         case osmAnd
         case teltonika
+        case push
     }
 
     /// - Parameters:
@@ -43,26 +47,37 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         world = SimulatedWorld(link: link)
         self.seed = seed
         let clock = world.clock
+        self.transport = transport
         traccar = try FakeOsmAndServer(now: { clock.nowMs() })
+        gateway = try FakePushServer(now: { clock.nowMs() })
         server = SimulatedHTTPServer(
             closesAfterEachResponse: closesAfterEachResponse, responsesPerConnection: responsesPerConnection,
             processing: processing, seed: seed.value
-        ) { [traccar] in traccar.answer($0) }
+        ) { [traccar, gateway] in transport == .push ? gateway.answer($0) : traccar.answer($0) }
         teltonika = FakeTeltonikaServer(simulatedNow: { clock.nowMs() })
         directory = try TemporaryDirectory()
         var spoolSettings = Spool.Settings(path: directory.file("spool.db"))
         spoolSettings.stateInterval = .seconds(15)
         spoolSettings.clock = clock
         spool = try Spool(settings: spoolSettings)
-        settings = Configuration.DestinationSettings()
-        settings.url = transport == .osmAnd ? "http://traccar.invalid:5055/" : "tcp://traccar.invalid:5027"
-        settings.traccarProtocol = transport == .osmAnd ? .osmand : .teltonika
+        switch transport {
+        case .osmAnd:
+            settings = Configuration.DestinationSettings()
+            settings.url = "http://traccar.invalid:5055/"
+        case .teltonika:
+            settings = Configuration.DestinationSettings()
+            settings.url = "tcp://traccar.invalid:5027"
+            settings.traccarProtocol = .teltonika
+        case .push:
+            settings = gateway.destination(base: "http://gateway.invalid")
+            settings.push?.batchMaxDelaySeconds = 0
+        }
         settings.concurrency = concurrency
         settings.pipeline = pipeline
         settings.useTestTimings()
         configure(&settings)
         connector = world.network.connector(
-            to: transport == .osmAnd ? server : teltonika,
+            to: transport == .teltonika ? teltonika : server,
             connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
         try await spool.register(destinations: [
             DestinationRegistration(name: settings.name, buffered: settings.buffer)
@@ -77,34 +92,53 @@ final class SimulatedForwardFixture: @unchecked Sendable {
     /// Runs the forwarder while `body` runs (given its link), then lets it finish what is in flight.
     /// - Parameter gate: the uplink's budget, when a test restricts it.
     func withForwarderLink(gate: UplinkGate? = nil, _ body: (DestinationLink) async throws -> Void) async throws {
-        let (settings, connector, clock) = (self.settings, self.connector, world.clock)
-        let teltonika = settings.traccarProtocol == .teltonika
-        let forwarder = try TraccarForwarder(
-            settings: settings, spool: spool, logger: log.logger, gate: gate, clock: clock, probeMeter: WireMeter(),
-            probe: teltonika ? connector.teltonikaProbe : connector.probe(url: settings.url),
-            connect: connector.connectAttempt, random: RandomSource(seed: seed.value)
-        ) { meter, logger -> any TraccarEngine in
-            teltonika
-                ? try TeltonikaEngine(
-                    settings: settings, meter: meter, logger: logger, network: connector, clock: clock)
-                : try OsmAndEngine(
-                    settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
-                    network: connector, clock: clock)
-        }
+        let (forwarder, link) = try makeForwarder(gate: gate)
         let ended = AbortFlag()
-        world.watch(forwarder.link, driver: connector, ended: ended)
+        world.watch(link, driver: connector, ended: ended)
         let task = Task {
             await forwarder.run()
             ended.set()
         }
         defer { task.cancel() }
-        try await body(forwarder.link)
+        try await body(link)
         forwarder.finish()
         // What is in flight is answered within the request timeout; a wedge is abandoned, and fails.
         let finished = try await world.run(for: .seconds(120)) { ended.isSet }
         if !finished { forwarder.abandon() }
         await task.value
         if !finished { throw SimulatedWorldError("the forwarder did not finish within 120 s of simulated time") }
+    }
+
+    /// The destination's forwarder on the simulated link, and its link.
+    private func makeForwarder(gate: UplinkGate?) throws -> (forwarder: any DestinationForwarder, link: DestinationLink)
+    {
+        let (settings, connector, clock) = (self.settings, self.connector, world.clock)
+        let random = RandomSource(seed: seed.value)
+        switch transport {
+        case .push:
+            let forwarder = try PushForwarder(
+                settings: settings, spool: spool, logger: log.logger, gate: gate, now: nil, clock: clock,
+                random: random,
+                meter: WireMeter(), auth: connector.authTransport, network: connector,
+                probe: connector.probe(url: settings.url), connect: connector.connectAttempt)
+            return (forwarder, forwarder.link)
+        case .osmAnd, .teltonika:
+            let teltonika = transport == .teltonika
+            let forwarder = try TraccarForwarder(
+                settings: settings, spool: spool, logger: log.logger, gate: gate, clock: clock,
+                probeMeter: WireMeter(),
+                probe: teltonika ? connector.teltonikaProbe : connector.probe(url: settings.url),
+                connect: connector.connectAttempt, random: random
+            ) { meter, logger -> any TraccarEngine in
+                teltonika
+                    ? try TeltonikaEngine(
+                        settings: settings, meter: meter, logger: logger, network: connector, clock: clock)
+                    : try OsmAndEngine(
+                        settings: settings, target: try HTTP1Target(url: settings.url), meter: meter, logger: logger,
+                        network: connector, clock: clock)
+            }
+            return (forwarder, forwarder.link)
+        }
     }
 
     /// What Traccar made of the positions it stored, over the fixture's transport (`TraccarModel`).

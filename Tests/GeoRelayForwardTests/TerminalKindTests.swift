@@ -12,42 +12,12 @@ import Testing
 /// and closes, one that holds connections silent and carries them through, one that drops
 /// everything. Probes and the backoff are a minute apart, so a return seen only by them shows.
 @Suite(.offThePool) struct TerminalKindTests {
-    /// A geostationary-like path shortened for a test: 100 ms each way.
-    static let latencyMs = 100
-
     static func outage(_ settings: inout Configuration.DestinationSettings) {
         settings.backoffMinSeconds = 60
         settings.backoffMaxSeconds = 120
         settings.probeIntervalSeconds = 60
         settings.requestTimeoutSeconds = 2
         settings.connectTimeoutSeconds = 2
-    }
-
-    /// Delivers two positions, takes the link down the kind's way with two more to send, leaves it
-    /// down while the destination watches for its return, stores two more (a terminal that holds
-    /// connections carries those already sent through on the return by itself), brings the link
-    /// back, and expects the last two to arrive well within the probe a minute away.
-    static func expectReturnSeen(
-        _ kind: TerminalKind, proxy: FaultProxy, fixture f: SpoolFixture,
-        stored: @escaping @Sendable () -> Int
-    ) async throws {
-        _ = await f.spool.append(movingTrack("a", count: 2))
-        try await f.waitForStatus { $0.pending == 0 }
-        proxy.setMode(kind.downMode)
-        _ = await f.spool.append(movingTrack("a", count: 2, from: 2))
-        try await f.waitForStatus { $0.state == "probing" }
-        // The scenario itself: the watch in its steady state, with the link down.
-        try await Task.sleep(for: .seconds(1))
-        _ = await f.spool.append(movingTrack("a", count: 2, from: 4))
-        try await Task.sleep(for: .seconds(1))
-        #expect(stored() < 6, "\(kind): delivered while the link was down")
-        let back = ContinuousClock.now
-        proxy.setMode(.pass)
-        let deadline = back + .seconds(60)
-        while stored() < 6, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        let took = back.duration(to: .now)
-        #expect(stored() >= 6, "\(kind): the link's return was not seen within a minute\n\(f.log.tail())")
-        #expect(took < seenWithin, "\(kind): delivered \(took) after the link's return\n\(f.log.tail())")
     }
 
     /// Well within the probe a minute away; the figure a user feels is the bench's.
@@ -60,6 +30,12 @@ import Testing
     @Test(arguments: TerminalKind.allCases, SimulationSeed.all(2))
     func osmAnd(kind: TerminalKind, seed: SimulationSeed) async throws {
         try await Self.returnSeenOnTheSimulatedLink(.osmAnd, kind: kind, seed: seed, test: "osmAnd")
+    }
+
+    /// Push, its token and login across the same link: a return seen as soon, and no new login for it.
+    @Test(arguments: TerminalKind.allCases, SimulationSeed.all(2))
+    func push(kind: TerminalKind, seed: SimulationSeed) async throws {
+        try await Self.returnSeenOnTheSimulatedLink(.push, kind: kind, seed: seed, test: "push")
     }
 
     @Test(arguments: TerminalKind.allCases, SimulationSeed.all(2))
@@ -75,8 +51,11 @@ import Testing
         }
         let run = f.replay("TerminalKindTests/\(test)") + ", \(kind)"
         let stored = {
-            transport == .osmAnd
-                ? Set(f.traccar.positions.map(\.fixTimeMs)).count : Set(f.teltonika.positions.map(\.fixTimeMs)).count
+            switch transport {
+            case .osmAnd: Set(f.traccar.positions.map(\.fixTimeMs)).count
+            case .teltonika: Set(f.teltonika.positions.map(\.fixTimeMs)).count
+            case .push: Set(f.gateway.points.map(\.timestamp)).count
+            }
         }
         try await f.withForwarder {
             _ = await f.spool.append(movingTrack("a", count: 2))
@@ -96,23 +75,9 @@ import Testing
             #expect(seen, "\(kind): the link's return was not seen within a minute, \(run)")
             #expect(took < Self.seenWithin, "\(kind): delivered \(took) after the link's return, \(run)")
         }
-    }
-
-    @Test(arguments: TerminalKind.allCases)
-    func push(kind: TerminalKind) async throws {
-        let f = try await PushFixture { settings in Self.outage(&settings) }
-        let proxy = try FaultProxy(targetPort: f.server.http.port, latencyMs: Self.latencyMs)
-        defer { proxy.stop() }
-        let (direct, viaProxy) = (f.server.http.url, "http://127.0.0.1:\(proxy.port)")
-        f.settings.url = f.settings.url.replacingOccurrences(of: direct, with: viaProxy)
-        f.settings.push?.authBaseURL = f.server.authBaseURL.replacingOccurrences(of: direct, with: viaProxy)
-        f.settings.push?.registrationBaseURL = f.server.registrationBaseURL.replacingOccurrences(
-            of: direct, with: viaProxy)
-        let server = f.server
-        try await f.withForwarder {
-            try await Self.expectReturnSeen(kind, proxy: proxy, fixture: f) {
-                Set(server.points.map(\.timestamp)).count
-            }
+        if transport == .push {
+            #expect(
+                f.gateway.tokensIssued == 1 && f.gateway.logins == 1, "\(kind): logged in again for an outage, \(run)")
         }
     }
 }

@@ -29,7 +29,7 @@ package enum PushAuthError: Error, Sendable, Equatable, CustomStringConvertible 
 package actor PushAuthenticator {
     private let settings: Configuration.DestinationSettings
     private let push: PushSettings
-    private let worker: HTTPWorker
+    private let worker: any AuthTransport
     private let store: TokenStore?
     private let now: @Sendable () -> Int64
     /// The machine's monotonic clock and boot, which a stored token's age is kept on; nil when
@@ -42,7 +42,7 @@ package actor PushAuthenticator {
     private var refused: String?
 
     package init(
-        settings: Configuration.DestinationSettings, store: TokenStore?, worker: HTTPWorker, logger: Logger,
+        settings: Configuration.DestinationSettings, store: TokenStore?, worker: any AuthTransport, logger: Logger,
         now: @escaping @Sendable () -> Int64, clock: (any RelayClock)?
     ) {
         self.settings = settings

@@ -37,9 +37,25 @@ package final class PushForwarder: DestinationForwarder {
     /// - Parameters:
     ///   - now: the token's schedule (a test's own wall time); nil: `clock`'s, steadied (`steadyWall`).
     ///   - clock: the relay's time: the loop's waits, the batches' plans, the link's watch.
-    package init(
+    package convenience init(
         settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate? = nil,
         now: (@Sendable () -> Int64)? = nil, clock: any RelayClock = SystemClock(), random: RandomSource = .system
+    ) throws {
+        let meter = WireMeter()
+        try self.init(
+            settings: settings, spool: spool, logger: logger, gate: gate, now: now, clock: clock, random: random,
+            meter: meter,
+            auth: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter))
+    }
+
+    /// A destination whose rounds, probes, bare attempts and auth requests go where the caller
+    /// says: `network` for the rounds (nil: libcurl's), `probe` and `connect` for the link's
+    /// watch (nil: libcurl's), `auth` for the token and the login.
+    init(
+        settings: Configuration.DestinationSettings, spool: Spool, logger: Logger, gate: UplinkGate?,
+        now: (@Sendable () -> Int64)?, clock: any RelayClock, random: RandomSource, meter: WireMeter,
+        auth transport: any AuthTransport, network: (any RoundNetwork)? = nil, probe: DestinationLink.Probe? = nil,
+        connect: DestinationLink.ConnectAttempt? = nil
     ) throws {
         self.settings = settings
         self.clock = clock
@@ -47,16 +63,15 @@ package final class PushForwarder: DestinationForwarder {
         self.push = settings.push ?? PushSettings()
         self.spool = spool
         self.logger = logger.with(label: "forward[\(settings.name)]")
-        let meter = WireMeter()
         recorder = DeliveryRecorder(destination: settings.name, spool: spool, meter: meter, gate: gate, clock: clock)
-        let spare = SpareConnection.worthKeeping(for: settings) ? SpareConnection() : nil
+        let spare = network == nil && SpareConnection.worthKeeping(for: settings) ? SpareConnection() : nil
         self.link = try DestinationLink(
-            settings: settings, recorder: recorder, logger: self.logger, linkChanges: gate?.linkChanges, spare: spare,
-            clock: clock, random: random)
+            settings: settings, recorder: recorder, logger: self.logger, probe: probe, linkChanges: gate?.linkChanges,
+            spare: spare, connect: connect, clock: clock, random: random)
         self.wire = PushProtocol(settings: settings)
         let engine = try PushEngine(
             settings: settings, state: Self.initialState(push), meter: meter, logger: self.logger, spare: spare,
-            clock: clock)
+            network: network, clock: clock)
         wakeEngine = engine.wake
         shutdown = ForwarderShutdown(wake: engine.wake)
         self.engine = QueueConfined(label: "georelay.push.\(settings.name)", engine)
@@ -65,8 +80,7 @@ package final class PushForwarder: DestinationForwarder {
         self.filter = LocationFilter(settings: settings.filter)
         self.auth = PushAuthenticator(
             settings: settings, store: TokenStore(spoolPath: spool.path, destination: settings.name),
-            worker: try HTTPWorker(label: "georelay.auth.\(settings.name)", tls: settings.tls, meter: meter),
-            logger: self.logger, now: now ?? clock.steadyWall(), clock: now == nil ? clock : nil)
+            worker: transport, logger: self.logger, now: now ?? clock.steadyWall(), clock: now == nil ? clock : nil)
     }
 
     /// A delivery with its JSON point, encoded once.

@@ -24,6 +24,20 @@ final class PushRounds: DestinationRounds {
         await forwarder.auth.forgetConnections()
     }
 
+    /// A token to push with, asking the auth server over the link if one is due: a wait on the
+    /// link meanwhile (a simulation moves its clock through a login as through any other wait).
+    private func token() async throws(PushAuthError) -> String {
+        let auth = forwarder.auth
+        let result: Result<String, PushAuthError> = await forwarder.link.waits {
+            do throws(PushAuthError) {
+                return .success(try await auth.token())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
     /// The path may not be the one that comes back: its round trip is measured anew.
     func linkFailed() {
         pathStale = true
@@ -61,7 +75,7 @@ final class PushRounds: DestinationRounds {
         if let waitMs = f.waitMs(before: prepared) { return .idle(.milliseconds(waitMs)) }
         let token: String
         do {
-            token = try await f.auth.token()
+            token = try await self.token()
         } catch {
             return report(error)
         }
@@ -138,7 +152,7 @@ final class PushRounds: DestinationRounds {
         case .token(let refused):
             await f.auth.invalidate(refused)
             do {
-                return .token(try await f.auth.token())
+                return .token(try await token())
             } catch {
                 return .none(stop: .auth(error))
             }
@@ -167,7 +181,7 @@ final class PushRounds: DestinationRounds {
             !next.items.contains(where: { $0.delivery.kind == .replay }),
             // A window that outlasts the token's refresh point (a long backlog over a slow link)
             // sends its next batches with the new token, not the old one to its expiry.
-            let token = try? await f.auth.token()
+            let token = try? await token()
         else { return .none(stop: nil) }
         let now = f.clock.now()
         order.observe(next.kind, backfilling: next.backfilling, at: now)
