@@ -65,7 +65,7 @@ package protocol RoundNetwork: AnyObject {
     /// Begins a connection without waiting for its handshake: a `wait` that asks about it (as
     /// writing) returns once it is open or has failed (`progress`). A fleet's connections then
     /// cost one round trip together, not one each, and the driver reads and writes the others
-    /// meanwhile. (The daemon's does so for Teltonika's rounds; the others open a lane at a time.)
+    /// meanwhile.
     func connect() throws(ConnectionFailure) -> any RoundConnection
     /// Waits until a connection of `polled` is readable, or writable where asked, or has failed;
     /// until `deadline` (nil: a second at most, so the driver's loop sees its flags); or until

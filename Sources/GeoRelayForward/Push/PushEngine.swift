@@ -74,9 +74,10 @@ final class PushEngine {
         carried.depth.reset()
     }
 
-    /// The path may not be the one that comes back: its depth is measured anew.
+    /// The path may not be the one that comes back: its depth is measured anew, on a new
+    /// connection (one a terminal dropped everything on looks open and carries nothing).
     func linkFailed() {
-        carried.depth.reset()
+        closeConnections()
     }
 }
 
