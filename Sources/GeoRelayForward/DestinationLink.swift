@@ -116,12 +116,9 @@ package final class DestinationLink: Sendable {
     ///   answered by the server resumes delivery at once; any other HTTP answer (an HTML error
     ///   page, a redirect) shows a path, so a payload goes at the backoff time; and if no probe is
     ///   answered, a payload still goes once per backoff ceiling, in case only the probe cannot get through.
-    /// - Parameter returnSeen: set to when the check that first got through began (the link was
-    ///   back by then), when a check, not the backoff's time, ended the wait.
-    package func backOff(
-        reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff,
-        returnSeen: inout RelayInstant?
-    ) async -> Resumption {
+    package func backOff(reason: String, retryAfter: Double?, transport: Bool, backoff: inout Backoff) async
+        -> Resumption
+    {
         var draws = random.generator
         let delay = max(backoff.nextDelay(using: &draws), retryAfter ?? 0)
         logger.warning("unavailable (\(reason)); next attempt in \(Int(delay.rounded())) s")
@@ -152,15 +149,10 @@ package final class DestinationLink: Sendable {
                     show(state, reason: reason, atNs: atNs)
                 case .connect:
                     guard let connectCheck else { return .cancelled }
-                    let began = clock.now()
-                    let outcome = await waits { await connectCheck() }
-                    if outcome == .opened { returnSeen = returnSeen ?? began }
-                    event = .connected(outcome)
+                    event = .connected(await waits { await connectCheck() })
                 case .probe(let timeout):
                     let probed = clock.monotonicNs()
                     let answer = await waits { await probe(timeout: timeout) }
-                    // A probe may have waited on board for the link: its answer is what is known.
-                    if answer == .server { returnSeen = returnSeen ?? clock.now() }
                     event = .probed(answer, tookNs: clock.monotonicNs() - probed)
                 case .sleep(let until, let earliestOnChange):
                     await waits {

@@ -224,12 +224,9 @@ extension DestinationLoop {
                     event = .turn(
                         route: gate?.routeGeneration(for: name) ?? 0, restriction: gate?.restriction(for: name))
                 case .backOff(let reason, let retryAfter, let transport):
-                    var returnSeen: RelayInstant?
-                    let how = await link.backOff(
-                        reason: reason, retryAfter: retryAfter, transport: transport, backoff: &loop.backoff,
-                        returnSeen: &returnSeen)
-                    if let returnSeen, how != .cancelled { order.linkReturned(at: returnSeen) }
-                    event = .resumed(how)
+                    event = .resumed(
+                        await link.backOff(
+                            reason: reason, retryAfter: retryAfter, transport: transport, backoff: &loop.backoff))
                 case .pause(let seconds):
                     await link.waits {
                         await clock.sleep(for: .milliseconds(CheckedNumbers.milliseconds(seconds: seconds) ?? 0))

@@ -88,47 +88,6 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
         }
     }
 
-    /// Begins a connection as `open` makes one, without waiting for its handshake: it ends on
-    /// the link's time (`LinkEvent.Kind.handshake`), and a SYN the link loses is tried again after
-    /// 1, 2, 4… seconds until the connect timeout, as the kernel does.
-    package func connect() throws(ConnectionFailure) -> any RoundConnection {
-        let begun: Result<Int, ConnectionFailure> = network.locked { state in
-            state.counters.opened += 1
-            let now = network.clock.now()
-            switch opening(&state) {
-            case .open(let id):
-                return .success(id)
-            case .across(let id):
-                state.connections[id]?.handshaking = true
-                state.events.push(LinkEvent(at: now + network.link.roundTrip, kind: .handshake(id, .done)))
-                return .success(id)
-            case .refused(let after):
-                guard after > .zero else { return .failure(ConnectionFailure("Failed to connect: Connection refused")) }
-                let id = Self.handshaking(server, &state)
-                state.events.push(
-                    LinkEvent(at: now + after, kind: .handshake(id, .failed("Failed to connect: Connection refused"))))
-                return .success(id)
-            case .unanswered:
-                let id = Self.handshaking(server, &state)
-                state.connections[id]?.retries = LinkConnection.Retries(
-                    next: now + .seconds(1), backoff: .seconds(2), deadline: now + connectTimeout,
-                    timeout: connectTimeout)
-                state.events.push(LinkEvent(at: now + .seconds(1), kind: .handshake(id, .retry)))
-                return .success(id)
-            }
-        }
-        let id = try begun.get()
-        return SimulatedConnection(network: network, id: id)
-    }
-
-    private static func handshaking(_ server: SimulatedServer, _ state: inout SimulatedNetwork.State) -> Int {
-        state.nextConnection += 1
-        var connection = LinkConnection(server: server)
-        connection.handshaking = true
-        state.connections[state.nextConnection] = connection
-        return state.nextConnection
-    }
-
     private enum Opening {
         case open(Int)
         case across(Int)
@@ -188,7 +147,7 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
         -> [ConnectionReadiness]
     {
         asked.enumerated().compactMap { index, entry in
-            guard let connection = state.connections[entry.0], !connection.handshaking else { return nil }
+            guard let connection = state.connections[entry.0] else { return nil }
             let writable = entry.1 && (connection.failure != nil || connection.room(at: now) > 0)
             let readable = !connection.inbox.isEmpty || connection.peerClosed || connection.failure != nil
             return readable || writable ? ConnectionReadiness(index: index, writable: writable) : nil
@@ -261,17 +220,7 @@ final class SimulatedConnection: RoundConnection, @unchecked Sendable {
 
     var isQuiet: Bool {
         network.locked { state in
-            state.connections[id].map { !$0.handshaking && $0.failure == nil && !$0.peerClosed && $0.inbox.isEmpty }
-                ?? false
-        }
-    }
-
-    var progress: ConnectProgress {
-        network.locked { state in
-            guard let connection = state.connections[id] else { return .failed("closed") }
-            if connection.handshaking { return .connecting }
-            if connection.neverOpened, let failure = connection.failure { return .failed(failure) }
-            return .open
+            state.connections[id].map { $0.failure == nil && !$0.peerClosed && $0.inbox.isEmpty } ?? false
         }
     }
 }
@@ -296,18 +245,6 @@ struct LinkConnection {
     var lingering = false
     var clientClosed = false
     var lastReplyAt = RelayInstant.origin
-    /// Begun by `SimulatedConnector.connect`, its handshake not over; `neverOpened`: it failed.
-    var handshaking = false
-    var neverOpened = false
-    /// A handshake the link loses: when the SYN goes again, and until when.
-    var retries: Retries?
-
-    struct Retries {
-        var next: RelayInstant
-        var backoff: Duration
-        let deadline: RelayInstant
-        let timeout: Duration
-    }
 
     init(server: SimulatedServer) {
         self.server = server
@@ -336,21 +273,13 @@ struct LinkEvent {
         case toClient(Int, [UInt8])
         case finToClient(Int)
         case resetToClient(Int)
-        /// A handshake `connect` began: over, failed, or its SYN to go again.
-        case handshake(Int, Handshake)
-    }
-
-    enum Handshake {
-        case done
-        case failed(String)
-        case retry
     }
 
     /// Arriving at one end from the other (what a satellite that is down holds or loses), not
     /// something a server does on its own side.
     var crossesTheLink: Bool {
         switch kind {
-        case .serverSends, .serverCloses, .handshake: false
+        case .serverSends, .serverCloses: false
         default: true
         }
     }

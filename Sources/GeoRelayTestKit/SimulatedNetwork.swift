@@ -390,60 +390,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
             guard state.connections[id]?.failure == nil else { return }
             state.connections[id]?.failure = "Connection reset by peer"
             state.counters.resets += 1
-        case .handshake(let id, let step):
-            handshake(id, step, now: now, state: &state)
         }
-    }
-
-    /// A handshake `SimulatedConnector.connect` began: it ends, fails, or its SYN goes again into
-    /// whatever the link is then.
-    private func handshake(_ id: Int, _ step: LinkEvent.Handshake, now: RelayInstant, state: inout State) {
-        guard var connection = state.connections[id], connection.handshaking else { return }
-        switch step {
-        case .done:
-            connection.handshaking = false
-        case .failed(let message):
-            connection.handshaking = false
-            connection.neverOpened = true
-            connection.failure = message
-        case .retry:
-            guard var retries = connection.retries else { return }
-            switch state.down {
-            case .refuse?:
-                return handshake(id, .failed("Failed to connect: Connection refused"), now: now, state: &state)
-            case .close?:
-                connection.handshaking = false
-                connection.peerClosed = true
-            case .hold?:
-                connection.handshaking = false
-                connection.heldOpen = true
-            case .drop?:
-                retries.next = retries.next + retries.backoff
-                retries.backoff = retries.backoff * 2
-                connection.retries = retries
-                if retries.next >= retries.deadline {
-                    let ms = retries.timeout / .milliseconds(1)
-                    state.events.push(
-                        LinkEvent(
-                            at: retries.deadline,
-                            kind: .handshake(id, .failed("Failed to connect: Connection timed out after \(Int(ms)) ms"))
-                        ))
-                } else {
-                    state.events.push(LinkEvent(at: retries.next, kind: .handshake(id, .retry)))
-                }
-            case nil:
-                guard connection.server.listening else {
-                    state.events.push(
-                        LinkEvent(
-                            at: now + link.roundTrip,
-                            kind: .handshake(id, .failed("Failed to connect: Connection refused"))))
-                    break
-                }
-                state.events.push(LinkEvent(at: now + link.oneWay, kind: .accept(id)))
-                state.events.push(LinkEvent(at: now + link.roundTrip, kind: .handshake(id, .done)))
-            }
-        }
-        state.connections[id] = connection
     }
 
     /// A session's replies, each after its processing time and never before the one before it.

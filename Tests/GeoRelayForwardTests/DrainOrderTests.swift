@@ -26,21 +26,6 @@ struct DrainOrderTests {
         #expect(!order.currentAhead(at: start + .seconds(37)))
     }
 
-    /// The backfill after an outage counts from when the link was seen back, not from the first
-    /// round after the probe that proved it: the current positions are due that much sooner.
-    @Test func aBackfillCountsFromTheLinksReturn() {
-        var order = DrainOrder(setting: .auto, currentWithinSeconds: 10)
-        order.linkFailed()
-        order.linkReturned(at: start)
-        order.observe(.backlog, backfilling: true, at: start + .seconds(2))
-        #expect(order.historyLeft(at: start + .seconds(2)) == .seconds(6))
-        #expect(order.currentAhead(at: start + .seconds(8)))
-        // Drained, the next backfill (no outage before it) counts from its first round.
-        order.observe(.backlog, backfilling: false, at: start + .seconds(20))
-        order.observe(.backlog, backfilling: true, at: start + .seconds(30))
-        #expect(order.historyLeft(at: start + .seconds(30)) == .seconds(8))
-    }
-
     /// After a restart the order starts afresh, and at its give-way every newest is at the server
     /// already: that is a give-way done. Waiting for one left no history time in every later
     /// round, and each ended as it began (`RestartDrainTests`).

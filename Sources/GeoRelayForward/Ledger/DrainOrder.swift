@@ -26,8 +26,6 @@ struct DrainOrder: Sendable {
     private(set) var since: RelayInstant?
     /// The current positions went ahead in this backfill: what is left is history to the server.
     private(set) var gaveWay = false
-    /// When the link was last seen back, until the backfill after it begins.
-    private var returnedAt: RelayInstant?
     /// How long the last round of current positions took.
     private var aheadRound = Duration.zero
 
@@ -66,8 +64,7 @@ struct DrainOrder: Sendable {
         switch kind {
         case .backlog?, .current?, nil:
             if backfilling || kind == .current {
-                if since == nil { since = min(now, returnedAt ?? now) }
-                returnedAt = nil
+                if since == nil { since = now }
                 if kind == .current || currentAtServer { gaveWay = true }
             } else {
                 since = nil
@@ -122,13 +119,6 @@ struct DrainOrder: Sendable {
     mutating func linkFailed() {
         since = nil
         gaveWay = false
-    }
-
-    /// The link was seen back at `instant` (the check that first crossed it began then): the
-    /// backfill that follows counts from there, so the current positions reach the server within
-    /// `currentWithin` of the return, not of the first round after the probe that proved it.
-    mutating func linkReturned(at instant: RelayInstant) {
-        returnedAt = instant
     }
 }
 

@@ -74,10 +74,9 @@ final class PushEngine {
         carried.depth.reset()
     }
 
-    /// The path may not be the one that comes back: its depth is measured anew, on a new
-    /// connection (one a terminal dropped everything on looks open and carries nothing).
+    /// The path may not be the one that comes back: its depth is measured anew.
     func linkFailed() {
-        closeConnections()
+        carried.depth.reset()
     }
 }
 
