@@ -346,7 +346,7 @@ extension SimulatedConnector {
     package var authTransport: NetworkAuthTransport {
         let checks = sibling()
         return NetworkAuthTransport { [network, family] request in
-            let timeout = Duration.milliseconds(Int64(min(max(request.timeoutSeconds, 0), 86_400) * 1000))
+            let timeout = Duration.milliseconds(CheckedNumbers.milliseconds(seconds: request.timeoutSeconds) ?? 30_000)
             return await network.check(family: family) {
                 NetworkChecks.exchange(request, over: checks, timeout: timeout, clock: network.clock).result
             } ?? .failure(NetworkAuthTransport.abandoned)

@@ -195,9 +195,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
 
     /// Every check under way is parked on the clock, waiting only for time.
     var checksWait: Bool {
-        parked.withLock {
-            checksUnderWay.values.reduce(0, +) == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled }.count
-        }
+        parked.withLock { checksUnderWay.values.reduce(0, +) == parkedChecks(of: nil) }
     }
 
     /// Whether `family`'s destination has checks under way, every one parked on the clock: a round
@@ -205,10 +203,14 @@ package final class SimulatedNetwork: @unchecked Sendable {
     func checksParked(family: Int) -> Bool {
         parked.withLock {
             let underWay = checksUnderWay[family] ?? 0
-            return underWay > 0
-                && underWay
-                    == parkedWaiters.filter { $0.key < 0 && !$0.value.signalled && families[$0.key] == family }.count
+            return underWay > 0 && underWay == parkedChecks(of: family)
         }
+    }
+
+    /// Check threads parked on the clock and not woken, of `family` (nil: of every destination);
+    /// under `parked`'s lock.
+    private func parkedChecks(of family: Int?) -> Int {
+        parkedWaiters.count { $0.key < 0 && !$0.value.signalled && (family == nil || families[$0.key] == family) }
     }
 
     /// Wakes a parked thread (every one without `key`); until it parks again it is not idle.
