@@ -33,25 +33,25 @@ package final class DestinationLink: Sendable {
         inRound.store(true, ordering: .releasing)
     }
     func roundEnded() { inRound.store(false, ordering: .releasing) }
-    /// Waits under way for time, a wake or the link (a backoff, an idle wait, a probe): a
-    /// simulation moves its clock only while every destination is in one, or in a round that waits
-    /// on the network. `changes` counts entries and exits, so a wait left and entered again between
-    /// two looks is seen.
+    /// Waits registered and not yet woken, for time, a wake or the link (a backoff, an idle wait,
+    /// a probe): a simulation moves its clock only while every destination is in one, or in a
+    /// round that waits on the network. `changes` counts entries and exits, so a wait left and
+    /// entered again between two looks is seen.
     private let waitsUnderWay = Atomic<Int>(0)
     private let waitChanges = Atomic<Int>(0)
     package var waiting: (now: Bool, changes: Int) {
         (waitsUnderWay.load(ordering: .acquiring) > 0, waitChanges.load(ordering: .acquiring))
     }
 
-    /// Runs `body`, a wait for time, a wake or the link, marked as one.
+    /// Runs `body`, one wait for time, a wake or the link, marked as one (`WaitMark`): it counts
+    /// from the moment its primitive registers it until the moment it is woken.
     func waits<T>(_ body: () async -> T) async -> T {
-        waitChanges.add(1, ordering: .relaxed)
-        waitsUnderWay.add(1, ordering: .releasing)
-        defer {
-            waitsUnderWay.subtract(1, ordering: .releasing)
-            waitChanges.add(1, ordering: .relaxed)
+        let mark = WaitMark { [self] waits in
+            waitsUnderWay.add(waits ? 1 : -1, ordering: .releasing)
+            waitChanges.add(1, ordering: .releasing)
         }
-        return await body()
+        defer { mark.end() }
+        return await WaitMark.$current.withValue(mark) { await body() }
     }
 
     /// A destination's own probe, for a protocol an empty GET cannot reach (Traccar's Teltonika
@@ -155,17 +155,17 @@ package final class DestinationLink: Sendable {
                     let answer = await waits { await probe(timeout: timeout) }
                     event = .probed(answer, tookNs: clock.monotonicNs() - probed)
                 case .sleep(let until, let earliestOnChange):
-                    await waits {
-                        if let changes, let earliestOnChange {
-                            // A wake that came while the attempt ran is taken now (the change may be
-                            // what let it fail); half a second between attempts however the kernel chatters.
-                            let now = clock.monotonicNs()
+                    if let changes, let earliestOnChange {
+                        // A wake that came while the attempt ran is taken now (the change may be
+                        // what let it fail); half a second between attempts however the kernel chatters.
+                        let now = clock.monotonicNs()
+                        await waits {
                             await changes.wait(
                                 timeout: .nanoseconds(Int64(clamping: until > now ? until - now : 0)), clock: clock)
-                            await clock.sleep(untilNs: min(until, earliestOnChange))
-                        } else {
-                            await clock.sleep(untilNs: until)
                         }
+                        await waits { await clock.sleep(untilNs: min(until, earliestOnChange)) }
+                    } else {
+                        await waits { await clock.sleep(untilNs: until) }
                     }
                     event = .woke
                 case .resume(let how):

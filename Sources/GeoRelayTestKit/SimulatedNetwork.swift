@@ -187,9 +187,20 @@ package final class SimulatedNetwork: @unchecked Sendable {
 
     /// Runs a check of `family`'s destination (`body`, blocking) on a thread of its own: the world
     /// waits for it to park on the clock before moving it.
+    /// The check is the wait of the destination's `WaitMark`, if it runs in one: until its task has
+    /// taken the result, the count of checks under way keeps the world from moving.
     func check<T: Sendable>(family: Int, _ body: @escaping @Sendable () -> T) async -> T? {
-        parked.withLock { checksUnderWay[family, default: 0] += 1 }
-        defer { parked.withLock { checksUnderWay[family, default: 1] -= 1 } }
+        let mark = WaitMark.current
+        parked.withLock {
+            checksUnderWay[family, default: 0] += 1
+            mark?.begin()
+        }
+        defer {
+            parked.withLock {
+                mark?.end()
+                checksUnderWay[family, default: 1] -= 1
+            }
+        }
         return try? await offThePool(body)
     }
 

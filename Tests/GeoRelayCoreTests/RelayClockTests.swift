@@ -1,4 +1,5 @@
 import GeoRelayCore
+import Synchronization
 import Testing
 
 /// The clock the tests and the simulation move: sleepers wake when time reaches them, in order,
@@ -25,6 +26,33 @@ struct RelayClockTests {
         }
         #expect(await woken.order == [10, 20, 30])
         #expect(clock.nowMs() == 1_784_953_830_000)
+    }
+
+    /// A wait's mark ends the moment the clock or a signal wakes it, before its task runs again:
+    /// a simulation that looked after the wake and saw the part still waiting would move time on.
+    @Test func aWaitsMarkEndsWhenItIsWokenNotWhenItsTaskRuns() async {
+        let clock = SimulatedClock(wallMs: 1_784_953_800_000)
+        let signal = WakeSignal()
+        let events = Mutex<[Bool]>([])
+        let mark = { WaitMark { waits in events.withLock { $0.append(waits) } } }
+        let byClock = mark()
+        let bySignal = mark()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await WaitMark.$current.withValue(byClock) { await clock.sleep(for: .seconds(5)) } }
+            group.addTask {
+                await WaitMark.$current.withValue(bySignal) { await signal.wait(timeout: .seconds(60), clock: clock) }
+            }
+            // Bounded: both waits registered within ten seconds of real time.
+            for _ in 0..<1000 where events.withLock({ $0.count }) < 2 { try? await Task.sleep(for: .milliseconds(10)) }
+            #expect(events.withLock { $0 } == [true, true], "both waits registered, once each")
+            clock.advance(by: .seconds(5))
+            #expect(events.withLock { $0 } == [true, true, false], "the clock's wake ended its wait at once")
+            signal.signal()
+            #expect(events.withLock { $0 } == [true, true, false, false], "the signal ended its wait at once")
+        }
+        // Left after its wake: nothing more.
+        byClock.end()
+        #expect(events.withLock { $0.count } == 4)
     }
 
     @Test func aWallClockStepMovesNoDurationAndAPastDeadlineReturnsAtOnce() async {

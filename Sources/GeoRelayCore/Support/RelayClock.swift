@@ -158,11 +158,21 @@ package final class SimulatedClock: RelayClock {
             state.nextID += 1
             return state.nextID
         }
+        let mark = WaitMark.current
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now: Bool = state.withLock { state in
                     if deadlineNs <= state.monotonicNs || Task.isCancelled { return true }
-                    state.sleepers.append((deadlineNs, id, { continuation.resume() }))
+                    // Registered under the lock, so a move of the clock sees the part waiting.
+                    mark?.begin()
+                    state.sleepers.append(
+                        (
+                            deadlineNs, id,
+                            {
+                                mark?.end()
+                                continuation.resume()
+                            }
+                        ))
                     return false
                 }
                 if now { continuation.resume() }

@@ -9,6 +9,8 @@ package final class WakeSignal: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// The waiter's `WaitMark`: ended by the signal itself, before the waiter runs again.
+        var mark: WaitMark?
     }
 
     private let state = Mutex(State())
@@ -19,6 +21,8 @@ package final class WakeSignal: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.mark?.end()
+                state.mark = nil
                 return waiter
             }
             state.pending = true
@@ -40,6 +44,7 @@ package final class WakeSignal: Sendable {
 
     /// Returns when signalled or when the task is cancelled.
     package func wait() async {
+        let mark = WaitMark.current
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let waits = state.withLock { state -> Bool in
@@ -48,6 +53,8 @@ package final class WakeSignal: Sendable {
                         return false
                     }
                     state.waiter = continuation
+                    state.mark = mark
+                    mark?.begin()
                     return true
                 }
                 if !waits { continuation.resume() }
@@ -70,7 +77,10 @@ package final class WakeSignal: Sendable {
 
     private func expire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            defer { state.waiter = nil }
+            defer {
+                state.waiter = nil
+                state.mark = nil
+            }
             return state.waiter
         }
         waiter?.resume()
