@@ -116,6 +116,10 @@ package final class FakeTeltonikaServer: Sendable {
         return listener.port
     }
     package var positions: [Stored] { state.withLock { $0.positions } }
+    /// The positions stored after the first `start`: a long wait looks at what is new, not at all.
+    package func positions(from start: Int) -> ArraySlice<Stored> {
+        state.withLock { $0.positions[min(start, $0.positions.count)...] }
+    }
 
     /// What Traccar made of the positions in the order they came (`TraccarModel`).
     package func traccar(bufferingMs: Int64 = 0) -> TraccarModel {

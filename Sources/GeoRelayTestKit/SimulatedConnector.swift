@@ -18,10 +18,17 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
 
     /// - Parameter checksOf: the destination (its driver's id) whose checks' way this is
     ///   (`sibling`): its threads park as checks.
-    init(network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration, checksOf family: Int? = nil) {
+    /// Whether `connect` lets handshakes run beside the driver (`SimulatedNetwork.connector`).
+    private let concurrentHandshakes: Bool
+
+    init(
+        network: SimulatedNetwork, server: SimulatedServer, connectTimeout: Duration, checksOf family: Int? = nil,
+        concurrentHandshakes: Bool = false
+    ) {
         self.network = network
         self.server = server
         self.connectTimeout = connectTimeout
+        self.concurrentHandshakes = concurrentHandshakes
         id = family != nil ? -network.newConnector() : network.newConnector()
         self.family = family ?? id
         if let family { network.register(check: id, family: family) }
@@ -88,6 +95,48 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
         }
     }
 
+    /// Begins a connection as `open` makes one, without waiting for its handshake: it ends on
+    /// the link's time (`LinkEvent.Kind.handshake`), and a SYN the link loses is tried again after
+    /// 1, 2, 4… seconds until the connect timeout, as the kernel does.
+    package func connect() throws(ConnectionFailure) -> any RoundConnection {
+        guard concurrentHandshakes else { return try open() }
+        let begun: Result<Int, ConnectionFailure> = network.locked { state in
+            state.counters.opened += 1
+            let now = network.clock.now()
+            switch opening(&state) {
+            case .open(let id):
+                return .success(id)
+            case .across(let id):
+                state.connections[id]?.handshaking = true
+                state.events.push(LinkEvent(at: now + network.link.roundTrip, kind: .handshake(id, .done)))
+                return .success(id)
+            case .refused(let after):
+                guard after > .zero else { return .failure(ConnectionFailure("Failed to connect: Connection refused")) }
+                let id = Self.handshaking(server, &state)
+                state.events.push(
+                    LinkEvent(at: now + after, kind: .handshake(id, .failed("Failed to connect: Connection refused"))))
+                return .success(id)
+            case .unanswered:
+                let id = Self.handshaking(server, &state)
+                state.connections[id]?.retries = LinkConnection.Retries(
+                    next: now + .seconds(1), backoff: .seconds(2), deadline: now + connectTimeout,
+                    timeout: connectTimeout)
+                state.events.push(LinkEvent(at: now + .seconds(1), kind: .handshake(id, .retry)))
+                return .success(id)
+            }
+        }
+        let id = try begun.get()
+        return SimulatedConnection(network: network, id: id)
+    }
+
+    private static func handshaking(_ server: SimulatedServer, _ state: inout SimulatedNetwork.State) -> Int {
+        state.nextConnection += 1
+        var connection = LinkConnection(server: server)
+        connection.handshaking = true
+        state.connections[state.nextConnection] = connection
+        return state.nextConnection
+    }
+
     private enum Opening {
         case open(Int)
         case across(Int)
@@ -147,7 +196,7 @@ package final class SimulatedConnector: RoundNetwork, @unchecked Sendable {
         -> [ConnectionReadiness]
     {
         asked.enumerated().compactMap { index, entry in
-            guard let connection = state.connections[entry.0] else { return nil }
+            guard let connection = state.connections[entry.0], !connection.handshaking else { return nil }
             let writable = entry.1 && (connection.failure != nil || connection.room(at: now) > 0)
             let readable = !connection.inbox.isEmpty || connection.peerClosed || connection.failure != nil
             return readable || writable ? ConnectionReadiness(index: index, writable: writable) : nil
@@ -220,95 +269,18 @@ final class SimulatedConnection: RoundConnection, @unchecked Sendable {
 
     var isQuiet: Bool {
         network.locked { state in
-            state.connections[id].map { $0.failure == nil && !$0.peerClosed && $0.inbox.isEmpty } ?? false
-        }
-    }
-}
-
-/// A connection as the link carries it.
-struct LinkConnection {
-    let server: SimulatedServer
-    var session: (any SimulatedSession)?
-    /// Arrived and not read by the client.
-    var inbox: [UInt8] = []
-    var peerClosed = false
-    /// Set: every call fails with it (a reset).
-    var failure: String?
-    /// Bytes written, each write with when its last byte leaves the sending end.
-    var unsent: [(leaves: RelayInstant, count: Int)] = []
-    /// Accepted on board by a `hold` terminal, not yet across the link; what it was sent meanwhile.
-    var heldOpen = false
-    var heldOutput: [UInt8] = []
-    /// A `drop` terminal's: nothing crosses either way, ever again.
-    var silenced = false
-    var serverClosed = false
-    var lingering = false
-    var clientClosed = false
-    var lastReplyAt = RelayInstant.origin
-
-    init(server: SimulatedServer) {
-        self.server = server
-    }
-
-    var isFinished: Bool { failure != nil || clientClosed }
-
-    /// What the send buffer takes now.
-    func room(at now: RelayInstant) -> Int {
-        max(0, SimulatedNetwork.sendBuffer - unsent.lazy.filter { $0.leaves > now }.reduce(0) { $0 + $1.count })
-    }
-}
-
-/// Something that happens on the link at an instant.
-struct LinkEvent {
-    var at: RelayInstant
-    var kind: Kind
-
-    enum Kind {
-        /// The handshake reached the server.
-        case accept(Int)
-        case toServer(Int, [UInt8])
-        /// The server's answer leaves it (after its processing time).
-        case serverSends(Int, [UInt8])
-        case serverCloses(Int, lingering: Bool, reset: Bool)
-        case toClient(Int, [UInt8])
-        case finToClient(Int)
-        case resetToClient(Int)
-    }
-
-    /// Arriving at one end from the other (what a satellite that is down holds or loses), not
-    /// something a server does on its own side.
-    var crossesTheLink: Bool {
-        switch kind {
-        case .serverSends, .serverCloses: false
-        default: true
+            state.connections[id].map { !$0.handshaking && $0.failure == nil && !$0.peerClosed && $0.inbox.isEmpty }
+                ?? false
         }
     }
 
-    func retimed(_ instant: RelayInstant) -> LinkEvent { LinkEvent(at: instant, kind: kind) }
-}
-
-/// Events in time order, those at the same instant in the order they were pushed.
-struct EventQueue {
-    private var events: [(event: LinkEvent, order: Int)] = []
-    private var pushed = 0
-
-    var first: LinkEvent? { events.first?.event }
-
-    mutating func push(_ event: LinkEvent) {
-        pushed += 1
-        // After every event at or before its instant: binary search for the first one later.
-        var low = 0
-        var high = events.count
-        while low < high {
-            let middle = (low + high) / 2
-            if events[middle].event.at <= event.at { low = middle + 1 } else { high = middle }
+    var progress: ConnectProgress {
+        network.locked { state in
+            guard let connection = state.connections[id] else { return .failed("closed") }
+            if connection.handshaking { return .connecting }
+            if connection.neverOpened, let failure = connection.failure { return .failed(failure) }
+            return .open
         }
-        events.insert((event, pushed), at: low)
-    }
-
-    mutating func popDue(_ now: RelayInstant) -> LinkEvent? {
-        guard let first = events.first, first.event.at <= now else { return nil }
-        return events.removeFirst().event
     }
 }
 

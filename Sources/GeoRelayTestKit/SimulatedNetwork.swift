@@ -91,10 +91,14 @@ package final class SimulatedNetwork: @unchecked Sendable {
     }
 
     /// A driver's way onto the link, to `service` (nil: nothing listens there).
-    package func connector(to service: (any SimulatedService)?, connectTimeout: Duration = .seconds(10))
-        -> SimulatedConnector
-    {
-        SimulatedConnector(network: self, server: SimulatedServer(service), connectTimeout: connectTimeout)
+    /// - Parameter concurrentHandshakes: `connect` lets handshakes run beside the driver, as the
+    ///   daemon's network does for Teltonika's rounds; otherwise it opens as `open` does.
+    package func connector(
+        to service: (any SimulatedService)?, connectTimeout: Duration = .seconds(10), concurrentHandshakes: Bool = false
+    ) -> SimulatedConnector {
+        SimulatedConnector(
+            network: self, server: SimulatedServer(service), connectTimeout: connectTimeout,
+            concurrentHandshakes: concurrentHandshakes)
     }
 
     package var counters: Counters { locked { $0.counters } }
@@ -403,7 +407,60 @@ package final class SimulatedNetwork: @unchecked Sendable {
             guard state.connections[id]?.failure == nil else { return }
             state.connections[id]?.failure = "Connection reset by peer"
             state.counters.resets += 1
+        case .handshake(let id, let step):
+            handshake(id, step, now: now, state: &state)
         }
+    }
+
+    /// A handshake `SimulatedConnector.connect` began: it ends, fails, or its SYN goes again into
+    /// whatever the link is then.
+    private func handshake(_ id: Int, _ step: LinkEvent.Handshake, now: RelayInstant, state: inout State) {
+        guard var connection = state.connections[id], connection.handshaking else { return }
+        switch step {
+        case .done:
+            connection.handshaking = false
+        case .failed(let message):
+            connection.handshaking = false
+            connection.neverOpened = true
+            connection.failure = message
+        case .retry:
+            guard var retries = connection.retries else { return }
+            switch state.down {
+            case .refuse?:
+                return handshake(id, .failed("Failed to connect: Connection refused"), now: now, state: &state)
+            case .close?:
+                connection.handshaking = false
+                connection.peerClosed = true
+            case .hold?:
+                connection.handshaking = false
+                connection.heldOpen = true
+            case .drop?:
+                retries.next = retries.next + retries.backoff
+                retries.backoff = retries.backoff * 2
+                connection.retries = retries
+                if retries.next >= retries.deadline {
+                    let ms = retries.timeout / .milliseconds(1)
+                    state.events.push(
+                        LinkEvent(
+                            at: retries.deadline,
+                            kind: .handshake(id, .failed("Failed to connect: Connection timed out after \(Int(ms)) ms"))
+                        ))
+                } else {
+                    state.events.push(LinkEvent(at: retries.next, kind: .handshake(id, .retry)))
+                }
+            case nil:
+                guard connection.server.listening else {
+                    state.events.push(
+                        LinkEvent(
+                            at: now + link.roundTrip,
+                            kind: .handshake(id, .failed("Failed to connect: Connection refused"))))
+                    break
+                }
+                state.events.push(LinkEvent(at: now + link.oneWay, kind: .accept(id)))
+                state.events.push(LinkEvent(at: now + link.roundTrip, kind: .handshake(id, .done)))
+            }
+        }
+        state.connections[id] = connection
     }
 
     /// A session's replies, each after its processing time and never before the one before it.
@@ -423,44 +480,5 @@ package final class SimulatedNetwork: @unchecked Sendable {
             }
         }
         state.connections[id]?.lastReplyAt = at
-    }
-}
-
-/// A server as the network knows it: its service, and whether it listens.
-package final class SimulatedServer: @unchecked Sendable {
-    let service: (any SimulatedService)?
-    private let lock = NSLock()
-    private var listeningFlag = true
-
-    init(_ service: (any SimulatedService)?) {
-        self.service = service
-    }
-
-    /// Whether anything listens (a server stopped refuses, after a round trip).
-    var listening: Bool {
-        get { lock.withLock { listeningFlag && service != nil } }
-        set { lock.withLock { listeningFlag = newValue } }
-    }
-
-    func accept(number: Int) -> (any SimulatedSession)? { service?.accept(connection: number) }
-}
-
-extension SimulatedNetwork {
-    /// The link broken as `FaultProxy`'s `mode` breaks it on loopback: a terminal's ways while its
-    /// satellite is down (`TerminalKind`), or the far end's (`ServerFault`); `.pass`: neither.
-    package func setBroken(_ mode: FaultProxy.Mode) {
-        switch mode {
-        case .pass:
-            setDown(nil)
-            setFault(nil)
-        case .refuse: setDown(.refuse)
-        case .closeAtOnce: setDown(.close)
-        case .hold: setDown(.hold)
-        case .drop: setDown(.drop)
-        case .blackHole: setFault(.blackHole)
-        case .closeAfterRequest: setFault(.closeAfterRequest)
-        case .resetMidRequest: setFault(.resetMidRequest)
-        case .resetMidResponse: setFault(.resetMidResponse)
-        }
     }
 }

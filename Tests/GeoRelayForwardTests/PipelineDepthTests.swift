@@ -36,6 +36,31 @@ import Testing
         #expect(depth.depth(batchBytes: 7_000) == 2)
     }
 
+    /// The shortest answer carries its own batch's transfer: batches of one size alone measure
+    /// no rate (a first round of full frames after an outage measured 6 times the link), a larger
+    /// one measures what its extra bytes took.
+    @Test func batchesOfOneSizeAloneMeasureNoRate() {
+        var depth = PipelineDepth(ceiling: 8)
+        depth.answered(bytes: 10_000, elapsed: .seconds(0.6 + 10_000 / 32_000.0), spacing: nil)
+        depth.answered(bytes: 10_000, elapsed: .seconds(0.6 + 10_000 / 32_000.0 + 0.05), spacing: nil)
+        #expect(depth.secondsPerByte == nil)
+        depth.answered(bytes: 30_000, elapsed: .seconds(0.6 + 30_000 / 32_000.0), spacing: nil)
+        let rate = depth.secondsPerByte.map { 1 / $0 } ?? 0
+        #expect(abs(rate - 32_000) < 100, "\(rate) bytes a second")
+    }
+
+    /// What a destination keeps on the wire across its connections: two batches before anything
+    /// is measured (or TCP's first window, if more), then the link's bandwidth-delay product and
+    /// two batches more.
+    @Test func bytesOnTheWireAreTheLinksProductAndTwoBatches() {
+        #expect(PipelineDepth(ceiling: 8).bytesOnTheWire(batchBytes: 10_000) == 20_000)
+        #expect(PipelineDepth(ceiling: 8).bytesOnTheWire(batchBytes: 100) == PipelineDepth.initialWindow)
+        let depth = Self.measured(roundTrip: 0.6, bytesPerSecond: 32_000, batch: 5_000)
+        let held = depth.bytesOnTheWire(batchBytes: 10_000)
+        // The round trip is the small batch's answer, its own transfer in it: a few hundred bytes more.
+        #expect(abs(held - (19_200 + 20_000)) < 500, "\(held)")
+    }
+
     @Test func aResetForgetsThePath() {
         var depth = Self.measured(roundTrip: 0.6, bytesPerSecond: 32_000, batch: 5_000)
         depth.reset()

@@ -78,7 +78,8 @@ final class SimulatedForwardFixture: @unchecked Sendable {
         configure(&settings)
         connector = world.network.connector(
             to: transport == .teltonika ? teltonika : server,
-            connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)))
+            connectTimeout: .milliseconds(Int64(settings.connectTimeoutSeconds * 1000)),
+            concurrentHandshakes: transport == .teltonika)
         try await spool.register(destinations: [
             DestinationRegistration(name: settings.name, buffered: settings.buffer)
         ])

@@ -1,5 +1,6 @@
 import GeoRelayCore
 import Glibc
+import Synchronization
 
 /// The daemon's network under the rounds: connections libcurl opens and secures (DNS, TCP, TLS
 /// and certificate checks: `CurlConnection`), waited on with the kernel's `poll` beside a wake
@@ -13,11 +14,15 @@ final class CurlNetwork: RoundNetwork {
     private let clock: any RelayClock
     private let wakeup: WakePipe
     private var descriptors: [pollfd] = []
+    /// Whether `connect` lets handshakes run beside the driver (a Teltonika fleet's connections);
+    /// false, it opens as `open` does, in the driver's turn (one lane's connection at a time).
+    private let concurrentHandshakes: Bool
 
     init(
         url: String, tls: Configuration.TLSSettings, connectTimeoutSeconds: Double, meter: WireMeter?,
-        spare: SpareConnection?, clock: any RelayClock
+        spare: SpareConnection?, clock: any RelayClock, concurrentHandshakes: Bool = false
     ) throws {
+        self.concurrentHandshakes = concurrentHandshakes
         self.url = url
         self.tls = tls
         self.connectTimeoutSeconds = connectTimeoutSeconds
@@ -45,6 +50,21 @@ final class CurlNetwork: RoundNetwork {
         }
     }
 
+    /// Begins a connection whose handshake (DNS, TCP, TLS: libcurl's connect blocks) runs on a
+    /// thread of its own; the wake pipe ends the driver's poll when it is over. The connection the
+    /// link's return check kept goes first, open already.
+    func connect() throws(ConnectionFailure) -> any RoundConnection {
+        guard concurrentHandshakes else { return try open() }
+        if let kept = spare?.take(now: clock.now()) { return CurlRoundConnection(kept) }
+        do throws(CurlError) {
+            let connection = try CurlConnection(
+                url: url, tls: tls, connectTimeoutSeconds: connectTimeoutSeconds, meter: meter, clock: clock)
+            return CurlRoundConnection(handshake: CurlHandshake(connection, done: wakeup.signal))
+        } catch {
+            throw ConnectionFailure(error.message)
+        }
+    }
+
     func wait(_ polled: [(connection: any RoundConnection, writing: Bool)], until deadline: RelayInstant?)
         -> [ConnectionReadiness]
     {
@@ -52,7 +72,8 @@ final class CurlNetwork: RoundNetwork {
         descriptors.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0))
         for (connection, writing) in polled {
             // Only this network's connections are handed to it.
-            let descriptor = (connection as? CurlRoundConnection)?.curl.descriptor ?? -1
+            // A connection still in its handshake has no descriptor yet: poll skips a negative one.
+            let descriptor = (connection as? CurlRoundConnection)?.curl?.descriptor ?? -1
             descriptors.append(
                 pollfd(fd: descriptor, events: Int16(POLLIN) | (writing ? Int16(POLLOUT) : 0), revents: 0))
         }
@@ -80,15 +101,32 @@ final class CurlNetwork: RoundNetwork {
 @available(*, unavailable)
 extension CurlNetwork: Sendable {}
 
-/// A libcurl connection behind the seam: its errors as the round reads them.
+/// A libcurl connection behind the seam: its errors as the round reads them. One `connect`
+/// began is not usable until its handshake is over (`progress`).
 final class CurlRoundConnection: RoundConnection {
-    let curl: CurlConnection
+    private var opened: CurlConnection?
+    private let handshake: CurlHandshake?
 
     init(_ curl: CurlConnection) {
-        self.curl = curl
+        opened = curl
+        handshake = nil
     }
 
+    init(handshake: CurlHandshake) {
+        opened = nil
+        self.handshake = handshake
+    }
+
+    /// The open connection; nil while its handshake runs (or after it failed).
+    var curl: CurlConnection? {
+        if opened == nil { opened = handshake?.connection }
+        return opened
+    }
+
+    var progress: ConnectProgress { opened != nil ? .open : handshake?.progress ?? .open }
+
     func send(_ bytes: [UInt8], from offset: Int) throws(ConnectionFailure) -> Int {
+        guard let curl else { throw ConnectionFailure("not connected") }
         do throws(CurlError) {
             return try curl.send(bytes, from: offset)
         } catch {
@@ -97,6 +135,7 @@ final class CurlRoundConnection: RoundConnection {
     }
 
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws(ConnectionFailure) -> Int? {
+        guard let curl else { throw ConnectionFailure("not connected") }
         do throws(CurlError) {
             return try curl.receive(into: buffer)
         } catch {
@@ -105,7 +144,56 @@ final class CurlRoundConnection: RoundConnection {
     }
 
     var isQuiet: Bool {
-        (try? curl.wait(readable: true, writable: false, timeout: .zero)).map { !$0.readable } ?? false
+        guard let curl else { return false }
+        return (try? curl.wait(readable: true, writable: false, timeout: .zero)).map { !$0.readable } ?? false
+    }
+}
+
+/// A libcurl connect on a thread of its own. The connection is the thread's until the handshake
+/// is over, then the driver's alone (as `CurlConnection` asks: one thread at a time).
+final class CurlHandshake: Sendable {
+    private struct Handed: @unchecked Sendable {
+        let connection: CurlConnection
+    }
+
+    private enum State: Sendable {
+        case connecting
+        case open(Handed)
+        case failed(String)
+    }
+
+    private let state = Mutex(State.connecting)
+
+    /// - Parameter done: called on the handshake's thread once it is over (the driver's wake).
+    init(_ connection: CurlConnection, done: @escaping @Sendable () -> Void) {
+        let handed = Handed(connection: connection)
+        startThread(named: "georelay-connect") { [self] in
+            do throws(CurlError) {
+                try handed.connection.connect()
+                state.withLock { $0 = .open(handed) }
+            } catch {
+                state.withLock { $0 = .failed(error.message) }
+            }
+            done()
+        }
+    }
+
+    var progress: ConnectProgress {
+        state.withLock {
+            switch $0 {
+            case .connecting: .connecting
+            case .open: .open
+            case .failed(let message): .failed(message)
+            }
+        }
+    }
+
+    /// The connection once open.
+    var connection: CurlConnection? {
+        state.withLock {
+            if case .open(let handed) = $0 { return handed.connection }
+            return nil
+        }
     }
 }
 

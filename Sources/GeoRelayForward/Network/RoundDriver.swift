@@ -7,7 +7,8 @@ enum ConnectionEvent<ID: Hashable> {
     case turn(yield: Bool)
     /// A kept connection checked before reuse: still good, or closed by the server meanwhile.
     case verified(ID, fresh: Bool)
-    /// The connection `open` asked for is open, or could not be opened.
+    /// The connection `open` asked for is open, or could not be opened (its handshake went on
+    /// while the driver moved the others' bytes).
     case opened(ID)
     case openFailed(ID, String)
     /// The socket took `count` more of the connection's output.
@@ -29,7 +30,8 @@ enum ConnectionEvent<ID: Hashable> {
 
 /// What a round's state machine asks its driver to do.
 enum ConnectionAction<ID: Hashable> {
-    /// Open a connection, then say `opened` or `openFailed`.
+    /// Begin a connection, then say `opened` or `openFailed` once its handshake is done: several
+    /// may be under way at once.
     case open(ID)
     /// Check a kept connection (`verified`).
     case verify(ID)
@@ -75,8 +77,12 @@ final class RoundDriver<ID: Hashable> {
     private let network: any RoundNetwork
     /// What the round's events are timed on (`handle(_:at:)`) and its deadline kept on.
     let clock: any RelayClock
-    /// Open connections, kept between rounds.
+    /// Open connections, kept between rounds, and those whose handshake is under way.
     private var connections: [ID: any RoundConnection] = [:]
+    /// In the order the round asked for them: a set's order changes from process to process, and
+    /// the handshakes' order is the order of the round's next events, so a simulated run would
+    /// not replay from its seed.
+    private var connecting: [ID] = []
 
     init(network: any RoundNetwork, clock: any RelayClock) {
         self.network = network
@@ -101,6 +107,7 @@ final class RoundDriver<ID: Hashable> {
 
     func closeAll() {
         connections.removeAll()
+        connecting.removeAll()
         network.dropKept()
     }
 
@@ -131,8 +138,9 @@ final class RoundDriver<ID: Hashable> {
                 switch action {
                 case .open(let id):
                     do throws(ConnectionFailure) {
-                        connections[id] = try network.open()
-                        tell(.opened(id))
+                        connections[id] = try network.connect()
+                        if !connecting.contains(id) { connecting.append(id) }
+                        settle(id)
                     } catch {
                         tell(.openFailed(id, error.message))
                     }
@@ -144,9 +152,26 @@ final class RoundDriver<ID: Hashable> {
                     send(id)
                 case .close(let id):
                     connections[id] = nil
+                    connecting.removeAll { $0 == id }
                 case .progress(let update):
                     progress(update)
                 }
+            }
+        }
+
+        /// Tells the round of a handshake that ended.
+        func settle(_ id: ID) {
+            guard connecting.contains(id), let connection = connections[id] else { return }
+            switch connection.progress {
+            case .connecting:
+                return
+            case .open:
+                connecting.removeAll { $0 == id }
+                tell(.opened(id))
+            case .failed(let message):
+                connecting.removeAll { $0 == id }
+                connections[id] = nil
+                tell(.openFailed(id, message))
             }
         }
 
@@ -181,19 +206,29 @@ final class RoundDriver<ID: Hashable> {
             tell(.turn(yield: yield?.isSet == true))
             if round.isFinished { break }
             if round.waitsForCaller { return false }
-            let polled = round.polled.compactMap { entry in
+            var polled = round.polled.compactMap { entry in
                 connections[entry.id].map { (id: entry.id, connection: $0, writing: entry.writing) }
             }
+            for id in connecting { if let connection = connections[id] { polled.append((id, connection, true)) } }
             let ready = network.wait(polled.map { ($0.connection, $0.writing) }, until: round.deadline)
             for readiness in ready {
                 let id = polled[readiness.index].id
+                if connecting.contains(id) {
+                    settle(id)
+                    continue
+                }
                 if readiness.writable { send(id) }
                 receive(id)
             }
+            // A handshake may end with nothing to poll (a thread of the network's finished it).
+            for id in connecting { settle(id) }
             tell(.tick)
         }
         if stop.isSet { tell(.stop) }
         perform(round.finish())
+        // A handshake the round no longer waits for is not a connection to keep.
+        for id in connecting { connections[id] = nil }
+        connecting.removeAll()
         return true
     }
 }

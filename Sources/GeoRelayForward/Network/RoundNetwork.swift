@@ -24,6 +24,19 @@ package protocol RoundConnection: AnyObject {
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws(ConnectionFailure) -> Int?
     /// Open, and nothing arrived on it that nobody asked for: a kept connection fit to reuse.
     var isQuiet: Bool { get }
+    /// How far its handshake has got, for one `RoundNetwork.connect` began.
+    var progress: ConnectProgress { get }
+}
+
+extension RoundConnection {
+    package var progress: ConnectProgress { .open }
+}
+
+/// How far a connection `RoundNetwork.connect` began has got.
+package enum ConnectProgress: Equatable, Sendable {
+    case connecting
+    case open
+    case failed(String)
 }
 
 /// What the driver's wait found of one connection it asked about.
@@ -49,6 +62,11 @@ package struct ConnectionReadiness: Equatable, Sendable {
 package protocol RoundNetwork: AnyObject {
     /// Opens a connection to the destination, blocking for at most the connect timeout.
     func open() throws(ConnectionFailure) -> any RoundConnection
+    /// Begins a connection without waiting for its handshake: a `wait` that asks about it (as
+    /// writing) returns once it is open or has failed (`progress`). A fleet's connections then
+    /// cost one round trip together, not one each, and the driver reads and writes the others
+    /// meanwhile. (The daemon's does so for Teltonika's rounds; the others open a lane at a time.)
+    func connect() throws(ConnectionFailure) -> any RoundConnection
     /// Waits until a connection of `polled` is readable, or writable where asked, or has failed;
     /// until `deadline` (nil: a second at most, so the driver's loop sees its flags); or until
     /// `wake` is called.
@@ -64,4 +82,5 @@ package protocol RoundNetwork: AnyObject {
 
 extension RoundNetwork {
     package func dropKept() {}
+    package func connect() throws(ConnectionFailure) -> any RoundConnection { try open() }
 }

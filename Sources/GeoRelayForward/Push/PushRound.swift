@@ -72,7 +72,7 @@ struct PushRound: ConnectionRound {
 
     // MARK: - ConnectionRound
 
-    var isFinished: Bool { finished || (entries.isEmpty && need == nil && !carried.lane.isBusy) }
+    var isFinished: Bool { finished || (entries.isEmpty && need == nil && !carried.lane.isBusy && !opening) }
 
     /// Waiting for the caller's `supply`.
     var waitsForCaller: Bool { need != nil }

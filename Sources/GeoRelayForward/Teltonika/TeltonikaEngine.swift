@@ -29,7 +29,7 @@ final class TeltonikaEngine: TraccarEngine {
             network: try network
                 ?? CurlNetwork(
                     url: endpoint.curlURL, tls: endpoint.tls, connectTimeoutSeconds: endpoint.connectTimeoutSeconds,
-                    meter: meter, spare: spare, clock: clock),
+                    meter: meter, spare: spare, clock: clock, concurrentHandshakes: true),
             clock: clock)
         setup = TeltonikaRound.Setup(
             destination: settings.name, lanes: settings.concurrency,

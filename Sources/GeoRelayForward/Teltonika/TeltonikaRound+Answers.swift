@@ -68,7 +68,14 @@ extension TeltonikaRound.Work {
             }
             verdict.flush = true
         case .broken(let reason):
-            guard let frame = inFlight.first else { break }
+            guard let frame = inFlight.first else {
+                // An identification sent alone, unanswered: the link, as for any frame's id.
+                switch reason {
+                case .closedUnanswered: verdict.failure = "the server closed the connection unanswered"
+                case .notTraccar(let message), .failed(let message): verdict.failure = message
+                }
+                break
+            }
             // The frames behind the first unanswered one are not suspect: they go again as they
             // were, after whatever the suspect becomes.
             let behind = inFlight.dropFirst().map { TeltonikaRound.Frame(range: $0.range, attempt: $0.attempt) }

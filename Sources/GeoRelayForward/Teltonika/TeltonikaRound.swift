@@ -82,8 +82,8 @@ struct TeltonikaRound: ConnectionRound {
     private var update: DeliveryUpdate
     private var now: RelayInstant
     private var actions: [Action] = []
-    /// The connection asked for and not yet open (or failed).
-    private var opening: ConnectionID?
+    /// The connections asked for and not yet open (or failed): a fleet's handshakes go together.
+    private var opening: Set<ConnectionID> = []
 
     init(
         _ batches: [DeviceBatch], setup: Setup, carried: Carried, maxPositions: Int, now: RelayInstant
@@ -139,7 +139,7 @@ struct TeltonikaRound: ConnectionRound {
             if let index = active.firstIndex(where: { $0.connection == id }) { active[index].verifying = false }
             turn(ledger: &ledger)
         case .opened(let id):
-            if opening == id { opening = nil }
+            opening.remove(id)
             carried.connections[id]?.isOpen = true
             carried.connections[id]?.lastProgress = now
             if active.contains(where: { $0.canary == id }) {
@@ -148,7 +148,7 @@ struct TeltonikaRound: ConnectionRound {
             }
             turn(ledger: &ledger)
         case .openFailed(let id, let message):
-            if opening == id { opening = nil }
+            opening.remove(id)
             carried.connections[id]?.isOpen = false
             if let index = active.firstIndex(where: { $0.canary == id }) {
                 carried.connections[id] = nil
@@ -216,9 +216,9 @@ struct TeltonikaRound: ConnectionRound {
         }
         active.removeAll()
         if carried.idle.count > setup.maxIdle {
-            for (deviceID, kept) in carried.idle.sorted(by: { $0.value.round < $1.value.round }).prefix(
-                carried.idle.count - setup.maxIdle)
-            {
+            // The least recently used first; among a round's, by device, so a replay closes the same.
+            let oldest = carried.idle.sorted { ($0.value.round, $0.key) < ($1.value.round, $1.key) }
+            for (deviceID, kept) in oldest.prefix(carried.idle.count - setup.maxIdle) {
                 close(kept.id)
                 carried.connections[kept.id] = nil
                 carried.idle[deviceID] = nil
@@ -334,8 +334,8 @@ struct TeltonikaRound: ConnectionRound {
         return id
     }
 
-    /// Frames on the wire across the round's connections.
-    private var framesInFlight: Int { active.reduce(0) { $0 + $1.inFlight.count } }
+    /// Bytes of frames on the wire across the round's connections, unanswered.
+    private var bytesInFlight: Int { active.reduce(0) { $0 + $1.inFlight.reduce(0) { $0 + $1.bytes } } }
 
     /// Sends the work's next frame, or asks for the probe of its suspect, or marks it done. Returns
     /// whether it did any of these: the caller asks again until nothing moves.
@@ -353,11 +353,9 @@ struct TeltonikaRound: ConnectionRound {
             guard work.inFlight.isEmpty else { return false }
             return probe(index)
         }
-        if let last = work.inFlight.last {
-            // Behind another frame: identified, first attempts only, and while the link holds
-            // more than the destination has on it (the last frame's size stands for the next's).
-            guard connection.exchange.isKnown, work.mayPipeline, work.inFlight.count < carried.depth.ceiling,
-                framesInFlight < carried.depth.depth(batchBytes: last.bytes)
+        if !work.inFlight.isEmpty {
+            // Behind another frame: identified and first attempts only.
+            guard connection.exchange.isKnown, work.mayPipeline, work.inFlight.count < carried.depth.ceiling
             else { return false }
         }
         let hasNext = !work.pending.isEmpty || (!finishing && work.next < work.records.count)
@@ -370,16 +368,34 @@ struct TeltonikaRound: ConnectionRound {
             open(work.connection)
             return false
         }
-        var frame: Frame
-        if !work.pending.isEmpty {
-            frame = active[index].pending.removeFirst()
-        } else {
-            let end = TeltonikaEngine.frameEnd(work.records[work.next...], limit: positionsLeft)
-            frame = Frame(range: work.next..<end, attempt: .first)
-            active[index].next = end
-            positionsLeft -= frame.range.count
-        }
+        // An identification sent alone is answered before a frame goes behind it.
+        guard connection.exchange.mayQueueFrame else { return false }
+        var frame =
+            work.pending.first
+            ?? Frame(
+                range: work.next..<TeltonikaEngine.frameEnd(work.records[work.next...], limit: positionsLeft),
+                attempt: .first)
         let bytes = TeltonikaCodec.dataFrame(records: work.records[frame.range])
+        // Every connection's frames share the link: no more on the wire than it holds and one
+        // frame more, so what the round decides next (the current positions' turn) is a round trip
+        // away, not seconds of history queued in the terminal.
+        let onTheWire = bytesInFlight
+        guard onTheWire == 0 || onTheWire + bytes.count <= carried.depth.bytesOnTheWire(batchBytes: bytes.count)
+        else {
+            // Identified meanwhile (a few bytes), its connection is open and known when its turn
+            // comes: the current positions' round a give-way starts costs no handshake then.
+            guard !connection.exchange.isKnown, !connection.exchange.isAwaiting else { return false }
+            carried.connections[work.connection]?.exchange.queueIdentification()
+            carried.connections[work.connection]?.lastProgress = now
+            actions.append(.send(work.connection))
+            return true
+        }
+        if work.pending.isEmpty {
+            active[index].next = frame.range.upperBound
+            positionsLeft -= frame.range.count
+        } else {
+            active[index].pending.removeFirst()
+        }
         frame.bytes = bytes.count
         frame.sentAt = now
         active[index].inFlight.append(frame)
@@ -397,19 +413,17 @@ struct TeltonikaRound: ConnectionRound {
     /// Identifies as the probe on a connection of its own: Traccar answers any id, so an answer
     /// proves the server is there and reading, and the record it closed on is at fault.
     private mutating func probe(_ index: Int) -> Bool {
-        guard opening == nil else { return false }
         let id = newConnection(TeltonikaExchange(identification: TeltonikaProbe.identification))
         active[index].canary = id
         open(id)
         return true
     }
 
-    /// Asks for a connection, one at a time: opening blocks the driver (for up to the connect
-    /// timeout on a link that is down), and the first failure ends the round, so the next device's
-    /// connection is asked for only once the last one opened.
+    /// Asks for a connection: every device's at once (their handshakes cost one round trip
+    /// together); the first to fail ends the round.
     private mutating func open(_ id: ConnectionID) {
-        guard opening == nil else { return }
-        opening = id
+        guard !opening.contains(id) else { return }
+        opening.insert(id)
         actions.append(.open(id))
     }
 

@@ -113,9 +113,9 @@ struct OsmAndRound: ConnectionRound {
     /// Lanes with requests unanswered or bytes unsent: none after a `turn`, and the round is over.
     var busyLanes: [Int] { carried.lanes.indices.filter { carried.lanes[$0].isBusy } }
 
-    /// Nothing in flight and nothing to send once the turn's actions are done (the connections
-    /// it asked for opened, or failed): the round is over.
-    var isFinished: Bool { busyLanes.isEmpty }
+    /// Nothing in flight, nothing to send and no connection it asked for still opening: the
+    /// round is over.
+    var isFinished: Bool { busyLanes.isEmpty && opening == nil }
 
     var polled: [(id: Int, writing: Bool)] {
         busyLanes.compactMap { carried.lanes[$0].connected ? ($0, carried.lanes[$0].hasOutput) : nil }
@@ -401,9 +401,9 @@ struct OsmAndRound: ConnectionRound {
         }
     }
 
-    /// Asks for the lane's connection, one lane at a time: opening blocks the driver (for up to
-    /// the connect timeout on a link that is down), and the first failure ends the round, so the
-    /// next lane's connection is asked for only once the last one opened.
+    /// Asks for the lane's connection, one lane at a time: the first failure (up to the connect
+    /// timeout on a link that is down) ends the round, so the next lane's connection is asked for
+    /// only once the last one opened.
     private mutating func open(_ lane: Int) {
         guard opening == nil else { return }
         opening = lane

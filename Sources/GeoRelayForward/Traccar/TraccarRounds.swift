@@ -20,6 +20,8 @@ final class TraccarRounds: DestinationRounds {
     /// than rounds, current positions at every turn would starve the backfill.
     private var historyNext = false
     private var pace = DeliveryPace()
+    /// The link failed since the last round: its kept connections are not to be trusted.
+    private var connectionsStale = false
     /// The live edge of a backfill over pipelined OsmAnd: live fixes join its rounds.
     private let live = LiveJoin()
 
@@ -34,14 +36,21 @@ final class TraccarRounds: DestinationRounds {
         await forwarder.engine.run { $0.closeConnections() }
     }
 
-    /// The current positions did not get through: they go first again.
+    /// The current positions did not get through: they go first again, on new connections (a
+    /// terminal that dropped everything while down leaves kept ones that look open and carry
+    /// nothing, each a request timeout lost).
     func linkFailed() {
         historyNext = false
         live.reset()
+        connectionsStale = true
     }
 
     func round(_ turn: DestinationLoop.Turn, order: inout DrainOrder) async -> DestinationLoop.Report {
         let f = forwarder
+        if connectionsStale {
+            connectionsStale = false
+            await f.engine.run { $0.closeConnections() }
+        }
         let nowMs = f.clock.nowMs()
         let now = f.clock.now()
         // Over a budgeted uplink, no more on the wire than what is left of the budget pays for.
