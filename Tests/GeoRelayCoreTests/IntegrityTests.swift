@@ -1,0 +1,175 @@
+import Foundation
+import GeoRelayCore
+import GeoRelayTestKit
+import Testing
+
+/// GNSS jamming and spoofing seen across a vessel's receivers (issue 49): voyages written by
+/// `Tests/Helpers/gnss_voyage.py` with one attack each, and the real receivers' logs as the clean set.
+struct IntegrityTests {
+    /// What the watch made of a voyage: its transitions, when, and when the attack showed.
+    struct Outcome: CustomStringConvertible {
+        var transitions: [(atMs: Int64, transition: IntegrityMonitor.Transition)] = []
+        var evidenceMs: Int64?
+        var header = ""
+
+        /// From the attack's first sign in the receivers' reports to the vessel entering `state`.
+        func detection(_ state: IntegrityState) -> Int64? {
+            guard let evidenceMs, let entered = transitions.first(where: { $0.transition.to >= state }) else {
+                return nil
+            }
+            return entered.atMs - evidenceMs
+        }
+
+        var description: String {
+            header + "; "
+                + transitions.map {
+                    "\($0.atMs) ms \($0.transition.from)→\($0.transition.to) \($0.transition.evidence)"
+                }
+                .joined(separator: "; ")
+        }
+    }
+
+    static func voyage(_ arguments: [String], settings: IntegritySettings = IntegritySettings()) throws -> Outcome {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Helpers/gnss_voyage.py")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [script.path] + arguments
+        let pipe = Foundation.Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw IntegrityTestError("gnss_voyage.py \(arguments) exited \(process.terminationStatus)")
+        }
+        var outcome = Outcome()
+        var watches: [String: ReceiverWatch] = [:]
+        var monitor = IntegrityMonitor(settings: settings)
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            if line.hasPrefix("# evidence-ms ") { outcome.evidenceMs = Int64(line.dropFirst(14)) }
+            if line.hasPrefix("# attack ") { outcome.header = String(line.dropFirst(2)) }
+            if line.hasPrefix("#") { continue }
+            let parts = line.split(separator: " ", maxSplits: 2)
+            guard parts.count == 3, let atMs = Int64(parts[0]) else {
+                throw IntegrityTestError("gnss_voyage.py wrote \"\(line.prefix(80))\"")
+            }
+            let source = String(parts[1])
+            let sentence = try NMEASentence.parse(String(parts[2]))
+            guard let sample = watches[source, default: ReceiverWatch(source: source)].feed(sentence, atMs: atMs) else {
+                continue
+            }
+            if let transition = monitor.observe(sample) { outcome.transitions.append((atMs, transition)) }
+        }
+        return outcome
+    }
+
+    @Test(arguments: [1, 2, 3])
+    func cleanSailingRaisesNothing(seed: Int) throws {
+        let outcome = try Self.voyage(["--seed", "\(seed)", "--seconds", "3600"])
+        #expect(outcome.transitions.isEmpty, "\(outcome)")
+    }
+
+    /// Meaconing: one receiver reports a position 3.2 km away.
+    @Test(arguments: [1, 2])
+    func aJumpIsSpoofingWithinFiveSeconds(seed: Int) throws {
+        let outcome = try Self.voyage(["--seed", "\(seed)", "--attack", "jump"])
+        let took = try #require(outcome.detection(.spoofed), "\(outcome)")
+        print("integrity: jump, seed \(seed): spoofed \(took) ms after the first false fix")
+        #expect(took <= 5_000, "\(outcome)")
+        #expect(outcome.transitions.first?.transition.alarm == true, "\(outcome)")
+    }
+
+    /// A slow pull of 1 m/s on one of two receivers 10 m apart.
+    @Test(arguments: [1, 2, 3])
+    func aSlowPullIsSeenBetweenTwoReceiversWithinAMinute(seed: Int) throws {
+        let outcome = try Self.voyage(["--seed", "\(seed)", "--attack", "pull", "--pull", "1", "--separation", "10"])
+        let took = try #require(outcome.detection(.spoofed), "\(outcome)")
+        print("integrity: pull 1 m/s, 10 m apart, seed \(seed): spoofed \(took) ms after the pull began")
+        #expect(took <= 60_000, "\(outcome)")
+        #expect(outcome.transitions.allSatisfy { $0.transition.evidence.allSatisfy { $0.kind == .separation } })
+    }
+
+    /// An old track replayed, the receiver's times with it.
+    @Test func aReplayedTrackIsSpoofing() throws {
+        let outcome = try Self.voyage(["--attack", "replay"])
+        let took = try #require(outcome.detection(.spoofed), "\(outcome)")
+        print("integrity: replay of 5 minutes ago: spoofed \(took) ms after it began")
+        #expect(took <= 5_000, "\(outcome)")
+        #expect(outcome.transitions.first?.transition.evidence.contains { $0.kind == .clockStep } == true, "\(outcome)")
+    }
+
+    /// Both receivers jammed over 30 s; one alone is only degraded.
+    @Test func jammingBothReceiversIsJammedWithinFiveSeconds() throws {
+        let outcome = try Self.voyage(["--attack", "jam", "--victims", "2"])
+        let took = try #require(outcome.detection(.jammed), "\(outcome)")
+        print("integrity: jamming ramp on both: jammed \(took) ms after C/N0 halved or the fix went")
+        #expect(took <= 5_000, "\(outcome)")
+        #expect(outcome.transitions.allSatisfy { $0.transition.to < .spoofed }, "\(outcome)")
+        let one = try Self.voyage(["--attack", "jam", "--victims", "1"])
+        #expect(one.transitions.map(\.transition.to) == [.degraded], "\(one)")
+    }
+
+    /// One spoofer for both receivers: they converge on its solution, its C/N0 even.
+    @Test func receiversThatConvergeAreSpoofed() throws {
+        let outcome = try Self.voyage(["--attack", "converge", "--separation", "30"])
+        let took = try #require(outcome.detection(.spoofed), "\(outcome)")
+        print("integrity: two receivers 30 m apart converging: spoofed \(took) ms after")
+        #expect(took <= 5_000, "\(outcome)")
+        let evidence = outcome.transitions.first?.transition.evidence ?? []
+        #expect(evidence.contains { $0.kind == .separation && $0.detail.hasSuffix("converged") }, "\(outcome)")
+        #expect(evidence.contains { $0.kind == .uniformSignal }, "\(outcome)")
+    }
+
+    /// An episode ends once all has been clear for `clearSeconds`, and its alarm is raised once.
+    @Test func anEpisodeEndsWhenClearAndAlarmsOnce() {
+        var monitor = IntegrityMonitor()
+        func fix(_ second: Int64, lat: Double) -> GNSSSample {
+            GNSSSample(
+                source: "gps1", atMs: second * 1000,
+                fix: .init(timeMs: 1_784_953_800_000 + second * 1000, lat: lat, lon: 10.9, speed: 0, course: 0))
+        }
+        var transitions: [IntegrityMonitor.Transition] = []
+        for second in Int64(0)..<200 {
+            // Two jumps, 40 s apart, then quiet: one episode, one alarm.
+            let lat = (10..<50).contains(second) ? 59.05 : 59.0
+            if let t = monitor.observe(fix(second, lat: lat)) { transitions.append(t) }
+        }
+        #expect(transitions.map(\.to) == [.spoofed, .ok], "\(transitions)")
+        #expect(transitions.map(\.alarm) == [true, false])
+    }
+
+    /// Every real receiver's log, start to end: not one episode.
+    @Test(.enabled(if: SharedTestData.haveNMEA, "../shared/testdata/nmea is absent: the clean set is skipped"))
+    func theReceiversLogsRaiseNothing() throws {
+        let logs = try FileManager.default.contentsOfDirectory(atPath: SharedTestData.nmea.path)
+            .filter { $0.hasSuffix(".log") }.sorted()
+        #expect(logs.count >= 40)
+        var samples = 0
+        for log in logs {
+            let text = try String(contentsOf: SharedTestData.nmea.appendingPathComponent(log), encoding: .isoLatin1)
+            var watch = ReceiverWatch(source: log)
+            var monitor = IntegrityMonitor()
+            // The relay's clock follows the receiver's own times (what the log does not record).
+            var clockMs: Int64 = 0
+            var lastTime: Int64?
+            for line in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+                guard let sentence = try? NMEASentence.parse(String(line)) else { continue }
+                if ["RMC", "GGA"].contains(sentence.type), let time = sentence.timeOfDayMs(0) {
+                    clockMs += lastTime.map { time >= $0 ? time - $0 : 1000 } ?? 0
+                    lastTime = time
+                }
+                guard let sample = watch.feed(sentence, atMs: clockMs) else { continue }
+                samples += 1
+                let transition = monitor.observe(sample)
+                #expect(transition == nil, "\(log): \(transition.map { "\($0)" } ?? "")")
+            }
+        }
+        #expect(samples > 700, "the logs' fix cycles were read")
+    }
+}
+
+struct IntegrityTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
