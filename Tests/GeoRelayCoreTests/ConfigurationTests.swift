@@ -21,6 +21,19 @@ import Testing
         #expect(!config.destinations[0].tls.insecure)
     }
 
+    /// The integrity watch's settings reach every vessel, its antennas' separation its own.
+    @Test func integritySettingsReachEachDevice() throws {
+        let config = try Configuration.parse(
+            #"{integrity: {maxSpeedKnots: 40, clearSeconds: 120}, devices: [{id: "boat", sources: ["a", "b"], separationMetres: 12}, {id: "dinghy", sources: ["c"]}]}"#
+        )
+        #expect(config.devices.map(\.integrity.separationMetres) == [12, nil])
+        #expect(
+            config.devices.allSatisfy { $0.integrity.clearSeconds == 120 && abs($0.integrity.maxSpeed - 20.58) < 0.01 })
+        #expect(
+            try Configuration.parse(#"{integrity: {enabled: false}, devices: [{id: "boat", sources: ["a"]}]}"#)
+                .devices[0].integrity.enabled == false)
+    }
+
     @Test func shippedConfigParses() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -73,6 +86,12 @@ import Testing
             "destinations[0].caFile: cannot read the CA file /nonexistent/ca.pem"
         ),
         (#"{destinations: [{insecure: "yes"}]}"#, "destinations[0].insecure: expected true or false, got a string"),
+        (#"{integrity: {maxSpeedKnots: 2}}"#, "integrity.maxSpeedKnots: must be at least 5, got 2"),
+        (#"{integrity: {clearSecs: 2}}"#, "integrity.clearSecs: unknown key"),
+        (
+            #"{devices: [{id: "boat", sources: ["a"], separationMetres: -3}]}"#,
+            "devices[0].separationMetres: must be at least 0, got -3"
+        ),
         (
             #"{destinations: [{url: "http://127.0.0.1:5055"}], ingest: {http: {listen: "0.0.0.0:5055"}}}"#,
             "destinations[0].url: points at this relay's own phone listener (ingest.http.listen 0.0.0.0:5055): positions would loop"

@@ -30,36 +30,17 @@ struct IntegrityTests {
     }
 
     static func voyage(_ arguments: [String], settings: IntegritySettings = IntegritySettings()) throws -> Outcome {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Helpers/gnss_voyage.py")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [script.path] + arguments
-        let pipe = Foundation.Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw IntegrityTestError("gnss_voyage.py \(arguments) exited \(process.terminationStatus)")
-        }
-        var outcome = Outcome()
+        let voyage = try GNSSVoyage(arguments)
+        var outcome = Outcome(evidenceMs: voyage.evidenceMs, header: voyage.header)
         var watches: [String: ReceiverWatch] = [:]
         var monitor = IntegrityMonitor(settings: settings)
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            if line.hasPrefix("# evidence-ms ") { outcome.evidenceMs = Int64(line.dropFirst(14)) }
-            if line.hasPrefix("# attack ") { outcome.header = String(line.dropFirst(2)) }
-            if line.hasPrefix("#") { continue }
-            let parts = line.split(separator: " ", maxSplits: 2)
-            guard parts.count == 3, let atMs = Int64(parts[0]) else {
-                throw IntegrityTestError("gnss_voyage.py wrote \"\(line.prefix(80))\"")
-            }
-            let source = String(parts[1])
-            let sentence = try NMEASentence.parse(String(parts[2]))
-            guard let sample = watches[source, default: ReceiverWatch(source: source)].feed(sentence, atMs: atMs) else {
-                continue
-            }
-            if let transition = monitor.observe(sample) { outcome.transitions.append((atMs, transition)) }
+        for line in voyage.lines {
+            let sentence = try NMEASentence.parse(line.sentence)
+            guard
+                let sample = watches[line.receiver, default: ReceiverWatch(source: line.receiver)].feed(
+                    sentence, atMs: line.atMs)
+            else { continue }
+            if let transition = monitor.observe(sample) { outcome.transitions.append((line.atMs, transition)) }
         }
         return outcome
     }
@@ -167,9 +148,4 @@ struct IntegrityTests {
         }
         #expect(samples > 700, "the logs' fix cycles were read")
     }
-}
-
-struct IntegrityTestError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

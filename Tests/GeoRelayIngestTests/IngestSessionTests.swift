@@ -1,4 +1,5 @@
 import GeoRelayCore
+import GeoRelayTestKit
 import GeoRelayTestTraits
 import Testing
 
@@ -188,5 +189,39 @@ import Testing
         let routed = store(
             receive(#"{"device":"phone-a","time":1784953741,"lat":59.5,"lon":10.5}"#, &collector), &collector)
         #expect(routed.first?.map(\.device) == ["phone-a", "boat"])
+    }
+
+    /// Two receivers' NMEA collectors through one router, one of them meaconed 3.2 km away
+    /// (`gnss_voyage.py --attack jump`): the vessel's positions come from the other receiver,
+    /// flagged, with one `tampering` alarm, and nothing of either receiver is dropped.
+    @Test func aMeaconedReceiverOnOneCollectorIsSeenThroughTheSessions() throws {
+        let voyage = try GNSSVoyage(["--attack", "jump", "--seconds", "660", "--at", "600"])
+        let router = SourceRouter(
+            devices: [Configuration.DeviceSources(id: "boat", sources: ["gps1", "gps2"])], logger: .disabled)
+        let relayClock = SimulatedClock(wallMs: 1_784_953_800_000)
+        let rules = IngestSession.Rules(
+            decoder: LineDecoder(maxFutureSeconds: 600), router: router, clock: IngestClock(relayClock),
+            maxLineBytes: 1024)
+        var sessions = ["gps1": IngestSession(rules: rules), "gps2": IngestSession(rules: rules)]
+        for (name, _) in sessions { _ = receive(#"{"hello":{"device":"\#(name)","ack":false}}"#, &sessions[name]!) }
+        var stored: [Position] = []
+        var elapsed: Int64 = 0
+        for line in voyage.lines {
+            relayClock.advance(by: .milliseconds(line.atMs - elapsed))
+            elapsed = line.atMs
+            stored += store(receive(line.sentence, &sessions[line.receiver]!), &sessions[line.receiver]!).flatMap { $0 }
+        }
+        let boat = stored.filter { $0.device == "boat" }
+        let attackMs = 1_784_953_800_000 + (voyage.evidenceMs ?? 0)
+        #expect(stored.filter { $0.device == "gps1" }.count >= 659, "every fix of the meaconed receiver is stored")
+        #expect(
+            boat.filter { $0.timeMs >= attackMs }.allSatisfy {
+                $0.attributes.contains(Attribute("source", .string("gps2")))
+            },
+            "the meaconed receiver passed over from its first false fix")
+        #expect(boat.compactMap(\.alarm) == ["tampering"])
+        let flaggedFrom = try #require(
+            boat.first { $0.attributes.contains(Attribute("integrity", .string("spoofed"))) })
+        #expect(flaggedFrom.timeMs - attackMs <= 5_000, "flagged \(flaggedFrom.timeMs - attackMs) ms after the jump")
     }
 }

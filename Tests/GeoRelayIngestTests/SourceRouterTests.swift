@@ -37,4 +37,45 @@ import Testing
         let router = SourceRouter(devices: [Self.boat], logger: .disabled)
         #expect(router.route(Self.fix("dinghy"), nowMs: 0) == nil)
     }
+
+    /// A receiver the integrity watch suspects is passed over for one it does not; once the
+    /// vessel's state is `spoofed`, its positions say so, and the first carries Traccar's
+    /// `tampering` alarm, once.
+    @Test func aSpoofedReceiverIsPassedOverAndThePositionsSaySo() throws {
+        let log = CapturedLog()
+        let boat = Configuration.DeviceSources(id: "boat", sources: ["gps-bow", "gps-stern"], failoverSeconds: 10)
+        let router = SourceRouter(devices: [boat], logger: log.logger)
+        var copies: [(second: Int64, position: Position)] = []
+        for second in Int64(0)..<40 {
+            for source in ["gps-bow", "gps-stern"] {
+                // Ten knots north; from 20 s the bow's receiver reports a place 5.5 km away.
+                let lat = 59 + Double(second) * 4.6e-5 + (source == "gps-bow" && second >= 20 ? 0.05 : 0)
+                var fix = Self.fix(source, lat: lat)
+                fix.timeMs += second * 1000
+                fix.speed = 5.1
+                router.observe(
+                    GNSSSample(
+                        source: source, atMs: second * 1000,
+                        fix: .init(timeMs: fix.timeMs, lat: fix.lat, lon: fix.lon, speed: 5.1)))
+                if let copy = router.route(fix, nowMs: second * 1000) { copies.append((second, copy)) }
+            }
+        }
+        #expect(copies.count == 40, "one copy a second")
+        #expect(
+            copies.filter { $0.second < 20 }.allSatisfy { $0.position.attributes.first?.value == .string("gps-bow") })
+        #expect(
+            copies.filter { $0.second >= 20 }.allSatisfy { $0.position.attributes.first?.value == .string("gps-stern") }
+        )
+        let flagged = copies.filter { $0.position.attributes.contains(Attribute("integrity", .string("spoofed"))) }
+        #expect(flagged.first?.second == 23, "spoofed once the jump has stood 3 s")
+        #expect(copies.compactMap(\.position.alarm) == ["tampering"])
+        #expect(copies.first { $0.position.alarm != nil }?.second == 23)
+        #expect(router.integrity(of: "boat", nowMs: 40_000)?.state == .spoofed)
+        #expect(log.messages.contains("test: boat: failover from gps-bow to gps-stern"))
+        #expect(
+            log.messages.contains {
+                $0.hasPrefix("test: boat: integrity ok → spoofed: jump (gps-bow): 5.6 km in 1.0 s")
+                    && $0.hasSuffix("(alarm)")
+            }, "\(log.messages)")
+    }
 }

@@ -32,11 +32,17 @@ package struct Configuration: Sendable, Equatable {
         package var sources: [String]
         /// A source that has not reported for this long hands over to the next.
         package var failoverSeconds = 10.0
+        /// How its receivers are judged for jamming and spoofing (`integrity`, and the device's
+        /// `separationMetres`).
+        package var integrity = IntegritySettings()
 
-        package init(id: String, sources: [String], failoverSeconds: Double = 10.0) {
+        package init(
+            id: String, sources: [String], failoverSeconds: Double = 10.0, integrity: IntegritySettings = .init()
+        ) {
             self.id = id
             self.sources = sources
             self.failoverSeconds = failoverSeconds
+            self.integrity = integrity
         }
     }
 
@@ -313,6 +319,9 @@ extension Configuration {
             }
         }
         try ui.finish()
+        var integrityNode = try root.node("integrity")
+        let integrity = try IntegritySettings.parse(&integrityNode)
+        try integrityNode.finish()
         if let items = try root.array("devices") {
             var seen = Set<String>()
             for (index, item) in items.enumerated() {
@@ -335,8 +344,13 @@ extension Configuration {
                     sources.append(source)
                 }
                 let failover = try node.number("failoverSeconds", default: 10, min: 1, max: 86_400)
+                var judged = integrity
+                if node.contains("separationMetres") {
+                    judged.separationMetres = try node.number("separationMetres", default: 0, min: 0, max: 10_000)
+                }
                 try node.finish()
-                config.devices.append(DeviceSources(id: id, sources: sources, failoverSeconds: failover))
+                config.devices.append(
+                    DeviceSources(id: id, sources: sources, failoverSeconds: failover, integrity: judged))
             }
             if let clash = config.devices.first(where: { seen.contains($0.id) }) {
                 throw ConfigError(path: "devices", "\"\(clash.id)\" is both a device and a source")

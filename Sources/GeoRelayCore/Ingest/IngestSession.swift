@@ -109,6 +109,8 @@ package struct IngestSession: Sendable {
     package private(set) var device: String?
     package private(set) var acks = false
     private var nmea: NMEAAssembler
+    /// The receiver's sky and fixes for its vessel's integrity watch, when the router judges it.
+    private var watch: ReceiverWatch?
     /// Reply slots of the lines of the fix cycle held open, and since when (monotonic).
     private var held: [UInt64] = []
     package private(set) var heldSinceMs: Int64?
@@ -140,7 +142,7 @@ package struct IngestSession: Sendable {
         do throws(IngestError) {
             switch try rules.decoder.decode(line, defaultDevice: device) {
             case .position(let position):
-                let positions = try validatedAndRouted(position)
+                let positions = try validatedAndRouted(position, observe: true)
                 let slot = acks ? replies.add(nil) : nil
                 return [.store(positions, Ticket(lines: slot.map { [$0] } ?? []))]
             case .nmea(let sentence):
@@ -209,7 +211,7 @@ package struct IngestSession: Sendable {
                 position = try OsmAndQuery.decode(query, defaultDevice: nil)
             }
             if let refusal = rules.phones?.refusal(of: position.device) { throw refusal }
-            return .store(try validatedAndRouted(position, fromPhone: true), Ticket(lines: []))
+            return .store(try validatedAndRouted(position, fromPhone: true, observe: true), Ticket(lines: []))
         } catch {
             return .reject(error, log: nil)
         }
@@ -219,9 +221,21 @@ package struct IngestSession: Sendable {
 
     /// The one place a position is validated and routed before it is stored: the position,
     /// and the device's copy when this receiver is the active one (stored in the same commit).
-    private func validatedAndRouted(_ position: Position, fromPhone: Bool = false) throws(IngestError) -> [Position] {
+    /// - Parameter observe: whether the position is its receiver's fix cycle for the integrity
+    ///   watch (a JSON line's, a phone's); an NMEA receiver's cycles reach it from its sentences.
+    private func validatedAndRouted(_ position: Position, fromPhone: Bool = false, observe: Bool = false)
+        throws(IngestError) -> [Position]
+    {
         let position = try rules.decoder.validated(position, nowMs: rules.clock.wallMs())
         if !fromPhone { rules.phones?.socketFeeds(position.device) }
+        if observe, let router = rules.router, router.watches(position.device) {
+            router.observe(
+                GNSSSample(
+                    source: position.device, atMs: rules.clock.monotonicMs(),
+                    fix: .init(
+                        timeMs: position.timeMs, lat: position.lat, lon: position.lon, speed: position.speed,
+                        course: position.course)))
+        }
         guard let routed = rules.router?.route(position, nowMs: rules.clock.monotonicMs()) else { return [position] }
         return [position, routed]
     }
@@ -245,6 +259,10 @@ package struct IngestSession: Sendable {
     /// incomplete, then every line of the cycle gets the position's `ok`.
     private mutating func feed(_ sentence: NMEASentence) -> [Action] {
         guard let device else { return [refuse(.device("NMEA sentences need a hello with a device first"), line: nil)] }
+        if let router = rules.router, router.watches(device) {
+            if watch?.source != device { watch = ReceiverWatch(source: device) }
+            if let sample = watch?.feed(sentence, atMs: rules.clock.monotonicMs()) { router.observe(sample) }
+        }
         var actions: [Action] = []
         for step in nmea.feed(sentence, device: device) {
             switch step {

@@ -52,8 +52,10 @@ package struct IntegrityEvidence: Sendable, Equatable {
 
 /// How the watch judges (`integrity` in the configuration).
 package struct IntegritySettings: Sendable, Equatable {
-    /// Speed over ground no vessel of the fleet reaches, m/s: well above any displacement hull.
-    package var maxSpeed: Double = 30
+    /// Whether the relay watches at all (`integrity.enabled`).
+    package var enabled = true
+    /// Speed over ground no vessel of the fleet reaches, m/s (58 kn): well above any displacement hull.
+    package var maxSpeed: Double = 58 * OsmAndQuery.metresPerSecondPerKnot
     /// How long evidence must hold before an episode begins.
     package var enterSeconds: Double = 3
     /// How long all must be clear before it ends.
@@ -67,4 +69,19 @@ package struct IntegritySettings: Sendable, Equatable {
     package var underWaySpeed: Double = 1
 
     package init() {}
+}
+
+extension IntegritySettings {
+    /// The `integrity` object: every key optional, each range-checked.
+    package static func parse(_ node: inout ConfigNode) throws(ConfigError) -> IntegritySettings {
+        var settings = IntegritySettings()
+        settings.enabled = try node.bool("enabled", default: true)
+        settings.maxSpeed =
+            try node.number("maxSpeedKnots", default: 58, min: 5, max: 1_000) * OsmAndQuery.metresPerSecondPerKnot
+        settings.enterSeconds = try node.number("enterSeconds", default: settings.enterSeconds, min: 0, max: 3_600)
+        settings.clearSeconds = try node.number("clearSeconds", default: settings.clearSeconds, min: 1, max: 86_400)
+        settings.toleranceMetres = try node.number(
+            "toleranceMetres", default: settings.toleranceMetres, min: 1, max: 100_000)
+        return settings
+    }
 }

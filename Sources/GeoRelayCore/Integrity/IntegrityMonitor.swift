@@ -17,6 +17,8 @@ package struct IntegrityMonitor: Sendable {
     /// Since when what is seen has been better than `state`.
     private var clearSinceMs: Int64?
     private var alarmed = false
+    /// Per pair of receivers standing apart (`a|b`), the one to blame.
+    private var blamed: [String: String] = [:]
     package private(set) var episodeBeganMs: Int64?
 
     /// A change of the vessel's state, and whether it is the episode's alarm (its first entry
@@ -44,10 +46,42 @@ package struct IntegrityMonitor: Sendable {
         evidence.values.filter { $0.untilMs >= atMs }.map(\.evidence).sorted { $0.description < $1.description }
     }
 
-    /// Receivers the standing evidence names (`spoofed` or `jammed` kinds, or every kind once the
-    /// vessel is not `ok`): failover prefers any other.
+    /// Receivers the standing evidence names: failover prefers any other. A receiver's own
+    /// evidence (spoofing kinds, or any once the vessel is not `ok`) names it; two receivers
+    /// apart name the one that had evidence of its own while they were (a jump outlives its
+    /// evidence, the separation does not), else the one apart from the most others (of two with
+    /// nothing else, both).
     package func suspects(atMs: Int64) -> Set<String> {
-        Set(standing(atMs: atMs).filter { state != .ok || $0.implies > .degraded }.flatMap(\.sources))
+        let standing = standing(atMs: atMs)
+        let own = ownEvidence(standing)
+        var strays: [String: Int] = [:]
+        var suspects = own
+        for pair in standing where pair.kind == .separation && own.isDisjoint(with: pair.sources) {
+            if let culprit = blamed[pair.sources.joined(separator: "|")] {
+                suspects.insert(culprit)
+            } else {
+                for source in pair.sources { strays[source, default: 0] += 1 }
+            }
+        }
+        let most = strays.values.max() ?? 0
+        return suspects.union(strays.filter { $0.value == most }.keys)
+    }
+
+    private func ownEvidence(_ standing: [IntegrityEvidence]) -> Set<String> {
+        Set(standing.filter { $0.kind != .separation && (state != .ok || $0.implies > .degraded) }.flatMap(\.sources))
+    }
+
+    /// Keeps, for each pair of receivers standing apart, the one that showed evidence of its own.
+    private mutating func blame(atMs: Int64) {
+        let standing = standing(atMs: atMs)
+        let own = ownEvidence(standing)
+        var kept: [String: String] = [:]
+        for pair in standing where pair.kind == .separation {
+            let key = pair.sources.joined(separator: "|")
+            let culprits = pair.sources.filter(own.contains)
+            kept[key] = culprits.count == 1 ? culprits[0] : blamed[key]
+        }
+        blamed = kept
     }
 
     /// Takes one receiver's cycle.
@@ -66,6 +100,7 @@ package struct IntegrityMonitor: Sendable {
     /// Moves the vessel's state on at `atMs`: an episode may begin or end with no sample.
     package mutating func tick(atMs: Int64) -> Transition? {
         evidence = evidence.filter { $0.value.untilMs >= atMs }
+        blame(atMs: atMs)
         let seen = judge(atMs: atMs)
         if seen > state {
             clearSinceMs = nil

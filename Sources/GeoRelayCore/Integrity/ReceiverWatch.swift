@@ -5,7 +5,7 @@
 /// A cycle ends at the receiver's `RMC`, or at its `GGA` if it sends no `RMC`. Every number is
 /// range-checked before use: `Double("nan")` parses.
 package struct ReceiverWatch: Sendable {
-    private let source: String
+    package let source: String
     /// Per talker (`GP`, `GL`, `GA`, `GB`…), the set being read and the last complete one.
     private var partial: [String: (total: Int, next: Int, cn0: [Double], inView: Int)] = [:]
     private var complete: [String: (cn0: [Double], inView: Int, atMs: Int64)] = [:]
