@@ -78,4 +78,27 @@ import Testing
                     && $0.hasSuffix("(alarm)")
             }, "\(log.messages)")
     }
+
+    /// The spool keeps one position per device and fix time: the alarm goes on the vessel's next
+    /// position newer than any routed before, never on a late older one it might refuse.
+    @Test func theAlarmGoesOnANewerPositionOnly() {
+        var settings = IntegritySettings()
+        settings.enterSeconds = 0
+        let boat = Configuration.DeviceSources(id: "boat", sources: ["gps-bow"], integrity: settings)
+        let router = SourceRouter(devices: [boat], logger: .disabled)
+        func at(_ second: Int64, lat: Double) -> Position {
+            var fix = Self.fix("gps-bow", lat: lat)
+            fix.timeMs += second * 1000
+            router.observe(
+                GNSSSample(source: "gps-bow", atMs: second * 1000, fix: .init(timeMs: fix.timeMs, lat: lat, lon: 10)))
+            return fix
+        }
+        #expect(router.route(at(0, lat: 59), nowMs: 0)?.alarm == nil)
+        #expect(router.route(at(1, lat: 59), nowMs: 1000)?.alarm == nil)
+        // A jump (spoofed at once), then a late fix of second 1 again: not it, the next newer one.
+        _ = at(2, lat: 59.1)
+        #expect(router.route(at(1, lat: 59.1), nowMs: 2000)?.alarm == nil)
+        #expect(router.route(at(3, lat: 59.1), nowMs: 3000)?.alarm == "tampering")
+        #expect(router.route(at(4, lat: 59.1), nowMs: 4000)?.alarm == nil)
+    }
 }

@@ -25,6 +25,9 @@ package final class SourceRouter: Sendable {
         var monitors: [Int: IntegrityMonitor] = [:]
         /// The alarm the vessel's next forwarded position carries.
         var alarms: [Int: String] = [:]
+        /// The newest fix time routed to each vessel: an alarm goes only on a newer one (the spool
+        /// keeps one position per device and fix time, so an alarm on an older one could be lost).
+        var newestRoutedMs: [Int: Int64] = [:]
         /// Vessels whose every present receiver is suspect, said once.
         var allSuspect: Set<Int> = []
     }
@@ -101,7 +104,13 @@ package final class SourceRouter: Sendable {
             } else if trusted != nil {
                 state.allSuspect.remove(route.device)
             }
-            let alarm = best == route.source ? state.alarms.removeValue(forKey: route.device) : nil
+            var alarm: String?
+            if best == route.source {
+                if position.timeMs > state.newestRoutedMs[route.device] ?? .min {
+                    alarm = state.alarms.removeValue(forKey: route.device)
+                }
+                state.newestRoutedMs[route.device] = max(position.timeMs, state.newestRoutedMs[route.device] ?? .min)
+            }
             return (best, previous, monitor?.state ?? .ok, alarm, allSuspect)
         }
         if let previous, previous != best {
