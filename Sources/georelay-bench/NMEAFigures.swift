@@ -14,11 +14,6 @@ func nmeaFigure() async throws {
         let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).filter {
             $0.hasPrefix("$")
         }.map(String.init)
-        let relay = try BenchRelay(destinationURL: deadURL())
-        try relay.start()
-        let client = try UnixLineClient(path: relay.socketPath)
-        try client.write(#"{"hello":{"device":"telit","ack":true}}"# + "\n")
-        _ = client.readLine()
         // The log over and over, each pass a day later so every fix is new.
         var payload: [String] = []
         for pass in 0..<(quick ? 20 : 100) {
@@ -35,17 +30,43 @@ func nmeaFigure() async throws {
             }
         }
         let text = payload.map { $0 + "\r\n" }.joined()
-        let started = WallClock.monotonicNs()
-        Thread { try? client.write(text) }.start()
-        _ = client.readLines(payload.count)
-        let seconds = Double(WallClock.monotonicNs() - started) / 1e9
-        relay.stop()
+        /// Lines a second through a relay, `topLevel` in its config.
+        func rate(_ topLevel: String) throws -> Double {
+            let relay = try BenchRelay(destinationURL: deadURL(), topLevel: topLevel)
+            try relay.start()
+            defer { relay.stop() }
+            let client = try UnixLineClient(path: relay.socketPath)
+            try client.write(#"{"hello":{"device":"telit","ack":true}}"# + "\n")
+            _ = client.readLine()
+            let started = WallClock.monotonicNs()
+            Thread { try? client.write(text) }.start()
+            _ = client.readLines(payload.count)
+            return Double(payload.count) / (Double(WallClock.monotonicNs() - started) / 1e9)
+        }
         emit(
             "nmea_lines_per_second",
             [
-                ("value", .number((Double(payload.count) / seconds).rounded())),
-                ("lines", .number(Double(payload.count))),
+                ("value", .number(try rate("").rounded())), ("lines", .number(Double(payload.count))),
                 ("log", .string("telit-he910.log")),
+            ])
+        // The receiver as a vessel's source, its integrity watch on and off, alternately: what the
+        // watch costs the ingest path (target: within 5 %).
+        let vessel = #"devices: [{ id: "vessel", sources: ["telit"] }], "#
+        var on: [Double] = []
+        var off: [Double] = []
+        for _ in 0..<(quick ? 1 : 3) {
+            off.append(try rate(vessel + "integrity: { enabled: false }, "))
+            on.append(try rate(vessel))
+        }
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        emit(
+            "nmea_integrity_cost",
+            [
+                ("watched_lines_per_second", .number(median(on).rounded())),
+                ("unwatched_lines_per_second", .number(median(off).rounded())),
+                ("ratio", .number((median(on) / median(off) * 1000).rounded() / 1000)),
+                ("runs", .number(Double(on.count))),
+                ("target", .string("ratio >= 0.95")),
             ])
     } else {
         note("../shared/testdata/nmea is absent: nmea figure skipped")

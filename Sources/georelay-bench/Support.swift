@@ -27,16 +27,18 @@ final class BenchRelay {
     let socketPath: String
     var process: RelayProcess?
 
-    /// - Parameter destinationKeys: more keys of the destination (`protocol: "teltonika", ` for its port).
+    /// - Parameters:
+    ///   - destinationKeys: more keys of the destination (`protocol: "teltonika", ` for its port).
+    ///   - topLevel: more top-level keys (`devices: […], `).
     init(
         directory: TemporaryDirectory? = nil, destinationURL: String, concurrency: Int = 4, pipeline: Int? = nil,
-        destinationKeys: String = ""
+        destinationKeys: String = "", topLevel: String = ""
     ) throws {
         self.directory = try directory ?? TemporaryDirectory()
         configPath = self.directory.file("bench.json5")
         socketPath = self.directory.file("r.sock")
         try """
-        { spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
+        { \(topLevel)spool: { path: "\(self.directory.file("spool.db"))", maxBytes: 4294967296 },
           ingest: { socket: "\(socketPath)" },
           destinations: [{ url: "\(destinationURL)", concurrency: \(concurrency), \(pipeline.map { "pipeline: \($0), " } ?? "")\(destinationKeys)filter: { mode: "all" },
                            backoff: { minSeconds: 0.2, maxSeconds: 1 }, probe: { intervalSeconds: 1 } }] }

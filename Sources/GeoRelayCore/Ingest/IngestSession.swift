@@ -109,8 +109,9 @@ package struct IngestSession: Sendable {
     package private(set) var device: String?
     package private(set) var acks = false
     private var nmea: NMEAAssembler
-    /// The receiver's sky and fixes for its vessel's integrity watch, when the router judges it.
-    private var watch: ReceiverWatch?
+    /// The receiver's sky and fixes for its vessel's integrity watch (nil: the router does not
+    /// judge it), decided once per device the session speaks for.
+    private var watched: (device: String, watch: ReceiverWatch?)?
     /// Reply slots of the lines of the fix cycle held open, and since when (monotonic).
     private var held: [UInt64] = []
     package private(set) var heldSinceMs: Int64?
@@ -259,9 +260,13 @@ package struct IngestSession: Sendable {
     /// incomplete, then every line of the cycle gets the position's `ok`.
     private mutating func feed(_ sentence: NMEASentence) -> [Action] {
         guard let device else { return [refuse(.device("NMEA sentences need a hello with a device first"), line: nil)] }
-        if let router = rules.router, router.watches(device) {
-            if watch?.source != device { watch = ReceiverWatch(source: device) }
-            if let sample = watch?.feed(sentence, atMs: rules.clock.monotonicMs()) { router.observe(sample) }
+        if watched?.device != device {
+            watched = (device, rules.router?.watches(device) == true ? ReceiverWatch(source: device) : nil)
+        }
+        if let router = rules.router, watched?.watch != nil,
+            let sample = watched?.watch?.feed(sentence, atMs: rules.clock.monotonicMs())
+        {
+            router.observe(sample)
         }
         var actions: [Action] = []
         for step in nmea.feed(sentence, device: device) {

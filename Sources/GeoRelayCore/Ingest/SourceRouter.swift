@@ -59,9 +59,8 @@ package final class SourceRouter: Sendable {
     package func observe(_ sample: GNSSSample) {
         guard let route = routes[sample.source] else { return }
         let transition = state.withLock { state -> IntegrityMonitor.Transition? in
-            guard var monitor = state.monitors[route.device] else { return nil }
-            let transition = monitor.observe(sample)
-            state.monitors[route.device] = monitor
+            // In place: a copy out of the dictionary and back would copy the monitor's tracks each time.
+            let transition = state.monitors[route.device]?.observe(sample) ?? nil
             if let transition, transition.alarm {
                 state.alarms[route.device] = transition.to == .jammed ? "jamming" : "tampering"
             }

@@ -52,6 +52,7 @@ package struct IntegrityMonitor: Sendable {
     /// evidence, the separation does not), else the one apart from the most others (of two with
     /// nothing else, both).
     package func suspects(atMs: Int64) -> Set<String> {
+        if evidence.isEmpty { return [] }
         let standing = standing(atMs: atMs)
         let own = ownEvidence(standing)
         var strays: [String: Int] = [:]
@@ -99,6 +100,12 @@ package struct IntegrityMonitor: Sendable {
 
     /// Moves the vessel's state on at `atMs`: an episode may begin or end with no sample.
     package mutating func tick(atMs: Int64) -> Transition? {
+        // All quiet, the common case: nothing to age, judge or blame (the ingest path's cost).
+        if evidence.isEmpty, state == .ok {
+            risingSinceMs = nil
+            if !blamed.isEmpty { blamed = [:] }
+            return nil
+        }
         evidence = evidence.filter { $0.value.untilMs >= atMs }
         blame(atMs: atMs)
         let seen = judge(atMs: atMs)

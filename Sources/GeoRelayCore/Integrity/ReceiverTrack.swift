@@ -87,9 +87,13 @@ struct ReceiverTrack {
     /// track by positions alone still reports the vessel's velocity.
     /// Under way only: a receiver at rest that wanders (a poor sky, a window sill) is no sign.
     private func velocityMismatch(source: String, settings: IntegritySettings) -> IntegrityEvidence? {
-        let reported = recent.compactMap(\.speed)
-        guard let implied = impliedSpeed(), reported.count == recent.count, !reported.isEmpty else { return nil }
-        let mean = reported.reduce(0, +) / Double(reported.count)
+        guard let implied = impliedSpeed() else { return nil }
+        var sum = 0.0
+        for fix in recent {
+            guard let speed = fix.speed else { return nil }
+            sum += speed
+        }
+        let mean = sum / Double(recent.count)
         guard mean >= settings.underWaySpeed, abs(implied - mean) > max(2.5, 0.4 * max(mean, implied)) else {
             return nil
         }

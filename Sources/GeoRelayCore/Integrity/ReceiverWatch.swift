@@ -62,12 +62,15 @@ package struct ReceiverWatch: Sendable {
     }
 
     private func sample(fix: GNSSSample.Fix?, atMs: Int64) -> GNSSSample {
-        let fresh = complete.values.filter { atMs - $0.atMs <= Self.skyLifetimeMs }
-        let sky =
-            fresh.isEmpty
-            ? nil
-            : GNSSSample.Sky(
-                cn0: fresh.flatMap(\.cn0), inView: fresh.reduce(0) { $0 + $1.inView }, used: used, hdop: hdop)
+        var cn0: [Double] = []
+        var inView = 0
+        var heard = false
+        for set in complete.values where atMs - set.atMs <= Self.skyLifetimeMs {
+            cn0 += set.cn0
+            inView += set.inView
+            heard = true
+        }
+        let sky = heard ? GNSSSample.Sky(cn0: cn0, inView: inView, used: used, hdop: hdop) : nil
         return GNSSSample(source: source, atMs: atMs, fix: fix, sky: sky)
     }
 
