@@ -116,6 +116,7 @@ SWIFT_FORMAT_PATHS := Sources Tests Package.swift
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_FORMAT_PATHS)
 	python3 Tests/Lint/clock_reads.py
+	python3 Tests/Lint/suites_off_the_pool.py
 
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_FORMAT_PATHS)

@@ -103,10 +103,15 @@ package actor TestAdmission {
     /// voyage, the power cuts) goes before the others waiting, so that the suite does not end
     /// with it running alone on a machine where everything else has finished: started first, it
     /// runs beside the many short tests instead.
-    package nonisolated func admitted<T: Sendable>(long: Bool = false, _ body: () async throws -> T) async rethrows
-        -> T
-    {
+    ///
+    /// With `GEORELAY_TEST_TIMES` naming a file, each test's time once admitted (its own run, not
+    /// its wait for a place) is appended to it as `seconds<TAB>name`: the suite's profile.
+    package nonisolated func admitted<T: Sendable>(
+        long: Bool = false, name: @autoclosure () -> String = "", _ body: () async throws -> T
+    ) async rethrows -> T {
         await enter(long: long)
+        let start = ContinuousClock.now
+        defer { Self.record(name(), ContinuousClock.now - start) }
         do {
             let value = try await body()
             await leave()
@@ -115,6 +120,27 @@ package actor TestAdmission {
             await leave()
             throw error
         }
+    }
+
+    private static let timesFile = ProcessInfo.processInfo.environment["GEORELAY_TEST_TIMES"]
+    private static let timesLock = NSLock()
+
+    private static func record(_ name: String, _ took: Duration) {
+        guard let timesFile, !name.isEmpty else { return }
+        let (seconds, attoseconds) = took.components
+        let line = String(format: "%.3f\t%@\n", Double(seconds) + Double(attoseconds) / 1e18, name)
+        timesLock.lock()
+        defer { timesLock.unlock() }
+        guard
+            let handle = FileHandle(forWritingAtPath: timesFile)
+                ?? {
+                    FileManager.default.createFile(atPath: timesFile, contents: nil)
+                    return FileHandle(forWritingAtPath: timesFile)
+                }()
+        else { return }
+        handle.seekToEndOfFile()
+        handle.write(Data(line.utf8))
+        try? handle.close()
     }
 
     private func enter(long: Bool) async {

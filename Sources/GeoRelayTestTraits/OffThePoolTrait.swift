@@ -7,7 +7,8 @@ import Testing
 ///
 /// Tests wait for child processes, blocking sockets and heartbeats on purpose; on the shared
 /// pool two such waits at once stalled every other test and every forwarder running in
-/// process (a push forwarder sent nothing for 30 s). Every suite carries this trait.
+/// process (a push forwarder sent nothing for 30 s). Every suite carries this trait
+/// (`Tests/Lint/suites_off_the_pool.py`, in `make lint`).
 package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
     package var isRecursive: Bool { true }
     /// One of the suite's longest tests: admitted before the others waiting (`TestAdmission`).
@@ -18,7 +19,9 @@ package struct OffThePoolTrait: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         // A suite's own scope holds no place: its tests take theirs, one each.
         guard testCase != nil else { return try await function() }
-        try await TestAdmission.shared.admitted(long: long) {
+        try await TestAdmission.shared.admitted(
+            long: long, name: test.id.description
+        ) {
             try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try await function() }
         }
     }

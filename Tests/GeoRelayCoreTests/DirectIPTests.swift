@@ -1,9 +1,10 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 /// Iridium DirectIP MO as the gateway writes it (the SBD Service Developers Guide): what the shore
 /// relay takes, what it skips, and what it refuses.
-@Suite struct DirectIPTests {
+@Suite(.offThePool) struct DirectIPTests {
     static let message = DirectIPMessage(
         cdrReference: 0x0102_0304, imei: "300434063904790", sessionStatus: 0, momsn: 513, mtmsn: 0,
         sessionTimeSeconds: 1_784_953_800, payload: Array("georelay".utf8))

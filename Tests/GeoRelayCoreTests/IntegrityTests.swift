@@ -1,11 +1,12 @@
 import Foundation
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Testing
 
 /// GNSS jamming and spoofing seen across a vessel's receivers (issue 49): voyages written by
 /// `Tests/Helpers/gnss_voyage.py` with one attack each, and the real receivers' logs as the clean set.
-struct IntegrityTests {
+@Suite(.offThePool) struct IntegrityTests {
     /// What the watch made of a voyage: its transitions, when, and when the attack showed.
     struct Outcome: CustomStringConvertible {
         var transitions: [(atMs: Int64, transition: IntegrityMonitor.Transition)] = []

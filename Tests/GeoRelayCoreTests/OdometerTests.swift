@@ -1,10 +1,11 @@
 import Foundation
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 /// The odometer's rule (`Odometer`): the track's length in fix-time order, GPS wander inside the
 /// radius never counted.
-struct OdometerTests {
+@Suite(.offThePool) struct OdometerTests {
     /// A point `metres` north of 59° N, 10° E.
     func north(_ metres: Double, second: Int64, attributes: [Attribute] = []) -> Position {
         Position(

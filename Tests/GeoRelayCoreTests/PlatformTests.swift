@@ -1,4 +1,5 @@
 import Foundation
+import GeoRelayTestTraits
 import Synchronization
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// What the relay took from Foundation, now its own (the binary links FoundationEssentials only):
 /// each checked against Foundation's answer where the test can still ask it.
-@Suite struct PlatformTests {
+@Suite(.offThePool) struct PlatformTests {
     /// As `NSString.deletingLastPathComponent` answers (asked by hand: Foundation's own crashes on
     /// some of these in this toolchain).
     @Test(arguments: [

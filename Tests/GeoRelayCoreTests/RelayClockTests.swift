@@ -1,10 +1,11 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Synchronization
 import Testing
 
 /// The clock the tests and the simulation move: sleepers wake when time reaches them, in order,
 /// and a wall-clock step moves no duration.
-struct RelayClockTests {
+@Suite(.offThePool) struct RelayClockTests {
     @Test func sleepersWakeWhenTheClockReachesThemInDeadlineOrder() async throws {
         let clock = SimulatedClock(wallMs: 1_784_953_800_000)
         let woken = WokenOrder()

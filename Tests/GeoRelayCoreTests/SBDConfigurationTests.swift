@@ -1,8 +1,9 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 /// `sbd` aboard and `ingest.sbd` ashore: defaults, and every wrong value refused with its key.
-@Suite struct SBDConfigurationTests {
+@Suite(.offThePool) struct SBDConfigurationTests {
     @Test func theModemAboardTakesItsDefaultsAndEveryDestination() throws {
         let config = try Configuration.parse(#"{ sbd: { device: "/dev/ttyUSB0", units: ["bow", "mob"] } }"#)
         let sbd = try #require(config.sbd)

@@ -1,9 +1,10 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 /// The relay's SBD message: what a credit carries, what comes back out ashore, and what a shore
 /// relay refuses.
-@Suite struct SBDMessageTests {
+@Suite(.offThePool) struct SBDMessageTests {
     /// 2026-07-25T04:30:00Z.
     static let now: Int64 = 1_784_953_800
     static let roster = SBDMessage.rosterCheck(["gps-bow", "gps-stern", "ais", "mob"])

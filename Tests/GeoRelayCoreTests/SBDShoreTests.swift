@@ -1,9 +1,10 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 /// The shore relay's reading of a vessel's message: its devices' positions under the ids the relay
 /// aboard uses, or a refusal that stores nothing.
-@Suite struct SBDShoreTests {
+@Suite(.offThePool) struct SBDShoreTests {
     static let units = ["gps-bow", "gps-stern", "ais", "mob"]
     static let vessel = SBDShore.Vessel(imei: "300434063904790", units: units, relayID: 7)
 

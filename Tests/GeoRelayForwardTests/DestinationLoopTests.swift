@@ -1,12 +1,13 @@
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// The destination's loop as a value without I/O (issue 38): what every transport does between
 /// its rounds, decided in one place.
-@Suite struct DestinationLoopTests {
+@Suite(.offThePool) struct DestinationLoopTests {
     static let spent = UplinkGate.Restriction(
         uplink: "iridium", minIntervalMs: 600_000, reason: "iridium's day budget is spent")
 

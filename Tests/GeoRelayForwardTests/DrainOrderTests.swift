@@ -1,10 +1,11 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// Which goes first while a device is behind, on a clock the test moves.
-struct DrainOrderTests {
+@Suite(.offThePool) struct DrainOrderTests {
     let start = RelayInstant(sinceOrigin: .seconds(1_000))
 
     @Test func autoSendsHistoryFirstUntilTheCurrentPositionCanWaitNoLonger() {

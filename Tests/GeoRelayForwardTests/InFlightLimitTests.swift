@@ -1,4 +1,5 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
@@ -6,7 +7,7 @@ import Testing
 /// The in-flight limit against a simulated bottleneck: requests leave one after another at the
 /// link's rate and are answered a propagation delay later, as on a terminal whose modem queues
 /// whatever it is given. No sockets, no clocks: the simulation's time is its own.
-@Suite struct InFlightLimitTests {
+@Suite(.offThePool) struct InFlightLimitTests {
     struct Link {
         /// How long one request (and its answer) holds the bottleneck.
         var perRequest: Duration

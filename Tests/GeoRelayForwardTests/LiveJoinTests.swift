@@ -1,12 +1,13 @@
 import GeoRelayCore
 import GeoRelaySpool
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// The live edge's own filter chain (`LiveJoin.keep`): a backfill's live fixes go as the
 /// destination's filter would send them after the last live fix sent, across rounds.
-@Suite struct LiveJoinTests {
+@Suite(.offThePool) struct LiveJoinTests {
     /// Device 1 due north at 5 m/s from the history's last fix, a fix every 5 s.
     static func fix(_ seq: Int64, second: Int64) -> StoredPosition {
         StoredPosition(

@@ -1,10 +1,11 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// How many batches stay on the wire, from what the answers show of the link.
-@Suite struct PipelineDepthTests {
+@Suite(.offThePool) struct PipelineDepthTests {
     /// A link with `roundTrip` and `bytesPerSecond`: a lone request's answer, and back-to-back answers' spacing.
     static func measured(roundTrip: Double, bytesPerSecond: Double, batch: Int, ceiling: Int = 8) -> PipelineDepth {
         var depth = PipelineDepth(ceiling: ceiling)

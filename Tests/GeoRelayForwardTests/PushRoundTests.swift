@@ -10,7 +10,7 @@ import Testing
 /// the wild: one that keeps connections, one that closes after every answer, one with a keep-alive
 /// limit, one that drops a batch's connection, one that never answers, and none at all. Each runs
 /// on a geostationary link (600 ms round trips, 256 kbit/s) and on a LAN, from several seeds.
-@Suite struct PushRoundTests {
+@Suite(.offThePool) struct PushRoundTests {
     /// An engine whose rounds send batches of one position each, body `batch <n>`, uncompressed.
     final class Harness {
         let engine: PushEngine

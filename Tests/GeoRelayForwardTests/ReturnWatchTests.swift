@@ -1,13 +1,14 @@
 import GeoRelayCore
 import GeoRelaySpool
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// The return watch's decisions on a clock the test moves: what it does on each kind of terminal
 /// (`../shared/LINKS.md`), and what each look costs. No sockets, no waiting.
-@Suite struct ReturnWatchTests {
+@Suite(.offThePool) struct ReturnWatchTests {
     static let second: UInt64 = 1_000_000_000
     static let t0: UInt64 = 1_000 * second
     static let probeTimeout = Duration.seconds(20)

@@ -1,12 +1,13 @@
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// The modem's dialogue over a real serial line: the relay's port on a pseudo-terminal, a fake
 /// 9603 on its other end (`FakeIridiumModem`), and what reached the gateway, billed.
-@Suite(.serialized) struct SBDModemLinkTests {
+@Suite(.serialized, .offThePool) struct SBDModemLinkTests {
     /// Opens the fake's device as the relay opens its modem, sets it up, and runs `body` on it,
     /// off the cooperative pool (the port blocks).
     static func withLink<T: Sendable>(

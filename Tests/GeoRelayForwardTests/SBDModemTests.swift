@@ -1,11 +1,12 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// The modem's AT dialogue, line by line, as a 9603 answers (Iridium's ISU AT Command Reference):
 /// each exchange's bytes out, each answer's meaning, and every way one ends early.
-@Suite struct SBDModemTests {
+@Suite(.offThePool) struct SBDModemTests {
     static let t0 = RelayInstant.origin + .seconds(1000)
 
     /// What the machine wrote, as text.

@@ -1,10 +1,11 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelayForward
 
 /// When the SBD uplink sends and what, decision by decision on a clock the test moves.
-@Suite struct SBDPlannerTests {
+@Suite(.offThePool) struct SBDPlannerTests {
     static let roster = ["gps-bow", "gps-stern", "ais", "mob"]
     static let start = RelayInstant.origin + .seconds(100)
     /// 2026-07-25T04:30:00Z.

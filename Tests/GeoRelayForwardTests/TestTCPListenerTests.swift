@@ -1,11 +1,12 @@
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Glibc
 import Testing
 
 /// The fake servers' listener, stopped and started again on its port as a destination that goes
 /// away and comes back: nothing else may take the port meanwhile.
-@Suite struct TestTCPListenerTests {
+@Suite(.offThePool) struct TestTCPListenerTests {
     @Test func aStoppedListenerRefusesConnectionsAndKeepsItsPortForItsReturn() throws {
         let listener = try TestTCPListener(name: "reserved") { _, _ in }
         let port = listener.port

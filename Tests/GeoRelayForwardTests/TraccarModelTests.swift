@@ -1,10 +1,11 @@
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Testing
 
 /// The test kit's model of Traccar's processing against the rules read in its source: what the
 /// end-to-end tests assert through must itself be right.
-struct TraccarModelTests {
+@Suite(.offThePool) struct TraccarModelTests {
     /// A vessel's fix `second` seconds into a passage north at 5 m/s.
     func fix(_ second: Int64, arrivalMs: Int64 = 0, attributes: [String: AttributeValue] = [:]) -> TraccarModel.Arrival
     {

@@ -1,5 +1,6 @@
 import GeoRelayCore
 import GeoRelayTestKit
+import GeoRelayTestTraits
 import Glibc
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// Whom the loop closes to make room, driven by hand: the loop is built but not run, so the
 /// connections wait in the kernel's accept queue until the test calls `acceptAll`, as a flood
 /// of connections arriving together leaves them.
-@Suite struct HTTPEvictionTests {
+@Suite(.offThePool) struct HTTPEvictionTests {
     /// A phone whose request is in the kernel when a flood of idle connections arrives in the
     /// same burst looks idle (nothing read yet) and was the oldest, so it was the one closed.
     @Test func aRequestWaitingUnreadIsNotTakenForAnIdleConnection() throws {

@@ -30,7 +30,9 @@ import Testing
                         body: Array("\(request.method) \(request.path) \(request.body.count)".utf8))
                 })
             let listener = self.listener
-            serving = Task { await listener.run() }
+            // Started off the shared pool: an unstructured task does not inherit the test's
+            // executor, and on a busy pool the listener would not serve within the client's timeout.
+            serving = Task(executorPreference: BlockingTestExecutor.shared) { await listener.run() }
         }
         deinit {
             listener.stop()

@@ -1,10 +1,11 @@
 import GeoRelayCore
+import GeoRelayTestTraits
 import Testing
 
 @testable import GeoRelaySpool
 
 /// Each position's odometer is fixed when it is stored, the same across restarts and late fixes.
-struct SpoolOdometerTests {
+@Suite(.offThePool) struct SpoolOdometerTests {
     /// `metres` north of 59° N, 10° E, at `second`.
     func north(_ metres: Double, _ second: Int64, device: String = "boat") -> Position {
         Position(
