@@ -76,6 +76,8 @@ package struct TraccarModel: Sendable {
         package var totalDistance: Double
         /// The event handlers skipped it: older than the device's latest when it was processed.
         package var skippedByEvents: Bool
+        /// A fix time of the device processed before: sent again after an answer was lost.
+        package var duplicate: Bool
         /// Alarm events it raised.
         package var alarmEvents: Set<String>
     }
@@ -86,10 +88,16 @@ package struct TraccarModel: Sendable {
         package var processed: [Processed] = []
         /// The latest position (`device.positionId`).
         package var latest: Processed?
+        /// The fix times processed so far, to tell a copy sent again from a first arrival.
+        var seenFixTimes: Set<Int64> = []
 
         /// Positions the event handlers skipped: no geofence, overspeed, motion, ignition,
         /// driver, maintenance or alarm event could come of them.
         package var skippedByEvents: Int { processed.count { $0.skippedByEvents } }
+        /// As `skippedByEvents`, only the first arrival of each fix time: what the relay can know it
+        /// sent behind a newer one (a copy sent again after a lost answer is skipped too when the
+        /// copies of newer ones got there before it, and the relay cannot know they did).
+        package var firstArrivalsSkipped: Int { processed.count { $0.skippedByEvents && !$0.duplicate } }
         /// Alarms carried by positions the event handlers skipped: events lost.
         package var alarmsSkipped: Int {
             processed.filter(\.skippedByEvents).reduce(0) { $0 + $1.arrival.alarms.count }
@@ -122,6 +130,7 @@ package struct TraccarModel: Sendable {
 
     /// Positions the event handlers skipped, over every device.
     package var skippedByEvents: Int { devices.values.reduce(0) { $0 + $1.skippedByEvents } }
+    package var firstArrivalsSkipped: Int { devices.values.reduce(0) { $0 + $1.firstArrivalsSkipped } }
     package var alarmsSkipped: Int { devices.values.reduce(0) { $0 + $1.alarmsSkipped } }
 
     /// `BufferingManager`: the order a device's positions leave the buffer. Each is held
@@ -169,9 +178,10 @@ extension TraccarModel.Device {
         }
         let old = last.map { arrival.fixTimeMs < $0.arrival.fixTimeMs } ?? false
         let alarmEvents = old ? [] : arrival.alarms.subtracting(last?.arrival.alarms ?? [])
+        let duplicate = !seenFixTimes.insert(arrival.fixTimeMs).inserted
         let processed = TraccarModel.Processed(
             arrival: arrival, distance: distance, totalDistance: total + distance, skippedByEvents: old,
-            alarmEvents: alarmEvents)
+            duplicate: duplicate, alarmEvents: alarmEvents)
         self.processed.append(processed)
         if !old { latest = processed }
     }

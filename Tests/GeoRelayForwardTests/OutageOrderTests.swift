@@ -103,7 +103,7 @@ func pathLength(_ track: some Collection<Position>) -> Double {
         } else {
             #expect(vessel.skippedByEvents == 0)
         }
-        #expect(status.behindNewer == Int64(vessel.skippedByEvents))
+        #expect(status.behindNewer == Int64(vessel.firstArrivalsSkipped))
         // In any order: the report over the outage by the odometer, and the device's totalDistance
         // by the `distance` sent with the position that became the latest, within 1 % of the path.
         try Self.expectTheReportOverTheOutage(vessel)

@@ -30,6 +30,15 @@ import Testing
         #expect(report < -400)
     }
 
+    /// A window sent again after its answers were lost: Traccar processes the copies, and every
+    /// copy but the newest's is older than the latest; none of them was a first arrival.
+    @Test func copiesSentAgainAreSkippedButNotFirstArrivals() {
+        let device = try! #require(TraccarModel((0..<10).map { fix($0) } + (5..<10).map { fix($0) }).devices["v"])
+        #expect(device.skippedByEvents == 4)
+        #expect(device.firstArrivalsSkipped == 0)
+        #expect(device.processed.count(where: \.duplicate) == 5)
+    }
+
     @Test func inOrderNothingIsSkippedAndTheReportIsThePath() {
         let device = try! #require(TraccarModel((0...100).map { fix($0) }).devices["v"])
         #expect(device.skippedByEvents == 0)
