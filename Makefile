@@ -122,7 +122,7 @@ format:
 	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_FORMAT_PATHS)
 
 # The status page at phone (390x844) and laptop (1280 wide) sizes, from the browser test's
-# fixture, into docs/ for the README.
+# fixture, into docs/ for docs/operating.md.
 screenshots: deps
 	$(SWIFT) build --product georelay
 	$(SWIFT) build --build-tests
@@ -147,6 +147,8 @@ install: build
 	install -d $(DESTDIR)/etc/georelay
 	[ -e $(DESTDIR)/etc/georelay/georelay.json5 ] || install -m 0640 contrib/georelay.json5 $(DESTDIR)/etc/georelay/georelay.json5
 	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/georelay/README.md
+	install -d $(DESTDIR)$(PREFIX)/share/doc/georelay/docs
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/georelay/docs/
 	install -D -m 0644 config/georelay.json5 $(DESTDIR)$(PREFIX)/share/doc/georelay/georelay.json5
 
 clean:

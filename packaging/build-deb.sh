@@ -86,6 +86,9 @@ echo /etc/georelay/georelay.json5 >"$root/DEBIAN/conffiles"
 
 doc=$root/usr/share/doc/georelay
 install -m 0644 "$repo/README.md" "$doc/README.md"
+# The manual README links to, in the same place relative to it (docs/; the screenshots stay out).
+install -d -m 0755 "$doc/docs"
+install -m 0644 "$repo"/docs/*.md "$doc/docs/"
 install -m 0644 "$repo/config/georelay.json5" "$doc/georelay.json5"
 install -m 0644 "$debian/copyright" "$doc/copyright"
 # A native package (no Debian revision): policy names its changelog changelog.gz.

@@ -7,7 +7,7 @@ import Glibc
 /// `georelay status`: what the spool says, joined with the configuration.
 ///
 /// Read from the spool alone (read-only), so it works while the daemon is down.
-/// The JSON form is one stable object; its keys are documented in the README.
+/// The JSON form is one stable object; its keys are documented in docs/operating.md.
 package struct StatusReport: Sendable {
     package var status: SpoolStatus
     package var configuration: Configuration

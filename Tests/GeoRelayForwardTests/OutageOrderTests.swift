@@ -129,7 +129,7 @@ func pathLength(_ track: some Collection<Position>) -> Double {
                 abs(gained - sailedSince) / sailedSince < 0.01, "totalDistance +\(gained) m, sailed \(sailedSince) m")
         } else {
             // No IO element carries `distance`: the current position's is the chord across the
-            // outage, which the README says.
+            // outage, which docs/delivery.md says.
             #expect(vessel.skippedByEvents > 100)
             #expect(gained < sailedSince * 0.99)
         }

@@ -176,12 +176,12 @@ final class ConsoleFiles {
             "the watch's wait did not end within 60 s of being cancelled")
     }
 
-    /// The README's command table and the parser agree: every command has a row, every row
+    /// The manual's command table (docs/operating.md) and the parser agree: every command has a row, every row
     /// is a command, and every option a command takes is in its row (`--config` is said once for all).
-    @Test func theReadmeDescribesEveryCommandAndOptionTheParserKnows() throws {
+    @Test func theManualDescribesEveryCommandAndOptionTheParserKnows() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: root.appendingPathComponent("docs/operating.md"), encoding: .utf8)
         // An escaped `\|` inside a cell (`--json \| --watch`) is not a column.
         let rows = readme.replacingOccurrences(of: "\\|", with: "/").split(separator: "\n").filter {
             $0.hasPrefix("| `georelay ")
@@ -196,7 +196,7 @@ final class ConsoleFiles {
                 #expect(
                     row.contains("`\(option.name)") || row.contains(" \(option.name) ")
                         || row.contains("[\(option.name)"),
-                    "README's row for \(command.name) does not mention \(option.name)")
+                    "docs/operating.md's row for \(command.name) does not mention \(option.name)")
             }
             // The synopsis cell names no option the parser would refuse.
             let synopsis = row.split(separator: "|", omittingEmptySubsequences: false)[1]
@@ -204,12 +204,12 @@ final class ConsoleFiles {
             where word.hasPrefix("-") && word.count > 1 {
                 #expect(
                     command.option(named: String(word)) != nil,
-                    "README's \(command.name) synopsis has \(word), which the parser does not know")
+                    "docs/operating.md's \(command.name) synopsis has \(word), which the parser does not know")
             }
         }
         #expect(readme.contains("\(OptionSpec.configuration.name) PATH"))
         for code in ExitCode.allCases {
-            #expect(readme.contains("| \(code.rawValue) |"), "README's exit status table lacks \(code.rawValue)")
+            #expect(readme.contains("| \(code.rawValue) |"), "docs/operating.md's exit status table lacks \(code.rawValue)")
         }
     }
 }

@@ -117,6 +117,13 @@ sort >"$work/expected" <<'EOF'
 -rw-r--r-- root/root ./usr/share/doc/georelay/README.md
 -rw-r--r-- root/root ./usr/share/doc/georelay/changelog.gz
 -rw-r--r-- root/root ./usr/share/doc/georelay/copyright
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/architecture.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/delivery.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/operating.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/socket-protocol.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/spool.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/testing.md
+-rw-r--r-- root/root ./usr/share/doc/georelay/docs/uplinks.md
 -rw-r--r-- root/root ./usr/share/doc/georelay/georelay.json5
 -rw-r--r-- root/root ./usr/share/lintian/overrides/georelay
 -rw-r--r-- root/root ./usr/share/man/man1/georelay.1.gz

@@ -92,7 +92,7 @@ struct SimulatedCollectors {
         return .internal("not stored")
     }
 
-    /// The fix as a collector writes it: the JSON line of the relay's protocol (README).
+    /// The fix as a collector writes it: the JSON line of the relay's protocol (docs/socket-protocol.md).
     static func line(_ fix: Position) -> String {
         var line = #"{"time":\#(fix.timeMs / 1000),"lat":\#(fix.lat),"lon":\#(fix.lon)"#
         if let speed = fix.speed { line += #","speed":\#(speed)"# }

@@ -233,7 +233,7 @@ struct VoyageReport: CustomStringConvertible {
         }
     }
 
-    /// The newest entries the log keeps (README, `georelay logs`).
+    /// The newest entries the log keeps (docs/operating.md, `georelay logs`).
     static let logCapacity = 10_000
 
     /// `VmRSS` of this process.

@@ -5,7 +5,7 @@ import GeoRelayCore
 ///
 /// Parsing (`CommandSpec.parse(_:)`), `georelay <command> --help` and every usage error
 /// come from this one value, so the help cannot drift from what the parser accepts;
-/// a test checks the README's command table against the same values.
+/// a test checks docs/operating.md's command table against the same values.
 package struct CommandSpec: Sendable {
     package var name: String
     /// One line for `georelay --help`.

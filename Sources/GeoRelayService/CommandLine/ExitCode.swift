@@ -18,7 +18,7 @@ package enum ExitCode: Int32, Sendable, CaseIterable {
     /// `EX_CONFIG`: the configuration file cannot be read or is invalid; the message names the key.
     case configuration = 78
 
-    /// One line per status, for `georelay --help` and the README.
+    /// One line per status, for `georelay --help` and docs/operating.md.
     package var meaning: String {
         switch self {
         case .success: "success"

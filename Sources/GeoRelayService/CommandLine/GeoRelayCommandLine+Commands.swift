@@ -1,7 +1,7 @@
 import GeoRelayCollect
 import GeoRelayCore
 
-/// Every command, once: the parser, `--help`, the usage errors and the README check all read this table.
+/// Every command, once: the parser, `--help`, the usage errors and the manual's check (docs/operating.md) all read this table.
 extension GeoRelayCommandLine {
     package static let commands: [CommandSpec] = [
         CommandSpec(
@@ -27,7 +27,7 @@ extension GeoRelayCommandLine {
                 0 healthy, 1 degraded, 2 failing (--json: the checks as one JSON object).
                 """,
             options: [
-                OptionSpec("--json", .flag, help: "one JSON object (keys in the README) instead of the screen"),
+                OptionSpec("--json", .flag, help: "one JSON object (keys in docs/operating.md) instead of the screen"),
                 OptionSpec("--watch", .flag, help: "redraw the screen every 2 s until interrupted"),
                 OptionSpec(
                     "--health", .flag, help: "only the health checks; exit status 0 healthy, 1 degraded, 2 failing"),

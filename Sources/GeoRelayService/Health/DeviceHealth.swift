@@ -28,7 +28,7 @@ package struct HealthCheck: Sendable {
     package var state: HealthState
     /// What was found, also when ok ("79.0 GiB free, the quota needs at most 1.1 GiB more").
     package var summary: String
-    /// The figures behind the verdict, for `status --json` (keys documented in the README).
+    /// The figures behind the verdict, for `status --json` (keys documented in docs/operating.md).
     package var details: [(key: String, value: JSONValue)]
 
     package init(key: String, state: HealthState, summary: String, details: [(key: String, value: JSONValue)] = []) {

@@ -1,7 +1,7 @@
 import GeoRelayCore
 import Glibc
 
-/// Where each check turns from ok to degraded to failing; the README's health section lists
+/// Where each check turns from ok to degraded to failing; docs/operating.md's health section lists
 /// the same figures.
 package struct HealthThresholds: Sendable, Equatable {
     /// Disk: degraded when the spool's filesystem has less than this share of its size free.

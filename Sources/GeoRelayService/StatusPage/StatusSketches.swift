@@ -43,7 +43,7 @@ package final class TrackCache: Sendable {
 /// What the status page draws beyond `status`'s figures, read with the same report so that
 /// `georelay status --json` and the page's `/status.json` stay one object: each destination's
 /// 24-hour chart, each device's newest fix and recent track, and the newest diagnostic log
-/// entries. Keys and shapes are documented in the README (Status page).
+/// entries. Keys and shapes are documented in docs/operating.md (Status page).
 ///
 /// Unreadable parts (a spool from before the chart's table, a failed read) are left out rather
 /// than failing `status`: they are pictures, not figures an operator's script depends on.
