@@ -209,7 +209,8 @@ final class ConsoleFiles {
         }
         #expect(readme.contains("\(OptionSpec.configuration.name) PATH"))
         for code in ExitCode.allCases {
-            #expect(readme.contains("| \(code.rawValue) |"), "docs/operating.md's exit status table lacks \(code.rawValue)")
+            #expect(
+                readme.contains("| \(code.rawValue) |"), "docs/operating.md's exit status table lacks \(code.rawValue)")
         }
     }
 }
