@@ -92,7 +92,7 @@ test: deps lint
 # A voyage on simulated time (Tests/SimulationTests): DAYS days of the seed SEED in STEP-minute
 # steps (365 days in about 4.5 minutes at 60-minute steps). An optimised build of the tests, in
 # a build directory of its own so make test's builds are not redone (about 2 minutes the first
-# time). make test runs three seeds of 10 days at 30-minute steps (30 with GEORELAY_LONG_TESTS=1).
+# time). make test runs three seeds of 4 days at 30-minute steps (30 with GEORELAY_LONG_TESTS=1).
 DAYS ?= 365
 SEED ?= 1
 STEP ?= 60

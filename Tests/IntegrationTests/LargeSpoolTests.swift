@@ -14,9 +14,9 @@ import Testing
 @Suite(.longOffThePool) struct LargeSpoolTests {
     static let long = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil
     static let backlogDevices = 100
-    static let perDevice = long ? 10_000 : 2_000
+    static let perDevice = long ? 10_000 : 1_000
     /// Positions drained between kills: a tenth of the spool in the short form.
-    static let chunk = long ? 60_000 : 20_000
+    static let chunk = long ? 60_000 : 10_000
 
     /// Writes the backlog through the spool's own API, as a relay that was offline would have.
     static func fillSpool(at path: String) async throws {

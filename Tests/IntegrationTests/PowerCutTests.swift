@@ -13,7 +13,7 @@ import Testing
 /// the push destination's token file live on `LazyFS`, which keeps what was not fsynced in memory
 /// and loses it at the cut, so only what the relay made durable is there when it comes back.
 @Suite(.longOffThePool) struct PowerCutTests {
-    static let cuts = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 500 : 50
+    static let cuts = ProcessInfo.processInfo.environment["GEORELAY_LONG_TESTS"] != nil ? 500 : 20
 
     static func filesystem(_ test: String = #function) throws -> LazyFS? {
         do {

@@ -13,7 +13,7 @@ struct SimulatedUplinks: Sendable {
     /// About 6,000 positions a day: less than a passage's 6,600 fixes and an outage's backlog.
     /// The month's budget is spent about halfway through the voyage at that rate (a voyage is
     /// underway 60 % of days): half a megabyte for each of its days, 15 MB at most (by mid-month
-    /// on a voyage of a month), so `make test`'s ten days spend theirs as a month's do.
+    /// on a voyage of a month), so `make test`'s four days spend theirs as a month's do.
     let satellite: Configuration.Uplink
 
     init(days: Int) {
