@@ -83,9 +83,17 @@ package final class IngestServer: Sendable {
     /// here on; `run()` reads and answers them.
     package init(settings: Settings, spool: Spool, logger: Logger) throws(IngestStartError) {
         let listener = try UnixListener.listen(path: settings.socketPath)
+        let clock = settings.clock
+        let router = SourceRouter(devices: settings.devices, logger: logger) { device, transition in
+            spool.record(
+                integrity: IntegrityRecord(
+                    device: device, state: transition.to.rawValue, sinceMs: clock.nowMs(),
+                    evidence: transition.evidence.map(\.description).joined(separator: "; ")),
+                beganEpisode: transition.alarm)
+        }
         var rules = IngestSession.Rules(
             decoder: LineDecoder(maxFutureSeconds: settings.maxFutureSeconds),
-            router: SourceRouter(devices: settings.devices, logger: logger), clock: IngestClock(settings.clock),
+            router: router, clock: IngestClock(settings.clock),
             maxLineBytes: settings.maxLineBytes, nmeaAccuracyPerHDOP: settings.nmeaAccuracyPerHDOP)
         rules.phones = settings.phones
         self.rules = rules

@@ -69,6 +69,24 @@ package enum Metrics {
         family(
             "georelay_device_last_fix_timestamp_seconds", "gauge", "Fix time of the newest position, per device.",
             status.devices.compactMap { d in d.lastFixMs.map { (label("device", d.name), Double($0) / 1000) } })
+        let watched = status.devices.filter { d in
+            configuration.devices.contains { $0.id == d.name && $0.integrity.enabled }
+        }
+        family(
+            "georelay_integrity_state", "gauge",
+            "A watched vessel's GNSS integrity: 1 for its state (ok, degraded, jammed, spoofed), 0 for the others.",
+            watched.flatMap { d in
+                let state = status.integrity[d.name]?.state ?? "ok"
+                return IntegrityState.allCases.map { candidate in
+                    (
+                        label("device", d.name) + "," + label("state", candidate.rawValue),
+                        candidate.rawValue == state ? 1.0 : 0
+                    )
+                }
+            })
+        family(
+            "georelay_integrity_episodes_total", "counter", "Episodes of jamming or spoofing, per watched vessel.",
+            watched.map { (label("device", $0.name), Double(status.integrity[$0.name]?.episodes ?? 0)) })
         family(
             "georelay_ingest_accepted_total", "counter", "Positions accepted on the socket (and phone port).",
             [("", Double(c["ingest.accepted"] ?? 0))])

@@ -142,6 +142,18 @@ package struct StatusReport: Sendable {
                 ("lastPosition", sketches.lastPositionJSON(device: d.name)),
                 ("track", sketches.trackJSON(device: d.name)),
             ]
+            if let integrity = integrity(of: d.name) {
+                members.append(
+                    (
+                        "integrity",
+                        .object(
+                            JSONObject([
+                                ("state", .string(integrity.state)),
+                                ("since", integrity.sinceMs == 0 ? .null : iso(integrity.sinceMs)),
+                                ("evidence", .string(integrity.evidence)), ("episodes", num(integrity.episodes)),
+                            ]))
+                    ))
+            }
             if let sources = sources(of: d.name) {
                 members.append(
                     (
@@ -266,6 +278,13 @@ package struct StatusReport: Sendable {
         return (Double(d.pending) / rate).rounded()
     }
 
+    /// A watched vessel's integrity as the spool last recorded it; `ok` with no episode when its
+    /// watch never left `ok`; nil for a device the watch does not judge.
+    private func integrity(of device: String) -> IntegrityRecord? {
+        guard configuration.devices.contains(where: { $0.id == device && $0.integrity.enabled }) else { return nil }
+        return status.integrity[device] ?? IntegrityRecord(device: device, state: "ok", sinceMs: 0, evidence: "")
+    }
+
     /// A multi-source device's receivers, best first, with the one feeding it as of its newest
     /// position: the best heard within the failover window before the device last received one,
     /// as the router chose then. (Judged against the device's time, not the reader's: a status read
@@ -371,10 +390,24 @@ package struct StatusReport: Sendable {
                         "; sources "
                         + sources.map { "\($0.name)\($0.active ? " (active)" : "")" }.joined(separator: ", ")
                 }
+                if let integrity = integrity(of: device.name) { out += "; " + Self.integrityText(integrity) }
                 out += "\n"
             }
         }
         return out
+    }
+
+    /// A vessel's integrity in plain words: `integrity spoofed since … (evidence); 2 episodes`.
+    static func integrityText(_ record: IntegrityRecord) -> String {
+        var text = "integrity \(record.state)"
+        if record.state != "ok", record.sinceMs != 0 {
+            text += " since \(Timestamp.iso8601(milliseconds: record.sinceMs))"
+        }
+        if !record.evidence.isEmpty { text += " (\(record.evidence))" }
+        if record.episodes > 0 {
+            text += "; \(record.episodes) episode\(record.episodes == 1 ? "" : "s") of jamming or spoofing"
+        }
+        return text
     }
 
     /// The health checks' formatting, so status and its checks read alike.

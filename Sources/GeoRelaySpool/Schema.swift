@@ -184,6 +184,17 @@ enum Schema {
         ALTER TABLE filter_state ADD COLUMN newest_sent_odometer REAL;
         ALTER TABLE destinations ADD COLUMN behind_newer INTEGER NOT NULL DEFAULT 0;
         """,
+        // Version 13: each watched vessel's GNSS integrity (`IntegrityRecord`): its state, since
+        // when, the evidence, and its episodes of jamming or spoofing.
+        """
+        CREATE TABLE integrity(
+            device TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            since_ms INTEGER NOT NULL,
+            evidence TEXT NOT NULL,
+            episodes INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// A position row's columns after `seq, device_id` from version 1 to 11.

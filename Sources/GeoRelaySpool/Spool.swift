@@ -137,6 +137,11 @@ package final class Spool: Sendable {
         writer.submit(.chartSamples(chartSamples))
     }
 
+    /// A vessel's integrity watch changed state (`IntegrityRecord`), written with the next held state.
+    package func record(integrity: IntegrityRecord, beganEpisode: Bool) {
+        writer.submit(.integrity(integrity, beganEpisode: beganEpisode))
+    }
+
     /// Adds wire bytes to uplinks' daily totals, written with the next held state.
     package func record(uplinkUsage: [UplinkUsage]) {
         guard uplinkUsage.contains(where: { $0.bytes > 0 }) else { return }

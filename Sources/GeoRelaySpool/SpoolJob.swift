@@ -11,6 +11,8 @@ enum SpoolJob: Sendable {
     case chartSamples([ChartSample])
     /// Wire bytes per uplink and day: held state too.
     case uplinkUsage([UplinkUsage])
+    /// A vessel's integrity watch changed state: held state too.
+    case integrity(IntegrityRecord, beganEpisode: Bool)
     case operation(@Sendable (SpoolStore) throws -> Void, completion: @Sendable ((any Error)?) -> Void)
     /// Writes nothing; `completion` runs once every job queued before it is committed (or failed for good).
     case barrier(completion: @Sendable () -> Void)
@@ -18,7 +20,7 @@ enum SpoolJob: Sendable {
     /// Acknowledgements, counters and log entries: held until the state interval is up.
     var isState: Bool {
         switch self {
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage: true
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity: true
         case .append, .operation, .barrier: false
         }
     }
@@ -28,7 +30,7 @@ enum SpoolJob: Sendable {
     var retriedAlone: Bool {
         switch self {
         case .append, .operation: false
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .barrier: true
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity, .barrier: true
         }
     }
 
@@ -45,7 +47,7 @@ enum SpoolJob: Sendable {
             completion(SpoolError.notWritten(error.message))
         case .barrier(let completion):
             completion()
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage:
+        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
             break
         }
     }
@@ -75,7 +77,7 @@ struct JobQueue {
             deliveryAt[update.destination] = jobs.count
         case .operation, .barrier:
             deliveryAt.removeAll()
-        case .append, .counters, .log, .chartSamples, .uplinkUsage:
+        case .append, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
             break
         }
         jobs.append(job)

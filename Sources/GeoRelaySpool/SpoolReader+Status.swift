@@ -56,6 +56,8 @@ package struct SpoolStatus: Sendable, Equatable {
     package var fileBytes: Int64
     package var usedBytes: Int64
     package var counters: [String: Int64]
+    /// Each watched vessel's integrity, by device (none for a vessel whose watch never left `ok`).
+    package var integrity: [String: IntegrityRecord] = [:]
 }
 
 extension SpoolReader {
@@ -163,7 +165,7 @@ extension SpoolReader {
             }
             return SpoolStatus(
                 destinations: destinations, devices: devices, rows: rows.int(0), fileBytes: fileBytes, usedBytes: used,
-                counters: counters)
+                counters: counters, integrity: try integrityRecords())
         }
     }
 

@@ -79,6 +79,8 @@ final class SpoolStore {
                     try insert(samples)
                 case .uplinkUsage(let usage):
                     try insert(usage)
+                case .integrity(let record, let beganEpisode):
+                    try insert(record, beganEpisode: beganEpisode)
                 case .barrier:
                     break
                 case .operation(let body, _):

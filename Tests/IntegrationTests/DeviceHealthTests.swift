@@ -165,10 +165,3 @@ import Testing
             "status --health: \(health.stdout)")
     }
 }
-
-extension JSONValue {
-    fileprivate var bool: Bool? {
-        if case .bool(let b) = self { return b }
-        return nil
-    }
-}

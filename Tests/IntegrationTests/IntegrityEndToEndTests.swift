@@ -52,5 +52,20 @@ import Testing
         #expect(boat.last?.attributes["integrity"] == .string("spoofed"))
         #expect(boat.compactMap { $0.attributes["alarm"] } == [.string("tampering")], "one alarm an episode")
         #expect(world.server.positions.filter { $0.uniqueId == "gps1" }.count == 0, "sources are not forwarded")
+
+        // What the crew reads: the vessel's state, since when, why, and the episode counted
+        // (held state: there within the state interval).
+        func integrity(_ status: JSONObject) -> JSONValue? {
+            status["devices"]?.array?.first { $0["name"]?.string == "boat" }?["integrity"]
+        }
+        let status = try await world.waitForStatus(timeout: .seconds(40)) {
+            integrity($0)?["state"]?.string == "spoofed"
+        }
+        #expect(integrity(status)?["state"]?.string == "spoofed", "\(String(describing: integrity(status)))")
+        #expect(integrity(status)?["episodes"]?.number == 1)
+        #expect(integrity(status)?["evidence"]?.string?.contains("gps1") == true, "the evidence names the receiver")
+        #expect(integrity(status)?["since"]?.string != nil)
+        let text = try world.command(["status"]).stdout
+        #expect(text.contains("integrity spoofed since"), "\(text)")
     }
 }

@@ -201,25 +201,3 @@ func residentBytes(pid: Int32, peak: Bool = false) throws -> Int {
     }
     return kB * 1024
 }
-
-extension JSONValue {
-    subscript(key: String) -> JSONValue? {
-        if case .object(let object) = self { return object[key] }
-        return nil
-    }
-
-    var number: Double? {
-        if case .number(let n) = self { return n }
-        return nil
-    }
-
-    var string: String? {
-        if case .string(let s) = self { return s }
-        return nil
-    }
-
-    var array: [JSONValue]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-}

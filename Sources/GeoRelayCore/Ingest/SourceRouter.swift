@@ -36,10 +36,17 @@ package final class SourceRouter: Sendable {
     private let routes: [String: Route]
     private let state: Mutex<State>
     private let logger: Logger
+    /// Told each change of a vessel's state (the vessel's id and the change), outside the lock:
+    /// the daemon keeps it in the spool for `status`, the page and the metrics.
+    private let changed: (@Sendable (String, IntegrityMonitor.Transition) -> Void)?
 
-    package init(devices: [Configuration.DeviceSources], logger: Logger) {
+    package init(
+        devices: [Configuration.DeviceSources], logger: Logger,
+        changed: (@Sendable (String, IntegrityMonitor.Transition) -> Void)? = nil
+    ) {
         self.devices = devices
         self.logger = logger
+        self.changed = changed
         var routes: [String: Route] = [:]
         var initial = State()
         for (index, device) in devices.enumerated() {
@@ -67,7 +74,10 @@ package final class SourceRouter: Sendable {
             if transition?.to == .ok { state.allSuspect.remove(route.device) }
             return transition
         }
-        if let transition { log(transition, device: devices[route.device].id) }
+        if let transition {
+            log(transition, device: devices[route.device].id)
+            changed?(devices[route.device].id, transition)
+        }
     }
 
     /// The vessel's integrity state and the evidence standing, for status.
