@@ -9,8 +9,8 @@ import Synchronization
 /// segment's arrival), each time the relay has done all it can without time passing.
 ///
 /// The relay has done all it can when every destination is between rounds or its round's driver is
-/// parked on the clock with nothing to read or write, and the parts asleep on the clock and the
-/// bytes on the link have not changed over a few looks. Hours of a satellite link's outages and
+/// parked on the clock with nothing to read or write, every task the clock woke has run, and the
+/// parts asleep on the clock and the bytes on the link have not changed over a few looks. Hours of a satellite link's outages and
 /// drains take seconds.
 package final class SimulatedWorld: Sendable {
     package let clock: SimulatedClock
@@ -54,7 +54,8 @@ package final class SimulatedWorld: Sendable {
         for _ in 0..<50_000 {
             network.deliverDue()
             let now = (sleeping: clock.sleeping, movements: movements, counters: network.counters)
-            if destinationsWait, let last, last.sleeping == now.sleeping, last.movements == now.movements,
+            if destinationsWait, clock.resuming == 0, let last, last.sleeping == now.sleeping,
+                last.movements == now.movements,
                 last.counters == now.counters
             {
                 steady += 1
@@ -66,7 +67,7 @@ package final class SimulatedWorld: Sendable {
             try await Task.sleep(for: .microseconds(100))
         }
         throw SimulatedWorldError(
-            "the relay did not settle \(what()) within 50,000 looks: \(clock.sleeping) parts asleep on the clock, destinations waiting: \(destinationsWait)"
+            "the relay did not settle \(what()) within 50,000 looks: \(clock.sleeping) parts asleep on the clock, \(clock.resuming) woken and not yet run, destinations waiting: \(destinationsWait)"
         )
     }
 

@@ -56,6 +56,36 @@ import Testing
         #expect(events.withLock { $0.count } == 4)
     }
 
+    /// A task the clock woke counts as resuming until it has run: on a loaded machine its next
+    /// step may come milliseconds after the wake, and a simulation must not move time meanwhile.
+    @Test func aWokenTaskIsResumingUntilItRuns() async {
+        let clock = SimulatedClock(wallMs: 1_784_953_800_000)
+        let executor = HeldExecutor()
+        let done = Mutex(false)
+        let task = Task(executorPreference: executor) {
+            await clock.sleep(for: .seconds(5))
+            done.withLock { $0 = true }
+        }
+        executor.runHeld()
+        #expect(clock.sleeping == 1, "the sleeper registered on the clock")
+        clock.advance(by: .seconds(5))
+        #expect(clock.sleeping == 0)
+        #expect(clock.resuming == 1, "woken, and held by its executor")
+        #expect(!done.withLock { $0 })
+        executor.runHeld()
+        await task.value
+        #expect(done.withLock { $0 })
+        #expect(clock.resuming == 0, "run, so no longer resuming")
+        // A cancelled sleeper is woken too, and counted until it runs.
+        let cancelled = Task(executorPreference: executor) { await clock.sleep(for: .seconds(60)) }
+        executor.runHeld()
+        cancelled.cancel()
+        #expect(clock.resuming == 1)
+        executor.runHeld()
+        await cancelled.value
+        #expect(clock.resuming == 0)
+    }
+
     @Test func aWallClockStepMovesNoDurationAndAPastDeadlineReturnsAtOnce() async {
         let clock = SimulatedClock(wallMs: 1_784_953_800_000)
         let before = clock.monotonicNs()
@@ -86,4 +116,22 @@ import Testing
 actor WokenOrder {
     var order: [Int] = []
     func append(_ seconds: Int) { order.append(seconds) }
+}
+
+/// An executor that runs its jobs only when told, on the caller's thread: a task that is
+/// scheduled and has not run yet, on demand.
+final class HeldExecutor: TaskExecutor, @unchecked Sendable {
+    private let jobs = Mutex<[UnownedJob]>([])
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        jobs.withLock { $0.append(job) }
+    }
+
+    /// Runs every job enqueued so far, and those they enqueue.
+    func runHeld() {
+        while let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
 }

@@ -312,7 +312,14 @@ import Testing
         }
         #expect(state == "backoff" || state == "probing")
         try world.server.http.start(port: port)
-        #expect(await world.server.waitUntil(timeout: .seconds(30)) { $0.count >= 102 })
+        let caughtUp = await world.server.waitUntil(timeout: .seconds(30)) { $0.count >= 102 }
+        #expect(
+            caughtUp,
+            """
+            the 100 outage positions at the server within 30 s of its return; \(world.server.positions.count - 2) arrived.
+            status: \((try? world.command(["status"]).stdout) ?? "?")
+            relay's log: \(world.relay?.stderrText().suffix(4000) ?? "")
+            """)
         let traccar = world.server.traccar()
         for device in ["a", "b"] {
             // Each once, oldest first (`order: auto`: the outage's 50 fixes reach the server well

@@ -104,8 +104,18 @@ package final class SimulatedClock: RelayClock {
     private struct State {
         var wallMs: Int64
         var monotonicNs: UInt64 = 1_000_000_000
-        var sleepers: [(deadlineNs: UInt64, id: UInt64, wake: @Sendable () -> Void)] = []
+        /// `task`: a task's `sleep`, which counts in `resuming` from its wake until it runs.
+        var sleepers: [(deadlineNs: UInt64, id: UInt64, task: Bool, wake: @Sendable () -> Void)] = []
         var nextID: UInt64 = 0
+        var resuming = 0
+
+        /// Takes the sleepers `take` picks, in deadline order, counting the tasks among them as resuming.
+        mutating func remove(where take: (UInt64, UInt64) -> Bool) -> [@Sendable () -> Void] {
+            let woken = sleepers.filter { take($0.deadlineNs, $0.id) }.sorted { $0.deadlineNs < $1.deadlineNs }
+            sleepers.removeAll { take($0.deadlineNs, $0.id) }
+            resuming += woken.count { $0.task }
+            return woken.map(\.wake)
+        }
     }
 
     private let state: Mutex<State>
@@ -130,6 +140,11 @@ package final class SimulatedClock: RelayClock {
     /// How many tasks are asleep on it: a test moves the clock once the part it drives waits.
     package var sleeping: Int { state.withLock { $0.sleepers.count } }
 
+    /// How many tasks it woke that have not run since: a task resumed is only scheduled, and under
+    /// load may run milliseconds later, so a test that moves the clock while one is pending would
+    /// move it past what that task was about to do.
+    package var resuming: Int { state.withLock { $0.resuming } }
+
     /// The earliest deadline a sleeper waits for: where a test that moves the clock from one thing
     /// that happens to the next goes.
     package var nextDeadlineNs: UInt64? { state.withLock { $0.sleepers.map(\.deadlineNs).min() } }
@@ -141,7 +156,7 @@ package final class SimulatedClock: RelayClock {
         let (id, now) = state.withLock { state -> (UInt64, Bool) in
             state.nextID += 1
             if deadlineNs <= state.monotonicNs { return (state.nextID, true) }
-            state.sleepers.append((deadlineNs, state.nextID, wake))
+            state.sleepers.append((deadlineNs, state.nextID, false, wake))
             return (state.nextID, false)
         }
         if now { wake() }
@@ -150,7 +165,7 @@ package final class SimulatedClock: RelayClock {
 
     /// Takes a sleeper `schedule` added off the clock, unwoken.
     package func cancel(_ id: UInt64) {
-        state.withLock { state in state.sleepers.removeAll { $0.id == id } }
+        _ = state.withLock { state in state.remove { $1 == id } }
     }
 
     package func sleep(untilNs deadlineNs: UInt64) async {
@@ -159,31 +174,28 @@ package final class SimulatedClock: RelayClock {
             return state.nextID
         }
         let mark = WaitMark.current
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let woken = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let now: Bool = state.withLock { state in
                     if deadlineNs <= state.monotonicNs || Task.isCancelled { return true }
                     // Registered under the lock, so a move of the clock sees the part waiting.
                     mark?.begin()
                     state.sleepers.append(
                         (
-                            deadlineNs, id,
+                            deadlineNs, id, true,
                             {
                                 mark?.end()
-                                continuation.resume()
+                                continuation.resume(returning: true)
                             }
                         ))
                     return false
                 }
-                if now { continuation.resume() }
+                if now { continuation.resume(returning: false) }
             }
         } onCancel: {
-            let woken = state.withLock { state -> (@Sendable () -> Void)? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.sleepers.remove(at: index).wake
-            }
-            woken?()
+            for wake in state.withLock({ state in state.remove { $1 == id } }) { wake() }
         }
+        if woken { state.withLock { $0.resuming -= 1 } }
     }
 
     /// Moves wall and monotonic time forward by `duration` and wakes the sleepers it reaches.
@@ -193,9 +205,7 @@ package final class SimulatedClock: RelayClock {
             state.wallMs = state.wallMs.saturatingPlus(Int64(ns / 1_000_000))
             state.monotonicNs = state.monotonicNs > UInt64.max - ns ? .max : state.monotonicNs + ns
             let now = state.monotonicNs
-            let woken = state.sleepers.filter { $0.deadlineNs <= now }.sorted { $0.deadlineNs < $1.deadlineNs }
-            state.sleepers.removeAll { $0.deadlineNs <= now }
-            return woken.map(\.wake)
+            return state.remove { deadline, _ in deadline <= now }
         }
         for wake in due { wake() }
     }
