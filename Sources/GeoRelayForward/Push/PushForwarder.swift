@@ -115,9 +115,14 @@ package final class PushForwarder: DestinationForwarder {
     }
 
     /// How long a batch that is not full waits: at most `batch.maxDelaySeconds` after its oldest
-    /// position arrived; nil when it goes now.
-    func waitMs(before prepared: Prepared) -> Int64? {
-        guard !prepared.full, let oldest = prepared.items.map(\.delivery.stored.receivedMs).min() else { return nil }
+    /// position arrived; nil when it goes now. The delay gathers live fixes into fewer requests
+    /// while the link delivers; a batch whose oldest position was already waiting when delivery
+    /// last (re)started, at `heldUntilMs` (the link's return, the relay's start), has waited out
+    /// the outage and goes now: a backlog's tail costs no `maxDelaySeconds` after the link returns.
+    func waitMs(before prepared: Prepared, heldUntilMs: Int64) -> Int64? {
+        guard !prepared.full, let oldest = prepared.items.map(\.delivery.stored.receivedMs).min(),
+            oldest > heldUntilMs
+        else { return nil }
         let maxDelayMs = CheckedNumbers.milliseconds(seconds: push.batchMaxDelaySeconds) ?? 0
         let due = oldest + maxDelayMs
         let nowMs = clock.nowMs()

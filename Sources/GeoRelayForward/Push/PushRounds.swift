@@ -11,10 +11,14 @@ final class PushRounds: DestinationRounds {
     private var ledger: DeliveryLedger
     /// The link failed since the last round: the engine measures the path anew.
     private var pathStale = false
+    /// When delivery last started again (the relay's start, the first round after the link
+    /// failed): what arrived before it has waited out the outage (`PushForwarder.waitMs`).
+    private var heldUntilMs: Int64
 
     init(_ forwarder: PushForwarder, ledger: DeliveryLedger) {
         self.forwarder = forwarder
         self.ledger = ledger
+        heldUntilMs = forwarder.clock.nowMs()
     }
 
     /// New connections for batches and logins (probes: the link's own), so the answers to the
@@ -48,6 +52,7 @@ final class PushRounds: DestinationRounds {
         let name = f.settings.name
         let stale = pathStale
         pathStale = false
+        if stale { heldUntilMs = f.clock.nowMs() }
         let state = await f.engine.run { engine in
             if stale { engine.linkFailed() }
             return engine.state
@@ -72,7 +77,7 @@ final class PushRounds: DestinationRounds {
         }
         // A replay queued by another process is noticed within half a minute.
         guard !prepared.items.isEmpty else { return prepared.settled.isEmpty ? .idle(.seconds(30)) : .again }
-        if let waitMs = f.waitMs(before: prepared) { return .idle(.milliseconds(waitMs)) }
+        if let waitMs = f.waitMs(before: prepared, heldUntilMs: heldUntilMs) { return .idle(.milliseconds(waitMs)) }
         let token: String
         do {
             token = try await self.token()
@@ -176,7 +181,8 @@ final class PushRounds: DestinationRounds {
         guard !Task.isCancelled, f.gate?.restriction(for: name) == nil, f.gate?.bytesLeft(for: name) == nil,
             (f.gate?.routeGeneration(for: name) ?? 0) == window.route,
             let next = try? await f.prepare(ledger: window.assumed, state: state, currentAhead: currentDue),
-            !next.items.isEmpty, next.full || next.kind == .current || f.waitMs(before: next) == nil,
+            !next.items.isEmpty,
+            next.full || next.kind == .current || f.waitMs(before: next, heldUntilMs: heldUntilMs) == nil,
             next.items.count <= state.maxPositions, next.body.count <= maxBytes ?? .max,
             !next.items.contains(where: { $0.delivery.kind == .replay }),
             // A window that outlasts the token's refresh point (a long backlog over a slow link)
