@@ -72,7 +72,7 @@ package final class ConnectCheck: Sendable {
         timeoutSeconds = max(0.1, min(settings.probeConnectSeconds, settings.connectTimeoutSeconds))
         self.meter = meter
         self.clock = clock
-        attemptMeter = meter == nil ? nil : WireMeter()
+        attemptMeter = meter == nil ? nil : WireMeter(clock: clock)
         self.spare = spare
         queue = DispatchQueue(label: "georelay.connect.\(settings.name)")
     }

@@ -3,6 +3,7 @@ import GeoRelayCore
 import GeoRelayTestKit
 import GeoRelayTestTraits
 import Glibc
+import Synchronization
 import Testing
 
 @testable import GeoRelayForward
@@ -58,16 +59,20 @@ import Testing
         #expect(meter.take() == 0)
     }
 
-    /// A connection attempt that gets nowhere still costs its SYN (a refused one, SYN and RST).
-    @Test func aRefusedConnectionAttemptIsBilled() throws {
+    /// A connection attempt refused on this side of the uplink (within `ConnectCheck.answeredHere`
+    /// of its opening) crossed nothing and costs nothing; one refused from beyond a link costs its
+    /// SYN and RST. The refusal is loopback's; how long it took is the clock's, each of its
+    /// readings a fixed step after the last, so a busy machine cannot make it look slow.
+    @Test func aRefusalOnThisSideIsFreeAndOneFromBeyondTheLinkIsBilled() throws {
         let (closed, port) = try IPv4Socket.bind(type: Int32(SOCK_STREAM.rawValue), host: "127.0.0.1", port: 0)
         try closed.close() // bound and closed: nothing listens on the port
-        let meter = WireMeter()
-        let easy = try CurlEasy(meter: meter)
-        #expect(throws: CurlError.self) {
-            try easy.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2))
-        }
-        #expect(meter.total >= 52, "billed \(meter.total)")
+        let request = HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/", connectTimeoutSeconds: 2)
+        let here = WireMeter(clock: SteppingClock(step: .microseconds(100)))
+        #expect(throws: CurlError.self) { try CurlEasy(meter: here).perform(request) }
+        #expect(here.total == 0, "a refusal on this side billed \(here.total)")
+        let beyond = WireMeter(clock: SteppingClock(step: .milliseconds(20)))
+        #expect(throws: CurlError.self) { try CurlEasy(meter: beyond).perform(request) }
+        #expect(beyond.total >= 2 * 52, "a refusal from beyond the link billed \(beyond.total)")
     }
 
     /// A name curl has to look up is billed its packets when the lookup starts, whether or not
@@ -124,4 +129,20 @@ import Testing
         let lossy = opened.advanced(to: counts(sent: 100, resent: 99, received: 50, out: 3, in: 2))
         #expect(lossy.peerResentBilled == 50)
     }
+}
+
+/// A monotonic clock on which each reading is `step` after the last.
+final class SteppingClock: RelayClock, @unchecked Sendable {
+    private let readings = Mutex<UInt64>(1_000_000_000)
+    private let step: UInt64
+    init(step: Duration) { self.step = SystemClock.nanoseconds(step) }
+    func nowMs() -> Int64 { 1_784_953_800_000 }
+    func monotonicNs() -> UInt64 {
+        readings.withLock {
+            $0 += step
+            return $0
+        }
+    }
+    func sleep(untilNs deadlineNs: UInt64) async {}
+    func bootID() -> String? { nil }
 }

@@ -16,7 +16,10 @@ import Synchronization
 /// with the timestamp option Linux sends (52 bytes; 72 over IPv6), so handshakes, bare ACKs and
 /// TLS records all count. HTTP bytes were 47 % short of an interface's counters on a 64 kbit/s
 /// link, and about 6× short with a connection per request. A connection attempt refused on this
-/// side of the uplink crossed nothing and is not billed (`ConnectCheck` measures it apart).
+/// side of the uplink crossed nothing and is not billed: a socket that carried no payload and
+/// closed within `ConnectCheck.answeredHere` of opening (a refusal by this host or a terminal's
+/// router while its satellite is down) costs nothing, and its SYN is billed only once it has
+/// outlived that (`ConnectCheck` times its bare attempts the same way).
 ///
 /// A name lookup (UDP, made inside libcurl's resolver, which caches each name for a minute) is
 /// billed when curl starts one, as `LookupBill` estimates it; where the system resolver answers
@@ -35,6 +38,9 @@ package final class WireMeter: Sendable {
         /// The peer's retransmissions billed so far (`peerResentEstimate`), never taken back.
         var peerResentBilled: UInt64 = 0
         var handshakeBilled = false
+        /// When the socket opened (monotonic): an attempt answered sooner than a link's round trip
+        /// never crossed it.
+        var openedNs: UInt64 = 0
 
         /// The SYN's and the SYN-ACK's options beyond the timestamp every segment is billed
         /// (maximum segment size, SACK permitted, window scale: 8 bytes each way).
@@ -92,8 +98,13 @@ package final class WireMeter: Sendable {
     }
 
     private let state = Mutex(State())
+    /// What a socket's life is timed on, to tell an attempt answered on this side.
+    private let clock: any RelayClock
 
-    package init() {}
+    /// - Parameter clock: the relay's (the system's: the sockets are real).
+    package init(clock: any RelayClock = SystemClock()) {
+        self.clock = clock
+    }
 
     /// Billed bytes since the last take: what a progress hand-over records as its wire bytes.
     package func take() -> Int {
@@ -116,19 +127,19 @@ package final class WireMeter: Sendable {
     /// being closed (and its number reused) under the read: closing takes the lock first.
     package func sampleLive() {
         state.withLock { state in
-            for fd in Array(state.live.keys) { Self.sample(fd, in: &state) }
+            for fd in Array(state.live.keys) { sample(fd, in: &state) }
         }
     }
 
     /// Reads one socket's counters (after a transfer on it ended).
     func sample(_ fd: Int32) {
-        state.withLock { Self.sample(fd, in: &$0) }
+        state.withLock { sample(fd, in: &$0) }
     }
 
-    private static func sample(_ fd: Int32, in state: inout State) {
+    private func sample(_ fd: Int32, in state: inout State) {
         guard let last = state.live[fd] else { return }
         let counts = georelay_read_tcp_counts(fd)
-        guard counts.ok != 0 else { return }
+        guard counts.ok != 0, !answeredHere(last, counts) else { return }
         let now = last.advanced(to: counts)
         let billed = now.billed(since: last)
         state.pending &+= billed
@@ -141,8 +152,10 @@ package final class WireMeter: Sendable {
     /// bill first: what it counted so far stays here.
     func handOver(_ fd: Int32, to other: WireMeter) {
         let snapshot = state.withLock { state -> Snapshot? in
-            guard let snapshot = state.live.removeValue(forKey: fd) else { return nil }
+            guard var snapshot = state.live.removeValue(forKey: fd) else { return nil }
             state.handedOver[fd] = other
+            // Found to have crossed the link: what follows is billed, however young the socket.
+            snapshot.openedNs = 0
             return snapshot
         }
         guard let snapshot else { return }
@@ -160,7 +173,17 @@ package final class WireMeter: Sendable {
     }
 
     fileprivate func opened(_ fd: Int32, family: Int32) {
-        state.withLock { $0.live[fd] = Snapshot(headerBytes: family == AF_INET6 ? 72 : 52) }
+        var snapshot = Snapshot(headerBytes: family == AF_INET6 ? 72 : 52)
+        snapshot.openedNs = clock.monotonicNs()
+        state.withLock { $0.live[fd] = snapshot }
+    }
+
+    /// Whether the socket has carried no payload and is younger than any link's round trip: what
+    /// it exchanged so far (a SYN and a refusal, a handshake answered on board) stayed on this
+    /// side, and is billed only if it outlives that.
+    private func answeredHere(_ last: Snapshot, _ counts: georelay_tcp_counts) -> Bool {
+        counts.bytes_sent == 0 && counts.bytes_received == 0
+            && clock.monotonicNs() &- last.openedNs < SystemClock.nanoseconds(ConnectCheck.answeredHere)
     }
 
     /// The last look before the socket closes. The teardown still to come (a FIN each way and
@@ -169,7 +192,7 @@ package final class WireMeter: Sendable {
     fileprivate func closing(_ fd: Int32) {
         if let owner = state.withLock({ $0.handedOver.removeValue(forKey: fd) }) { return owner.closing(fd) }
         state.withLock { state in
-            Self.sample(fd, in: &state)
+            sample(fd, in: &state)
             if let last = state.live[fd], last.segmentsIn > 1 {
                 state.pending &+= 4 * last.headerBytes
                 state.total &+= 4 * last.headerBytes
