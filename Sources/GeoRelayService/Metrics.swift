@@ -87,6 +87,9 @@ package enum Metrics {
         family(
             "georelay_integrity_episodes_total", "counter", "Episodes of jamming or spoofing, per watched vessel.",
             watched.map { (label("device", $0.name), Double(status.integrity[$0.name]?.episodes ?? 0)) })
+        if let sbd = configuration.sbd.map({ SBDUplinkStatus(settings: $0, counters: c, nowMs: nowMs) }) {
+            out += Self.sbdFamilies(sbd)
+        }
         family(
             "georelay_ingest_accepted_total", "counter", "Positions accepted on the socket (and phone port).",
             [("", Double(c["ingest.accepted"] ?? 0))])
@@ -177,5 +180,38 @@ package enum Metrics {
         "\(key)=\""
             + value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
             .replacing("\n", with: "\\n") + "\""
+    }
+
+    /// The SBD modem aboard: its sky, what it spent against the caps, and its sessions.
+    static func sbdFamilies(_ sbd: SBDUplinkStatus) -> String {
+        let device = label("device", sbd.device)
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String, _ value: Double?) {
+            out += Self.family(name, type: type, help, value.map { [(device, $0)] } ?? [])
+        }
+        family(
+            "georelay_sbd_signal_bars", "gauge", "The modem's signal, 0-5 bars, as it last said.",
+            sbd.signal.map(Double.init))
+        family(
+            "georelay_sbd_service", "gauge", "1 while the modem reports Iridium network service.",
+            sbd.service.map { $0 ? 1 : 0 })
+        family("georelay_sbd_messages_total", "counter", "Messages the modem sent.", Double(sbd.messages))
+        family("georelay_sbd_failed_sessions_total", "counter", "Sessions that did not send.", Double(sbd.failures))
+        family("georelay_sbd_credits_today", "gauge", "Credits spent this UTC day.", Double(sbd.creditsToday))
+        family(
+            "georelay_sbd_credits_daily_cap", "gauge", "Credits a UTC day may spend, alarms aside.",
+            Double(sbd.dailyCap))
+        family(
+            "georelay_sbd_credits_month", "gauge", "Credits spent this calendar month.", Double(sbd.creditsThisMonth))
+        family(
+            "georelay_sbd_credits_monthly_cap", "gauge", "Credits a month may spend, alarms aside.",
+            Double(sbd.monthlyCap))
+        family(
+            "georelay_sbd_last_session_timestamp_seconds", "gauge", "When the last session ended.",
+            sbd.lastSession.map { Double($0.ms) / 1000 })
+        family(
+            "georelay_sbd_alarms_waiting", "gauge", "Alarms neither IP nor the modem has carried yet.",
+            Double(sbd.alarmsWaiting))
+        return out
     }
 }

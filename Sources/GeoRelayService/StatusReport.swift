@@ -300,21 +300,13 @@ package struct StatusReport: Sendable {
         return rows.map { ($0.0, $0.1?.lastFixMs, $0.0 == active) }
     }
 
-    /// The SBD modem aboard (`sbd`): what it sent since the spool began, and its device.
+    /// The SBD modem aboard (`sbd`), as the spool last recorded it.
+    var sbdUplink: SBDUplinkStatus? {
+        configuration.sbd.map { SBDUplinkStatus(settings: $0, counters: status.counters, nowMs: nowMs) }
+    }
+
     private var sbdUplinkJSON: [(String, JSONValue)] {
-        guard let sbd = configuration.sbd else { return [] }
-        let c = status.counters
-        return [
-            (
-                "sbd",
-                .object(
-                    JSONObject([
-                        ("device", .string(sbd.device)), ("messages", num(c["sbd.messages"] ?? 0)),
-                        ("credits", num(c["sbd.credits"] ?? 0)), ("positions", num(c["sbd.positions"] ?? 0)),
-                        ("failures", num(c["sbd.failures"] ?? 0)),
-                    ]))
-            )
-        ]
+        sbdUplink.map { [("sbd", $0.json)] } ?? []
     }
 
     /// The shore relay's SBD door's counts, when it has one (`ingest.sbd.directIP`).
@@ -343,6 +335,7 @@ package struct StatusReport: Sendable {
         if let sbd = sbdCounters {
             out += "sbd     " + sbd.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + " (Iridium DirectIP)\n"
         }
+        if let modem = sbdUplink { out += "iridium \(modem.text)\n" }
         out += "health  \(healthText)\n"
         out += "\nchecks: \(device.state.name)\n" + device.text
         out += "\ndestinations\n"

@@ -126,6 +126,13 @@ package final class Spool: Sendable {
         writer.submit(.counters(counters))
     }
 
+    /// Sets named values (a modem's signal, its last session) in the next state write: status
+    /// reads them with the counters, and the newest set wins.
+    package func set(gauges: [String: Int64]) {
+        guard !gauges.isEmpty else { return }
+        writer.submit(.gauges(gauges))
+    }
+
     /// Appends an entry to the diagnostic log.
     package func log(_ entry: LogEntry) {
         writer.submit(.log(entry))

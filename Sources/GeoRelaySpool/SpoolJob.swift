@@ -6,6 +6,9 @@ enum SpoolJob: Sendable {
     case append([Position], receivedMs: Int64, completion: @Sendable ([AppendResult]) -> Void)
     case delivery(DeliveryUpdate)
     case counters([String: Int64])
+    /// Named values set, not added (a modem's signal, its last session): kept in the counters
+    /// table, so status reads them with the counters.
+    case gauges([String: Int64])
     case log(LogEntry)
     /// The status page's chart: held state, so a sample costs no commit of its own.
     case chartSamples([ChartSample])
@@ -20,7 +23,7 @@ enum SpoolJob: Sendable {
     /// Acknowledgements, counters and log entries: held until the state interval is up.
     var isState: Bool {
         switch self {
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity: true
+        case .delivery, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity: true
         case .append, .operation, .barrier: false
         }
     }
@@ -30,7 +33,7 @@ enum SpoolJob: Sendable {
     var retriedAlone: Bool {
         switch self {
         case .append, .operation: false
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity, .barrier: true
+        case .delivery, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity, .barrier: true
         }
     }
 
@@ -47,7 +50,7 @@ enum SpoolJob: Sendable {
             completion(SpoolError.notWritten(error.message))
         case .barrier(let completion):
             completion()
-        case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
+        case .delivery, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity:
             break
         }
     }
@@ -77,7 +80,7 @@ struct JobQueue {
             deliveryAt[update.destination] = jobs.count
         case .operation, .barrier:
             deliveryAt.removeAll()
-        case .append, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
+        case .append, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity:
             break
         }
         jobs.append(job)

@@ -14,7 +14,7 @@ final class SpoolStore {
     /// What the ring of recent positions holds, as memory knows it (read back after a rollback).
     private(set) var recent: RecentPositions
     /// Counters of groups committed while state was held, written with it.
-    private var heldCounters: [String: Int64] = [:]
+    private var heldCounters = GroupCounters.Held()
     var deviceIDs: [String: Int64] = [:]
     /// Per device, its odometer as of its newest stored position (read from the spool when first
     /// needed, and again after a rollback).
@@ -73,6 +73,8 @@ final class SpoolStore {
                     try apply(update)
                 case .counters(let values):
                     for (name, value) in values { applied.counters.add(name, value) }
+                case .gauges(let values):
+                    applied.counters.gauges.merge(values) { $1 }
                 case .log(let entry):
                     try insertLog(entry)
                 case .chartSamples(let samples):
@@ -93,7 +95,7 @@ final class SpoolStore {
                 try merge(&recent, nowNs: nowNs, counters: &applied.counters)
             }
             if writingState {
-                for (name, value) in heldCounters { applied.counters.add(name, value) }
+                applied.counters.take(heldCounters)
                 try applied.counters.write(db)
             }
             db.resetStatements()
@@ -107,12 +109,12 @@ final class SpoolStore {
             throw error
         }
         self.recent = recent
-        if writingState { heldCounters.removeAll() } else { applied.counters.hold(in: &heldCounters) }
+        if writingState { heldCounters = GroupCounters.Held() } else { applied.counters.hold(in: &heldCounters) }
         return applied
     }
 
     /// Whether a group would write held counters even without jobs of its own.
-    var holdsCounters: Bool { !heldCounters.isEmpty }
+    var holdsCounters: Bool { !heldCounters.added.isEmpty || !heldCounters.gauges.isEmpty }
 
     /// Runs an operation inside a savepoint: its own failure is rolled back and returned, and
     /// only a failure that ended the transaction fails the group.
@@ -186,8 +188,22 @@ struct GroupCounters {
     /// Stored positions that carry an alarm: they wake forwarders mid-round.
     var alarms = 0
     var values: [String: Int64] = [:]
+    /// Values set rather than added (`SpoolJob.gauges`): the newest wins.
+    var gauges: [String: Int64] = [:]
+
+    /// What groups that wrote no state leave for the next that does.
+    struct Held {
+        var added: [String: Int64] = [:]
+        var gauges: [String: Int64] = [:]
+    }
 
     mutating func add(_ name: String, _ value: Int64) { values[name, default: 0] += value }
+
+    /// Takes what earlier groups held: their additions add up, their gauges are older than this group's.
+    mutating func take(_ held: Held) {
+        for (name, value) in held.added { add(name, value) }
+        gauges.merge(held.gauges) { newer, _ in newer }
+    }
 
     mutating func count(_ result: AppendResult) {
         switch result {
@@ -198,8 +214,9 @@ struct GroupCounters {
     }
 
     /// Adds this group's counters to those held for the next state write.
-    func hold(in held: inout [String: Int64]) {
-        for (name, value) in totals { held[name, default: 0] += value }
+    func hold(in held: inout Held) {
+        for (name, value) in totals { held.added[name, default: 0] += value }
+        held.gauges.merge(gauges) { $1 }
     }
 
     /// Every counter this group adds, the stored count included.
@@ -214,6 +231,16 @@ struct GroupCounters {
     }
 
     func write(_ db: SQLiteDatabase) throws {
+        if !gauges.isEmpty {
+            let set = try db.statement(
+                "INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value")
+            for (name, value) in gauges {
+                set.reset()
+                set.bind(1, name)
+                set.bind(2, value)
+                try set.run()
+            }
+        }
         let all = totals
         guard !all.isEmpty else { return }
         let upsert = try db.statement(

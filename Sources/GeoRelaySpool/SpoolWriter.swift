@@ -139,7 +139,7 @@ final class SpoolWriter: @unchecked Sendable {
                 if !now, opening { deadline = inbox.window.deadlineNs }
             case .barrier, .operation:
                 inbox.urgent = true
-            case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
+            case .delivery, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity:
                 var dueNs = nowNs + stateNs
                 if case .delivery(let update) = job {
                     let prompt = update.drain || inbox.draining.contains(update.destination)
@@ -304,7 +304,7 @@ final class SpoolWriter: @unchecked Sendable {
                 completion(operationErrors.next() ?? nil)
             case .barrier(let completion):
                 completion()
-            case .delivery, .counters, .log, .chartSamples, .uplinkUsage, .integrity:
+            case .delivery, .counters, .gauges, .log, .chartSamples, .uplinkUsage, .integrity:
                 break
             }
         }

@@ -158,6 +158,25 @@ import Testing
         #expect(status.counters["ingest.rejected.parse"] == 3)
     }
 
+    /// Gauges are set, not added: the newest held one is written, beside counters that add up,
+    /// and a later group's value replaces what the table holds.
+    @Test func gaugesAreSetAndTheNewestWins() async throws {
+        let fixture = SpoolFixture()
+        fixture.settings.stateInterval = .seconds(60)
+        let spool = try fixture.open()
+        spool.set(gauges: ["sbd.signal": 2])
+        spool.add(counters: ["sbd.failures": 1])
+        spool.set(gauges: ["sbd.signal": 5, "sbd.service": 1])
+        spool.add(counters: ["sbd.failures": 1])
+        await spool.flush()
+        let first = try SpoolReader.open(path: fixture.settings.path).status().counters
+        #expect(first["sbd.signal"] == 5 && first["sbd.service"] == 1 && first["sbd.failures"] == 2, "\(first)")
+        spool.set(gauges: ["sbd.signal": 0])
+        spool.close()
+        let second = try SpoolReader.open(path: fixture.settings.path).status().counters
+        #expect(second["sbd.signal"] == 0 && second["sbd.service"] == 1 && second["sbd.failures"] == 2, "\(second)")
+    }
+
     @Test func heldStateIsWrittenWhenItsIntervalIsUp() async throws {
         let fixture = SpoolFixture()
         fixture.settings.stateInterval = .milliseconds(200)

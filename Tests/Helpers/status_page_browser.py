@@ -178,6 +178,12 @@ READ_DOM = r"""(() => {
       budgetState: f("budgetState") && f("budgetState").dataset.value, carrying: text(f("carrying")),
     };
   }
+  const sbdCard = document.querySelector("[data-sbd]");
+  const sbd = sbdCard && {
+    device: sbdCard.dataset.sbd, signal: field(sbdCard, "sbdSignal") && field(sbdCard, "sbdSignal").dataset.value,
+    creditsToday: field(sbdCard, "sbdCreditsToday") && Number(field(sbdCard, "sbdCreditsToday").dataset.value),
+    creditsText: text(field(sbdCard, "sbdCreditsToday")), state: text(field(sbdCard, "sbdState")),
+  };
   const devices = {};
   for (const card of document.querySelectorAll("[data-device]")) {
     const f = (n) => field(card, n);
@@ -190,7 +196,7 @@ READ_DOM = r"""(() => {
       sources: [...card.querySelectorAll("[data-source]")].map((s) => ({ name: s.dataset.source, active: s.dataset.active === "true" })),
     };
   }
-  return { destinations, devices, uplinks, checks: document.querySelectorAll("[data-check]").length,
+  return { destinations, devices, uplinks, sbd, checks: document.querySelectorAll("[data-check]").length,
            logEntries: document.querySelectorAll("#log li:not(.empty)").length };
 })()"""
 
@@ -262,6 +268,21 @@ def check_against(page, expected, failures):
         for name in carrying:
             if name not in (shown["carrying"] or ""):
                 failures.append(f"uplink {u['name']}: carrying {shown['carrying']!r} on the page, status --json routes {name} over it")
+    modem = expected.get("sbd")
+    if modem is not None:
+        shown = page.get("sbd")
+        if shown is None:
+            failures.append(f"sbd {modem['device']}: no card on the page")
+        else:
+            signal = "" if modem.get("signal") is None else str(int(modem["signal"]))
+            if shown["signal"] != signal:
+                failures.append(f"sbd: signal {shown['signal']!r} on the page, status --json says {modem.get('signal')}")
+            if shown["creditsToday"] != modem["creditsToday"] or f"of {modem['dailyCredits']}" not in (shown["creditsText"] or ""):
+                failures.append(f"sbd: credits {shown['creditsText']!r} on the page, status --json says {modem['creditsToday']} of {modem['dailyCredits']}")
+            if modem.get("service") and shown["state"] != "In service":
+                failures.append(f"sbd: {shown['state']!r} on the page, status --json says the modem is in service")
+    elif page.get("sbd") is not None:
+        failures.append("an Iridium card on the page, and no modem in status --json")
     for d in expected["devices"]:
         shown = page["devices"].get(d["name"])
         if shown is None:

@@ -47,6 +47,14 @@ import Testing
         // Counted once its session is over, the buffer cleared with it.
         #expect(modem.moBuffer == nil, "cleared after the session")
         #expect(status["sbd"]?["credits"]?.number == 2)
+        // What the crew sees of the modem: the sky it reported at set-up, and the last session.
+        #expect(
+            status["sbd"]?["signal"]?.number == 4 && status["sbd"]?["service"]?.bool == true,
+            "\(status["sbd"] ?? .null)")
+        #expect(status["sbd"]?["lastSession"]?["result"]?.string == "sent")
+        let screen = try world.command(["status"]).stdout
+        #expect(
+            screen.contains("iridium modem \(modem.devicePath); signal 4 of 5, in service; last session "), "\(screen)")
         #expect(logs().contains("sbd: message 2 sent"))
         // Once carried, the alarm does not go again; nothing new to carry until the interval.
         try await Task.sleep(for: .seconds(6)) // more than one of the uplink's looks, measured, not awaited

@@ -31,6 +31,9 @@ import Testing
                 return expected
             }())
         let world = try RelayWorld()
+        // An Iridium modem beside IP, idle while IP delivers: its card shows the sky it reported.
+        let modem = try FakeIridiumModem()
+        defer { modem.stop() }
         let password = "hunter2-\(UUID().uuidString.prefix(8))"
         let token = "tok-\(UUID().uuidString.prefix(12))"
         // Picked while the fake servers hold their own ports: neither can be handed out here.
@@ -52,6 +55,7 @@ import Testing
                 ui: { listen: "127.0.0.1:\(port)" }, metrics: { listen: "127.0.0.1:\(port)" },
                 devices: [{ id: "boat", sources: ["gps-bow", "gps-stern"] }],
                 uplinks: [{ name: "loopback", interface: "lo", metered: true, budget: { dayBytes: 1073741824 } }],
+                sbd: { device: "\(modem.devicePath)", units: ["boat"], dailyCredits: 40 },
                 """)
         chmod(world.configPath, 0o600)
         let nowS = Int(Date().timeIntervalSince1970)
@@ -89,8 +93,9 @@ import Testing
             func row(_ name: String) -> JSONValue? { destinations.first { $0["name"]?.string == name } }
             return row("traccar")?["pending"]?.number == 0 && row("gw")?["pending"]?.number == 0
                 && ["backoff", "probing"].contains(row("shore")?["state"]?.string ?? "")
-                && (row("shore")?["pending"]?.number ?? 0) > 0
+                && (row("shore")?["pending"]?.number ?? 0) > 0 && status["sbd"]?["signal"]?.number == 4
         }
+        #expect(status["sbd"]?["signal"]?.number == 4, "the modem's signal in status: \(status["sbd"] ?? .null)")
         // The page has an uplink to show: loopback carries every destination here.
         #expect(status["uplinks"]?.array?.count == 1)
         #expect(

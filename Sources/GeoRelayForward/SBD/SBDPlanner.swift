@@ -130,6 +130,14 @@ package struct SBDPlanner {
         return compose(alarms: [], look: look, creditCap: 1, withNewest: true)
     }
 
+    /// Alarms of the roster's units in `look` that SBD has not carried: what waits for IP or
+    /// for the modem, shown in status.
+    package func alarmsWaiting(_ look: Look) -> Int {
+        look.alarms.count {
+            settings.roster.contains($0.position.device) && !alarmsCarried.contains(Self.key($0.position))
+        }
+    }
+
     /// How the session with the message `decide` composed ended.
     package mutating func ended(_ outcome: SBDOutcome, now: RelayInstant, wallMs: Int64) {
         rollWindows(wallMs)

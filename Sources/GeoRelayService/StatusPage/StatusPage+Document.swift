@@ -222,6 +222,24 @@ extension StatusPage {
           </article>`;
         }
 
+        // The Iridium modem aboard: its sky, its last session in words, the credits against the caps.
+        function iridium(m) {
+          const last = m.lastSession;
+          const [words, cls] = last && last.result.startsWith("cannot") ? ["Cannot send", "s-bad"]
+            : m.service === false ? ["No service", "s-warn"] : m.service ? ["In service", "s-ok"] : ["Not heard from", "s-off"];
+          return `<article class="uplink" data-sbd="${esc(m.device)}">
+            <h3><span>Iridium SBD <span class="sub">${esc(m.device)}</span></span>
+              <span class="state ${cls}" data-field="sbdState">${words}</span></h3>
+            <dl>
+              <dt>Signal</dt><dd data-field="sbdSignal" data-value="${m.signal == null ? "" : m.signal}">${m.signal == null ? "not reported yet" : `${m.signal} of 5 bars`}</dd>
+              <dt>Last session</dt><dd data-field="sbdLastSession">${last ? `${esc(clock(last.time))}: ${esc(last.result)}` : "none yet"}</dd>
+              <dt>Credits today</dt><dd data-field="sbdCreditsToday" data-value="${m.creditsToday}">${count(m.creditsToday)} of ${count(m.dailyCredits)}</dd>
+              <dt>This month</dt><dd data-field="sbdCreditsThisMonth" data-value="${m.creditsThisMonth}">${count(m.creditsThisMonth)} of ${count(m.monthlyCredits)}</dd>
+              ${m.alarmsWaiting ? `<dt>Waiting</dt><dd data-field="sbdAlarmsWaiting">${count(m.alarmsWaiting)} alarms</dd>` : ""}
+            </dl>
+          </article>`;
+        }
+
         function track(t, last) {
           const rows = ((t && t.rows) || []).slice();
           if (last && (rows.length === 0 || rows[rows.length - 1][0] < Date.parse(last.time) / 1000)) rows.push([Date.parse(last.time) / 1000, last.lat, last.lon]);
@@ -290,7 +308,7 @@ extension StatusPage {
           const up = s.uplink || {};
           $("meta").textContent = `updated ${new Date().toLocaleTimeString()} · uplink today ${bytes(up.wireBytesToday || 0)}, this month ${bytes(up.wireBytesThisMonth || 0)} · spool ${count(s.spool.rows)} positions`;
           $("destinations").innerHTML = s.destinations.length ? s.destinations.map((d) => destination(d, now)).join("") : `<div class="empty">no destinations configured</div>`;
-          $("uplinks").innerHTML = (s.uplinks || []).map((u) => uplink(u, s.destinations)).join("");
+          $("uplinks").innerHTML = (s.uplinks || []).map((u) => uplink(u, s.destinations)).join("") + (s.sbd ? iridium(s.sbd) : "");
           $("devices").innerHTML = s.devices.length ? s.devices.map((d) => device(d, now)).join("") : `<div class="empty">no positions received yet</div>`;
           const checks = Object.entries(dh.checks || {});
           $("checks").innerHTML = checks.map(([k, c]) => `<li data-check="${esc(k)}"><span><i class="dot" style="background:${CHECK[c.state] || "var(--off)"}"></i>${esc(k)}</span><span>${esc(c.summary)}</span></li>`).join("")

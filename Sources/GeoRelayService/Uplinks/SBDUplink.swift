@@ -38,6 +38,7 @@ final class SBDUplink: Sendable {
         let started = clock.now()
         var planner = restoredPlanner()
         var service: Bool?
+        var shown = Shown(spool: spool)
         var reader: SpoolReader?
         var saidPortProblem = false
         while !Task.isCancelled {
@@ -55,33 +56,34 @@ final class SBDUplink: Sendable {
                     return events
                 }
                 if let opened {
-                    service = Self.service(in: opened) ?? service
+                    service = shown.observe(opened) ?? service
                     saidPortProblem = false
-                    logger.info("sbd: modem at \(settings.device) ready")
+                    logger.info("modem at \(settings.device) ready")
                 }
                 if reader == nil { reader = try? spool.makeReader() }
                 // A spool that cannot be read now is looked at again with a new reader; it is no
                 // reason to close the modem, which the catch below is for.
                 let seen = reader.flatMap { try? look($0, started: started, service: service) }
                 if seen == nil { reader = nil }
+                if let seen { shown.set(SBDUplinkStatus.Gauge.alarmsWaiting, planner.alarmsWaiting(seen.look)) }
                 if let seen, case .send(let message, let credits, let alarm) = planner.decide(seen.look) {
                     spool.add(counters: ["sbd.sequence": 1])
                     let bytes = (try? message.encode()) ?? []
                     let events = try await modem.run { try $0.link!.send(bytes) }
-                    service = Self.service(in: events) ?? service
+                    service = shown.observe(events) ?? service
                     let sent = record(events, message: message, credits: credits, alarm: alarm, planner: &planner)
                     if sent { carried(message, seqs: seen.seqs) }
                 } else {
                     for _ in 0..<Self.looks where !Task.isCancelled {
                         let events = try await modem.run { try $0.link!.listen(within: .seconds(1)) }
-                        service = Self.service(in: events) ?? service
+                        service = shown.observe(events) ?? service
                     }
                 }
             } catch {
                 await modem.run { $0.link = nil }
                 planner.failed(now: clock.now())
                 if !saidPortProblem {
-                    logger.warning("sbd: \((error as? SBDPortError)?.message ?? "\(error)"); trying again every 30 s")
+                    logger.warning("\((error as? SBDPortError)?.message ?? "\(error)"); trying again every 30 s")
                     saidPortProblem = true
                 }
                 await clock.sleep(for: Self.reopenAfter)
@@ -112,11 +114,16 @@ final class SBDUplink: Sendable {
     ) -> Bool {
         let now = clock.now()
         let wallMs = clock.nowMs()
-        guard let result = events.lazy.compactMap({ if case .session(let r) = $0 { r } else { nil } }).first else {
+        let result = events.lazy.compactMap({ if case .session(let r) = $0 { r } else { nil } }).first
+        spool.set(gauges: [
+            SBDUplinkStatus.Gauge.lastSessionMs: wallMs,
+            SBDUplinkStatus.Gauge.lastMOStatus: result.map { Int64($0.moStatus) } ?? -1,
+        ])
+        guard let result else {
             let reason = events.lazy.compactMap { if case .failed(let why) = $0 { why } else { nil } }.first
             planner.failed(now: now)
             spool.add(counters: ["sbd.failures": 1])
-            logger.warning("sbd: message \(message.sequence) did not go: \(reason ?? "no answer")")
+            logger.warning("message \(message.sequence) did not go: \(reason ?? "no answer")")
             return false
         }
         planner.ended(result.outcome, now: now, wallMs: wallMs)
@@ -128,16 +135,16 @@ final class SBDUplink: Sendable {
                 windows.day: Int64(credits), windows.month: Int64(credits),
             ])
             logger.info(
-                "sbd: message \(message.sequence) sent (MOMSN \(result.momsn)): \(message.fixes.count) positions\(alarm ? ", an alarm" : ""), \(credits) credits"
+                "message \(message.sequence) sent (MOMSN \(result.momsn)): \(message.fixes.count) positions\(alarm ? ", an alarm" : ""), \(credits) credits"
             )
             return true
         case .retry(let after, let reason):
             spool.add(counters: ["sbd.failures": 1])
-            logger.info("sbd: session failed, \(reason); again in \(after)")
+            logger.info("session failed, \(reason); again in \(after)")
             return false
         case .fatal(let reason):
             spool.add(counters: ["sbd.failures": 1])
-            logger.error("sbd: the modem cannot send: \(reason); no more sessions until the relay restarts")
+            logger.error("the modem cannot send: \(reason); no more sessions until the relay restarts")
             return false
         }
     }
@@ -198,7 +205,33 @@ final class SBDUplink: Sendable {
             spent: (Int(counters[windows.day] ?? 0), Int(counters[windows.month] ?? 0), wallMs))
     }
 
-    private static func service(in events: [SBDModem.Event]) -> Bool? {
-        events.lazy.compactMap { if case .service(let on) = $0 { on } else { nil } }.last
+    /// What status shows of the modem, set in the spool as it changes (a signal indication comes
+    /// with every bar the sky moves; the spool writes it with its next state).
+    private struct Shown {
+        let spool: Spool
+        private var values: [String: Int64] = [:]
+
+        init(spool: Spool) { self.spool = spool }
+
+        mutating func set(_ gauge: String, _ value: Int) {
+            guard values[gauge] != Int64(value) else { return }
+            values[gauge] = Int64(value)
+            spool.set(gauges: [gauge: Int64(value)])
+        }
+
+        /// Takes the modem's signal and service indications. - Returns: the service it last reported, if any.
+        mutating func observe(_ events: [SBDModem.Event]) -> Bool? {
+            var service: Bool?
+            for event in events {
+                switch event {
+                case .signal(let bars): set(SBDUplinkStatus.Gauge.signal, bars)
+                case .service(let on):
+                    service = on
+                    set(SBDUplinkStatus.Gauge.service, on ? 1 : 0)
+                default: break
+                }
+            }
+            return service
+        }
     }
 }
