@@ -219,7 +219,8 @@ package final class SerialSource: DescriptorSource, LineSource {
     }
 }
 
-/// A running gpsd: `?WATCH` for JSON reports, TPV lines forwarded (the relay decodes them).
+/// A running gpsd: `?WATCH` for JSON reports, TPV and SKY lines forwarded (the relay decodes
+/// them: positions, and each receiver's sky for the integrity watch).
 package final class GpsdSource: LineSource {
     private let tcp: TCPSource
     /// gpsd device path → relay device id; `{path}` keeps gpsd's own path.
@@ -240,7 +241,7 @@ package final class GpsdSource: LineSource {
 
     package func nextLine() -> String? {
         while let line = tcp.nextLine() {
-            guard line.hasPrefix("{\"class\":\"TPV\"") else { continue }
+            guard line.hasPrefix("{\"class\":\"TPV\"") || line.hasPrefix("{\"class\":\"SKY\"") else { continue }
             guard !mapping.isEmpty, case .object(var report)? = try? JSONParser.parse(line),
                 case .string(let path)? = report["device"], let id = mapping[path]
             else { return line }

@@ -80,8 +80,43 @@ import Testing
             #"{"class":"TPV","mode":3,"time":"2026-07-25T04:29:59.000Z","lat":59.1,"lon":10.2,"alt":12.0}"#, device: "g"
         )
         #expect(old.altitude == 12, "gpsd before 3.20: alt is above mean sea level")
-        #expect(try decoder.decode(#"{"class":"TPV","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#) == .skip("no-fix"))
-        #expect(try decoder.decode(#"{"class":"SKY","satellites":[]}"#) == .skip("class SKY"))
+        // A cycle without a fix stores nothing, and tells the integrity watch its receiver lost it.
+        #expect(
+            try decoder.decode(#"{"class":"TPV","device":"/dev/ttyS0","mode":1,"time":"2026-07-25T04:29:59.000Z"}"#)
+                == .gnss(device: "/dev/ttyS0", .noFix))
+        #expect(try decoder.decode(#"{"class":"DEVICES","devices":[]}"#) == .skip("class DEVICES"))
+    }
+
+    /// gpsd's SKY: each satellite's C/N0 (`ss`, 0 for one not heard) and whether the fix used it.
+    @Test func gpsdSKY() throws {
+        let report =
+            #"{"class":"SKY","device":"/dev/ttyS0","hdop":1.2,"satellites":[{"PRN":5,"ss":41.5,"used":true},{"PRN":9,"ss":33,"used":false},{"PRN":12,"ss":0,"used":false},{"PRN":20}]}"#
+        #expect(
+            try decoder.decode(report)
+                == .gnss(device: "/dev/ttyS0", .sky(GNSSSample.Sky(cn0: [41.5, 33], inView: 4, used: 1, hdop: 1.2))))
+        #expect(
+            try decoder.decode(#"{"class":"SKY","satellites":[]}"#, defaultDevice: "gps-bow")
+                == .gnss(device: "gps-bow", .sky(GNSSSample.Sky(cn0: [], inView: 0, used: 0))))
+        #expect(
+            try decoder.decode(#"{"class":"SKY","device":"/dev/ttyS0","hdop":1.2}"#) == .skip("sky without satellites"))
+        let many = "[" + Array(repeating: #"{"ss":40}"#, count: 256).joined(separator: ",") + "]"
+        for (bad, says) in [
+            (#"{"class":"SKY","satellites":[{"ss":120}]}"#, "satellites[0].ss: 120.0 is not a C/N0"),
+            (#"{"class":"SKY","satellites":[{"ss":"nan"}]}"#, "satellites[0].ss: nan is not a C/N0"),
+            (#"{"class":"SKY","satellites":[{"ss":-3}]}"#, "satellites[0].ss: -3.0 is not a C/N0"),
+            (#"{"class":"SKY","hdop":-1,"satellites":[]}"#, "hdop: -1.0 is not a dilution of precision"),
+            (#"{"class":"SKY","satellites":{"ss":40}}"#, "satellites: expected an array"),
+            (#"{"class":"SKY","satellites":[40]}"#, "satellites[0]: expected an object"),
+            (#"{"class":"SKY","satellites":[{"ss":40,"used":"yes"}]}"#, "satellites[0].used: expected a boolean"),
+            (#"{"class":"SKY","satellites":\#(many)}"#, "satellites: 256 listed, more than any sky holds"),
+        ] {
+            #expect(throws: IngestError.self, "\(bad)") { try decoder.decode(bad) }
+            do {
+                _ = try decoder.decode(bad)
+            } catch {
+                #expect(error.message.hasPrefix(says), "\(error.message) for \(bad.prefix(60))")
+            }
+        }
     }
 
     @Test func hello() throws {

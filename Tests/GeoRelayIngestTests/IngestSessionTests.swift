@@ -1,6 +1,7 @@
 import GeoRelayCore
 import GeoRelayTestKit
 import GeoRelayTestTraits
+import Synchronization
 import Testing
 
 /// One collector's session without a socket: lines in, actions and replies out, on a clock
@@ -223,5 +224,40 @@ import Testing
         let flaggedFrom = try #require(
             boat.first { $0.attributes.contains(Attribute("integrity", .string("spoofed"))) })
         #expect(flaggedFrom.timeMs - attackMs <= 5_000, "flagged \(flaggedFrom.timeMs - attackMs) ms after the jump")
+    }
+
+    /// Both receivers jammed, as gpsd reports them to one collector (`gnss_voyage.py --format
+    /// gpsd`): their SKY reports' C/N0 falls and their TPVs lose the fix, and the vessel is jammed
+    /// within 5 s of it showing, as from their NMEA; sailing clean the same way, nothing.
+    @Test func jammingSeenInGpsdsSkyReportsIsJammed() throws {
+        func run(_ arguments: [String]) throws -> (transitions: [(ms: Int64, to: IntegrityState)], voyage: GNSSVoyage) {
+            let voyage = try GNSSVoyage(["--format", "gpsd"] + arguments)
+            let relayClock = SimulatedClock(wallMs: 1_784_953_800_000)
+            let seen = Mutex<[(ms: Int64, to: IntegrityState)]>([])
+            let router = SourceRouter(
+                devices: [Configuration.DeviceSources(id: "boat", sources: ["gps1", "gps2"])], logger: .disabled,
+                changed: { _, transition in
+                    seen.withLock { $0.append((relayClock.monotonicMs() - 1_000, transition.to)) }
+                })
+            let rules = IngestSession.Rules(
+                decoder: LineDecoder(maxFutureSeconds: 600), router: router, clock: IngestClock(relayClock),
+                maxLineBytes: 4096)
+            var gpsd = IngestSession(rules: rules)
+            var elapsed: Int64 = 0
+            for line in voyage.lines {
+                relayClock.advance(by: .milliseconds(line.atMs - elapsed))
+                elapsed = line.atMs
+                _ = store(receive(line.sentence, &gpsd), &gpsd)
+            }
+            return (seen.withLock { $0 }, voyage)
+        }
+        let jammed = try run(["--attack", "jam", "--victims", "2", "--seconds", "660", "--at", "600"])
+        let evidenceMs = try #require(jammed.voyage.evidenceMs)
+        let first = try #require(jammed.transitions.first { $0.to == .jammed }, "\(jammed.transitions)")
+        print("integrity: jamming both, from gpsd's reports: jammed \(first.ms - evidenceMs) ms after it showed")
+        #expect(first.ms - evidenceMs <= 5_000, "\(jammed.transitions), evidence at \(evidenceMs)")
+        #expect(jammed.transitions.allSatisfy { $0.to < .spoofed }, "\(jammed.transitions)")
+        let clean = try run(["--seconds", "300"])
+        #expect(clean.transitions.isEmpty, "sailing clean: \(clean.transitions)")
     }
 }

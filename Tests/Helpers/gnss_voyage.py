@@ -8,7 +8,9 @@ monotonic clock when the line arrives, then `# ` lines that state what was injec
 The vessel sails at --knots on a slowly turning course; each receiver's antenna sits on the
 hull's centre line, --separation metres apart, with a correlated error of its own (about 2 m)
 and one the receivers share. Every second each receiver sends GPGSV (10 satellites, C/N0 by
-elevation), GPGGA and GPRMC.
+elevation), GPGGA and GPRMC; with --format gpsd, gpsd's reports of the same instead: a SKY
+(each satellite's `ss` and whether the fix used it) and a TPV (mode 3, or mode 1 without a fix),
+named by the receiver as the collector's gpsd source names them.
 
 Attacks, on the first --victims receivers (all of them for `converge`):
   none      clean sailing.
@@ -26,6 +28,7 @@ Attacks, on the first --victims receivers (all of them for `converge`):
 Standard library only; the same --seed writes the same voyage.
 """
 import argparse
+import json
 import math
 import random
 import sys
@@ -83,6 +86,7 @@ def main():
     p.add_argument("--replay-age", type=int, default=300)
     p.add_argument("--ramp", type=float, default=30.0)
     p.add_argument("--offset", type=float, default=200.0)
+    p.add_argument("--format", default="nmea", choices=["nmea", "gpsd"])
     a = p.parse_args()
     rng = random.Random(a.seed)
     names = ["gps%d" % (i + 1) for i in range(a.receivers)]
@@ -128,7 +132,9 @@ def main():
             if victim and a.attack == "replay" and t - a.replay_age >= 0:
                 lines = history[name][t - a.replay_age]
             else:
-                lines = sentences(rng, sky, snrs, fix_time, rlat, rlon, vn, ve)
+                lines = (gpsd_reports if a.format == "gpsd" else sentences)(rng, sky, snrs, fix_time, rlat, rlon, vn, ve)
+                if a.format == "gpsd":
+                    lines = [line.replace('"device":""', '"device":"%s"' % name) for line in lines]
             history[name].append(lines)
             if victim and evidence_ms is None:
                 if a.attack != "jam":
@@ -183,6 +189,28 @@ def sentences(rng, sky, snrs, fix_ms, lat, lon, vn, ve):
         lines.append(checksum("GPGGA,%s,,,,,0,%02d,,,M,,M,," % (tod, len(heard))))
         lines.append(checksum("GPRMC,%s,V,,,,,,,%s,,,N" % (tod, date)))
     return lines
+
+
+def gpsd_reports(rng, sky, snrs, fix_ms, lat, lon, vn, ve):
+    heard = [s for s in snrs if s >= 20]
+    fixed = len(heard) >= 4
+    iso = "%s.%03dZ" % (iso_seconds(fix_ms // 1000), fix_ms % 1000)
+    satellites = [{"PRN": prn, "el": round(el), "az": round(az), "ss": round(s, 1) if s >= 20 else 0,
+                   "used": fixed and s >= 20} for (prn, el, az), s in zip(sky, snrs)]
+    report = {"class": "SKY", "device": "", "time": iso, "hdop": 0.9 if fixed else None, "satellites": satellites}
+    lines = [json.dumps({k: v for k, v in report.items() if v is not None}, separators=(",", ":"))]
+    if fixed:
+        tpv = {"class": "TPV", "device": "", "mode": 3, "time": iso, "lat": round(lat, 8), "lon": round(lon, 8),
+               "speed": round(math.hypot(vn, ve), 3), "track": round(math.degrees(math.atan2(ve, vn)) % 360, 2)}
+    else:
+        tpv = {"class": "TPV", "device": "", "mode": 1, "time": iso}
+    lines.append(json.dumps(tpv, separators=(",", ":")))
+    return lines
+
+
+def iso_seconds(seconds):
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 if __name__ == "__main__":

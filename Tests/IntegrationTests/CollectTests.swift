@@ -152,6 +152,8 @@ import Testing
         gpsd.send([
             #"{"class":"VERSION","release":"3.25"}"#,
             #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-07-25T12:30:00.000Z","lat":59.5,"lon":10.7}"#,
+            // Forwarded too, for the integrity watch; it stores nothing.
+            #"{"class":"SKY","device":"/dev/ttyUSB1","hdop":0.9,"satellites":[{"PRN":5,"ss":41.0,"used":true}]}"#,
             #"{"class":"TPV","device":"/dev/ttyUSB1","mode":3,"time":"2026-07-25T12:30:00.000Z","lat":59.6,"lon":10.8}"#,
             #"{"class":"TPV","device":"/dev/ttyUSB1","mode":1,"time":"2026-07-25T12:30:01.000Z"}"#,
         ])

@@ -66,7 +66,7 @@ import Testing
         #expect(replies[3].hasPrefix("err device "))
         #expect(replies[4].hasPrefix("err too-long "))
         #expect(replies[5].hasPrefix("err unsupported "))
-        #expect(replies[6] == "skip class SKY")
+        #expect(replies[6] == "skip sky without satellites")
         #expect(replies[7] == "ok 1")
         world.relay?.signal(SIGTERM)
         let rejected = try #require(try world.statusJSON()["ingest"]?["rejected"])

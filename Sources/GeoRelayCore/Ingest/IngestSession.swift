@@ -116,6 +116,12 @@ package struct IngestSession: Sendable {
     private var held: [UInt64] = []
     package private(set) var heldSinceMs: Int64?
     private var replies = ReplyQueue()
+    /// Each gpsd receiver's last sky (`SKY`) and when it came (monotonic ms), for its next fixes.
+    private var skies: [String: (sky: GNSSSample.Sky, atMs: Int64)] = [:]
+    /// A sky older than this is not the fix's: the receiver stopped reporting it.
+    static let skyFreshMs: Int64 = 3_000
+    /// Receivers one session keeps a sky for (gpsd multiplexes a few): a bound on what input can grow.
+    static let maximumSkies = 32
 
     package init(rules: Rules) {
         self.rules = rules
@@ -155,6 +161,11 @@ package struct IngestSession: Sendable {
                 return []
             case .skip(let reason):
                 if acks { replies.add("skip \(reason)") }
+                return []
+            case .gnss(let named, let report):
+                // Nothing is stored: a report of no named receiver is judged by nobody, not refused.
+                if let named, !named.isEmpty { observe(report, of: named) }
+                if acks { replies.add(report == .noFix ? "skip no-fix" : "skip sky") }
                 return []
             }
         } catch {
@@ -230,15 +241,35 @@ package struct IngestSession: Sendable {
         let position = try rules.decoder.validated(position, nowMs: rules.clock.wallMs())
         if !fromPhone { rules.phones?.socketFeeds(position.device) }
         if observe, let router = rules.router, router.watches(position.device) {
+            let atMs = rules.clock.monotonicMs()
             router.observe(
                 GNSSSample(
-                    source: position.device, atMs: rules.clock.monotonicMs(),
+                    source: position.device, atMs: atMs,
                     fix: .init(
                         timeMs: position.timeMs, lat: position.lat, lon: position.lon, speed: position.speed,
-                        course: position.course)))
+                        course: position.course), sky: sky(of: position.device, atMs: atMs)))
         }
         guard let routed = rules.router?.route(position, nowMs: rules.clock.monotonicMs()) else { return [position] }
         return [position, routed]
+    }
+
+    /// A gpsd receiver's sky, kept for its fixes, or its cycle without a fix, told to the watch.
+    private mutating func observe(_ report: GNSSReport, of device: String) {
+        guard let router = rules.router, router.watches(device) else { return }
+        let atMs = rules.clock.monotonicMs()
+        switch report {
+        case .sky(let sky):
+            if skies[device] == nil, skies.count >= Self.maximumSkies { skies.removeAll() }
+            skies[device] = (sky, atMs)
+        case .noFix:
+            router.observe(GNSSSample(source: device, atMs: atMs, fix: nil, sky: sky(of: device, atMs: atMs)))
+        }
+    }
+
+    /// `device`'s last gpsd sky, when it is recent enough to be the present one's.
+    private func sky(of device: String, atMs: Int64) -> GNSSSample.Sky? {
+        guard let kept = skies[device], atMs - kept.atMs <= Self.skyFreshMs else { return nil }
+        return kept.sky
     }
 
     private mutating func refuse(_ error: IngestError, line: UnsafeBufferPointer<UInt8>?) -> Action {

@@ -8,6 +8,15 @@ package enum IngestLine: Sendable, Equatable {
     case skip(String)
     /// An NMEA 0183 sentence: positions come from the connection's fix cycles.
     case nmea(NMEASentence)
+    /// A gpsd report that stores nothing and tells the integrity watch of a receiver (`device`,
+    /// nil for the connection's): the sky it hears (`SKY`), or a cycle without a fix (`TPV` mode 0 or 1).
+    case gnss(device: String?, GNSSReport)
+}
+
+/// What a gpsd report without a position says of its receiver.
+package enum GNSSReport: Sendable, Equatable {
+    case sky(GNSSSample.Sky)
+    case noFix
 }
 
 /// Decodes the socket protocol's line forms into positions.
@@ -90,8 +99,11 @@ package struct LineDecoder: Sendable {
         }
         if let classValue = object["class"] {
             guard case .string(let name) = classValue else { throw .parse("class: expected a string") }
-            guard name == "TPV" else { return .skip("class \(name)") }
-            return try decodeTPV(object, defaultDevice: defaultDevice)
+            switch name {
+            case "TPV": return try decodeTPV(object, defaultDevice: defaultDevice)
+            case "SKY": return try decodeSKY(object, defaultDevice: defaultDevice)
+            default: return .skip("class \(name)")
+            }
         }
         var reader = FieldReader(object: object, prefix: "")
         let device = try reader.string("device", alias: "id") ?? defaultDevice
@@ -128,36 +140,6 @@ package struct LineDecoder: Sendable {
         return .position(position)
     }
 
-    /// A gpsd TPV report, so that `gpspipe -w` can feed the socket directly.
-    private func decodeTPV(_ object: JSONObject, defaultDevice: String?) throws(IngestError) -> IngestLine {
-        var reader = FieldReader(object: object, prefix: "")
-        let mode = try reader.number("mode") ?? 0
-        if mode < 2 { return .skip("no-fix") }
-        let gpsdDevice = try reader.string("device")
-        let device = defaultDevice ?? gpsdDevice
-        guard let lat = try reader.number("lat"), let lon = try reader.number("lon") else { return .skip("no-fix") }
-        let named = try requireDevice(device)
-        var position = Position(
-            device: named,
-            timeMs: try requireTime(try reader.time("time"), device: named),
-            lat: lat, lon: lon)
-        position.speed = try reader.number("speed")
-        position.course = try reader.number("track")
-        // Altitude means one thing everywhere: above mean sea level, as NMEA's GGA gives it and
-        // a crew expects at sea. gpsd's `altMSL` (`alt` before gpsd 3.20) is that; `altHAE` is
-        // above the WGS 84 ellipsoid, tens of metres off, and is converted with `geoidSep` or
-        // left out rather than mixed in.
-        let altHAE = try reader.number("altHAE")
-        let alt = try reader.number("alt")
-        let altMSL = try reader.number("altMSL")
-        let geoidSeparation = try reader.number("geoidSep")
-        position.altitude = altMSL ?? alt ?? altHAE.flatMap { hae in geoidSeparation.map { hae - $0 } }
-        let eph = try reader.number("eph")
-        let epx = try reader.number("epx")
-        position.accuracy = eph ?? epx
-        return .position(position)
-    }
-
     private func scalar(_ value: JSONValue, at path: String) throws(IngestError) -> AttributeValue {
         switch value {
         case .string(let s): .string(s)
@@ -167,7 +149,7 @@ package struct LineDecoder: Sendable {
         }
     }
 
-    private func requireDevice(_ device: String?) throws(IngestError) -> String {
+    func requireDevice(_ device: String?) throws(IngestError) -> String {
         guard let device, !device.isEmpty else {
             throw .device("no device id: give \"device\" or send a hello first")
         }
@@ -175,7 +157,7 @@ package struct LineDecoder: Sendable {
         return device
     }
 
-    private func requireTime(_ time: Int64?, device: String) throws(IngestError) -> Int64 {
+    func requireTime(_ time: Int64?, device: String) throws(IngestError) -> Int64 {
         guard let time else { throw .missingTime(device: device) }
         return time
     }
