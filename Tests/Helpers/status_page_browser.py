@@ -194,6 +194,8 @@ READ_DOM = r"""(() => {
       trackPoints: f("track") ? Number(f("track").dataset.points) : 0,
       trackHasScaleBar: !!(f("track") && /\d+ k?m/.test(f("track").textContent)),
       sources: [...card.querySelectorAll("[data-source]")].map((s) => ({ name: s.dataset.source, active: s.dataset.active === "true" })),
+      integrity: f("integrity") && f("integrity").dataset.value, integrityText: text(f("integrity")),
+      stateText: text(card.querySelector("h3 .state")),
     };
   }
   return { destinations, devices, uplinks, sbd, checks: document.querySelectorAll("[data-check]").length,
@@ -288,6 +290,16 @@ def check_against(page, expected, failures):
         if shown is None:
             failures.append(f"device {d['name']}: no card on the page")
             continue
+        watched = d.get("integrity")
+        if watched is None and shown["integrity"] is not None:
+            failures.append(f"device {d['name']}: GNSS {shown['integrity']!r} on the page, and no integrity in status --json")
+        elif watched is not None:
+            if shown["integrity"] != watched["state"]:
+                failures.append(f"device {d['name']}: GNSS {shown['integrity']!r} on the page, status --json says {watched['state']}")
+            elif watched["state"] != "ok" and watched.get("evidence") and watched["evidence"] not in (shown["integrityText"] or ""):
+                failures.append(f"device {d['name']}: GNSS reads {shown['integrityText']!r}, without its evidence {watched['evidence']!r}")
+            if watched["state"] in ("jammed", "spoofed") and watched["state"] not in (shown["stateText"] or ""):
+                failures.append(f"device {d['name']}: headed {shown['stateText']!r} while status --json says {watched['state']}")
         if shown["lastFix"] != d["lastFix"]:
             failures.append(f"device {d['name']}: last fix {shown['lastFix']!r} on the page, {d['lastFix']!r} in status --json")
         p = d.get("lastPosition")

@@ -239,6 +239,13 @@ import Testing
             ]
         }
         spool.record(chartSamples: samples)
+        // The boat spoofed since two minutes ago, as the integrity watch would have recorded it:
+        // the page must say so in words, and head its card with it.
+        spool.record(
+            integrity: IntegrityRecord(
+                device: "boat", state: "spoofed", sinceMs: Int64(nowS - 120) * 1000,
+                evidence: "gps-stern: a jump of 3.2 km in 1 s", episodes: 1),
+            beganEpisode: false)
         spool.close()
     }
 

@@ -275,10 +275,22 @@ extension StatusPage {
           </svg>`;
         }
 
+        // A watched vessel's GNSS integrity in plain words: what the receivers say can be trusted,
+        // or since when and why not, and how many episodes it has had.
+        function integrity(g) {
+          const episodes = g.episodes ? ` · ${count(g.episodes)} episode${g.episodes === 1 ? "" : "s"} of jamming or spoofing so far` : "";
+          const since = g.since ? ` since ${esc(clock(g.since))}` : "";
+          const why = g.evidence ? `: ${esc(g.evidence)}` : "";
+          const meaning = { degraded: "positions are sent, flagged", jammed: "the receivers cannot hear the satellites; positions may stop or drift", spoofed: "a false signal: the position shown may not be the vessel's" }[g.state];
+          return g.state === "ok" ? `trusted${episodes}` : `<b>${esc(g.state)}</b>${since}${why}${meaning ? ` (${meaning})` : ""}${episodes}`;
+        }
+
         function device(d, now) {
           const p = d.lastPosition;
           const fresh = d.lastReceived && (now - Date.parse(d.lastReceived)) < 120000;
-          const [words, cls] = fresh ? ["Reporting", "s-ok"] : d.lastReceived ? ["Silent", "s-warn"] : ["No fix yet", "s-off"];
+          const g = d.integrity;
+          const [words, cls] = g && (g.state === "jammed" || g.state === "spoofed") ? [`GNSS ${g.state}`, "s-bad"]
+            : fresh ? ["Reporting", "s-ok"] : d.lastReceived ? ["Silent", "s-warn"] : ["No fix yet", "s-off"];
           const sources = (d.sources || []).map((s) => `<span data-source="${esc(s.name)}"${s.active ? ' data-active="true"' : ""}>${s.active ? "<b>" : ""}${esc(s.name)}${s.active ? " (active)</b>" : ""}</span> <span class="sub">${esc(ago(s.lastFix, now))}</span>`).join("<br>");
           return `<article class="device" data-device="${esc(d.name)}">
             <h3><span>${esc(d.name)}</span><span class="state ${cls}">${words}</span></h3>
@@ -289,6 +301,7 @@ extension StatusPage {
               <dt>Course</dt><dd data-field="course">${p.course == null ? "not given" : `${Math.round(p.course)}°`}</dd>
               ${p.odometer == null ? "" : `<dt>Odometer</dt><dd data-field="odometer">${(p.odometer / 1852).toFixed(1)} nm</dd>`}` : ""}
               ${sources ? `<dt>Sources</dt><dd data-field="sources">${sources}</dd>` : ""}
+              ${g ? `<dt>GNSS</dt><dd data-field="integrity" data-value="${esc(g.state)}">${integrity(g)}</dd>` : ""}
             </dl>
             ${track(d.track, p)}
           </article>`;
