@@ -36,6 +36,15 @@ package final class WakeSignal: Sendable {
         state.withLock { $0.pending = false }
     }
 
+    /// Whether a signal arrived while nobody waited, forgetting it: for a loop that looks between
+    /// blocking calls of its own rather than waiting here.
+    package func takePending() -> Bool {
+        state.withLock { state in
+            defer { state.pending = false }
+            return state.pending
+        }
+    }
+
     /// Returns when signalled, when `timeout` passes on the system's clock, or when the task is
     /// cancelled.
     package func wait(timeout: Duration) async {

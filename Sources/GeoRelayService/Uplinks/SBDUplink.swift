@@ -4,7 +4,8 @@ import GeoRelaySpool
 
 /// The Iridium SBD modem aboard (`sbd`): it looks every few seconds at
 /// what the spool holds and what IP has delivered, asks the planner (`SBDPlanner`) whether a
-/// session is due and with what, and carries it out over the modem (`SBDModemLink`). A modem
+/// session is due and with what, and carries it out over the modem (`SBDModemLink`). An alarm
+/// stored, or the time the planner named, ends the wait between looks at the next second. A modem
 /// that cannot be opened or stops answering is opened again half a minute later, said once.
 ///
 /// The message's count and what was spent are spool counters (`sbd.sequence`, `sbd.messages`,
@@ -33,6 +34,8 @@ final class SBDUplink: Sendable {
 
     /// Runs until cancelled; every blocking call on the modem goes to a queue of its own.
     func run() async {
+        let alarms = spool.alarms.subscribe()
+        defer { spool.alarms.unsubscribe(alarms) }
         let modem = QueueConfined(label: "georelay.sbd", Modem())
         let (settings, clock, modemSettings) = (self.settings, self.clock, self.modemSettings)
         let started = clock.now()
@@ -66,7 +69,8 @@ final class SBDUplink: Sendable {
                 let seen = reader.flatMap { try? look($0, started: started, service: service) }
                 if seen == nil { reader = nil }
                 if let seen { shown.set(SBDUplinkStatus.Gauge.alarmsWaiting, planner.alarmsWaiting(seen.look)) }
-                if let seen, case .send(let message, let credits, let alarm) = planner.decide(seen.look) {
+                let decision = seen.map { planner.decide($0.look) }
+                if let seen, case .send(let message, let credits, let alarm)? = decision {
                     spool.add(counters: ["sbd.sequence": 1])
                     let bytes = (try? message.encode()) ?? []
                     let events = try await modem.run { try $0.link!.send(bytes) }
@@ -74,9 +78,14 @@ final class SBDUplink: Sendable {
                     let sent = record(events, message: message, credits: credits, alarm: alarm, planner: &planner)
                     if sent { carried(message, seqs: seen.seqs) }
                 } else {
+                    // Listening a second at a time: indications arrive meanwhile, and an alarm or the
+                    // planner's time ends the wait at the next second rather than the next look.
+                    var due: RelayInstant?
+                    if case .wait(let until, _)? = decision { due = until }
                     for _ in 0..<Self.looks where !Task.isCancelled {
                         let events = try await modem.run { try $0.link!.listen(within: .seconds(1)) }
                         service = shown.observe(events) ?? service
+                        if alarms.takePending() || due.map({ clock.now() >= $0 }) == true { break }
                     }
                 }
             } catch {
