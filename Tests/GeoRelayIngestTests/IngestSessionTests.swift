@@ -260,4 +260,75 @@ import Testing
         let clean = try run(["--seconds", "300"])
         #expect(clean.transitions.isEmpty, "sailing clean: \(clean.transitions)")
     }
+
+    /// A collector's buffered history is not a replay: two receivers live, then silent for ten
+    /// minutes while their collector buffers, then its buffer at once and live again; and a
+    /// receiver whose first lines are three hours of fixes three minutes apart. Their clocks
+    /// step against the relay's only towards its wall clock, so nothing is suspect and the
+    /// vessel stays ok; the same receivers replaying five minutes old fixes live are spoofed.
+    @Test func aCollectorsBufferedHistoryIsNoReplay() throws {
+        let startS: Int64 = 1_784_953_800
+        func fix(_ receiver: String, _ second: Int64) -> String {
+            let lat = 59.0 + Double(second) * 4.5e-5 + (receiver == "gps2" ? 9e-5 : 0)
+            return
+                #"{"device":"\#(receiver)","time":\#(startS + second),"lat":\#(lat),"lon":10.9,"speed":5.0,"course":0}"#
+        }
+        func run(_ script: (_ send: (String, Int64) -> Void, _ wait: (Duration) -> Void) -> Void) -> [IntegrityState] {
+            let relayClock = SimulatedClock(wallMs: startS * 1000)
+            let seen = Mutex<[IntegrityState]>([])
+            let router = SourceRouter(
+                devices: [Configuration.DeviceSources(id: "boat", sources: ["gps1", "gps2"])], logger: .disabled,
+                changed: { _, transition in seen.withLock { $0.append(transition.to) } })
+            let rules = IngestSession.Rules(
+                decoder: LineDecoder(maxFutureSeconds: 600), router: router, clock: IngestClock(relayClock),
+                maxLineBytes: 1024)
+            var session = IngestSession(rules: rules)
+            script({ receiver, second in _ = store(receive(fix(receiver, second), &session), &session) }) {
+                relayClock.advance(by: $0)
+            }
+            return seen.withLock { $0 }
+        }
+        let buffered = run { send, wait in
+            for second in Int64(0)..<60 {
+                send("gps1", second)
+                send("gps2", second)
+                wait(.seconds(1))
+            }
+            wait(.seconds(600)) // the collector's own outage: it buffers
+            for second in Int64(60)..<660 {
+                send("gps1", second)
+                send("gps2", second)
+                wait(.milliseconds(1))
+            }
+            wait(.milliseconds(400))
+            for second in Int64(661)..<700 {
+                send("gps1", second)
+                send("gps2", second)
+                wait(.seconds(1))
+            }
+        }
+        #expect(buffered.isEmpty, "a collector's buffer after its outage: \(buffered)")
+        let history = run { send, wait in
+            wait(.seconds(3 * 3600))
+            for step in Int64(0)..<60 {
+                send("gps1", step * 180)
+                send("gps2", step * 180)
+                wait(.milliseconds(2))
+            }
+        }
+        #expect(history.isEmpty, "three hours of history, three minutes apart: \(history)")
+        let replayed = run { send, wait in
+            for second in Int64(300)..<360 {
+                send("gps1", second)
+                send("gps2", second)
+                wait(.seconds(1))
+            }
+            for second in Int64(60)..<80 {
+                send("gps1", second)
+                send("gps2", second)
+                wait(.seconds(1))
+            }
+        }
+        #expect(replayed.first == .spoofed, "both receivers replaying 5 minutes back, live: \(replayed)")
+    }
 }

@@ -247,7 +247,8 @@ package struct IngestSession: Sendable {
                     source: position.device, atMs: atMs,
                     fix: .init(
                         timeMs: position.timeMs, lat: position.lat, lon: position.lon, speed: position.speed,
-                        course: position.course), sky: sky(of: position.device, atMs: atMs)))
+                        course: position.course), sky: sky(of: position.device, atMs: atMs),
+                    wallMs: rules.clock.wallMs()))
         }
         guard let routed = rules.router?.route(position, nowMs: rules.clock.monotonicMs()) else { return [position] }
         return [position, routed]
@@ -262,7 +263,10 @@ package struct IngestSession: Sendable {
             if skies[device] == nil, skies.count >= Self.maximumSkies { skies.removeAll() }
             skies[device] = (sky, atMs)
         case .noFix:
-            router.observe(GNSSSample(source: device, atMs: atMs, fix: nil, sky: sky(of: device, atMs: atMs)))
+            router.observe(
+                GNSSSample(
+                    source: device, atMs: atMs, fix: nil, sky: sky(of: device, atMs: atMs), wallMs: rules.clock.wallMs()
+                ))
         }
     }
 
@@ -295,8 +299,9 @@ package struct IngestSession: Sendable {
             watched = (device, rules.router?.watches(device) == true ? ReceiverWatch(source: device) : nil)
         }
         if let router = rules.router, watched?.watch != nil,
-            let sample = watched?.watch?.feed(sentence, atMs: rules.clock.monotonicMs())
+            var sample = watched?.watch?.feed(sentence, atMs: rules.clock.monotonicMs())
         {
+            sample.wallMs = rules.clock.wallMs()
             router.observe(sample)
         }
         var actions: [Action] = []

@@ -9,6 +9,9 @@ package struct GNSSSample: Sendable, Equatable {
     /// nil: the receiver reported the cycle without a fix (RMC `V`, GGA quality 0).
     package var fix: Fix?
     package var sky: Sky?
+    /// The relay's wall clock when the cycle ended, where known: tells a receiver clock that
+    /// jumps ahead of it from one catching up with it (a collector's buffered history).
+    package var wallMs: Int64?
 
     package struct Fix: Sendable, Equatable {
         /// The receiver's UTC for the fix, ms since the epoch.
@@ -55,10 +58,11 @@ package struct GNSSSample: Sendable, Equatable {
         }
     }
 
-    package init(source: String, atMs: Int64, fix: Fix?, sky: Sky? = nil) {
+    package init(source: String, atMs: Int64, fix: Fix?, sky: Sky? = nil, wallMs: Int64? = nil) {
         self.source = source
         self.atMs = atMs
         self.fix = fix
         self.sky = sky
+        self.wallMs = wallMs
     }
 }

@@ -18,6 +18,9 @@ struct ReceiverTrack {
     /// Receiver clocks move against the relay's by the serial line's and the collector's delays:
     /// a step is more than that.
     static let clockStepMs: Int64 = 5_000
+    /// A receiver silent this long starts its clock's comparison afresh: a collector that comes
+    /// back after an outage of its own sends its buffered fixes, older than the relay's now.
+    static let clockBaselineSilenceMs: Int64 = 10_000
     /// What two fixes may differ by beyond `maxSpeed`: the receivers' own noise.
     static let jumpSlackMetres = 50.0
     /// How long after the last sign of way the vessel still counts as under way.
@@ -35,6 +38,7 @@ struct ReceiverTrack {
     mutating func take(_ sample: GNSSSample, underWay: Bool, settings: IntegritySettings) -> [IntegrityEvidence] {
         var found: [IntegrityEvidence] = []
         let source = sample.source
+        if sample.atMs - lastSampleAtMs > Self.clockBaselineSilenceMs { clockOffsetMs = nil }
         lastSampleAtMs = sample.atMs
         if let fix = sample.fix {
             if let last = lastFix {
@@ -49,7 +53,9 @@ struct ReceiverTrack {
                 }
             }
             let offset = fix.timeMs - sample.atMs
-            if let clockOffsetMs, abs(offset - clockOffsetMs) > Self.clockStepMs {
+            if let clockOffsetMs,
+                Self.clockStepped(by: offset - clockOffsetMs, fixMs: fix.timeMs, wallMs: sample.wallMs)
+            {
                 found.append(
                     IntegrityEvidence(
                         kind: .clockStep, sources: [source],
@@ -73,6 +79,16 @@ struct ReceiverTrack {
         }
         if let sky = sample.sky { found += look(at: sky, source: source, underWay: underWay) }
         return found
+    }
+
+    /// Whether a receiver clock that moved `step` against the relay's since its last fix shows a
+    /// step: back (a replay of what it said before), or ahead past the relay's wall clock. A
+    /// clock that moves ahead but stays behind the wall clock is history catching up (a
+    /// collector's buffer sent at once), not a spoofer's.
+    static func clockStepped(by step: Int64, fixMs: Int64, wallMs: Int64?) -> Bool {
+        if step < -clockStepMs { return true }
+        guard step > clockStepMs else { return false }
+        return wallMs.map { fixMs > $0.saturatingPlus(clockStepMs) } ?? true
     }
 
     /// Speed over the window's fixes, m/s, when they span most of it.
