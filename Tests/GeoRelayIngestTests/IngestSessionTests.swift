@@ -283,9 +283,10 @@ import Testing
                 decoder: LineDecoder(maxFutureSeconds: 600), router: router, clock: IngestClock(relayClock),
                 maxLineBytes: 1024)
             var session = IngestSession(rules: rules)
-            script({ receiver, second in _ = store(receive(fix(receiver, second), &session), &session) }) {
-                relayClock.advance(by: $0)
+            let send = { (receiver: String, second: Int64) in
+                _ = store(receive(fix(receiver, second), &session), &session)
             }
+            script(send, { relayClock.advance(by: $0) })
             return seen.withLock { $0 }
         }
         let buffered = run { send, wait in
