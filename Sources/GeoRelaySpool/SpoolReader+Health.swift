@@ -60,12 +60,7 @@ extension SpoolReader {
     /// newest position is the last entry of the `device_id` index.
     package func receivers(nowMs: Int64? = nil) throws(SpoolError) -> [ReceiverRecord] {
         let nowMs = nowMs ?? clock.nowMs()
-        return try wrap {
-            try db.execute("BEGIN")
-            defer {
-                db.resetStatements()
-                try? db.execute("COMMIT")
-            }
+        return try inReadTransaction {
             var counters: [String: Int64] = [:]
             let counterRows = try db.statement("SELECT name, value FROM counters WHERE name LIKE 'ingest.untimed.%'")
             while try counterRows.step() { counters[counterRows.text(0) ?? ""] = counterRows.int64(1) }

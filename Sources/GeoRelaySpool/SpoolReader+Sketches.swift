@@ -58,13 +58,8 @@ extension SpoolReader {
     /// from one table to the other between two statements hides nothing.
     package func track(device: String, sinceMs: Int64, untilMs: Int64, maxPoints: Int = 500) throws(SpoolError) -> [Fix]
     {
-        try wrap {
-            guard maxPoints > 0, untilMs >= sinceMs else { return [] }
-            try db.execute("BEGIN")
-            defer {
-                db.resetStatements()
-                try? db.execute("COMMIT")
-            }
+        guard maxPoints > 0, untilMs >= sinceMs else { return [] }
+        return try inReadTransaction {
             let id = try db.statement("SELECT id FROM devices WHERE name = ?")
             id.bind(1, device)
             guard try id.step() else { return [] }

@@ -63,13 +63,8 @@ package struct SpoolStatus: Sendable, Equatable {
 extension SpoolReader {
     package func status(nowMs: Int64? = nil) throws(SpoolError) -> SpoolStatus {
         let nowMs = nowMs ?? clock.nowMs()
-        return try wrap {
-            // One read transaction: every figure from the same commit, even while the writer goes on.
-            try db.execute("BEGIN")
-            defer {
-                db.resetStatements()
-                try? db.execute("COMMIT")
-            }
+        // One read transaction: every figure from the same commit, even while the writer goes on.
+        return try inReadTransaction {
             var destinations: [SpoolStatus.Destination] = []
             let select = try db.statement(
                 """

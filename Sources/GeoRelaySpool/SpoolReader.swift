@@ -27,12 +27,20 @@ package final class SpoolReader {
     /// Runs `body` in one read transaction: every read in it sees the same commit, however
     /// many statements it takes and whatever the writer commits meanwhile.
     package func snapshot<T>(_ body: (SpoolReader) throws(SpoolError) -> T) throws(SpoolError) -> T {
-        try wrap { try db.execute("BEGIN") }
-        defer {
-            db.resetStatements()
-            try? db.execute("COMMIT")
+        try inReadTransaction { try body(self) }
+    }
+
+    /// `body`'s statements in one read transaction, their errors the spool's: what `snapshot`
+    /// and the readers that take several statements to answer (status, a track) run in.
+    func inReadTransaction<T>(_ body: () throws -> T) throws(SpoolError) -> T {
+        try wrap {
+            try db.execute("BEGIN")
+            defer {
+                db.resetStatements()
+                try? db.execute("COMMIT")
+            }
+            return try body()
         }
-        return try body(self)
     }
 
     /// A number that changes whenever another connection commits (SQLite's `PRAGMA data_version`):
@@ -305,17 +313,10 @@ extension SpoolReader {
     package func forEachPosition(
         deviceID: Int64, device: String, sinceMs: Int64?, untilMs: Int64?, _ body: (Position) throws -> Bool
     ) throws {
-        defer { db.resetStatements() }
-        let select = try db.statement(
-            Self.bothTables(
-                """
-                SELECT \(Self.columns) FROM %TABLE WHERE device_id = ?1 AND fix_ms >= ?2 AND fix_ms <= ?3
-                """, then: "ORDER BY fix_ms"))
-        select.bind(1, deviceID)
-        select.bind(2, sinceMs ?? .min)
-        select.bind(3, untilMs ?? .max)
-        while try select.step() {
-            if try !body(Self.readPosition(select, device: device)) { break }
+        try forEachStoredPosition(
+            deviceID: deviceID, device: device, sinceMs: sinceMs ?? .min, untilMs: untilMs ?? .max
+        ) {
+            try body($0.position)
         }
     }
 }
