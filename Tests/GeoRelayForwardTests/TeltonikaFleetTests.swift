@@ -37,11 +37,13 @@ import Testing
     /// The fleet's drain is the suite's heaviest simulation: the issue's terminal in `make test`.
     static let fleetKinds: [TerminalKind] = long ? TerminalKind.allCases : [.close]
 
+    /// - Parameter named: each unit's id (IMEIs by default).
     static func outage(
         units: Int, kind: TerminalKind, seed: SimulationSeed,
+        named: (Int) -> String = { String(format: "35630704244%04d", $0) },
         configure: (inout Configuration.DestinationSettings) -> Void = { _ in }
     ) async throws -> (Figures, SimulatedForwardFixture) {
-        let devices = (0..<units).map { String(format: "35630704244%04d", $0) }
+        let devices = (0..<units).map(named)
         let f = try await SimulatedForwardFixture(
             link: .geo, seed: seed, transport: .teltonika, concurrency: Configuration.teltonikaConcurrency
         ) { settings in
@@ -140,5 +142,21 @@ import Testing
         print("teltonika, one unit, \(kind): \(figures)")
         #expect(figures.everyUnitCurrent.map { $0 <= .seconds(8) } == true, "\(run)")
         #expect(figures.drained.map { $0 <= .seconds(10) } == true, "\(run)")
+    }
+
+    /// Ids shorter than ten characters ("unit0"): alone, their identification is under the 12
+    /// bytes Traccar's frame decoder waits for, and would sit there unanswered until the request
+    /// timeout. It goes with its first frame whenever a device gives way, so the fleet drains
+    /// with no round timing out.
+    @Test(arguments: SimulationSeed.all(1))
+    func shortIdsIdentifyWithTheirFirstFrame(seed: SimulationSeed) async throws {
+        let (figures, f) = try await Self.outage(units: 8, kind: .close, seed: seed, named: { "unit\($0)" })
+        let run = "\(f.replay("TeltonikaFleetTests/shortIdsIdentifyWithTheirFirstFrame")): \(figures)"
+        print("teltonika, eight units with short ids: \(figures)")
+        let timeouts = f.log.messages.filter { $0.contains("no answer within") }
+        #expect(timeouts.isEmpty, "\(timeouts.count) rounds timed out: \(timeouts.prefix(2)), \(run)")
+        #expect(figures.drained.map { $0 <= figures.limit * 1.25 + .seconds(4) } == true, "\(run)")
+        let identifications = f.teltonika.statistics.identifications
+        #expect(identifications.allSatisfy { $0.known }, "\(run)")
     }
 }

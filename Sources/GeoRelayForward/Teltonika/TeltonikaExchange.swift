@@ -91,8 +91,10 @@ struct TeltonikaExchange {
         }
     }
 
-    /// Queues the identification alone (the probe).
-    /// - Precondition: a fresh connection with nothing owed.
+    /// Queues the identification alone (the probe, a device identifying while it gives way).
+    /// - Precondition: a fresh connection with nothing owed. An identification Traccar answers
+    ///   alone: 12 bytes or more (`TeltonikaCodec.identificationNeedsCompanion`), else nothing
+    ///   answers it until more bytes follow.
     mutating func queueIdentification() {
         precondition(awaiting.isEmpty && !isKnown, "a Teltonika identification on a busy or identified connection")
         output = identification

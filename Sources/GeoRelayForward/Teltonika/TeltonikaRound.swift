@@ -383,8 +383,12 @@ struct TeltonikaRound: ConnectionRound {
         guard onTheWire == 0 || onTheWire + bytes.count <= carried.depth.bytesOnTheWire(batchBytes: bytes.count)
         else {
             // Identified meanwhile (a few bytes), its connection is open and known when its turn
-            // comes: the current positions' round a give-way starts costs no handshake then.
-            guard !connection.exchange.isKnown, !connection.exchange.isAwaiting else { return false }
+            // comes: the current positions' round a give-way starts costs no handshake then. Not an
+            // id too short to be answered alone (`identificationNeedsCompanion`): it would sit in
+            // Traccar's frame decoder, unanswered, until the request timeout failed the round.
+            guard !connection.exchange.isKnown, !connection.exchange.isAwaiting,
+                !TeltonikaCodec.identificationNeedsCompanion(connection.exchange.identification)
+            else { return false }
             carried.connections[work.connection]?.exchange.queueIdentification()
             carried.connections[work.connection]?.lastProgress = now
             actions.append(.send(work.connection))
